@@ -1,0 +1,73 @@
+"""What a profile run returns: plain, picklable data (no torch objects).
+
+It crosses the worker-process boundary, lives in a user's session and feeds every view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from lab.config import RunConfig
+from lab.devices import DeviceInfo
+
+# Columns of ``RunResult.key_averages`` (one row per FunctionEventAvg), units in the names.
+KEY_AVERAGES_COLUMNS = (
+    "name", "input_shapes", "count",
+    "self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us",
+    "self_cpu_memory_bytes", "cpu_memory_bytes", "self_device_memory_bytes", "device_memory_bytes",
+    "flops", "is_user_annotation", "device_type",
+)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-iteration time of the same step, measured the same way with and without the profiler."""
+
+    method: str  # "cuda events" or "wall clock"
+    profiled_us: tuple[float, ...]
+    unprofiled_us: tuple[float, ...]
+    compile_s: float | None = None  # torch.compile time, kept out of the profile
+
+    @property
+    def profiled_median_us(self) -> float:
+        return _median(self.profiled_us)
+
+    @property
+    def unprofiled_median_us(self) -> float:
+        return _median(self.unprofiled_us)
+
+    @property
+    def overhead_pct(self) -> float:
+        base = self.unprofiled_median_us
+        return 100.0 * (self.profiled_median_us - base) / base if base > 0 else float("nan")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    config: RunConfig
+    device: DeviceInfo
+    trace_gz: bytes  # the Chrome trace exactly as torch exported it, gzipped
+    key_averages: pd.DataFrame  # grouped by name; columns KEY_AVERAGES_COLUMNS
+    key_averages_by_shape: pd.DataFrame  # grouped by name and input shapes
+    # The classic text table as torch prints it, per sort key (row_limit=-1: all rows).
+    tables: dict[str, str]
+    timing: Timing
+    stage_s: dict[str, float]  # seconds spent in each stage of the run
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def trace_stem(self) -> str:
+        """Download name stem, e.g. ``matmul_add_4096x4096x4096_bfloat16_cuda``."""
+        c = self.config
+        tag = "_compiled" if c.compile else ""
+        return f"{c.workload}{tag}_{c.shape_text}_{c.dtype}_{self.device.kind}"
+
+
+def _median(values: tuple[float, ...]) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2

@@ -1,0 +1,62 @@
+"""Host settings: every limit an instructor may change, in one place.
+
+Read from environment variables named ``PROFILER_LAB_<FIELD>`` (upper case), e.g.
+``PROFILER_LAB_MAX_DIM=8192``. Streamlit exposes ``.streamlit/secrets.toml`` entries as
+environment variables too, so either works. Nothing here imports torch or streamlit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, fields
+
+ENV_PREFIX = "PROFILER_LAB_"
+
+
+class SettingsError(ValueError):
+    """A host setting has a value the lab cannot use; the message names the variable."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostSettings:
+    # Matrix sizes: 16384 is the largest power of two the UI's slider offers; 16384^3 bf16
+    # needs ~1.6 GB, which fits any GPU we list and a laptop's RAM.
+    max_dim: int = 16384
+    # Total profiled iterations per run (wait+warmup+active)*repeat plus warm-up iterations.
+    max_steps: int = 64
+    # Uploads: Streamlit enforces its own server.maxUploadSize too (.streamlit/config.toml).
+    max_upload_mb: int = 200
+    # A gzip trace expands ~10-20x; the cap stops gzip bombs before they exhaust memory.
+    max_trace_decompressed_mb: int = 1024
+    max_trace_events: int = 5_000_000
+    # A 16384^3 fp32 run on a CPU takes ~1 min per iteration; past this the worker is replaced.
+    run_timeout_s: float = 300.0
+    # Runs waiting beyond the ones being executed; past this callers are told to retry.
+    queue_max: int = 64
+    # 0 = one worker per visible GPU, or one CPU worker when there is no GPU.
+    workers: int = 0
+    # Identical configs within this window reuse the last result (0 = never reuse).
+    reuse_window_s: float = 0.0
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> "HostSettings":
+        env = os.environ if environ is None else environ
+        values = {}
+        for f in fields(cls):
+            key = ENV_PREFIX + f.name.upper()
+            if key not in env:
+                continue
+            raw = env[key]
+            cast = int if f.type == "int" else float
+            try:
+                value = cast(raw)
+            except ValueError:
+                raise SettingsError(f"{key}={raw!r} is not a number; set it to a {f.type}") from None
+            if value < 0:
+                raise SettingsError(f"{key}={raw!r} is negative; use 0 or more")
+            values[f.name] = value
+        return cls(**values)
+
+    def replace(self, **changes) -> "HostSettings":
+        return dataclasses.replace(self, **changes)
