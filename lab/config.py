@@ -151,6 +151,7 @@ def check_memory(config: RunConfig, available_bytes: int, where: str) -> None:
 def check_device(config: RunConfig, *, kind: str, compute_capability: tuple[int, int] | None) -> None:
     """Refuse dtypes the chosen device cannot run well; ``kind`` is "cpu" or "cuda"."""
     reason = dtype_refusal(config.dtype, kind=kind, compute_capability=compute_capability)
+    reason = reason or workloads.WORKLOADS[config.workload].refusal(kind, compute_capability)
     if reason:
         raise ConfigError(reason)
     if config.device == "cuda" and kind != "cuda":

@@ -26,6 +26,10 @@ class Workload:
     estimate_bytes: Callable[["RunConfig"], int]
     # Useful floating-point operations per step (2·M·K·N for a GEMM), for TFLOP/s.
     flops: Callable[["RunConfig"], int]
+    # What M, K and N mean for this workload (the page labels its sliders with these).
+    dim_names: tuple[str, str, str] = ("M", "K", "N")
+    # (device kind, compute capability) -> why this workload cannot run there, or None.
+    refusal: Callable[[str, "tuple[int, int] | None"], "str | None"] = lambda kind, cc: None
 
 
 def _label(torch, label: str | None):
@@ -53,6 +57,117 @@ def _build_matmul_add(config: "RunConfig", device, dtype) -> Callable[[], object
     return step
 
 
+def _build_linear(config: "RunConfig", device, dtype) -> Callable[[], object]:
+    import torch
+
+    layer = torch.nn.Linear(config.k, config.n, bias=True).to(device=device, dtype=dtype)
+    x = _random(torch, (config.m, config.k), device, dtype)
+
+    def step():
+        # nn.Linear stores W as N×K: aten::linear runs aten::t (a view, no kernel) and
+        # aten::addmm, whose GEMM applies the bias in its epilogue: no separate add kernel.
+        with torch.no_grad(), _label(torch, config.matmul_label):
+            return layer(x)
+
+    return step
+
+
+def _build_geglu_mlp(config: "RunConfig", device, dtype) -> Callable[[], object]:
+    import torch
+    import torch.nn.functional as F
+
+    x = _random(torch, (config.m, config.k), device, dtype)
+    w_in = _random(torch, (config.k, 2 * config.n), device, dtype) * config.k ** -0.5
+    w_out = _random(torch, (config.n, config.k), device, dtype) * config.n ** -0.5
+
+    def step():
+        with _label(torch, config.matmul_label):
+            h = x @ w_in
+        with _label(torch, config.add_label):
+            a, g = h.chunk(2, dim=-1)
+            act = F.gelu(a) * g  # eager: a gelu kernel and a mul kernel; compiled: one fused kernel
+        return act @ w_out
+
+    return step
+
+
+# Attention: M = sequence length, K = head dimension, N = number of heads (batch 1).
+_SDPA_BACKENDS = {"attention_math": "MATH", "attention_flash": "FLASH_ATTENTION",
+                  "attention_efficient": "EFFICIENT_ATTENTION"}
+
+
+def _attention_inputs(torch, config, device, dtype):
+    shape = (1, config.n, config.m, config.k)
+    return tuple(_random(torch, shape, device, dtype) for _ in range(3))
+
+
+def _build_attention_naive(config: "RunConfig", device, dtype) -> Callable[[], object]:
+    import torch
+
+    q, k, v = _attention_inputs(torch, config, device, dtype)
+    scale = config.k ** -0.5
+
+    def step():
+        with _label(torch, config.matmul_label):
+            scores = (q @ k.transpose(-2, -1)) * scale  # materializes heads×M×M scores
+        with _label(torch, config.add_label):
+            probs = scores.softmax(dim=-1)
+        return probs @ v
+
+    return step
+
+
+def _build_attention_sdpa(config: "RunConfig", device, dtype) -> Callable[[], object]:
+    import torch
+    import torch.nn.functional as F
+
+    q, k, v = _attention_inputs(torch, config, device, dtype)
+    backend = _SDPA_BACKENDS.get(config.workload)
+
+    def run():
+        with _label(torch, config.matmul_label):
+            return F.scaled_dot_product_attention(q, k, v)
+
+    if backend is None:
+        return run
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    chosen = getattr(SDPBackend, backend)
+
+    def step():
+        with sdpa_kernel(chosen):
+            return run()
+
+    return step
+
+
+def _attention_bytes(config: "RunConfig") -> int:
+    qkvo = 4 * config.n * config.m * config.k
+    scores = 2 * config.n * config.m * config.m  # naive: scores and probabilities
+    return (qkvo + scores) * config.element_bytes
+
+
+def _attention_flops(config: "RunConfig") -> int:
+    return 4 * config.n * config.m * config.m * config.k
+
+
+def _efficient_refusal(kind: str, cc) -> "str | None":
+    if kind == "cpu":
+        return "the memory-efficient SDPA backend has no CPU kernel; run it on a CUDA GPU or pick attention_flash/attention_math"
+    return None
+
+
+def _flash_refusal(kind: str, cc) -> "str | None":
+    if kind == "cuda" and (cc or (0, 0)) < (8, 0):
+        return "FlashAttention needs compute capability 8.0 or newer; pick attention_efficient or attention_math"
+    return None
+
+
+def _geglu_bytes(config: "RunConfig") -> int:
+    m, k, n = config.m, config.k, config.n
+    return (2 * m * k + 3 * k * n + 4 * m * n) * config.element_bytes
+
+
 def _matmul_add_bytes(config: "RunConfig") -> int:
     elements = config.m * config.k + config.k * config.n + config.n + 2 * config.m * config.n
     return elements * config.element_bytes
@@ -72,6 +187,69 @@ WORKLOADS: dict[str, Workload] = {
             build=_build_matmul_add,
             estimate_bytes=_matmul_add_bytes,
             flops=_gemm_flops,
+        ),
+        Workload(
+            name="linear",
+            title="nn.Linear (bias in the GEMM epilogue)",
+            formula="y = nn.Linear(K, N)(x)   x: M×K  →  aten::linear = aten::t + aten::addmm",
+            build=_build_linear,
+            estimate_bytes=_matmul_add_bytes,
+            flops=_gemm_flops,
+        ),
+        Workload(
+            name="geglu_mlp",
+            title="GeGLU MLP",
+            formula="h = x @ W_in (K×2N); a, g = h.chunk(2); y = (gelu(a) · g) @ W_out (N×K)",
+            build=_build_geglu_mlp,
+            estimate_bytes=_geglu_bytes,
+            flops=lambda c: 6 * c.m * c.k * c.n,
+        ),
+        Workload(
+            name="attention_naive",
+            title="attention, written out (QKᵀ, softmax, ·V)",
+            formula="softmax(Q Kᵀ / √d) V   Q, K, V: 1×N heads×M tokens×K dims",
+            build=_build_attention_naive,
+            estimate_bytes=_attention_bytes,
+            flops=_attention_flops,
+            dim_names=("tokens", "head dim", "heads"),
+        ),
+        Workload(
+            name="attention_sdpa",
+            title="scaled_dot_product_attention (backend chosen by torch)",
+            formula="F.scaled_dot_product_attention(Q, K, V)",
+            build=_build_attention_sdpa,
+            estimate_bytes=_attention_bytes,
+            flops=_attention_flops,
+            dim_names=("tokens", "head dim", "heads"),
+        ),
+        Workload(
+            name="attention_math",
+            title="SDPA, math backend (the reference: same kernels as written out)",
+            formula="with sdpa_kernel(SDPBackend.MATH): F.scaled_dot_product_attention(Q, K, V)",
+            build=_build_attention_sdpa,
+            estimate_bytes=_attention_bytes,
+            flops=_attention_flops,
+            dim_names=("tokens", "head dim", "heads"),
+        ),
+        Workload(
+            name="attention_flash",
+            title="SDPA, FlashAttention backend (one fused kernel)",
+            formula="with sdpa_kernel(SDPBackend.FLASH_ATTENTION): F.scaled_dot_product_attention(Q, K, V)",
+            build=_build_attention_sdpa,
+            estimate_bytes=_attention_bytes,
+            flops=_attention_flops,
+            dim_names=("tokens", "head dim", "heads"),
+            refusal=_flash_refusal,
+        ),
+        Workload(
+            name="attention_efficient",
+            title="SDPA, memory-efficient backend",
+            formula="with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION): F.scaled_dot_product_attention(Q, K, V)",
+            build=_build_attention_sdpa,
+            estimate_bytes=_attention_bytes,
+            flops=_attention_flops,
+            dim_names=("tokens", "head dim", "heads"),
+            refusal=_efficient_refusal,
         ),
     )
 }
