@@ -1,0 +1,38 @@
+"""Recorded GPU traces shipped with the lab, and their manifest (see scripts/record_samples.py)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SAMPLES_DIR = Path(__file__).resolve().parent
+MANIFEST = SAMPLES_DIR / "manifest.json"
+
+
+@dataclass(frozen=True)
+class Sample:
+    file: str
+    title: str
+    device: str = ""
+    torch: str = ""
+    recorded: str = ""
+    note: str = ""
+    lesson: str = ""  # key of the lesson (lab.lessons) this sample illustrates, if any
+    config: dict = field(default_factory=dict)
+    timing: dict = field(default_factory=dict)  # per-iteration µs with and without the profiler
+
+    @property
+    def path(self) -> Path:
+        return SAMPLES_DIR / self.file
+
+    def read_bytes(self) -> bytes:
+        return self.path.read_bytes()
+
+
+def list_samples() -> list[Sample]:
+    """The bundled samples in manifest order; entries whose file is missing are left out."""
+    data = json.loads(MANIFEST.read_text())
+    known = set(Sample.__dataclass_fields__)
+    samples = [Sample(**{k: v for k, v in entry.items() if k in known}) for entry in data["samples"]]
+    return [s for s in samples if s.path.exists()]
