@@ -34,17 +34,66 @@ input_type             category  "['float', 'float']" style text, "" if none
 ``Trace.flows`` — one row per CPU launch ↔ GPU activity pair:
 ``correlation`` (int64), ``launch_row`` and ``gpu_row`` (int64 positions in ``events``),
 ``delay_us`` (GPU start − launch start).
+
+How ``load_trace`` works, stage by stage:
+
+1. ``_read_json_bytes``: bytes or a file → the JSON text as bytes. Gzip is recognised by its
+   magic bytes (1f 8b), never by the file name, and inflated incrementally so that a gzip bomb
+   stops at ``max_decompressed_bytes`` instead of filling memory.
+2. ``_decode``: JSON → a list of event records. Fast path: msgspec typed decoding into Structs
+   (validates types as it parses). If any event has an unexpected type, or msgspec is not
+   installed, the text is decoded generically (msgspec → orjson → json) and each event is
+   checked in Python; bad events are dropped and counted in ``skipped_events``.
+3. ``_build_events``: records → columns (one list per field, converted to numpy once), lanes
+   from process/thread metadata, sort, nesting depth (vectorised).
+4. ``_build_flows``: launch ↔ GPU pairs from ``ac2g`` flow events and from correlation ids.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import re
+import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
+
+try:  # msgspec is the fast path; the H200 box may not have it (stdlib json fallback).
+    import msgspec
+except ImportError:  # pragma: no cover - exercised on hosts without msgspec
+    msgspec = None
+
+try:
+    import orjson
+except ImportError:  # pragma: no cover
+    orjson = None
 
 # GPU activity that occupies a stream; gpu_user_annotation sits on GPU lanes but is a label.
 GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+# Categories Kineto only ever writes on GPU (device/stream) lanes.
+GPU_LANE_CATS = GPU_ACTIVITY_CATS + ("gpu_user_annotation",)
+# Kineto's flow category linking a CPU launch ("s") to its GPU activity ("f"); id = correlation.
+FLOW_CAT = "ac2g"
+
+# Inflate in slices this size, so the decompressed-size cap is checked before memory is spent.
+_INFLATE_CHUNK_BYTES = 8 << 20
+# int64 bounds: ids outside them cannot be stored and mean the field is garbage.
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_GZIP_MAGIC = b"\x1f\x8b"
+
+_EVENT_COLUMNS = (
+    "name", "cat", "pid", "tid", "lane", "lane_kind", "lane_order", "ts_us", "dur_us", "depth",
+    "correlation", "external_id", "device", "stream", "grid", "block", "registers_per_thread",
+    "shared_memory_bytes", "blocks_per_sm", "warps_per_sm", "occupancy_pct", "input_dims",
+    "input_type",
+)  # fmt: skip
+_FLOW_COLUMNS = ("correlation", "launch_row", "gpu_row", "delay_us")
 
 
 class TraceError(ValueError):
@@ -86,6 +135,843 @@ class Trace:
         return bool((self.events["lane_kind"] == "gpu").any())
 
 
+# ---------------------------------------------------------------------------------------------
+# Stage 1: source → JSON bytes
+
+
+def _read_json_bytes(source, cap_bytes: int) -> bytes | bytearray | memoryview:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = source
+    elif isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        try:
+            size = path.stat().st_size
+            if not path.is_file():
+                raise TraceError(f"{path} is not a file; pass the path of a .json or .json.gz trace.")
+            if size > cap_bytes:
+                raise TraceError(
+                    f"{path} is {size / 2**20:.0f} MiB, over the {cap_bytes / 2**20:.0f} MiB limit for "
+                    "traces; profile fewer steps or raise PROFILER_LAB_MAX_TRACE_DECOMPRESSED_MB."
+                )
+            data = path.read_bytes()
+        except OSError as exc:
+            raise TraceError(f"cannot read {path}: {exc.strerror or exc}; check the path.") from None
+    else:
+        raise TraceError(
+            f"cannot read a trace from a {type(source).__name__}; pass bytes or a path to a "
+            ".json / .json.gz file."
+        )
+    if bytes(data[:2]) == _GZIP_MAGIC:
+        return _gunzip(data, cap_bytes)
+    if len(data) > cap_bytes:
+        raise TraceError(
+            f"the trace is {len(data) / 2**20:.0f} MiB, over the {cap_bytes / 2**20:.0f} MiB limit; "
+            "profile fewer steps or raise PROFILER_LAB_MAX_TRACE_DECOMPRESSED_MB."
+        )
+    return data
+
+
+def _gunzip(data, cap_bytes: int) -> bytearray:
+    """Inflate gzip (possibly several members) without ever holding more than the cap."""
+    out = bytearray()
+    pending = memoryview(data)
+    checked_start = False
+    while True:
+        inflater = zlib.decompressobj(wbits=31)  # 16 + 15: gzip header and trailer
+        try:
+            while pending:
+                chunk = inflater.decompress(pending, _INFLATE_CHUNK_BYTES)
+                pending = memoryview(inflater.unconsumed_tail)
+                out += chunk
+                if len(out) > cap_bytes:
+                    raise TraceError(
+                        f"the gzip trace inflates past the {cap_bytes / 2**20:.0f} MiB limit "
+                        "(a gzip bomb, or a very long profile); profile fewer steps or raise "
+                        "PROFILER_LAB_MAX_TRACE_DECOMPRESSED_MB."
+                    )
+                if not checked_start and out.strip():
+                    # A trace starts with '{' or '['; refuse anything else before inflating more.
+                    checked_start = True
+                    if out.lstrip()[:1] not in (b"{", b"["):
+                        raise TraceError(
+                            "the gzip file does not contain JSON (it should start with '{' or '['); "
+                            "upload the .json or .json.gz that torch.profiler exported."
+                        )
+                if inflater.eof:
+                    break
+            if not pending and not inflater.eof:
+                out += inflater.flush()
+        except zlib.error as exc:
+            raise TraceError(
+                f"the gzip data is corrupt ({exc}); re-export the trace or upload the plain .json."
+            ) from None
+        if not inflater.eof:
+            raise TraceError(
+                "the gzip file is truncated (it ends before the compressed data does); "
+                "re-download or re-export the trace."
+            )
+        pending = memoryview(inflater.unused_data)
+        # Concatenated gzip members are one stream (RFC 1952); trailing zero padding is ignored.
+        if not pending or not bytes(pending[:2]) == _GZIP_MAGIC:
+            if bytes(pending).strip(b"\x00"):
+                raise TraceError(
+                    "the gzip file has trailing bytes after its end; re-export the trace."
+                )
+            return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 2: JSON → event records
+#
+# Records expose the attributes below, whether they are msgspec Structs (fast path) or _Ev
+# instances built by the Python validator (fallback path).
+
+_ARG_KEYS = {  # attribute -> key in the event's "args"
+    "correlation": "correlation",
+    "external_id": "External id",
+    "device": "device",
+    "stream": "stream",
+    "grid": "grid",
+    "block": "block",
+    "registers": "registers per thread",
+    "shared_memory": "shared memory",
+    "blocks_per_sm": "blocks per SM",
+    "warps_per_sm": "warps per SM",
+    "occupancy": "est. achieved occupancy %",
+    "input_dims": "Input Dims",
+    "input_type": "Input type",
+    "name": "name",  # metadata events: process/thread name
+    "labels": "labels",  # metadata events: process label ("GPU 0", "CPU")
+}
+_INT_ARGS = ("correlation", "external_id", "device", "stream")
+_FLOAT_ARGS = ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy")
+_TEXT_ARGS = ("grid", "block", "input_dims", "input_type")
+_NAN = float("nan")
+
+if msgspec is not None:
+
+    class _Args(msgspec.Struct, rename=_ARG_KEYS):
+        correlation: int = -1
+        external_id: int = -1
+        device: int = -1
+        stream: int = -1
+        # Text args stay raw JSON: decoded and formatted once per distinct value, not per event.
+        grid: msgspec.Raw = msgspec.Raw(b"")
+        block: msgspec.Raw = msgspec.Raw(b"")
+        registers: float = _NAN
+        shared_memory: float = _NAN
+        blocks_per_sm: float = _NAN
+        warps_per_sm: float = _NAN
+        occupancy: float = _NAN
+        input_dims: msgspec.Raw = msgspec.Raw(b"")
+        input_type: msgspec.Raw = msgspec.Raw(b"")
+        name: Any = None
+        labels: Any = None
+
+    class _Event(msgspec.Struct):
+        ph: str = ""
+        name: str | None = None
+        cat: str = ""
+        pid: int | str | None = None
+        tid: int | str | None = None
+        ts: float | None = None
+        dur: float | None = None
+        id: int | str | None = None
+        args: _Args | None = None
+
+    class _Doc(msgspec.Struct):
+        traceEvents: list[_Event] | msgspec.UnsetType = msgspec.UNSET
+        deviceProperties: Any = None
+        baseTimeNanoseconds: Any = None
+        schemaVersion: Any = None
+        traceName: Any = None
+        cuda_driver_version: Any = None
+        cuda_runtime_version: Any = None
+        cupti_version: Any = None
+        record_shapes: Any = None
+        with_flops: Any = None
+        distributedInfo: Any = None
+
+    _DOC_DECODER = msgspec.json.Decoder(_Doc)
+    _LIST_DECODER = msgspec.json.Decoder(list[_Event])
+    _EMPTY_ARGS = _Args()
+
+
+class _PyArgs:
+    __slots__ = tuple(_ARG_KEYS)
+
+    def __init__(self):
+        for attr in _INT_ARGS:
+            setattr(self, attr, -1)
+        for attr in _FLOAT_ARGS:
+            setattr(self, attr, _NAN)
+        for attr in _TEXT_ARGS:
+            setattr(self, attr, "")
+        self.name = None
+        self.labels = None
+
+
+class _Ev:
+    __slots__ = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "id", "args")
+
+
+_PY_EMPTY_ARGS = _PyArgs()
+
+
+@dataclass
+class _Decoded:
+    events: list  # records (Structs or _Ev)
+    top: dict  # top-level keys other than traceEvents
+    skipped: int  # events dropped by validation
+    raw_text_args: bool  # True: text args are msgspec.Raw; False: already text
+
+
+def _decode(buf, max_events: int) -> _Decoded:
+    first = bytes(buf[:64]).lstrip()[:1]
+    if not first and not bytes(buf).strip():
+        raise TraceError("the trace is empty; upload the .json or .json.gz file torch.profiler exported.")
+    if first in b'"-0123456789tfn':  # a JSON scalar, or garbage: let the parser say which
+        return _decode_generic(buf, max_events)
+    if first not in (b"{", b"["):
+        shown = bytes(buf[:20])
+        raise TraceError(
+            f"this is not JSON (it starts with {shown!r}); upload the .json or .json.gz trace "
+            "that torch.profiler's export_chrome_trace wrote."
+        )
+    if msgspec is not None:
+        try:
+            if first == b"[":
+                return _Decoded(_LIST_DECODER.decode(buf), {}, 0, True)
+            doc = _DOC_DECODER.decode(buf)
+        except msgspec.ValidationError:
+            pass  # valid JSON, unexpected types somewhere: validate event by event below
+        except msgspec.DecodeError as exc:
+            return _decode_generic(buf, max_events, msgspec_error=str(exc))
+        except RecursionError:
+            raise _too_deep() from None
+        else:
+            if doc.traceEvents is msgspec.UNSET:
+                raise _not_a_trace("a JSON object without a 'traceEvents' list")
+            top = {f: getattr(doc, f) for f in doc.__struct_fields__ if f != "traceEvents"}
+            return _Decoded(doc.traceEvents, top, 0, True)
+    return _decode_generic(buf, max_events)
+
+
+def _too_deep() -> TraceError:
+    return TraceError(
+        "the JSON is nested too deeply to be a profiler trace; upload the trace that "
+        "torch.profiler exported."
+    )
+
+
+def _not_a_trace(what: str) -> TraceError:
+    return TraceError(
+        f"this JSON is {what}, not a Chrome trace; a trace is an object with a 'traceEvents' "
+        "list (or a bare list of events) as written by torch.profiler's export_chrome_trace."
+    )
+
+
+def _loads_any(buf, msgspec_error: str | None):
+    """Generic JSON decode, fastest library first. stdlib json also reads NaN/Infinity tokens
+    and numbers beyond float range, which stricter parsers reject."""
+    error = msgspec_error
+    if msgspec is not None and msgspec_error is None:
+        try:
+            return msgspec.json.decode(buf)
+        except RecursionError:
+            raise _too_deep() from None
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            error = str(exc)
+    elif orjson is not None and msgspec is None:
+        try:
+            return orjson.loads(bytes(buf) if isinstance(buf, memoryview) else buf)
+        except RecursionError:
+            raise _too_deep() from None
+        except orjson.JSONDecodeError as exc:
+            if "recursion" in str(exc).lower():
+                raise _too_deep() from None
+            error = str(exc)
+    try:
+        return json.loads(bytes(buf) if isinstance(buf, memoryview) else buf)
+    except RecursionError:
+        raise _too_deep() from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        detail = error or str(exc)
+        raise TraceError(
+            f"the trace is not valid JSON ({detail}); the file may be truncated or corrupt — "
+            "re-export it with export_chrome_trace."
+        ) from None
+
+
+def _decode_generic(buf, max_events: int, msgspec_error: str | None = None) -> _Decoded:
+    obj = _loads_any(buf, msgspec_error)
+    if isinstance(obj, list):
+        raw_events, top = obj, {}
+    elif isinstance(obj, dict):
+        raw_events = obj.get("traceEvents")
+        if not isinstance(raw_events, list):
+            what = "a JSON object without a 'traceEvents' list" if raw_events is None else (
+                f"a JSON object whose 'traceEvents' is a {_json_type(raw_events)}"
+            )
+            raise _not_a_trace(what)
+        top = {k: v for k, v in obj.items() if k != "traceEvents"}
+    else:
+        raise _not_a_trace(f"a {_json_type(obj)}")
+    if len(raw_events) > max_events:
+        raise _too_many(len(raw_events), max_events)
+    records, skipped = [], 0
+    for raw in raw_events:
+        rec = _validate(raw)
+        if rec is None:
+            skipped += 1
+        elif rec is not _IGNORED:
+            records.append(rec)
+    return _Decoded(records, top, skipped, False)
+
+
+def _too_many(n: int, cap: int) -> TraceError:
+    return TraceError(
+        f"the trace has {n:,} events, over the limit of {cap:,}; profile fewer steps "
+        "(schedule active=1) or raise PROFILER_LAB_MAX_TRACE_EVENTS."
+    )
+
+
+def _json_type(value) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "object"
+    return "null"
+
+
+_IGNORED = object()  # events of phases the lab does not use: neither kept nor counted as bad
+
+
+def _int_or_none(value):
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
+
+
+def _finite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _id_value(value):
+    if isinstance(value, str):
+        return value
+    return _int_or_none(value)
+
+
+def _validate(raw):
+    """One generic event → _Ev, _IGNORED, or None (malformed: counted in skipped_events)."""
+    if not isinstance(raw, dict):
+        return None
+    ph = raw.get("ph")
+    if ph not in ("X", "M", "s", "f"):
+        return _IGNORED if isinstance(ph, str) else None
+    ev = _Ev()
+    ev.ph = ph
+    ev.pid, ev.tid = _id_value(raw.get("pid")), _id_value(raw.get("tid"))
+    ev.name = raw.get("name")
+    cat = raw.get("cat", "")
+    ev.cat = cat if isinstance(cat, str) else None
+    ev.ts = _finite(raw.get("ts"))
+    dur = raw.get("dur")
+    ev.dur = _finite(dur)
+    ev.id = _id_value(raw.get("id"))
+    args = raw.get("args")
+    if args is None:
+        ev.args = None
+    elif isinstance(args, dict):
+        ev.args = _validate_args(args)
+    else:
+        return None
+    if ev.pid is None or ev.tid is None or ev.cat is None or not isinstance(ev.name, str):
+        return None
+    if ph == "X" and (ev.ts is None or ev.dur is None):
+        return None
+    if ph in ("s", "f") and (ev.ts is None or ev.id is None):
+        return None
+    return ev
+
+
+def _validate_args(args: dict) -> _PyArgs:
+    out = _PyArgs()
+    for attr in _INT_ARGS:
+        value = _int_or_none(args.get(_ARG_KEYS[attr]))
+        if value is not None:
+            setattr(out, attr, value)
+    for attr in _FLOAT_ARGS:
+        value = _finite(args.get(_ARG_KEYS[attr]))
+        if value is not None:
+            setattr(out, attr, value)
+    for attr in _TEXT_ARGS:
+        value = args.get(_ARG_KEYS[attr])
+        if value is not None:
+            setattr(out, attr, value if isinstance(value, str) else _short_repr(value))
+    out.name = args.get("name")
+    out.labels = args.get("labels")
+    return out
+
+
+def _short_repr(value) -> str:
+    try:
+        return str(value)[:1000]  # bounded: args can hold anything in a hand-edited file
+    except (RecursionError, ValueError):
+        return "?"
+
+
+def _raw_texts(raws: list) -> list[str]:
+    """msgspec.Raw JSON values → "[2, 66, 1]"-style text, decoding each distinct value once."""
+    keys = [bytes(r) for r in raws]
+    cache: dict[bytes, str] = {}
+    for key in set(keys):
+        if not key:
+            cache[key] = ""
+            continue
+        try:
+            value = json.loads(key)
+        except (ValueError, RecursionError):
+            value = key.decode("utf-8", "replace")
+        cache[key] = "" if value is None else value if isinstance(value, str) else _short_repr(value)
+    return [cache[k] for k in keys]
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 3: records → events frame
+
+_STREAM_RE = re.compile(r"stream\s+(-?\d+)")
+_GPU_LABEL_RE = re.compile(r"GPU\s+(-?\d+)")
+_THREAD_RE = re.compile(r"^thread\s+\d+\s*\((.*)\)\s*$")
+
+
+def _id_str(value) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def _as_int(text: str):
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class _Lane:
+    pid: str
+    tid: str
+    name: str
+    kind: str  # "cpu" | "gpu"
+    order: int
+    device: int
+    stream: int
+
+
+def _lanes(keys: list[tuple[str, str]], gpu_hint: dict, meta_names: dict) -> list[_Lane]:
+    """Name and order lanes. ``gpu_hint[(pid, tid)]`` is (device, stream) from a GPU event's
+    args, or None when the lane holds no GPU-only categories."""
+    process_names, process_labels, thread_names = meta_names["process"], meta_names["labels"], meta_names["thread"]
+    drafts = []
+    for pid, tid in keys:
+        label = process_labels.get(pid, "")
+        gpu_label = _GPU_LABEL_RE.search(label) if isinstance(label, str) else None
+        hint = gpu_hint.get((pid, tid))
+        tname = thread_names.get((pid, tid), "")
+        if gpu_label or hint is not None:
+            device = int(gpu_label.group(1)) if gpu_label else (
+                hint[0] if hint and hint[0] >= 0 else (_as_int(pid) if _as_int(pid) is not None else -1)
+            )
+            m = _STREAM_RE.search(tname)
+            stream = int(m.group(1)) if m else (
+                _as_int(tid) if _as_int(tid) is not None else (hint[1] if hint else -1)
+            )
+            name = f"GPU {device} stream {stream}"
+            drafts.append(((1, device, stream, pid, tid), pid, tid, name, "gpu", device, stream))
+            continue
+        numeric_pid = _as_int(pid)
+        m = _THREAD_RE.match(tname)
+        if m:
+            detail = m.group(1)
+        elif tname:
+            detail = tname.strip()
+        else:
+            detail = process_names.get(pid, "")
+            if not detail and numeric_pid is not None:
+                detail = f"pid {pid}"
+        if _as_int(tid) is None and numeric_pid is None:
+            name = f"{pid} {tid}"  # e.g. Kineto's "Spans" / "PyTorch Profiler" pseudo-process
+        else:
+            name = f"CPU thread {tid}" + (f" ({detail})" if detail else "")
+        pid_key = (0, numeric_pid, "") if numeric_pid is not None else (1, 0, pid)
+        tid_num = _as_int(tid)
+        tid_key = (0, tid_num, "") if tid_num is not None else (1, 0, tid)
+        drafts.append(((0, pid_key, tid_key), pid, tid, name, "cpu", -1, -1))
+    drafts.sort(key=lambda d: d[0])
+    lanes, seen = [], {}
+    for order, (_, pid, tid, name, kind, device, stream) in enumerate(drafts):
+        if name in seen:  # two lanes would look alike: say which process each belongs to
+            name = f"{name} [pid {pid} tid {tid}]"
+        seen[name] = True
+        lanes.append(_Lane(pid, tid, name, kind, order, device, stream))
+    return lanes
+
+
+def _metadata_names(meta_events: list) -> dict:
+    process, labels, thread = {}, {}, {}
+    for e in meta_events:
+        if e.args is None or e.pid is None:
+            continue
+        pid = _id_str(e.pid)
+        if e.name == "process_name" and isinstance(e.args.name, str):
+            process[pid] = e.args.name
+        elif e.name == "process_labels" and isinstance(e.args.labels, str):
+            labels[pid] = e.args.labels
+        elif e.name == "thread_name" and isinstance(e.args.name, str) and e.tid is not None:
+            thread[(pid, _id_str(e.tid))] = e.args.name
+    return {"process": process, "labels": labels, "thread": thread}
+
+
+def _nesting_depth(lane_code: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Depth of each event within its lane; input sorted by (lane, start, longer first).
+
+    depth = events of the lane that started before this one and are still open at its start.
+    That equals (earlier starts in the lane) − (lane events that ended at or before this start),
+    counted with two searchsorted calls over lane-shifted times instead of a Python stack.
+    """
+    n = len(start)
+    if n == 0:
+        return np.zeros(0, dtype=np.int16)
+    # Shift each lane into its own disjoint time range so one global sort serves every lane.
+    width = float(max(end.max(), start.max()) - min(start.min(), 0.0)) + 1.0
+    offset = lane_code.astype(np.float64) * width
+    s = start + offset
+    e = np.maximum(end, start) + offset
+    lane_first = np.searchsorted(lane_code, lane_code, side="left")
+    rank = np.arange(n) - lane_first
+    sorted_e = np.sort(e)
+    ended = np.searchsorted(sorted_e, s, side="right") - lane_first
+    # Zero-length events sorted after this one at the same start were counted as "ended"
+    # although they come later; add them back (they are last in their (lane, start) group).
+    zero = e == s
+    group_start = np.r_[True, (s[1:] != s[:-1])]
+    group_id = np.cumsum(group_start) - 1
+    group_end = np.r_[np.nonzero(group_start)[0][1:], n]  # exclusive end per group
+    zeros_in_group = np.bincount(group_id, weights=zero, minlength=group_id[-1] + 1).astype(np.int64)
+    pos = np.arange(n)
+    later_zeros = np.where(zero, group_end[group_id] - pos - 1, zeros_in_group[group_id])
+    depth = rank - ended + later_zeros
+    return np.clip(depth, 0, np.iinfo(np.int16).max).astype(np.int16)
+
+
+def _build(dec: _Decoded, source_bytes: int) -> Trace:
+    records = dec.events
+    skipped = dec.skipped
+    xs, metas, flows = [], [], []
+    for e in records:
+        ph = e.ph
+        if ph == "X":
+            xs.append(e)
+        elif ph == "M":
+            metas.append(e)
+        elif ph == "s" or ph == "f":
+            flows.append(e)
+    del records
+    dec.events = []
+
+    if dec.raw_text_args:  # typed fast path: validate what the types could not
+        bad = [i for i, e in enumerate(xs) if e.name is None or e.pid is None or e.tid is None
+               or e.ts is None or e.dur is None]
+        if bad:
+            skipped += len(bad)
+            bad_set = set(bad)
+            xs = [e for i, e in enumerate(xs) if i not in bad_set]
+
+    ts = np.array([e.ts for e in xs], dtype=np.float64)
+    dur = np.array([e.dur for e in xs], dtype=np.float64)
+    ok = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0)
+    if not ok.all():
+        skipped += int((~ok).sum())
+        keep = np.nonzero(ok)[0]
+        xs = [xs[i] for i in keep]
+        ts, dur = ts[keep], dur[keep]
+    if not xs:
+        raise TraceError(
+            "the trace has no usable complete ('ph': 'X') events"
+            + (f" ({skipped} malformed events skipped)" if skipped else "")
+            + "; export it with torch.profiler's export_chrome_trace after the profiled steps ran."
+        )
+
+    names = [e.name for e in xs]
+    cats = [e.cat for e in xs]
+    pid_s = [_id_str(e.pid) for e in xs]
+    tid_s = [_id_str(e.tid) for e in xs]
+    empty = _EMPTY_ARGS if dec.raw_text_args else _PY_EMPTY_ARGS
+    args = [e.args if e.args is not None else empty for e in xs]
+    del xs
+    int_cols = {a: np.array([getattr(x, a) for x in args], dtype=np.int64) for a in _INT_ARGS}
+    float_cols = {a: np.array([getattr(x, a) for x in args], dtype=np.float64) for a in _FLOAT_ARGS}
+    if dec.raw_text_args:
+        text_cols = {a: _raw_texts([getattr(x, a) for x in args]) for a in _TEXT_ARGS}
+    else:
+        text_cols = {a: [getattr(x, a) for x in args] for a in _TEXT_ARGS}
+    del args
+
+    # Lanes: one per distinct (pid, tid).
+    pid_codes, pid_uniques = pd.factorize(np.asarray(pid_s, dtype=object))
+    tid_codes, tid_uniques = pd.factorize(np.asarray(tid_s, dtype=object))
+    del pid_s, tid_s
+    pair = pid_codes.astype(np.int64) * len(tid_uniques) + tid_codes
+    pair_uniques, pair_code = np.unique(pair, return_inverse=True)
+    keys = [(pid_uniques[p // len(tid_uniques)], tid_uniques[p % len(tid_uniques)]) for p in pair_uniques]
+    cat_codes, cat_uniques = pd.factorize(np.asarray(cats, dtype=object))
+    del cats
+    gpu_cat = np.isin(cat_uniques, GPU_LANE_CATS)[cat_codes] if len(cat_uniques) else np.zeros(len(ts), bool)
+    gpu_hint = {}
+    if gpu_cat.any():
+        idx = np.nonzero(gpu_cat)[0]
+        first_per_pair = {}
+        for i in idx[np.unique(pair_code[idx], return_index=True)[1]]:
+            first_per_pair[int(pair_code[i])] = (int(int_cols["device"][i]), int(int_cols["stream"][i]))
+        gpu_hint = {keys[p]: hint for p, hint in first_per_pair.items()}
+    names_meta = _metadata_names(metas)
+    lanes = _lanes(keys, gpu_hint, names_meta)
+    by_key = {(ln.pid, ln.tid): ln for ln in lanes}
+    lane_of_pair = [by_key[k] for k in keys]
+    lane_order = np.array([ln.order for ln in lane_of_pair], dtype=np.int32)[pair_code]
+    lane_is_gpu = np.array([ln.kind == "gpu" for ln in lane_of_pair], dtype=bool)[pair_code]
+    lane_device = np.array([ln.device for ln in lane_of_pair], dtype=np.int64)[pair_code]
+    lane_stream = np.array([ln.stream for ln in lane_of_pair], dtype=np.int64)[pair_code]
+
+    # GPU events take device/stream from their args, else from their lane; CPU events get -1.
+    device = np.where(lane_is_gpu, np.where(int_cols["device"] >= 0, int_cols["device"], lane_device), -1)
+    stream = np.where(lane_is_gpu, np.where(int_cols["stream"] >= 0, int_cols["stream"], lane_stream), -1)
+
+    start_ts = float(ts.min())
+    # Kineto writes µs with 3 decimals (ns). Absolute ts near 5e12 µs parse with ~0.0005 µs
+    # float error; rounding the difference to ns gives back the exact relative times.
+    ts_rel = np.round(ts - start_ts, 3)
+    order = np.lexsort((-dur, ts_rel, lane_order))
+    span_us = float((ts_rel + dur).max())
+
+    def take(values):
+        return values[order]
+
+    lane_order_s = take(lane_order)
+    ts_s, dur_s = take(ts_rel), take(dur)
+    depth = _nesting_depth(lane_order_s, ts_s, ts_s + dur_s)
+
+    lane_names = [ln.name for ln in lanes]
+    frame = {
+        "name": _take_cat(names, order),
+        "cat": pd.Categorical.from_codes(cat_codes[order].astype(np.int32), categories=pd.Index(cat_uniques, dtype=object)),
+        "pid": pd.Categorical.from_codes(take(pid_codes).astype(np.int32), categories=pd.Index(pid_uniques, dtype=object)),
+        "tid": pd.Categorical.from_codes(take(tid_codes).astype(np.int32), categories=pd.Index(tid_uniques, dtype=object)),
+        "lane": pd.Categorical.from_codes(lane_order_s, categories=pd.Index(lane_names, dtype=object), ordered=True),
+        "lane_kind": pd.Categorical.from_codes(take(lane_is_gpu).astype(np.int8), categories=pd.Index(["cpu", "gpu"], dtype=object)),
+        "lane_order": lane_order_s.astype(np.int32),
+        "ts_us": ts_s,
+        "dur_us": dur_s,
+        "depth": depth,
+        "correlation": take(int_cols["correlation"]),
+        "external_id": take(int_cols["external_id"]),
+        "device": np.clip(take(device), -1, np.iinfo(np.int16).max).astype(np.int16),
+        "stream": np.clip(take(stream), -1, np.iinfo(np.int32).max).astype(np.int32),
+        "grid": _take_cat(text_cols["grid"], order),
+        "block": _take_cat(text_cols["block"], order),
+        "registers_per_thread": take(float_cols["registers"]),
+        "shared_memory_bytes": take(float_cols["shared_memory"]),
+        "blocks_per_sm": take(float_cols["blocks_per_sm"]),
+        "warps_per_sm": take(float_cols["warps_per_sm"]),
+        "occupancy_pct": take(float_cols["occupancy"]),
+        "input_dims": _take_cat(text_cols["input_dims"], order),
+        "input_type": _take_cat(text_cols["input_type"], order),
+    }
+    events = pd.DataFrame(frame, columns=list(_EVENT_COLUMNS))
+
+    flow_frame, flow_skipped = _build_flows(events, flows, start_ts, by_key)
+    meta = _meta(dec.top, names_meta, start_ts, span_us)
+    return Trace(events=events, flows=flow_frame, meta=meta, skipped_events=skipped + flow_skipped,
+                 source_bytes=source_bytes)
+
+
+def _take_cat(values: list, order: np.ndarray) -> pd.Categorical:
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+    return pd.Categorical.from_codes(codes[order].astype(np.int32), categories=pd.Index(uniques, dtype=object))
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 4: flows
+
+
+def _empty_flows() -> pd.DataFrame:
+    return pd.DataFrame({
+        "correlation": np.zeros(0, np.int64), "launch_row": np.zeros(0, np.int64),
+        "gpu_row": np.zeros(0, np.int64), "delay_us": np.zeros(0, np.float64),
+    })  # fmt: skip
+
+
+def _build_flows(events: pd.DataFrame, flow_events: list, start_ts: float, lanes: dict):
+    """Pairs from ac2g flow events (matched to X events by lane and ts), then from correlation
+    ids for GPU activity the flow events did not cover; one launch per GPU row."""
+    cat = events["cat"]
+    is_launch = cat.isin(LAUNCH_CATS).to_numpy()
+    is_gpu = cat.isin(GPU_ACTIVITY_CATS).to_numpy()
+    lane_order = events["lane_order"].to_numpy()
+    ts = events["ts_us"].to_numpy()
+    corr = events["correlation"].to_numpy()
+    pairs = []
+    skipped = 0
+
+    ac2g = [e for e in flow_events if e.cat == FLOW_CAT]
+    if ac2g:
+        rows = {"s": ([], [], []), "f": ([], [], [])}
+        for e in ac2g:
+            if e.ts is None or e.id is None or e.pid is None or e.tid is None:
+                skipped += 1
+                continue
+            lane = lanes.get((_id_str(e.pid), _id_str(e.tid)))
+            if lane is None:
+                continue
+            bucket = rows[e.ph]
+            bucket[0].append(lane.order)
+            bucket[1].append(e.ts - start_ts)
+            bucket[2].append(_id_str(e.id))
+        located = {}
+        for ph, mask in (("s", is_launch), ("f", is_gpu)):
+            order_l, ts_l, ids = rows[ph]
+            if not ids:
+                located[ph] = pd.DataFrame({"flow_id": [], "row": []})
+                continue
+            cand = np.nonzero(mask)[0]
+            table = pd.DataFrame({"lane_order": lane_order[cand], "ts": ts[cand], "row": cand})
+            table = table.drop_duplicates(["lane_order", "ts"])
+            fl = pd.DataFrame({"lane_order": np.array(order_l, dtype=np.int32), "ts": np.array(ts_l, dtype=np.float64),
+                               "flow_id": ids})
+            located[ph] = fl.merge(table, on=["lane_order", "ts"], how="inner")[["flow_id", "row"]]
+        matched = located["s"].merge(located["f"], on="flow_id", suffixes=("_launch", "_gpu"))
+        if len(matched):
+            pairs.append(pd.DataFrame({
+                "launch_row": matched["row_launch"].to_numpy(np.int64),
+                "gpu_row": matched["row_gpu"].to_numpy(np.int64),
+                "source": 0,
+            }))  # fmt: skip
+
+    launch_idx = np.nonzero(is_launch & (corr >= 0))[0]
+    gpu_idx = np.nonzero(is_gpu & (corr >= 0))[0]
+    if len(launch_idx) and len(gpu_idx):
+        la = pd.DataFrame({"correlation": corr[launch_idx], "launch_row": launch_idx})
+        gp = pd.DataFrame({"correlation": corr[gpu_idx], "gpu_row": gpu_idx})
+        m = gp.merge(la, on="correlation")
+        pairs.append(pd.DataFrame({
+            "launch_row": m["launch_row"].to_numpy(np.int64), "gpu_row": m["gpu_row"].to_numpy(np.int64),
+            "source": 1,
+        }))  # fmt: skip
+    if not pairs:
+        return _empty_flows(), skipped
+    allp = pd.concat(pairs, ignore_index=True)
+    allp["delay_us"] = ts[allp["gpu_row"].to_numpy()] - ts[allp["launch_row"].to_numpy()]
+    # One launch per GPU row: prefer explicit flow events, then a launch that precedes the GPU work.
+    allp["late"] = allp["delay_us"] < 0
+    allp = allp.sort_values(["gpu_row", "source", "late", "delay_us"], kind="stable")
+    allp = allp.drop_duplicates("gpu_row").sort_values(["launch_row", "gpu_row"], kind="stable")
+    out = pd.DataFrame({
+        "correlation": corr[allp["gpu_row"].to_numpy()],
+        "launch_row": allp["launch_row"].to_numpy(np.int64),
+        "gpu_row": allp["gpu_row"].to_numpy(np.int64),
+        "delay_us": allp["delay_us"].to_numpy(np.float64),
+    })  # fmt: skip
+    # A GPU event without its own correlation arg takes the launch's.
+    missing = out["correlation"].to_numpy() < 0
+    if missing.any():
+        out.loc[missing, "correlation"] = corr[out.loc[missing, "launch_row"].to_numpy()]
+    return out.reset_index(drop=True), skipped
+
+
+# ---------------------------------------------------------------------------------------------
+# Metadata
+
+
+def _opt_int(value):
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        return _as_int(value.strip())
+    return None
+
+
+def _opt_bool(value):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+        return bool(value)
+    return None
+
+
+def _meta(top: dict, names: dict, start_ts: float, span_us: float) -> TraceMeta:
+    props = top.get("deviceProperties")
+    props = tuple(p for p in props if isinstance(p, dict)) if isinstance(props, list) else ()
+    dist = top.get("distributedInfo")
+    dist = dist if isinstance(dist, dict) else None
+    trace_name = top.get("traceName")
+    return TraceMeta(
+        device_properties=props,
+        base_time_ns=_opt_int(top.get("baseTimeNanoseconds")),
+        schema_version=_opt_int(top.get("schemaVersion")),
+        trace_name=trace_name if isinstance(trace_name, str) else "",
+        cuda_driver_version=_opt_int(top.get("cuda_driver_version")),
+        cuda_runtime_version=_opt_int(top.get("cuda_runtime_version")),
+        cupti_version=_opt_int(top.get("cupti_version")),
+        record_shapes=_opt_bool(top.get("record_shapes")),
+        with_flops=_opt_bool(top.get("with_flops")),
+        distributed=dist,
+        rank=_opt_int(dist.get("rank")) if dist else None,
+        start_ts_us=start_ts,
+        span_us=span_us,
+        process_names=dict(names["process"]),
+        thread_names=dict(names["thread"]),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+
+
 def load_trace(source, *, max_decompressed_bytes: int | None = None, max_events: int | None = None) -> Trace:
     """Parse ``source`` (bytes, or a path) into a ``Trace``; bad input raises ``TraceError``."""
-    raise NotImplementedError("being written: see the trace-model issue")
+    if max_decompressed_bytes is None or max_events is None:
+        from lab.settings import HostSettings
+
+        settings = HostSettings.from_env()
+        if max_decompressed_bytes is None:
+            max_decompressed_bytes = int(settings.max_trace_decompressed_mb * 2**20)
+        if max_events is None:
+            max_events = int(settings.max_trace_events)
+    try:
+        buf = _read_json_bytes(source, max_decompressed_bytes)
+        source_bytes = len(buf)
+        dec = _decode(buf, max_events)
+        if len(dec.events) + dec.skipped > max_events:
+            raise _too_many(len(dec.events) + dec.skipped, max_events)
+        del buf
+        return _build(dec, source_bytes)
+    except TraceError:
+        raise
+    except RecursionError:
+        raise _too_deep() from None
+    except MemoryError:
+        raise TraceError(
+            "the trace does not fit in memory; profile fewer steps or upload a smaller trace."
+        ) from None
