@@ -21,6 +21,13 @@ KEY_AVERAGES_COLUMNS = (
 )
 
 
+class RunError(RuntimeError):
+    """A run that started but could not finish (e.g. out of memory); the message says what to change.
+
+    Defined here, not in the runner, so callers can catch it without importing torch.
+    """
+
+
 @dataclass(frozen=True)
 class Timing:
     """Per-iteration time of the same step, measured the same way with and without the profiler."""
