@@ -660,15 +660,16 @@ def _nesting_depth(lane_code: np.ndarray, start: np.ndarray, end: np.ndarray) ->
     rank = np.arange(n) - lane_first
     sorted_e = np.sort(e)
     ended = np.searchsorted(sorted_e, s, side="right") - lane_first
-    # Zero-length events sorted after this one at the same start were counted as "ended"
-    # although they come later; add them back (they are last in their (lane, start) group).
+    # searchsorted also counted ends that are not earlier events: a zero-length event's own
+    # end, and zero-length events sorted after this one at the same start (zero-length events
+    # are last in their (lane, start) group, since ties put the longer first). Add them back.
     zero = e == s
     group_start = np.r_[True, (s[1:] != s[:-1])]
     group_id = np.cumsum(group_start) - 1
     group_end = np.r_[np.nonzero(group_start)[0][1:], n]  # exclusive end per group
     zeros_in_group = np.bincount(group_id, weights=zero, minlength=group_id[-1] + 1).astype(np.int64)
     pos = np.arange(n)
-    later_zeros = np.where(zero, group_end[group_id] - pos - 1, zeros_in_group[group_id])
+    later_zeros = np.where(zero, group_end[group_id] - pos, zeros_in_group[group_id])
     depth = rank - ended + later_zeros
     return np.clip(depth, 0, np.iinfo(np.int16).max).astype(np.int16)
 
@@ -860,10 +861,12 @@ def _build_flows(events: pd.DataFrame, flow_events: list, start_ts: float, lanes
             located[ph] = fl.merge(table, on=["lane_order", "ts"], how="inner")[["flow_id", "row"]]
         matched = located["s"].merge(located["f"], on="flow_id", suffixes=("_launch", "_gpu"))
         if len(matched):
+            flow_corr = pd.to_numeric(matched["flow_id"], errors="coerce").fillna(-1)
             pairs.append(pd.DataFrame({
                 "launch_row": matched["row_launch"].to_numpy(np.int64),
                 "gpu_row": matched["row_gpu"].to_numpy(np.int64),
                 "source": 0,
+                "flow_corr": flow_corr.to_numpy(np.int64),
             }))  # fmt: skip
 
     launch_idx = np.nonzero(is_launch & (corr >= 0))[0]
@@ -875,6 +878,7 @@ def _build_flows(events: pd.DataFrame, flow_events: list, start_ts: float, lanes
         pairs.append(pd.DataFrame({
             "launch_row": m["launch_row"].to_numpy(np.int64), "gpu_row": m["gpu_row"].to_numpy(np.int64),
             "source": 1,
+            "flow_corr": -1,
         }))  # fmt: skip
     if not pairs:
         return _empty_flows(), skipped
@@ -890,11 +894,12 @@ def _build_flows(events: pd.DataFrame, flow_events: list, start_ts: float, lanes
         "gpu_row": allp["gpu_row"].to_numpy(np.int64),
         "delay_us": allp["delay_us"].to_numpy(np.float64),
     })  # fmt: skip
-    # A GPU event without its own correlation arg takes the launch's.
-    missing = out["correlation"].to_numpy() < 0
-    if missing.any():
-        out.loc[missing, "correlation"] = corr[out.loc[missing, "launch_row"].to_numpy()]
-    return out.reset_index(drop=True), skipped
+    # A GPU event without its own correlation arg takes the launch's, else the flow's id.
+    fixed = out["correlation"].to_numpy().copy()
+    fixed = np.where(fixed < 0, corr[out["launch_row"].to_numpy()], fixed)
+    fixed = np.where(fixed < 0, allp["flow_corr"].to_numpy(np.int64), fixed)
+    out["correlation"] = fixed.astype(np.int64)
+    return out, skipped
 
 
 # ---------------------------------------------------------------------------------------------
