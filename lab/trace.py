@@ -58,7 +58,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
@@ -250,11 +250,14 @@ _NAN = float("nan")
 
 if msgspec is not None:
 
+    # Ids outside int64 fail validation here and send the document to the checked path.
+    _I64 = Annotated[int, msgspec.Meta(ge=_INT64_MIN, le=_INT64_MAX)]
+
     class _Args(msgspec.Struct, rename=_ARG_KEYS):
-        correlation: int = -1
-        external_id: int = -1
-        device: int = -1
-        stream: int = -1
+        correlation: _I64 = -1
+        external_id: _I64 = -1
+        device: _I64 = -1
+        stream: _I64 = -1
         # Text args stay raw JSON: decoded and formatted once per distinct value, not per event.
         grid: msgspec.Raw = msgspec.Raw(b"")
         block: msgspec.Raw = msgspec.Raw(b"")
@@ -462,7 +465,10 @@ def _int_or_none(value):
 def _finite(value):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond float range
+        return None
     return value if math.isfinite(value) else None
 
 
@@ -557,6 +563,13 @@ _THREAD_RE = re.compile(r"^thread\s+\d+\s*\((.*)\)\s*$")
 
 def _id_str(value) -> str:
     return value if isinstance(value, str) else str(value)
+
+
+def _id_int(value) -> int:
+    """An id (int or numeric string) as an int64, -1 when it is neither."""
+    number = _as_int(value) if isinstance(value, str) else value
+    number = _int_or_none(number)
+    return -1 if number is None else number
 
 
 def _as_int(text: str):
@@ -699,7 +712,8 @@ def _build(dec: _Decoded, source_bytes: int) -> Trace:
 
     ts = np.array([e.ts for e in xs], dtype=np.float64)
     dur = np.array([e.dur for e in xs], dtype=np.float64)
-    ok = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ok = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & np.isfinite(ts + dur)
     if not ok.all():
         skipped += int((~ok).sum())
         keep = np.nonzero(ok)[0]
@@ -799,7 +813,12 @@ def _build(dec: _Decoded, source_bytes: int) -> Trace:
     }
     events = pd.DataFrame(frame, columns=list(_EVENT_COLUMNS))
 
-    flow_frame, flow_skipped = _build_flows(events, flows, start_ts, by_key)
+    flow_cols = {
+        "is_launch": np.isin(cat_uniques, LAUNCH_CATS)[cat_codes][order] if len(cat_uniques) else np.zeros(len(order), bool),
+        "is_gpu": np.isin(cat_uniques, GPU_ACTIVITY_CATS)[cat_codes][order] if len(cat_uniques) else np.zeros(len(order), bool),
+        "lane_order": lane_order_s, "ts_us": ts_s, "correlation": frame["correlation"],
+    }  # fmt: skip
+    flow_frame, flow_skipped = _build_flows(flow_cols, flows, start_ts, by_key)
     meta = _meta(dec.top, names_meta, start_ts, span_us)
     return Trace(events=events, flows=flow_frame, meta=meta, skipped_events=skipped + flow_skipped,
                  source_bytes=source_bytes)
@@ -814,92 +833,94 @@ def _take_cat(values: list, order: np.ndarray) -> pd.Categorical:
 # Stage 4: flows
 
 
-def _empty_flows() -> pd.DataFrame:
+def _flows_frame(corr, launch_row, gpu_row, delay_us) -> pd.DataFrame:
     return pd.DataFrame({
-        "correlation": np.zeros(0, np.int64), "launch_row": np.zeros(0, np.int64),
-        "gpu_row": np.zeros(0, np.int64), "delay_us": np.zeros(0, np.float64),
+        "correlation": np.asarray(corr, np.int64), "launch_row": np.asarray(launch_row, np.int64),
+        "gpu_row": np.asarray(gpu_row, np.int64), "delay_us": np.asarray(delay_us, np.float64),
     })  # fmt: skip
 
 
-def _build_flows(events: pd.DataFrame, flow_events: list, start_ts: float, lanes: dict):
-    """Pairs from ac2g flow events (matched to X events by lane and ts), then from correlation
-    ids for GPU activity the flow events did not cover; one launch per GPU row."""
-    cat = events["cat"]
-    is_launch = cat.isin(LAUNCH_CATS).to_numpy()
-    is_gpu = cat.isin(GPU_ACTIVITY_CATS).to_numpy()
-    lane_order = events["lane_order"].to_numpy()
-    ts = events["ts_us"].to_numpy()
-    corr = events["correlation"].to_numpy()
-    pairs = []
+def _keyed(lane: np.ndarray, ts: np.ndarray, width: float) -> np.ndarray:
+    """One sortable float per (lane, ts): lanes shifted into disjoint time ranges."""
+    return lane.astype(np.float64) * width + ts
+
+
+def _build_flows(ev: dict, flow_events: list, start_ts: float, lanes: dict) -> tuple[pd.DataFrame, int]:
+    """Launch ↔ GPU pairs. ``ev`` holds the sorted event columns as numpy arrays.
+
+    Two sources, because either may be missing: ``ac2g`` flow events ("s" on the launch, "f" on
+    the GPU activity, same id, located by lane and ts) and correlation ids in args. Each GPU row
+    gets one launch; an ac2g pair wins over a correlation match.
+    """
+    is_launch, is_gpu = ev["is_launch"], ev["is_gpu"]
+    lane, ts, corr = ev["lane_order"], ev["ts_us"], ev["correlation"]
+    n = len(ts)
+    launch_of = np.full(n, -1, dtype=np.int64)
+    flow_id_of = np.full(n, -1, dtype=np.int64)
     skipped = 0
 
-    ac2g = [e for e in flow_events if e.cat == FLOW_CAT]
-    if ac2g:
-        rows = {"s": ([], [], []), "f": ([], [], [])}
-        for e in ac2g:
-            if e.ts is None or e.id is None or e.pid is None or e.tid is None:
-                skipped += 1
-                continue
-            lane = lanes.get((_id_str(e.pid), _id_str(e.tid)))
-            if lane is None:
-                continue
-            bucket = rows[e.ph]
-            bucket[0].append(lane.order)
-            bucket[1].append(e.ts - start_ts)
-            bucket[2].append(_id_str(e.id))
-        located = {}
-        for ph, mask in (("s", is_launch), ("f", is_gpu)):
-            order_l, ts_l, ids = rows[ph]
-            if not ids:
-                located[ph] = pd.DataFrame({"flow_id": [], "row": []})
-                continue
-            cand = np.nonzero(mask)[0]
-            table = pd.DataFrame({"lane_order": lane_order[cand], "ts": ts[cand], "row": cand})
-            table = table.drop_duplicates(["lane_order", "ts"])
-            fl = pd.DataFrame({"lane_order": np.array(order_l, dtype=np.int32), "ts": np.array(ts_l, dtype=np.float64),
-                               "flow_id": ids})
-            located[ph] = fl.merge(table, on=["lane_order", "ts"], how="inner")[["flow_id", "row"]]
-        matched = located["s"].merge(located["f"], on="flow_id", suffixes=("_launch", "_gpu"))
-        if len(matched):
-            flow_corr = pd.to_numeric(matched["flow_id"], errors="coerce").fillna(-1)
-            pairs.append(pd.DataFrame({
-                "launch_row": matched["row_launch"].to_numpy(np.int64),
-                "gpu_row": matched["row_gpu"].to_numpy(np.int64),
-                "source": 0,
-                "flow_corr": flow_corr.to_numpy(np.int64),
-            }))  # fmt: skip
-
+    # 1) correlation ids: for each GPU row, the latest launch with its correlation that starts
+    #    no later than it (else the first one): ids repeat only across processes or graphs.
     launch_idx = np.nonzero(is_launch & (corr >= 0))[0]
     gpu_idx = np.nonzero(is_gpu & (corr >= 0))[0]
     if len(launch_idx) and len(gpu_idx):
-        la = pd.DataFrame({"correlation": corr[launch_idx], "launch_row": launch_idx})
-        gp = pd.DataFrame({"correlation": corr[gpu_idx], "gpu_row": gpu_idx})
-        m = gp.merge(la, on="correlation")
-        pairs.append(pd.DataFrame({
-            "launch_row": m["launch_row"].to_numpy(np.int64), "gpu_row": m["gpu_row"].to_numpy(np.int64),
-            "source": 1,
-            "flow_corr": -1,
-        }))  # fmt: skip
-    if not pairs:
-        return _empty_flows(), skipped
-    allp = pd.concat(pairs, ignore_index=True)
-    allp["delay_us"] = ts[allp["gpu_row"].to_numpy()] - ts[allp["launch_row"].to_numpy()]
-    # One launch per GPU row: prefer explicit flow events, then a launch that precedes the GPU work.
-    allp["late"] = allp["delay_us"] < 0
-    allp = allp.sort_values(["gpu_row", "source", "late", "delay_us"], kind="stable")
-    allp = allp.drop_duplicates("gpu_row").sort_values(["launch_row", "gpu_row"], kind="stable")
-    out = pd.DataFrame({
-        "correlation": corr[allp["gpu_row"].to_numpy()],
-        "launch_row": allp["launch_row"].to_numpy(np.int64),
-        "gpu_row": allp["gpu_row"].to_numpy(np.int64),
-        "delay_us": allp["delay_us"].to_numpy(np.float64),
-    })  # fmt: skip
-    # A GPU event without its own correlation arg takes the launch's, else the flow's id.
-    fixed = out["correlation"].to_numpy().copy()
-    fixed = np.where(fixed < 0, corr[out["launch_row"].to_numpy()], fixed)
-    fixed = np.where(fixed < 0, allp["flow_corr"].to_numpy(np.int64), fixed)
-    out["correlation"] = fixed.astype(np.int64)
-    return out, skipped
+        ids = np.unique(corr[launch_idx])
+        width = float(ts.max()) + 1.0
+        l_rank = np.searchsorted(ids, corr[launch_idx])
+        l_key = _keyed(l_rank, ts[launch_idx], width)
+        l_sort = np.argsort(l_key, kind="stable")
+        l_key, l_rank_s, l_rows = l_key[l_sort], l_rank[l_sort], launch_idx[l_sort]
+        g_rank = np.searchsorted(ids, corr[gpu_idx])
+        known = (g_rank < len(ids)) & (ids[np.minimum(g_rank, len(ids) - 1)] == corr[gpu_idx])
+        g_rank, g_rows = g_rank[known], gpu_idx[known]
+        before = np.searchsorted(l_key, _keyed(g_rank, ts[g_rows], width), side="right") - 1
+        ok_before = (before >= 0) & (l_rank_s[np.maximum(before, 0)] == g_rank)
+        first = np.searchsorted(l_key, _keyed(g_rank, np.zeros(len(g_rank)), width), side="left")
+        pick = np.where(ok_before, before, np.minimum(first, len(l_key) - 1))
+        launch_of[g_rows] = l_rows[pick]
+
+    # 2) ac2g flow events, located on the launch / GPU row with the same lane and start.
+    starts, ends = {}, {}
+    for e in flow_events:
+        if e.cat != FLOW_CAT:
+            continue
+        if e.ts is None or e.id is None or e.pid is None or e.tid is None or not math.isfinite(e.ts):
+            skipped += 1
+            continue
+        found = lanes.get((_id_str(e.pid), _id_str(e.tid)))
+        if found is not None:
+            (starts if e.ph == "s" else ends)[e.id] = (found.order, round(e.ts - start_ts, 3))
+    common = [i for i in starts if i in ends]
+    if common:
+        width = float(max(ts.max(), max(max(starts[i][1], ends[i][1]) for i in common))) + 1.0
+        keys = _keyed(lane, ts, width)
+
+        def locate(table: dict, mask: np.ndarray) -> np.ndarray:
+            want = _keyed(np.array([table[i][0] for i in common]), np.array([table[i][1] for i in common]), width)
+            rows = np.nonzero(mask)[0]
+            if not len(rows):
+                return np.full(len(want), -1, dtype=np.int64)
+            rows = rows[np.argsort(keys[rows], kind="stable")]
+            sorted_keys = keys[rows]
+            pos = np.minimum(np.searchsorted(sorted_keys, want), len(rows) - 1)
+            return np.where(sorted_keys[pos] == want, rows[pos], -1)
+
+        launch_rows, gpu_rows = locate(starts, is_launch), locate(ends, is_gpu)
+        ok = (launch_rows >= 0) & (gpu_rows >= 0)
+        launch_of[gpu_rows[ok]] = launch_rows[ok]
+        flow_ids = np.array([_id_int(i) for i in common], dtype=np.int64)
+        flow_id_of[gpu_rows[ok]] = flow_ids[ok]
+
+    gpu_rows = np.nonzero(launch_of >= 0)[0]
+    launch_rows = launch_of[gpu_rows]
+    order = np.lexsort((gpu_rows, launch_rows))
+    gpu_rows, launch_rows = gpu_rows[order], launch_rows[order]
+    # The GPU event's own correlation; else its launch's; else the flow id.
+    flow_corr = corr[gpu_rows]
+    flow_corr = np.where(flow_corr < 0, corr[launch_rows], flow_corr)
+    flow_corr = np.where(flow_corr < 0, flow_id_of[gpu_rows], flow_corr)
+    frame = _flows_frame(flow_corr, launch_rows, gpu_rows, np.round(ts[gpu_rows] - ts[launch_rows], 3))
+    return frame, skipped
 
 
 # ---------------------------------------------------------------------------------------------
