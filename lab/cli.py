@@ -1,0 +1,167 @@
+"""Command line: ``python -m lab profile|analyze|compare``.
+
+``profile`` runs in this process (``run_profile`` directly) and writes the run's artifacts:
+``trace.json.gz`` (the Chrome trace as torch exported it), ``key_averages.csv`` and
+``summary.json`` (config, device, timings, stage seconds). Bad input exits with status 2 and
+one line on stderr, never a traceback. torch is imported only once a run is accepted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import math
+import sys
+from pathlib import Path
+
+from lab.config import DEVICES, DTYPES, ConfigError, RunConfig
+from lab.settings import SettingsError
+
+EXIT_BAD_INPUT = 2
+# The classic table as torch's tutorial prints it.
+PRINT_ROW_LIMIT = 15
+
+_DEFAULTS = RunConfig()
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse prints the whole usage block on an error; we want one line and status 2."""
+
+    def error(self, message: str):
+        raise _UsageError(f"{self.prog}: {message} (see --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m lab", description="Profile a workload, or read a trace.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("profile", help="profile one run and write its trace, table and summary")
+    p.add_argument("--workload", default=_DEFAULTS.workload, help="exercise to run (default %(default)s)")
+    p.add_argument("--m", type=int, default=_DEFAULTS.m, help="rows of x (default %(default)s)")
+    p.add_argument("--k", type=int, default=_DEFAULTS.k, help="inner dimension (default %(default)s)")
+    p.add_argument("--n", type=int, default=_DEFAULTS.n, help="columns of w (default %(default)s)")
+    p.add_argument("--dtype", default=_DEFAULTS.dtype, help=f"one of {', '.join(DTYPES)} (default %(default)s)")
+    p.add_argument("--device", default=_DEFAULTS.device, help=f"one of {', '.join(DEVICES)} (default %(default)s)")
+    p.add_argument("--label", default=_DEFAULTS.step_label, help="record_function label of the step")
+    p.add_argument("--matmul-label", default=None, help="record_function label around the matmul")
+    p.add_argument("--add-label", default=None, help="record_function label around the bias add")
+    p.add_argument("--steps", type=int, default=_DEFAULTS.active, help="active (recorded) steps per cycle")
+    p.add_argument("--warmup-iters", type=int, default=_DEFAULTS.warmup_iters,
+                   help="un-profiled iterations before profiling; 0 = cold run")
+    p.add_argument("--wait", type=int, default=_DEFAULTS.wait, help="schedule: skipped steps per cycle")
+    p.add_argument("--warmup", type=int, default=_DEFAULTS.warmup, help="schedule: traced-but-dropped steps")
+    p.add_argument("--repeat", type=int, default=_DEFAULTS.repeat, help="schedule: cycles")
+    p.add_argument("--compile", action="store_true", help="run the step through torch.compile")
+    p.add_argument("--record-shapes", action=argparse.BooleanOptionalAction, default=_DEFAULTS.record_shapes)
+    p.add_argument("--profile-memory", action="store_true")
+    p.add_argument("--with-stack", action="store_true")
+    p.add_argument("--with-flops", action="store_true")
+    p.add_argument("--out", type=Path, default=None, help="folder for trace.json.gz, key_averages.csv, summary.json")
+
+    for name, text in (("analyze", "read one trace and print its insights"),):
+        a = sub.add_parser(name, help=text)
+        a.add_argument("trace", help="a Chrome trace (.json or .json.gz)")
+        a.add_argument("--json", action="store_true", help="print JSON instead of text")
+    c = sub.add_parser("compare", help="compare two traces")
+    c.add_argument("a", help="baseline trace")
+    c.add_argument("b", help="trace to compare with the baseline")
+    c.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    return RunConfig(
+        workload=args.workload, m=args.m, k=args.k, n=args.n, dtype=args.dtype, device=args.device,
+        step_label=args.label, matmul_label=args.matmul_label, add_label=args.add_label,
+        wait=args.wait, warmup=args.warmup, active=args.steps, repeat=args.repeat,
+        warmup_iters=args.warmup_iters, compile=args.compile, record_shapes=args.record_shapes,
+        profile_memory=args.profile_memory, with_stack=args.with_stack, with_flops=args.with_flops,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    from lab.result import RunError
+
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "profile":
+            return _profile(args)
+        report = _import_report(args.command)
+
+        if args.command == "analyze":
+            return report.analyze_main(args.trace, as_json=args.json)
+        return report.compare_main(args.a, args.b, as_json=args.json)
+    except (_UsageError, ConfigError, SettingsError, RunError, OSError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _import_report(command: str):
+    """lab.report, imported only when asked for: profiling does not need it."""
+    try:
+        return importlib.import_module("lab.report")
+    except ModuleNotFoundError as exc:
+        if exc.name != "lab.report":
+            raise
+        raise _UsageError(f"{command} needs lab/report.py, which this checkout lacks") from None
+
+
+def _profile(args: argparse.Namespace) -> int:
+    config = config_from_args(args)  # ConfigError here needs no torch
+    from lab.runner import default_sort_key, run_profile, truncate_table
+
+    result = run_profile(config)
+    if args.out is not None:
+        write_artifacts(result, args.out)
+    key = default_sort_key(result.device.kind)
+    table = result.tables.get(key) or result.tables.get("cpu_time_total", "")
+    print(truncate_table(table, PRINT_ROW_LIMIT), end="")
+    t = result.timing
+    print(f"{result.device.label}: step {t.unprofiled_median_us:.1f} µs without the profiler, "
+          f"{t.profiled_median_us:.1f} µs with it ({t.overhead_pct:+.1f} %, {t.method})")
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.out is not None:
+        print(f"wrote {args.out / 'trace.json.gz'}, key_averages.csv, summary.json")
+    return 0
+
+
+def write_artifacts(result, out: Path) -> None:
+    """trace.json.gz, key_averages.csv and summary.json for one ``RunResult`` in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "trace.json.gz").write_bytes(result.trace_gz)
+    result.key_averages.to_csv(out / "key_averages.csv", index=False)
+    (out / "summary.json").write_text(json.dumps(summary(result), indent=2) + "\n", encoding="utf-8")
+
+
+def summary(result) -> dict:
+    """Plain-JSON description of a run: what ran, where, how long each part took."""
+    t = result.timing
+    return {
+        "config": result.config.to_dict(),
+        "device": dataclasses.asdict(result.device),
+        "timing": {
+            "method": t.method,
+            "profiled_us": list(t.profiled_us),
+            "unprofiled_us": list(t.unprofiled_us),
+            "profiled_median_us": _finite(t.profiled_median_us),
+            "unprofiled_median_us": _finite(t.unprofiled_median_us),
+            "overhead_pct": _finite(t.overhead_pct),
+            "compile_s": t.compile_s,
+        },
+        "stage_s": dict(result.stage_s),
+        "warnings": list(result.warnings),
+        "trace_stem": result.trace_stem,
+    }
+
+
+def _finite(value: float) -> float | None:
+    # JSON has no NaN: an empty timing becomes null.
+    return value if math.isfinite(value) else None

@@ -1,0 +1,420 @@
+"""One profile run: ``RunConfig`` → ``RunResult``. The only module that imports torch.profiler.
+
+The chain, one stage at a time (each reported through ``on_stage`` and timed in
+``RunResult.stage_s``):
+
+    checking → allocating → [compiling] → warming up → profiling → exporting → timing → summarizing
+
+Every refusal happens in "checking", before a tensor exists. The profiled loop runs under
+``torch.profiler.profile``'s context manager, so an exception never leaves the profiler on
+(two overlapping sessions crash the process: see the brief). torch is imported lazily so
+that ``TABLE_SORT_KEYS`` and friends can be imported by code that never runs a profile.
+
+Not thread-safe by design: run it in a dedicated worker process, one run at a time.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import os
+import tempfile
+import time
+from typing import Callable
+
+import pandas as pd
+
+from lab import workloads
+from lab.config import RunConfig, check_device, check_limits, check_memory
+from lab.devices import DeviceInfo, detect_device
+from lab.result import KEY_AVERAGES_COLUMNS, RunError, RunResult, Timing
+from lab.settings import HostSettings
+
+# Kineto prints "profiler_start/stop" lines to stderr at its default level; it reads this
+# variable when a profile starts, so setting it here (before any profile) silences them.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+STAGES = ("checking", "allocating", "compiling", "warming up", "profiling", "exporting", "timing", "summarizing")
+
+# Keys of ``RunResult.tables``: each is a ``key_averages().table(sort_by=key)`` text.
+TABLE_SORT_KEYS = (
+    "cpu_time_total", "self_cpu_time_total",
+    "device_time_total", "self_device_time_total",
+    "count",
+    "cpu_memory_usage", "self_cpu_memory_usage", "device_memory_usage",
+    "flops",
+)
+# Sorting by these is only meaningful when the run had a GPU.
+GPU_ONLY_SORT_KEYS = frozenset({"device_time_total", "self_device_time_total", "device_memory_usage"})
+# Older torch spells the device keys cuda_*; the dict key stays device_* either way.
+_LEGACY_SORT_KEYS = {
+    "device_time_total": "cuda_time_total",
+    "self_device_time_total": "self_cuda_time_total",
+    "device_memory_usage": "cuda_memory_usage",
+}
+
+# Un-profiled timing: up to 10 iterations for a stable median, but within ~2 s so a big CPU
+# run (1024³ fp32 ≈ 30 ms/step on 2 cores, 16384³ ≈ 1 min) does not double its wall time.
+UNPROFILED_MAX_ITERS = 10
+UNPROFILED_BUDGET_S = 2.0
+
+# gzip level 6: within a few % of level 9's size at a fraction of its time on MB-sized traces.
+TRACE_GZIP_LEVEL = 6
+
+_TORCH_DTYPES = {"float32": "float32", "tf32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+
+
+def default_sort_key(kind: str) -> str:
+    """The table sort key the classic view starts with: device time on GPU, CPU time on CPU."""
+    return "device_time_total" if kind == "cuda" else "cpu_time_total"
+
+
+def warm_up(device: str = "auto") -> DeviceInfo:
+    """Run one tiny profile so that the first real run does not pay the profiler's start-up
+    (~1.1 s on CPU: torch._inductor imports; ~7 s on an H200: CUPTI initialisation)."""
+    # warmup=1: torch warns when a schedule has no warm-up step.
+    config = RunConfig(m=64, k=64, n=64, device=device, wait=0, warmup=1, active=1, warmup_iters=1)
+    return run_profile(config).device
+
+
+def run_profile(
+    config: RunConfig,
+    *,
+    settings: HostSettings | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Check, allocate, profile and summarize one run of ``config``.
+
+    Raises ``ConfigError`` (before allocating anything) for a run that cannot be made as
+    asked, and ``RunError`` for a run that started but ran out of memory or failed to compile.
+    """
+    import torch
+
+    clock = _StageClock(on_stage)
+    clock.enter("checking")
+    settings = settings if settings is not None else HostSettings.from_env()
+    check_limits(config, settings)
+    info = detect_device(config.device)
+    check_device(config, kind=info.kind, compute_capability=info.compute_capability)
+    where = f"the GPU ({info.name})" if info.kind == "cuda" else "this machine's RAM"
+    check_memory(config, info.free_memory_bytes, where)
+
+    warnings: list[str] = []
+    if info.kind == "cuda" and not info.cupti_available:
+        warnings.append("CUPTI is not available to this torch build: the trace has CPU events only, no kernels")
+    if config.repeat > 1:
+        warnings.append(
+            f"repeat={config.repeat}: torch keeps one cycle per trace, so the trace and the tables "
+            f"hold the last cycle; the timings cover the active steps of all {config.repeat} cycles"
+        )
+
+    # tf32 is float32 storage with TF32 tensor-core matmuls; plain float32 must not use them.
+    # Only the legacy flag is touched (torch ≥ 2.9 refuses to mix it with the new API).
+    tf32_before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = config.dtype == "tf32"
+    try:
+        return _run(torch, config, info, clock, warnings)
+    except _oom_errors(torch):
+        pass
+    except RuntimeError as exc:
+        if "can't allocate memory" not in str(exc):  # the CPU allocator's wording
+            raise
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32_before
+        _ensure_profiler_off(torch)
+    # Only an out-of-memory error gets here. The exception, and the frames that held the
+    # run's tensors, are gone now, so the memory can actually be returned.
+    _release_memory(torch)
+    memory = "GPU memory" if info.kind == "cuda" else "memory"
+    raise RunError(f"{config.shape_text} {config.dtype} ran out of {memory}; choose smaller M, K or N")
+
+
+def _run(torch, config: RunConfig, info: DeviceInfo, clock: "_StageClock", warnings: list[str]) -> RunResult:
+    from torch.profiler import record_function
+
+    cuda = info.kind == "cuda"
+    device = torch.device("cuda", info.index) if cuda else torch.device("cpu")
+    dtype = getattr(torch, _TORCH_DTYPES[config.dtype])
+    timer = _StepTimer(torch, cuda)
+
+    clock.enter("allocating")
+    inner = workloads.WORKLOADS[config.workload].build(config, device, dtype)
+    timer.sync()
+
+    compile_s = None
+    if config.compile:
+        clock.enter("compiling")
+        inner, compile_s = _compile(torch, inner, timer)
+
+    label = config.step_label
+
+    def step():
+        # The step label stays outside any compiled function so it is always a CPU annotation.
+        with record_function(label):
+            return inner()
+
+    clock.enter("warming up")
+    for _ in range(config.warmup_iters):
+        step()
+    timer.sync()
+
+    clock.enter("profiling")
+    prof, profiled_us = _profile(torch, config, step, timer, cupti=cuda and bool(info.cupti_available))
+
+    clock.enter("exporting")
+    trace_gz = _export_trace_gz(prof)
+
+    clock.enter("timing")
+    unprofiled_us = _time_unprofiled(step, timer, profiled_us)
+
+    clock.enter("summarizing")
+    labels = {x for x in (config.step_label, config.matmul_label, config.add_label) if x}
+    averages = prof.key_averages()
+    key_averages = _averages_frame(averages, labels, with_shapes=False)
+    by_shape = _averages_frame(prof.key_averages(group_by_input_shape=True), labels, with_shapes=True)
+    tables = _tables(averages, cuda=cuda)
+    del prof, averages, step, inner  # drop the tensors before the result travels on
+
+    timing = Timing(
+        method=timer.method,
+        profiled_us=tuple(profiled_us),
+        unprofiled_us=tuple(unprofiled_us),
+        compile_s=compile_s,
+    )
+    return RunResult(
+        config=config,
+        device=info,
+        trace_gz=trace_gz,
+        key_averages=key_averages,
+        key_averages_by_shape=by_shape,
+        tables=tables,
+        timing=timing,
+        stage_s=clock.finish(),
+        warnings=tuple(warnings),
+    )
+
+
+def _compile(torch, inner, timer: "_StepTimer"):
+    """torch.compile ``inner`` and call it once, timed here and kept out of the profile.
+
+    The time covers wrapping (which imports torch._dynamo) and the first call, which
+    traces and compiles: all that a user pays before the compiled step runs.
+    """
+    start = time.perf_counter()
+    try:
+        compiled = torch.compile(inner)
+        compiled()
+        timer.sync()
+    except Exception as exc:  # noqa: BLE001 - any compiler failure means: run it eagerly
+        if isinstance(exc, _oom_errors(torch)):
+            raise
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise RunError(f"torch.compile failed ({type(exc).__name__}: {first_line}); run without compile") from None
+    return compiled, time.perf_counter() - start
+
+
+def _profile(torch, config: RunConfig, step, timer: "_StepTimer", *, cupti: bool):
+    """Run the schedule's iterations under the profiler; time each recorded (active) one."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cupti else [])
+    cycle = config.wait + config.warmup + config.active
+    profiled_us: list[float] = []
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=config.wait, warmup=config.warmup, active=config.active, repeat=config.repeat),
+        record_shapes=config.record_shapes,
+        profile_memory=config.profile_memory,
+        with_stack=config.with_stack,
+        with_flops=config.with_flops,
+    ) as prof:
+        for i in range(config.profiled_steps):
+            elapsed_us = timer.time(step)
+            # torch.profiler.schedule: steps [wait+warmup, cycle) of each cycle are recorded.
+            if i % cycle >= config.wait + config.warmup:
+                profiled_us.append(elapsed_us)
+            prof.step()
+    return prof, profiled_us
+
+
+def _export_trace_gz(prof) -> bytes:
+    """The Chrome trace exactly as torch writes it, gzipped. torch exports once per profile."""
+    fd, path = tempfile.mkstemp(prefix="profiler_lab_", suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path, "rb") as f:
+            raw = f.read()
+    finally:
+        os.unlink(path)
+    return gzip.compress(raw, compresslevel=TRACE_GZIP_LEVEL)
+
+
+def _time_unprofiled(step, timer: "_StepTimer", profiled_us: list[float]) -> list[float]:
+    step()  # one untimed iteration: the profiler's teardown may have evicted caches
+    timer.sync()
+    per_step_s = _median(profiled_us) / 1e6 if profiled_us else 0.0
+    iters = UNPROFILED_MAX_ITERS
+    if per_step_s > 0:
+        iters = max(1, min(UNPROFILED_MAX_ITERS, int(UNPROFILED_BUDGET_S / per_step_s)))
+    return [timer.time(step) for _ in range(iters)]
+
+
+def _averages_frame(averages, labels: set[str], *, with_shapes: bool) -> pd.DataFrame:
+    rows = []
+    for e in averages:
+        rows.append({
+            "name": e.key,
+            "input_shapes": str(e.input_shapes) if with_shapes and e.input_shapes else "",
+            "count": int(e.count),
+            "self_cpu_us": float(e.self_cpu_time_total),
+            "cpu_total_us": float(e.cpu_time_total),
+            "self_device_us": float(_attr(e, "self_device_time_total", "self_cuda_time_total")),
+            "device_total_us": float(_attr(e, "device_time_total", "cuda_time_total")),
+            "self_cpu_memory_bytes": int(e.self_cpu_memory_usage),
+            "cpu_memory_bytes": int(e.cpu_memory_usage),
+            "self_device_memory_bytes": int(_attr(e, "self_device_memory_usage", "self_cuda_memory_usage")),
+            "device_memory_bytes": int(_attr(e, "device_memory_usage", "cuda_memory_usage")),
+            "flops": int(e.flops or 0),
+            "is_user_annotation": _is_user_annotation(e, labels),
+            "device_type": str(e.device_type).rsplit(".", 1)[-1].lower(),
+        })
+    frame = pd.DataFrame(rows, columns=list(KEY_AVERAGES_COLUMNS))
+    return frame.astype({
+        "name": str, "input_shapes": str, "count": "int64",
+        "self_cpu_us": "float64", "cpu_total_us": "float64", "self_device_us": "float64",
+        "device_total_us": "float64", "self_cpu_memory_bytes": "int64", "cpu_memory_bytes": "int64",
+        "self_device_memory_bytes": "int64", "device_memory_bytes": "int64", "flops": "int64",
+        "is_user_annotation": bool, "device_type": str,
+    })
+
+
+def _attr(event, name: str, legacy: str):
+    """``event.name``, or the pre-2.4 ``cuda_*`` spelling (which raises on torch ≥ 2.4)."""
+    value = getattr(event, name, None)
+    if value is None:
+        value = getattr(event, legacy, 0)
+    return value or 0
+
+
+def _is_user_annotation(event, labels: set[str]) -> bool:
+    flag = getattr(event, "is_user_annotation", None)
+    if flag is not None:
+        return bool(flag)
+    # Older torch has no flag: the run's own labels and the schedule's ProfilerStep#N are annotations.
+    return event.key in labels or event.key.startswith("ProfilerStep")
+
+
+def _tables(averages, *, cuda: bool) -> dict[str, str]:
+    tables = {}
+    for key in TABLE_SORT_KEYS:
+        if key in GPU_ONLY_SORT_KEYS and not cuda:
+            continue
+        for sort_by in (key, _LEGACY_SORT_KEYS.get(key)):
+            if sort_by is None:
+                continue
+            try:
+                tables[key] = averages.table(sort_by=sort_by, row_limit=-1)
+                break
+            except (AttributeError, KeyError, ValueError, TypeError):
+                continue
+    return tables
+
+
+def truncate_table(text: str, row_limit: int) -> str:
+    """The first ``row_limit`` rows of a torch table text, keeping its header and footer.
+
+    torch's layout: dashed line, header, dashed line, rows, dashed line, totals.
+    """
+    lines = text.splitlines()
+    rules = [i for i, line in enumerate(lines) if line.startswith("-") and set(line) <= {"-", " "}]
+    if len(rules) < 3:
+        return text
+    head_end, foot_start = rules[1] + 1, rules[-1]
+    rows = lines[head_end:foot_start]
+    return "\n".join(lines[:head_end] + rows[:row_limit] + lines[foot_start:]) + "\n"
+
+
+class _StepTimer:
+    """Times one step the same way with and without the profiler.
+
+    GPU: CUDA events around the step, then synchronize (each step starts on an idle GPU, so
+    launch overhead counts). CPU: perf_counter, since a CPU step is synchronous.
+    """
+
+    def __init__(self, torch, cuda: bool):
+        self._torch = torch
+        self._cuda = cuda
+        self.method = "cuda events" if cuda else "wall clock"
+
+    def sync(self) -> None:
+        if self._cuda:
+            self._torch.cuda.synchronize()
+
+    def time(self, step) -> float:
+        if self._cuda:
+            start = self._torch.cuda.Event(enable_timing=True)
+            end = self._torch.cuda.Event(enable_timing=True)
+            start.record()
+            step()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) * 1000.0  # ms → µs
+        start_s = time.perf_counter()
+        step()
+        return (time.perf_counter() - start_s) * 1e6
+
+
+class _StageClock:
+    """Reports each stage as it starts and records the seconds each one took."""
+
+    def __init__(self, on_stage: Callable[[str], None] | None):
+        self._on_stage = on_stage
+        self._current: str | None = None
+        self._started = 0.0
+        self.seconds: dict[str, float] = {}
+
+    def enter(self, stage: str) -> None:
+        self._close()
+        self._current, self._started = stage, time.perf_counter()
+        if self._on_stage is not None:
+            self._on_stage(stage)
+
+    def finish(self) -> dict[str, float]:
+        self._close()
+        return dict(self.seconds)
+
+    def _close(self) -> None:
+        if self._current is not None:
+            self.seconds[self._current] = time.perf_counter() - self._started
+            self._current = None
+
+
+def _oom_errors(torch) -> tuple[type[BaseException], ...]:
+    errors = [getattr(torch.cuda, "OutOfMemoryError", None), getattr(torch, "OutOfMemoryError", None)]
+    return tuple(e for e in errors if e is not None) + (MemoryError,)
+
+
+def _ensure_profiler_off(torch) -> None:
+    """Belt and braces after the context manager: a profiler left on breaks the next run."""
+    try:
+        enabled = torch._C._autograd._profiler_enabled()
+    except AttributeError:  # a torch without this private hook: trust the context manager
+        return
+    if enabled:
+        try:
+            torch.autograd._disable_profiler()
+        except RuntimeError:
+            pass
+
+
+def _release_memory(torch) -> None:
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _median(values: list[float]) -> float:
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
