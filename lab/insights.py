@@ -1,0 +1,402 @@
+"""Insights: small rules that read a trace's analysis and say what to look at and what to do.
+
+Each rule is a plain function ``rule(trace, analysis) -> Insight | None``. Thresholds are
+named module constants with the reason (and a source where one exists) beside them, in the
+style of Holistic Trace Analysis. A rule's title is constant, so comparisons can match an
+insight across traces by title; the numbers go into ``evidence``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lab.analysis import (
+    GEMM_KERNEL_PATTERN,
+    SYNC_NAMES,
+    Analysis,
+    analyze,
+    compute_capability,
+    covered_us,
+    host_work_us,
+    mask_in,
+    mask_where,
+    texts,
+    used_gpu,
+)
+from lab.trace import GPU_ACTIVITY_CATS, Trace
+
+SEVERITIES = ("critical", "warning", "info")
+
+# --- thresholds ------------------------------------------------------------------------------
+# Host work this many times the GPU work means the GPU idles most of the time, however fast its
+# kernels are ("overhead-bound" in Horace He's "Making Deep Learning Go Brrrr"); the classic
+# small-matmul case is ~100× (2.3 ms of CPU for 23 µs of GPU on a 64×64 matmul).
+OVERHEAD_BOUND_RATIO = 5.0
+OVERHEAD_CRITICAL_RATIO = 50.0
+# A first step this many times slower than the median of the later ones is a cold start
+# (CUDA context, cuBLAS handle and workspace, CUPTI buffers, allocator growth). 3× leaves
+# room for the normal step-to-step jitter of a few tens of percent.
+COLD_STEP_RATIO = 3.0
+COLD_STEP_MIN_STEPS = 3  # a median of "later" steps needs at least two of them
+# Synchronize calls shorter than this in total are noise; longer ones are worth explaining.
+SYNC_MIN_TOTAL_US = 100.0
+# If the GPU was busy less than this share of the time the host sat in synchronize, the host
+# was waiting on a GPU that had little to do (launch latency, a tiny kernel, .item()).
+SYNC_IDLE_BUSY_PCT = 50.0
+# Kernels shorter than ~10 µs are about as long as their own launch (5–10 µs of
+# cudaLaunchKernel on the host), so the host cannot keep the GPU fed: launch-bound
+# (PyTorch performance tuning guide; HTA's kernel launch statistics flag short kernels too).
+TINY_KERNEL_US = 10.0
+TINY_KERNEL_MIN_COUNT = 20  # fewer kernels than this is not a pattern
+LAUNCH_BOUND_IDLE_PCT = 50.0  # GPU idle share of its active window that makes it matter
+# An unfused add worth a warning: at least this share of GPU time spent in the separate add.
+UNFUSED_ADD_WARN_PCT = 5.0
+ADD_OPS = ("aten::add", "aten::add_", "aten::bias_add")
+# A GEMM kernel this long is big enough to approach peak; below it, launch and tail effects
+# dominate and a low % of peak says little.
+GEMM_MIN_KERNEL_US = 100.0
+# Tuned cuBLAS GEMMs of large square shapes reach ~70–90 % of the dense datasheet peak (the
+# 4096³ bf16 trace in tests/data: ~80 % of an H200's 989 TFLOP/s); under half is a real loss.
+GEMM_LOW_PCT_OF_PEAK = 50.0
+TF32_MIN_COMPUTE_MAJOR = 8  # tensor cores run TF32 from Ampere (compute capability 8.0) on
+
+# --- where to read more ----------------------------------------------------------------------
+PROFILER_RECIPE = "https://pytorch.org/tutorials/recipes/recipes/profiler_recipe.html"
+PROFILER_SCHEDULE = "https://pytorch.org/docs/stable/profiler.html#torch.profiler.schedule"
+TUNING_GUIDE = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
+BRRR = "https://horace.io/brrr_intro.html"
+HTA_DOCS = "https://hta.readthedocs.io/en/latest/"
+TF32_NOTES = "https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices"
+COMPILE_TUTORIAL = "https://pytorch.org/tutorials/intermediate/torch_compile_tutorial.html"
+CUPTI_DOCS = "https://docs.nvidia.com/cupti/"
+CUDA_BEST_PRACTICES = "https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/"
+
+
+@dataclass(frozen=True)
+class Insight:
+    severity: str  # "critical" | "warning" | "info"
+    title: str  # constant per rule
+    evidence: str  # the numbers that triggered it
+    suggestion: str  # what to do
+    learn_more: str  # a URL or a document title
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"severity must be one of {SEVERITIES}, got {self.severity!r}")
+
+
+def _us(value: float) -> str:
+    return f"{value:,.0f} µs" if value >= 100 else f"{value:,.1f} µs"
+
+
+# --- rules -----------------------------------------------------------------------------------
+
+
+def overhead_bound(trace: Trace, analysis: Analysis) -> Insight | None:
+    """Host (CPU) work far larger than the GPU work it produces."""
+    gpu_us = analysis.utilization.activity_us
+    cpu_us = host_work_us(analysis.operators)
+    if gpu_us <= 0 or cpu_us < OVERHEAD_BOUND_RATIO * gpu_us:
+        return None
+    ratio = cpu_us / gpu_us
+    return Insight(
+        severity="critical" if ratio >= OVERHEAD_CRITICAL_RATIO else "warning",
+        title="Overhead-bound: the CPU does far more work than the GPU",
+        evidence=(f"Ops spent {_us(cpu_us)} of self CPU time (synchronize waits excluded) for "
+                  f"{_us(gpu_us)} of GPU activity: {ratio:.1f}× more host time than device time; "
+                  f"the GPU was busy {analysis.utilization.active_busy_pct:.0f} % of its active window."),
+        suggestion=("Give the GPU more work per launch: larger batches or shapes, fewer and bigger ops "
+                    "(torch.compile fuses them), or CUDA graphs to replay many launches with one call."),
+        learn_more=BRRR,
+    )
+
+
+def cold_first_step(trace: Trace, analysis: Analysis) -> Insight | None:
+    """The first profiled step pays one-time costs the later ones do not."""
+    steps = analysis.steps
+    if len(steps) < COLD_STEP_MIN_STEPS:
+        return None
+    first = steps.iloc[0]
+    later_us = float(np.median(steps["cpu_us"].to_numpy()[1:]))
+    if later_us <= 0 or first["cpu_us"] < COLD_STEP_RATIO * later_us:
+        return None
+    gaps = steps["first_child_gap_us"].to_numpy()
+    gap_text = ""
+    if np.isfinite(gaps[0]) and np.isfinite(gaps[1:]).any():
+        gap_text = (f" Its label started {_us(gaps[0])} before its first op, against a median "
+                    f"{_us(float(np.nanmedian(gaps[1:])))} later.")
+    overhead = _profiler_overhead_in(trace, float(first["start_us"]), float(first["end_us"]))
+    overhead_text = (f" The profiler's own '{overhead[0]}' ({_us(overhead[1])}) overlaps it." if overhead else "")
+    label = "ProfilerStep" if first["source"] == "ProfilerStep" else f"'{first['name']}'"
+    return Insight(
+        severity="warning",
+        title="Cold first step: one-time start-up costs inside the measurement",
+        evidence=(f"The first {label} step took {_us(float(first['cpu_us']))} of CPU time, "
+                  f"{first['cpu_us'] / later_us:.1f}× the median {_us(later_us)} of the "
+                  f"{len(steps) - 1} later steps.{gap_text}{overhead_text}"),
+        suggestion=("Run a few un-profiled warm-up iterations first, or use "
+                    "torch.profiler.schedule(wait=1, warmup=1, active=N) so start-up costs (CUDA context, "
+                    "cuBLAS workspace, CUPTI buffers) land outside the active steps; judge steady-state "
+                    "steps only."),
+        learn_more=PROFILER_SCHEDULE,
+    )
+
+
+def long_synchronize(trace: Trace, analysis: Analysis) -> Insight | None:
+    """The host waited in synchronize calls while the GPU had little to do."""
+    ev = trace.events
+    rows = np.flatnonzero(mask_in(ev["name"], SYNC_NAMES) & mask_in(ev["lane_kind"], ("cpu",)))
+    if not len(rows):
+        return None
+    start = ev["ts_us"].to_numpy()[rows]
+    end = start + ev["dur_us"].to_numpy()[rows]
+    waited = float((end - start).sum())
+    if waited < SYNC_MIN_TOTAL_US:
+        return None
+    busy = analysis.utilization.busy_intervals
+    busy_in = float(covered_us(busy["start_us"].to_numpy(), busy["end_us"].to_numpy(), start, end).sum())
+    busy_pct = 100.0 * busy_in / waited
+    if busy_pct >= SYNC_IDLE_BUSY_PCT:
+        return None
+    longest = int(np.argmax(end - start))
+    return Insight(
+        severity="warning",
+        title="Long synchronize while the GPU had little work",
+        evidence=(f"{len(rows)} synchronize call(s) kept the host waiting {_us(waited)} "
+                  f"(longest: {texts(ev['name'], rows[longest:longest + 1])[0]}, {_us(float(end[longest] - start[longest]))}), "
+                  f"but the GPU was busy only {busy_pct:.0f} % of that time."),
+        suggestion=("Remove synchronizations you do not need (.item(), .cpu(), print of a CUDA tensor, "
+                    "torch.cuda.synchronize() in the loop); sync once at the end of the measured region."),
+        learn_more=TUNING_GUIDE,
+    )
+
+
+def many_tiny_kernels(trace: Trace, analysis: Analysis) -> Insight | None:
+    """Launch-bound: many very short kernels and a mostly idle GPU."""
+    ev = trace.events
+    is_kernel = mask_in(ev["cat"], ("kernel",))
+    count = int(is_kernel.sum())
+    if count < TINY_KERNEL_MIN_COUNT:
+        return None
+    median_us = float(np.median(ev["dur_us"].to_numpy()[is_kernel]))
+    idle_pct = 100.0 - analysis.utilization.active_busy_pct
+    if median_us >= TINY_KERNEL_US or idle_pct < LAUNCH_BOUND_IDLE_PCT:
+        return None
+    launch = analysis.launches.launch_median_us
+    launch_text = f" against a median launch call of {_us(launch)} on the host" if launch == launch else ""
+    return Insight(
+        severity="warning",
+        title="Many tiny kernels: launch-bound",
+        evidence=(f"{count} kernels with a median duration of {_us(median_us)}{launch_text}; "
+                  f"the GPU sat idle {idle_pct:.0f} % of its active window."),
+        suggestion=("Fuse small ops (torch.compile), batch work into fewer larger kernels, or capture the "
+                    "step in a CUDA graph (torch.compile(mode='reduce-overhead')) to cut launch cost."),
+        learn_more=TUNING_GUIDE,
+    )
+
+
+def unfused_bias_add(trace: Trace, analysis: Analysis) -> Insight | None:
+    """A separate add kernel right after a GEMM, which addmm / torch.compile would fuse."""
+    ev = trace.events
+    rows = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    if len(rows) < 2:
+        return None
+    links = analysis.links
+    is_gemm_name = mask_where(ev["name"], lambda name: GEMM_KERNEL_PATTERN.search(name))
+    gemm_kernels = set(analysis.gemm["kernel"]) if len(analysis.gemm) else set()
+    is_kernel = mask_in(ev["cat"], ("kernel",))
+    rows = rows[is_kernel[rows]]  # memsets between a GEMM and its add do not break the pattern
+    order = np.lexsort((ev["ts_us"].to_numpy()[rows], ev["stream"].to_numpy()[rows], ev["device"].to_numpy()[rows]))
+    rows = rows[order]
+    names = texts(ev["name"], rows)
+    owner = links.owner[rows]
+    add_owner = np.zeros(len(rows), dtype=bool)
+    has_owner = owner >= 0
+    add_owner[has_owner] = mask_in(ev["name"], ADD_OPS)[owner[has_owner]]
+    prev_gemm = np.zeros(len(rows), dtype=bool)
+    same_stream = ((ev["device"].to_numpy()[rows][1:] == ev["device"].to_numpy()[rows][:-1])
+                   & (ev["stream"].to_numpy()[rows][1:] == ev["stream"].to_numpy()[rows][:-1]))
+    prev_is_gemm = is_gemm_name[rows[:-1]] | np.isin(names[:-1], list(gemm_kernels))
+    prev_gemm[1:] = same_stream & prev_is_gemm
+    hits = add_owner & prev_gemm
+    if not hits.any():
+        return None
+    add_us = float(ev["dur_us"].to_numpy()[rows[hits]].sum())
+    share = 100.0 * add_us / analysis.utilization.activity_us if analysis.utilization.activity_us else 0.0
+    return Insight(
+        severity="warning" if share >= UNFUSED_ADD_WARN_PCT else "info",
+        title="Bias add runs as a separate kernel after the GEMM",
+        evidence=(f"{int(hits.sum())} add kernel(s) ({_us(add_us)}, {share:.1f} % of GPU time) each follow a GEMM "
+                  f"kernel on the same stream; each re-reads and re-writes the whole GEMM output."),
+        suggestion=("Fuse the bias into the GEMM: torch.addmm(b, x, w) (or nn.Linear / F.linear) runs the add "
+                    "in cuBLAS's epilogue, and torch.compile picks that fused GEMM too (its kernel name carries "
+                    "'bias' and the add kernel disappears)."),
+        learn_more=COMPILE_TUTORIAL,
+    )
+
+
+def profiler_overhead_event(trace: Trace, analysis: Analysis) -> Insight | None:
+    """The profiler's own work (cat "overhead", e.g. Activity Buffer Request) is in the timeline."""
+    ev = trace.events
+    rows = np.flatnonzero(mask_in(ev["cat"], ("overhead",)))
+    if not len(rows):
+        return None
+    dur = ev["dur_us"].to_numpy()[rows]
+    names = sorted(set(texts(ev["name"], rows)))
+    start = ev["ts_us"].to_numpy()[rows]
+    steps = analysis.steps
+    overlap_text = ""
+    if len(steps):
+        hit = (steps["start_us"].to_numpy()[:, None] < (start + dur)[None, :]) & (
+            steps["end_us"].to_numpy()[:, None] > start[None, :])
+        touched = np.flatnonzero(hit.any(axis=1))
+        if len(touched):
+            overlap_text = f"; it overlaps step {', '.join(str(int(i)) for i in touched[:5])}"
+    return Insight(
+        severity="info",
+        title="Profiler overhead in the timeline",
+        evidence=(f"{len(rows)} profiler event(s) ({', '.join(names)}) take {_us(float(dur.sum()))} on their "
+                  f"own lane{overlap_text}. This is Kineto/CUPTI allocating its activity buffers, not your code."),
+        suggestion=("Ignore this lane when reading the timeline; with torch.profiler.schedule's warmup steps the "
+                    "buffer requests happen before the active steps you measure."),
+        learn_more=PROFILER_RECIPE,
+    )
+
+
+def annotation_over_100_pct(trace: Trace, analysis: Analysis) -> Insight | None:
+    """Why key_averages shows a record_function's GPU row above 100 % "Self CUDA %"."""
+    ev = trace.events
+    rows = np.flatnonzero(mask_in(ev["cat"], ("gpu_user_annotation",)))
+    total = analysis.utilization.activity_us
+    if not len(rows) or total <= 0:
+        return None
+    names = texts(ev["name"], rows)
+    dur = ev["dur_us"].to_numpy()[rows]
+    uniq, inverse = np.unique(names, return_inverse=True)
+    sums = np.bincount(inverse, weights=dur)
+    best = int(np.argmax(sums))
+    pct = 100.0 * sums[best] / total
+    if pct <= 100.0:
+        return None
+    return Insight(
+        severity="info",
+        title="The annotation's GPU row exceeds 100 % in key_averages",
+        evidence=(f"record_function '{uniq[best]}' spans {_us(float(sums[best]))} on the GPU "
+                  f"(gpu_user_annotation), {pct:.0f} % of the {_us(total)} of kernel/memcpy/memset time "
+                  f"that the table uses as its total."),
+        suggestion=("Read that row as 'wall time from the label's first to last GPU work', gaps included, not as "
+                    "GPU work: annotations are left out of the total. Use the kernel rows (or this lab's kernel "
+                    "table) for GPU time."),
+        learn_more=PROFILER_RECIPE,
+    )
+
+
+def cupti_missing(trace: Trace, analysis: Analysis) -> Insight | None:
+    """A GPU was used but no GPU activity was recorded."""
+    if len(analysis.kernels) or not used_gpu(trace):
+        return None
+    ev = trace.events
+    calls = int(mask_in(ev["cat"], ("cuda_runtime", "cuda_driver")).sum())
+    props = trace.meta.device_properties
+    what = []
+    if calls:
+        what.append(f"{calls} CUDA runtime/driver calls")
+    if props:
+        what.append(f"device properties of {len(props)} GPU(s)")
+    return Insight(
+        severity="critical",
+        title="No GPU activity recorded although a GPU was used",
+        evidence=f"The trace has {' and '.join(what)} but no kernel, memcpy or memset events.",
+        suggestion=("Profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]; if that is already "
+                    "set, CUPTI is missing or not permitted (check torch.autograd.kineto_available(), libcupti on "
+                    "the library path, and that the container allows GPU performance counters)."),
+        learn_more=CUPTI_DOCS,
+    )
+
+
+def fp32_without_tf32(trace: Trace, analysis: Analysis) -> Insight | None:
+    """FP32 GEMMs on a tensor-core GPU that run without TF32."""
+    cc = compute_capability(trace)
+    gemm = analysis.gemm
+    if cc is None or cc[0] < TF32_MIN_COMPUTE_MAJOR or gemm.empty:
+        return None
+    fp32 = gemm[gemm["dtype"] == "float32"]
+    if fp32.empty:
+        return None
+    achieved = float(np.nanmedian(fp32["tflops"])) if fp32["tflops"].notna().any() else float("nan")
+    peak = analysis.peak
+    rate_text = ""
+    if peak and "tf32" in peak.tflops and achieved == achieved:
+        rate_text = (f"; they reach {achieved:.1f} TFLOP/s, against {peak.tflops.get('float32', float('nan')):.0f} "
+                     f"TFLOP/s FP32 and {peak.tflops['tf32']:.0f} TFLOP/s TF32 peak on {peak.model}")
+    return Insight(
+        severity="warning",
+        title="FP32 matmul without TF32 on a tensor-core GPU",
+        evidence=(f"{len(fp32)} float32 GEMM kernel(s) (e.g. {fp32['kernel'].iloc[0][:60]}) ran on compute "
+                  f"capability {cc[0]}.{cc[1]} without 'tf32' in the kernel name{rate_text}."),
+        suggestion=("If ~1e-3 relative precision is acceptable, call torch.set_float32_matmul_precision('high') "
+                    "(or torch.backends.cuda.matmul.allow_tf32 = True) to run FP32 matmuls on tensor cores, "
+                    "or use bfloat16."),
+        learn_more=TF32_NOTES,
+    )
+
+
+def gemm_below_peak(trace: Trace, analysis: Analysis) -> Insight | None:
+    """Long GEMM kernels far from the device's peak rate."""
+    gemm = analysis.gemm
+    if gemm.empty:
+        return None
+    big = gemm[(gemm["kernel_us"] >= GEMM_MIN_KERNEL_US) & gemm["pct_of_peak"].notna()]
+    low = big[big["pct_of_peak"] < GEMM_LOW_PCT_OF_PEAK]
+    if low.empty:
+        return None
+    worst = low.loc[low["pct_of_peak"].idxmin()]
+    return Insight(
+        severity="warning",
+        title="GEMM far below the device's peak",
+        evidence=(f"{len(low)} of {len(big)} GEMM kernels of ≥ {GEMM_MIN_KERNEL_US:.0f} µs reach under "
+                  f"{GEMM_LOW_PCT_OF_PEAK:.0f} % of peak; worst: {worst['kernel'][:60]} "
+                  f"{int(worst['m'])}×{int(worst['k'])}×{int(worst['n'])} {worst['dtype']} at "
+                  f"{worst['tflops']:.1f} TFLOP/s = {worst['pct_of_peak']:.0f} % of {worst['peak_tflops']:.0f}."),
+        suggestion=("Check the shape and layout: dimensions that are multiples of 64–128, contiguous inputs, a "
+                    "tensor-core dtype (bf16/fp16/tf32); a memory-bound shape (small K or N) cannot reach peak."),
+        learn_more=CUDA_BEST_PRACTICES,
+    )
+
+
+RULES = (
+    cupti_missing,
+    overhead_bound,
+    many_tiny_kernels,
+    long_synchronize,
+    cold_first_step,
+    unfused_bias_add,
+    fp32_without_tf32,
+    gemm_below_peak,
+    annotation_over_100_pct,
+    profiler_overhead_event,
+)
+
+
+def _profiler_overhead_in(trace: Trace, start_us: float, end_us: float) -> tuple[str, float] | None:
+    """The longest profiler overhead event overlapping [start_us, end_us], as (name, dur_us)."""
+    ev = trace.events
+    rows = np.flatnonzero(mask_in(ev["cat"], ("overhead",)))
+    if not len(rows):
+        return None
+    s = ev["ts_us"].to_numpy()[rows]
+    d = ev["dur_us"].to_numpy()[rows]
+    hit = (s < end_us) & (s + d > start_us)
+    if not hit.any():
+        return None
+    best = rows[hit][int(np.argmax(d[hit]))]
+    return str(texts(ev["name"], np.array([best]))[0]), float(ev["dur_us"].to_numpy()[best])
+
+
+def find_insights(trace: Trace, analysis: Analysis | None = None, *, rules=RULES) -> list[Insight]:
+    """Every rule that fires, critical first (rule order within a severity)."""
+    analysis = analysis or analyze(trace)
+    found = [insight for rule in rules if (insight := rule(trace, analysis)) is not None]
+    return sorted(found, key=lambda insight: SEVERITIES.index(insight.severity))
