@@ -1,0 +1,49 @@
+"""Shared fixtures. Keep it small; add a fixture here only when two test files need it."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import pytest
+
+# Kineto prints profiler_start/stop lines at its default level (see the brief).
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+
+def read_trace(trace_gz: bytes) -> dict:
+    """A gzipped Chrome trace as torch exported it → its JSON object."""
+    return json.loads(gzip.decompress(trace_gz))
+
+
+@pytest.fixture(scope="session")
+def host_settings():
+    """The default host limits, whatever PROFILER_LAB_* variables the shell has set."""
+    from lab.settings import HostSettings
+
+    return HostSettings()
+
+
+@pytest.fixture(scope="session")
+def warm_cpu():
+    """Pay the first profile's start-up (~1 s: torch._inductor imports) once per session."""
+    from lab.runner import warm_up
+
+    return warm_up("cpu")
+
+
+@pytest.fixture(scope="session")
+def small_cpu_result(warm_cpu, host_settings):
+    """One real 128³ float32 CPU run with matmul/add labels, shapes, memory and FLOPs on.
+
+    Session-scoped and read-only: tests that need a fresh trace or key averages share it.
+    """
+    from lab.config import RunConfig
+    from lab.runner import run_profile
+
+    config = RunConfig(
+        device="cpu", m=128, k=96, n=64, step_label="step", matmul_label="mm_part", add_label="add_part",
+        record_shapes=True, profile_memory=True, with_flops=True,
+    )
+    return run_profile(config, settings=host_settings)
