@@ -83,6 +83,13 @@ FLOW_CAT = "ac2g"
 
 # Inflate in slices this size, so the decompressed-size cap is checked before memory is spent.
 _INFLATE_CHUNK_BYTES = 8 << 20
+_DEFLATE_SLICE_BYTES = 1 << 20  # compressed input handed to zlib per call
+# Kineto traces gzip 10-20x (the bundled samples: 12x; synthetic repeated-step traces in
+# bench/: see BENCHMARKS.md); deflate's ceiling is ~1032x. Past 200x the data is a run of
+# repeats, i.e. a gzip bomb: stop early rather than inflating up to the size cap (1 GiB takes
+# seconds). Only checked once 64 MiB are out, so small odd files are never refused for it.
+_MAX_GZIP_RATIO = 200
+_RATIO_CHECK_FROM_BYTES = 64 << 20
 # int64 bounds: ids outside them cannot be stored and mean the field is garbage.
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -140,8 +147,13 @@ class Trace:
 
 
 def _read_json_bytes(source, cap_bytes: int) -> bytes | bytearray | memoryview:
-    if isinstance(source, (bytes, bytearray, memoryview)):
+    if isinstance(source, (bytes, bytearray)):
         data = source
+    elif isinstance(source, memoryview):
+        try:
+            data = source.cast("B")  # byte view of any contiguous buffer
+        except TypeError:
+            data = source.tobytes()  # non-contiguous: copy once
     elif isinstance(source, (str, os.PathLike)):
         path = Path(source)
         try:
@@ -172,16 +184,50 @@ def _read_json_bytes(source, cap_bytes: int) -> bytes | bytearray | memoryview:
 
 
 def _gunzip(data, cap_bytes: int) -> bytearray:
-    """Inflate gzip (possibly several members) without ever holding more than the cap."""
+    """Inflate gzip (possibly several members) without ever holding more than the cap.
+
+    Input goes in 1 MiB slices and output comes out 8 MiB at a time (``max_length``), so every
+    check below runs before more memory is spent and no call copies the whole input.
+    """
+    view = memoryview(data).cast("B")
+    total = len(view)
     out = bytearray()
-    pending = memoryview(data)
-    checked_start = False
-    while True:
-        inflater = zlib.decompressobj(wbits=31)  # 16 + 15: gzip header and trailer
-        try:
-            while pending:
-                chunk = inflater.decompress(pending, _INFLATE_CHUNK_BYTES)
-                pending = memoryview(inflater.unconsumed_tail)
+    pos = 0  # input bytes handed to zlib so far
+    looked_at_start = False
+    try:
+        while True:  # one gzip member per round (RFC 1952 allows several, concatenated)
+            inflater = zlib.decompressobj(wbits=31)  # 16 + 15: gzip header and trailer
+            while not inflater.eof:
+                tail = inflater.unconsumed_tail
+                if tail:
+                    chunk = inflater.decompress(tail, _INFLATE_CHUNK_BYTES)
+                elif pos < total:
+                    piece = view[pos : pos + _DEFLATE_SLICE_BYTES]
+                    pos += len(piece)
+                    chunk = inflater.decompress(piece, _INFLATE_CHUNK_BYTES)
+                else:
+                    chunk = inflater.decompress(b"", _INFLATE_CHUNK_BYTES)  # drain what zlib holds
+                    if not chunk:
+                        raise TraceError(
+                            "the gzip file is truncated (it ends before the compressed data "
+                            "does); re-download or re-export the trace."
+                        )
+                if not chunk:
+                    continue
+                if b"\x00" in chunk:  # JSON text never holds NUL bytes; zero-filled bombs do
+                    raise TraceError(
+                        "the gzip file holds binary data, not JSON text; upload the .json or "
+                        ".json.gz trace that torch.profiler exported."
+                    )
+                if not looked_at_start:
+                    head = chunk.lstrip()[:1]
+                    if head:
+                        looked_at_start = True
+                        if head not in (b"{", b"["):  # refuse before inflating any more
+                            raise TraceError(
+                                "the gzip file does not contain JSON (a trace starts with '{' or "
+                                "'['); upload the .json or .json.gz that torch.profiler exported."
+                            )
                 out += chunk
                 if len(out) > cap_bytes:
                     raise TraceError(
@@ -189,35 +235,25 @@ def _gunzip(data, cap_bytes: int) -> bytearray:
                         "(a gzip bomb, or a very long profile); profile fewer steps or raise "
                         "PROFILER_LAB_MAX_TRACE_DECOMPRESSED_MB."
                     )
-                if not checked_start and out.strip():
-                    # A trace starts with '{' or '['; refuse anything else before inflating more.
-                    checked_start = True
-                    if out.lstrip()[:1] not in (b"{", b"["):
-                        raise TraceError(
-                            "the gzip file does not contain JSON (it should start with '{' or '['); "
-                            "upload the .json or .json.gz that torch.profiler exported."
-                        )
-                if inflater.eof:
-                    break
-            if not pending and not inflater.eof:
-                out += inflater.flush()
-        except zlib.error as exc:
-            raise TraceError(
-                f"the gzip data is corrupt ({exc}); re-export the trace or upload the plain .json."
-            ) from None
-        if not inflater.eof:
-            raise TraceError(
-                "the gzip file is truncated (it ends before the compressed data does); "
-                "re-download or re-export the trace."
-            )
-        pending = memoryview(inflater.unused_data)
-        # Concatenated gzip members are one stream (RFC 1952); trailing zero padding is ignored.
-        if not pending or not bytes(pending[:2]) == _GZIP_MAGIC:
-            if bytes(pending).strip(b"\x00"):
-                raise TraceError(
-                    "the gzip file has trailing bytes after its end; re-export the trace."
-                )
-            return out
+                consumed = pos - len(inflater.unconsumed_tail)
+                if len(out) >= _RATIO_CHECK_FROM_BYTES and len(out) > _MAX_GZIP_RATIO * max(consumed, 1):
+                    raise TraceError(
+                        f"the gzip data inflates more than {_MAX_GZIP_RATIO}x, which no profiler "
+                        "trace does (this looks like a gzip bomb); upload the plain .json instead."
+                    )
+            # Bytes zlib read past this member's end belong to what follows it.
+            pos -= len(inflater.unused_data)
+            rest = view[pos : pos + 2]
+            if pos >= total:
+                return out
+            if bytes(rest) != _GZIP_MAGIC:
+                if bytes(view[pos:]).strip(b"\x00"):  # zero padding after the end is harmless
+                    raise TraceError("the gzip file has stray bytes after its end; re-export the trace.")
+                return out
+    except zlib.error as exc:
+        raise TraceError(
+            f"the gzip data is corrupt ({exc}); re-export the trace or upload the plain .json."
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------
