@@ -1,0 +1,247 @@
+"""A trace's analysis as a JSON-ready report and as a short text summary; the CLI's analyze/compare.
+
+``build_report`` is a pure function of the trace (and of an analysis already computed, if
+given); ``format_report`` turns its dict into text. ``analyze_main`` and ``compare_main`` are
+what ``python -m lab analyze|compare`` call: they print to stdout and return the exit status
+(2 with a one-line message on stderr when a trace cannot be read).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from lab.analysis import Analysis, analyze, device_name
+from lab.compare import Comparison, compare_traces
+from lab.insights import Insight, find_insights
+from lab.trace import Trace, TraceError, load_trace
+from lab.units import fmt_pct, fmt_tflops, fmt_us
+
+EXIT_BAD_INPUT = 2
+TOP_ROWS = 10  # rows of top_kernels / top_ops in a report
+
+
+def _plain(value):
+    """numpy scalars → Python numbers, NaN/inf → None, recursively: json.dumps-safe."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def _records(frame, columns, limit=None) -> list[dict]:
+    frame = frame[list(columns)]
+    if limit is not None:
+        frame = frame.head(limit)
+    return [dict(zip(columns, row)) for row in frame.itertuples(index=False, name=None)]
+
+
+def build_report(trace: Trace, *, analysis: Analysis | None = None,
+                 insights: list[Insight] | None = None, top: int = TOP_ROWS) -> dict:
+    """JSON-ready summary of one trace (numbers in µs, shares in %; missing values are None)."""
+    analysis = analysis or analyze(trace)
+    insights = insights if insights is not None else find_insights(trace, analysis)
+    ev = trace.events
+    dur = ev["dur_us"].to_numpy()
+    cats = ev["cat"].astype(str).to_numpy() if len(ev) else np.array([], dtype=object)
+    uniq, inverse = np.unique(cats, return_inverse=True) if len(cats) else (np.array([]), np.array([], int))
+    counts = np.bincount(inverse, minlength=len(uniq))
+    sums = np.bincount(inverse, weights=dur, minlength=len(uniq))
+    by_category = {str(c): {"count": int(n), "dur_us": float(s)} for c, n, s in zip(uniq, counts, sums)}
+    util = analysis.utilization
+    launches = analysis.launches
+    steps = analysis.steps
+    gemm = analysis.gemm
+    gemm_rows = []
+    if len(gemm):
+        grouped = gemm.assign(shape=gemm["m"].astype(str) + "×" + gemm["k"].astype(str) + "×" + gemm["n"].astype(str))
+        for (kernel, shape, dtype), rows in grouped.groupby(["kernel", "shape", "dtype"], sort=False, dropna=False):
+            gemm_rows.append({
+                "kernel": kernel, "op": rows["op"].iloc[0], "count": len(rows),
+                "m": rows["m"].iloc[0], "k": rows["k"].iloc[0], "n": rows["n"].iloc[0], "dtype": dtype,
+                "shape_source": rows["shape_source"].iloc[0],
+                "kernel_median_us": float(rows["kernel_us"].median()),
+                "tflops_median": float(rows["tflops"].median()),
+                "pct_of_peak_median": float(rows["pct_of_peak"].median()),
+                "bound": rows["bound"].iloc[0],
+            })
+    report = {
+        "trace_name": trace.meta.trace_name,
+        "device": device_name(trace) or None,
+        "peak": analysis.peak.model if analysis.peak else None,
+        "events": int(len(ev)),
+        "flows": int(len(trace.flows)),
+        "by_category": by_category,
+        "gpu": {
+            "kernel_time_us": by_category.get("kernel", {}).get("dur_us", 0.0),
+            "memcpy_time_us": by_category.get("gpu_memcpy", {}).get("dur_us", 0.0),
+            "memset_time_us": by_category.get("gpu_memset", {}).get("dur_us", 0.0),
+            "kernel_count": by_category.get("kernel", {}).get("count", 0),
+            "busy_us": util.busy_us,
+            "span_us": util.trace_span_us,
+            "busy_pct": util.busy_pct,
+            "active_span_us": util.active_span_us,
+            "active_busy_pct": util.active_busy_pct,
+        },
+        "top_kernels": _records(analysis.kernels, ("name", "cat", "count", "total_us", "mean_us", "share_pct"), top),
+        "top_ops": _records(analysis.operators,
+                            ("name", "cat", "count", "self_us", "total_us", "self_share_pct", "device_us"), top),
+        "launch_delay_us": {"median": launches.delay_median_us, "p90": launches.delay_p90_us,
+                            "max": launches.delay_max_us},
+        "launch_call_us": {"median": launches.launch_median_us, "total": launches.launch_total_us},
+        "steps": {
+            "count": int(len(steps)),
+            "source": steps["source"].iloc[0] if len(steps) else None,
+            "name": steps["name"].iloc[0] if len(steps) else None,
+            "first_cpu_us": float(steps["cpu_us"].iloc[0]) if len(steps) else None,
+            "median_cpu_us": float(steps["cpu_us"].median()) if len(steps) else None,
+            "median_gpu_busy_pct": float(steps["gpu_busy_pct"].median()) if len(steps) else None,
+        },
+        "gemm": gemm_rows,
+        "verdict": {"kind": analysis.verdict.kind, "explanation": analysis.verdict.explanation},
+        "insights": [{"severity": i.severity, "title": i.title, "evidence": i.evidence,
+                      "suggestion": i.suggestion, "learn_more": i.learn_more} for i in insights],
+    }
+    return _plain(report)
+
+
+def format_report(report: dict) -> str:
+    """A human summary of ``build_report``'s dict, a screenful of text."""
+    gpu = report["gpu"]
+    lines = [f"Trace: {report.get('trace_name') or '(unnamed)'}"
+             + (f" — {report['device']}" if report.get("device") else ""),
+             f"{report['events']:,} events, {report['flows']:,} launch→GPU links",
+             "", f"Verdict: {report['verdict']['explanation']}", ""]
+    if gpu["kernel_count"] or gpu["busy_us"]:
+        lines += [
+            "GPU",
+            f"  kernels {fmt_us(gpu['kernel_time_us'])} ({gpu['kernel_count']}), memcpy "
+            f"{fmt_us(gpu['memcpy_time_us'])}, memset {fmt_us(gpu['memset_time_us'])}",
+            f"  busy {fmt_us(gpu['busy_us'])} = {fmt_pct(gpu['busy_pct'])} of the trace's {fmt_us(gpu['span_us'])}, "
+            f"{fmt_pct(gpu['active_busy_pct'])} of its active {fmt_us(gpu['active_span_us'])}",
+            f"  launch delay median {fmt_us(report['launch_delay_us']['median'])}, "
+            f"p90 {fmt_us(report['launch_delay_us']['p90'])}", ""]
+    steps = report["steps"]
+    if steps["count"]:
+        lines += [f"Steps: {steps['count']} × '{steps['name']}' ({steps['source']}), first "
+                  f"{fmt_us(steps['first_cpu_us'])}, median {fmt_us(steps['median_cpu_us'])} CPU", ""]
+    if report["top_kernels"]:
+        lines.append("Top GPU activity")
+        for row in report["top_kernels"][:5]:
+            lines.append(f"  {fmt_us(row['total_us']):>10}  {fmt_pct(row['share_pct']):>8}  ×{row['count']:<5} "
+                         f"{_short(row['name'])}")
+        lines.append("")
+    if report["top_ops"]:
+        lines.append("Top CPU ops (self time)")
+        for row in report["top_ops"][:5]:
+            lines.append(f"  {fmt_us(row['self_us']):>10}  {fmt_pct(row['self_share_pct']):>8}  ×{row['count']:<5} "
+                         f"{_short(row['name'])}")
+        lines.append("")
+    for row in report["gemm"]:
+        if row["tflops_median"] is not None:
+            lines.append(f"GEMM {row['m']:.0f}×{row['k']:.0f}×{row['n']:.0f} {row['dtype']}: "
+                         f"{fmt_tflops(row['tflops_median'])}, {fmt_pct(row['pct_of_peak_median'])} of peak "
+                         f"({row['bound'] or 'peak unknown'}) — {_short(row['kernel'], 50)}")
+    if report["gemm"]:
+        lines.append("")
+    lines.append(f"Insights ({len(report['insights'])})")
+    for item in report["insights"]:
+        lines += [f"  [{item['severity']}] {item['title']}", f"      {item['evidence']}",
+                  f"      → {item['suggestion']}", f"      more: {item['learn_more']}"]
+    if not report["insights"]:
+        lines.append("  none: nothing stands out")
+    return "\n".join(lines)
+
+
+def _short(text: str, width: int = 70) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def comparison_to_dict(comparison: Comparison, *, top: int = 15) -> dict:
+    """JSON-ready form of a ``Comparison`` (the ``top`` largest changes per table)."""
+    cols = ("name", "cat", "status", "a_count", "b_count", "a_us", "b_us", "delta_us", "ratio")
+    return _plain({
+        "label_a": comparison.label_a,
+        "label_b": comparison.label_b,
+        "totals": _records(comparison.totals, ("metric", "a", "b", "delta", "ratio")),
+        "operators": _records(comparison.operators, cols, top),
+        "kernels": _records(comparison.kernels, cols, top),
+        "insights_gone": list(comparison.insights_gone),
+        "insights_new": list(comparison.insights_new),
+        "insights_kept": list(comparison.insights_kept),
+    })
+
+
+def format_comparison(data: dict) -> str:
+    a, b = data["label_a"], data["label_b"]
+    lines = [f"{b} compared with {a} (delta = {b} − {a})", "", "Totals"]
+    for row in data["totals"]:
+        is_pct = row["metric"].endswith("_pct")
+        is_count = row["metric"].endswith("_count")
+        show = (lambda v: fmt_pct(v)) if is_pct else ((lambda v: "—" if v is None else f"{v:.0f}") if is_count
+                                                       else fmt_us)
+        ratio = "" if row["ratio"] is None else f"  ×{row['ratio']:.2f}"
+        lines.append(f"  {row['metric']:<24} {show(row['a']):>10} → {show(row['b']):>10}{ratio}")
+    for title, key in (("GPU activity", "kernels"), ("CPU ops (self time)", "operators")):
+        lines += ["", f"{title}, largest changes"]
+        for row in data[key][:8]:
+            lines.append(f"  {row['status']:<4} {fmt_us(row['a_us']):>10} → {fmt_us(row['b_us']):>10}  "
+                         f"{_short(row['name'], 60)}")
+    lines += ["", "Insights"]
+    lines += [f"  gone: {t}" for t in data["insights_gone"]]
+    lines += [f"  new:  {t}" for t in data["insights_new"]]
+    lines += [f"  kept: {t}" for t in data["insights_kept"]]
+    return "\n".join(lines)
+
+
+def _load(path: str) -> Trace | None:
+    try:
+        return load_trace(path)
+    except TraceError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return None
+
+
+def analyze_main(path: str, *, as_json: bool) -> int:
+    """``python -m lab analyze TRACE [--json]``."""
+    trace = _load(path)
+    if trace is None:
+        return EXIT_BAD_INPUT
+    report = build_report(trace)
+    print(json.dumps(report, indent=2, ensure_ascii=False) if as_json else format_report(report))
+    return 0
+
+
+def compare_main(a: str, b: str, *, as_json: bool) -> int:
+    """``python -m lab compare A B [--json]``: B against the baseline A."""
+    trace_a = _load(a)
+    if trace_a is None:
+        return EXIT_BAD_INPUT
+    trace_b = _load(b)
+    if trace_b is None:
+        return EXIT_BAD_INPUT
+    label_a, label_b = _label(a), _label(b)
+    if label_a == label_b:
+        label_a, label_b = "A", "B"
+    data = comparison_to_dict(compare_traces(trace_a, trace_b, label_a=label_a, label_b=label_b))
+    print(json.dumps(data, indent=2, ensure_ascii=False) if as_json else format_comparison(data))
+    return 0
+
+
+def _label(path: str) -> str:
+    name = Path(path).name
+    for suffix in (".gz", ".json"):
+        name = name[: -len(suffix)] if name.endswith(suffix) else name
+    return name
