@@ -20,6 +20,7 @@ import gzip
 import os
 import tempfile
 import time
+import warnings
 from typing import Callable
 
 import pandas as pd
@@ -220,7 +221,7 @@ def _profile(torch, config: RunConfig, step, timer: "_StepTimer", *, cupti: bool
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cupti else [])
     cycle = config.wait + config.warmup + config.active
     profiled_us: list[float] = []
-    with profile(
+    with warnings.catch_warnings(), profile(
         activities=activities,
         schedule=schedule(wait=config.wait, warmup=config.warmup, active=config.active, repeat=config.repeat),
         record_shapes=config.record_shapes,
@@ -228,6 +229,8 @@ def _profile(torch, config: RunConfig, step, timer: "_StepTimer", *, cupti: bool
         with_stack=config.with_stack,
         with_flops=config.with_flops,
     ) as prof:
+        # With repeat > 1 torch warns that each cycle clears the last; RunResult.warnings says so.
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
         for i in range(config.profiled_steps):
             elapsed_us = timer.time(step)
             # torch.profiler.schedule: steps [wait+warmup, cycle) of each cycle are recorded.
