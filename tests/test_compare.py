@@ -1,0 +1,102 @@
+"""compare_traces: eager vs compiled bf16 (the add kernel goes, the GEMM gains a bias epilogue)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from lab.compare import TOTAL_METRICS, compare_traces
+from lab.trace import load_trace
+from tracebuild import build, kernel, launch, matmul_add_steps, op
+
+DATA = Path(__file__).parent / "data"
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def _xs(name: str) -> list[dict]:
+    raw = json.loads(gzip.decompress((DATA / f"{name}.json.gz").read_bytes()))
+    return [e for e in raw["traceEvents"] if e.get("ph") == "X"]
+
+
+@pytest.fixture(scope="module")
+def eager_vs_compiled():
+    eager = load_trace(DATA / "matmul_add_4096_bf16.json.gz")
+    compiled = load_trace(DATA / "matmul_add_4096_bf16_compiled.json.gz")
+    return compare_traces(eager, compiled, label_a="eager", label_b="compiled")
+
+
+def test_add_kernel_gone_and_bias_in_the_gemm(eager_vs_compiled):
+    kernels = eager_vs_compiled.kernels
+    eager_xs = _xs("matmul_add_4096_bf16")
+    add_name = next(e["name"] for e in eager_xs if e.get("cat") == "kernel" and "elementwise" in e["name"])
+    add_row = kernels[kernels["name"] == add_name].iloc[0]
+    assert add_row["status"] == "gone" and add_row["b_us"] == 0 and add_row["b_count"] == 0
+    assert add_row["a_us"] == pytest.approx(sum(e["dur"] for e in eager_xs if e["name"] == add_name), abs=1e-6)
+    assert add_row["delta_us"] == pytest.approx(-add_row["a_us"])
+    new = kernels[kernels["status"] == "new"]
+    assert len(new) == 1 and "bias" in new["name"].iloc[0]
+    compiled_gemm = sum(e["dur"] for e in _xs("matmul_add_4096_bf16_compiled") if e["name"] == new["name"].iloc[0])
+    assert new["b_us"].iloc[0] == pytest.approx(compiled_gemm, abs=1e-6)
+    assert math.isnan(new["ratio"].iloc[0])
+    gone = set(kernels.loc[kernels["status"] == "gone", "name"])
+    assert not any("bias" in name for name in gone)
+    assert "Bias add runs as a separate kernel after the GEMM" in eager_vs_compiled.insights_gone
+    assert not eager_vs_compiled.insights_new
+
+
+def test_totals_against_brute_force(eager_vs_compiled):
+    for side, name in (("a", "matmul_add_4096_bf16"), ("b", "matmul_add_4096_bf16_compiled")):
+        xs = _xs(name)
+        index = 0 if side == "a" else 1
+        assert eager_vs_compiled.total("kernel_time_us")[index] == pytest.approx(
+            sum(e["dur"] for e in xs if e.get("cat") == "kernel"), abs=1e-6)
+        assert eager_vs_compiled.total("kernel_count")[index] == sum(1 for e in xs if e.get("cat") == "kernel")
+        assert eager_vs_compiled.total("memset_time_us")[index] == pytest.approx(
+            sum(e["dur"] for e in xs if e.get("cat") == "gpu_memset"), abs=1e-6)
+    totals = eager_vs_compiled.totals.set_index("metric")
+    assert list(totals.index) == list(TOTAL_METRICS)
+    row = totals.loc["kernel_count"]
+    assert (row["a"], row["b"], row["delta"], row["ratio"]) == (20, 10, -10, 0.5)
+    with pytest.raises(KeyError, match="known"):
+        eager_vs_compiled.total("nope")
+
+
+def test_operators_outer_join(eager_vs_compiled):
+    ops = eager_vs_compiled.operators.set_index("name")
+    assert ops.loc["aten::mm", "status"] == "gone" and ops.loc["aten::mm", "b_us"] == 0
+    assert ops.loc["aten::addmm", "status"] == "new" and ops.loc["aten::addmm", "a_us"] == 0
+    assert ops.loc["cudaMemsetAsync", "status"] == "both"
+    both = ops.loc["cudaMemsetAsync"]
+    assert both["ratio"] == pytest.approx(both["b_us"] / both["a_us"])
+    deltas = eager_vs_compiled.operators["delta_us"].abs().tolist()
+    assert deltas == sorted(deltas, reverse=True)
+
+
+def test_a_trace_against_itself_changes_nothing():
+    trace = load_trace(DATA / "matmul_add_1024_fp32.json.gz")
+    same = compare_traces(trace, trace)
+    assert (same.kernels["delta_us"] == 0).all() and (same.operators["delta_us"] == 0).all()
+    assert set(same.kernels["status"]) == {"both"}
+    assert (same.kernels["ratio"] == 1).all()
+    assert not same.insights_gone and not same.insights_new and same.insights_kept
+    assert (same.totals["delta"].fillna(0) == 0).all()
+
+
+def test_hand_made_faster_gemm():
+    slow, fast = matmul_add_steps(3, gemm_us=80.0), matmul_add_steps(3, gemm_us=40.0)
+    diff = compare_traces(slow, fast, label_a="slow", label_b="fast")
+    row = diff.kernels.set_index("name").loc["sm90_xmma_gemm_bf16bf16_bf16f32"]
+    assert (row["a_us"], row["b_us"], row["delta_us"], row["ratio"]) == (240.0, 120.0, -120.0, 0.5)
+    assert diff.label_a == "slow" and diff.label_b == "fast"
+
+
+def test_gpu_vs_cpu_only_trace():
+    gpu = build([op("aten::mm", 0, 50), launch(10, 5, 1), kernel("gemm", 20, 30, 1)])
+    cpu = build([op("aten::mm", 0, 500)])
+    diff = compare_traces(gpu, cpu)
+    assert diff.kernels.set_index("name").loc["gemm", "status"] == "gone"
+    assert diff.total("gpu_busy_us") == (30.0, 0.0)
