@@ -1,0 +1,281 @@
+"""key_averages table views: sort, limit, hide annotations, format units, CSV, text tables.
+
+Pure functions of ``RunResult.key_averages`` (columns ``KEY_AVERAGES_COLUMNS``) or of the
+trace-derived operator summary (``lab.analysis.operator_summary``, converted with
+``operator_summary_as_key_averages``), so a fresh run and an uploaded trace share one view.
+No streamlit here: ``format_key_averages`` returns data plus per-column printf formats that
+the UI turns into ``st.column_config.NumberColumn(format=...)``.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from lab.result import KEY_AVERAGES_COLUMNS
+
+# User-facing sort label → key_averages column.
+SORT_KEYS = {
+    "Device total": "device_total_us",
+    "Self device": "self_device_us",
+    "CPU total": "cpu_total_us",
+    "Self CPU": "self_cpu_us",
+    "Count": "count",
+    "CPU memory": "cpu_memory_bytes",
+    "Self CPU memory": "self_cpu_memory_bytes",
+    "Device memory": "device_memory_bytes",
+    "Self device memory": "self_device_memory_bytes",
+    "FLOPs": "flops",
+}
+# The same sorts as torch's ``key_averages().table(sort_by=...)`` spells them (the keys of
+# ``RunResult.tables``), so the classic text view can follow the table's sort.
+TORCH_SORT_KEYS = {
+    "Device total": "device_time_total",
+    "Self device": "self_device_time_total",
+    "CPU total": "cpu_time_total",
+    "Self CPU": "self_cpu_time_total",
+    "Count": "count",
+    "CPU memory": "cpu_memory_usage",
+    "Self CPU memory": "self_cpu_memory_usage",
+    "Device memory": "device_memory_usage",
+    "Self device memory": "self_device_memory_usage",
+    "FLOPs": "flops",
+}
+
+# Why an annotation row reads oddly (torch sums device time without annotations, so a GPU
+# annotation's "Self CUDA %" can pass 100 %; a CPU annotation's total covers the ops inside it).
+GPU_ANNOTATION_NOTE = "annotation: excluded from totals, % may exceed 100"
+CPU_ANNOTATION_NOTE = "annotation: its CPU total includes the ops inside it"
+
+# Share columns added by key_averages_view, computed as torch's table does.
+SHARE_COLUMNS = ("self_cpu_pct", "cpu_total_pct", "self_device_pct")
+
+# Unit ladders: time in µs, bytes as torch prints them (1024-based "KB"), FLOPs decimal.
+_TIME_UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
+_BYTE_UNITS = ((1024.0**3, "GB"), (1024.0**2, "MB"), (1024.0, "KB"), (1.0, "B"))
+_FLOP_UNITS = ((1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "KFLOP"), (1.0, "FLOP"))
+
+# Display label and kind of each column format_key_averages shows, in order.
+_DISPLAY = (
+    ("name", "Name", "text"),
+    ("input_shapes", "Input shapes", "text"),
+    ("count", "Calls", "count"),
+    ("self_cpu_us", "Self CPU", "time"),
+    ("self_cpu_pct", "Self CPU %", "pct"),
+    ("cpu_total_us", "CPU total", "time"),
+    ("cpu_total_pct", "CPU total %", "pct"),
+    ("self_device_us", "Self device", "time"),
+    ("self_device_pct", "Self device %", "pct"),
+    ("device_total_us", "Device total", "time"),
+    ("self_cpu_memory_bytes", "Self CPU mem", "bytes"),
+    ("cpu_memory_bytes", "CPU mem", "bytes"),
+    ("self_device_memory_bytes", "Self device mem", "bytes"),
+    ("device_memory_bytes", "Device mem", "bytes"),
+    ("flops", "FLOPs", "flops"),
+    ("note", "Note", "text"),
+)
+_DEVICE_COLUMNS = ("self_device_us", "self_device_pct", "device_total_us")
+
+
+@dataclass(frozen=True)
+class FormattedTable:
+    """Display-ready table: ``data`` holds numbers scaled to ``units``; ``column_formats`` maps
+    each numeric column to a printf format (``"%.1f ms"``) for st.column_config.NumberColumn."""
+
+    data: pd.DataFrame
+    column_formats: dict[str, str] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)
+
+
+def sort_column(sort_by: str) -> str:
+    """A sort label (``"Self CPU"``) or column name (``"self_cpu_us"``) → the column."""
+    if sort_by in SORT_KEYS:
+        return SORT_KEYS[sort_by]
+    if sort_by in SORT_KEYS.values():
+        return sort_by
+    raise ValueError(f"sort_by={sort_by!r} is not a sort key; use one of {list(SORT_KEYS)}")
+
+
+def key_averages_view(df: pd.DataFrame, *, sort_by: str, row_limit: int, show_annotations: bool) -> pd.DataFrame:
+    """Rows sorted by ``sort_by`` (largest first, ties in torch's order), at most ``row_limit``
+    (negative: all, as in torch), annotations left out unless ``show_annotations``.
+
+    Adds ``self_cpu_pct``, ``cpu_total_pct`` and ``self_device_pct`` computed as torch's table
+    does (over all rows, annotations included for CPU, excluded for device), and ``note``.
+    """
+    column = sort_column(sort_by)
+    missing = [c for c in ("name", column) if c not in df.columns]
+    if missing:
+        raise ValueError(f"the table has no {missing} column; pass RunResult.key_averages "
+                         "or operator_summary_as_key_averages(...)")
+    view = _with_shares(df)
+    # Stable descending sort: equal keys keep their order, as in torch's sorted(reverse=True).
+    order = np.argsort(-_sort_values(view[column]), kind="stable")
+    view = view.iloc[order]
+    if not show_annotations and "is_user_annotation" in view.columns:
+        view = view[~view["is_user_annotation"].astype(bool)]
+    if row_limit >= 0:
+        view = view.head(row_limit)
+    return view.reset_index(drop=True)
+
+
+def format_key_averages(df: pd.DataFrame) -> FormattedTable:
+    """Readable columns: one unit per column (µs or ms, B…GB, FLOP…TFLOP) chosen from its
+    largest value, so the numbers stay sortable; device and memory columns only when used."""
+    view = df if set(SHARE_COLUMNS) <= set(df.columns) else _with_shares(df)
+    data, formats, units = {}, {}, {}
+    has_device = any(view.get(c, pd.Series(dtype=float)).fillna(0).abs().sum() > 0
+                     for c in ("self_device_us", "device_total_us"))
+    for column, label, kind in _DISPLAY:
+        if column not in view.columns:
+            continue
+        values = view[column]
+        if column in _DEVICE_COLUMNS and not has_device:
+            continue
+        if kind in ("bytes", "flops") and not (values.fillna(0) != 0).any():
+            continue  # memory or FLOPs were not recorded
+        if column == "input_shapes" and not (values.astype(str) != "").any():
+            continue
+        if kind == "text":
+            data[label] = values.astype(object).where(values.notna(), "").astype(str).to_numpy(dtype=object)
+            continue
+        numbers = values.to_numpy(dtype=np.float64)
+        if kind == "count":
+            data[label], formats[label] = numbers, "%d"
+        elif kind == "pct":
+            data[label], formats[label], units[label] = numbers, "%.2f%%", "%"
+        else:
+            ladder = {"time": _TIME_UNITS, "bytes": _BYTE_UNITS, "flops": _FLOP_UNITS}[kind]
+            scale, unit = _pick_unit(numbers, ladder)
+            data[label] = numbers / scale
+            formats[label] = f"%.{_decimals(scale, kind)}f {unit}"
+            units[label] = unit
+    return FormattedTable(pd.DataFrame(data), formats, units)
+
+
+def operator_summary_as_key_averages(summary: pd.DataFrame) -> pd.DataFrame:
+    """``lab.analysis.operator_summary`` (from a trace) → ``KEY_AVERAGES_COLUMNS``.
+
+    A trace has no memory or FLOP counts: those columns are NaN (shown as absent, not zero).
+    """
+    n = len(summary)
+    cat = summary["cat"].astype(str) if "cat" in summary.columns else pd.Series([""] * n)
+    shapes = summary["input_dims"].astype(str) if "input_dims" in summary.columns else ""
+    out = pd.DataFrame({
+        "name": summary["name"].astype(str).to_numpy(dtype=object),
+        "input_shapes": shapes,
+        "count": summary["count"].to_numpy(dtype=np.int64),
+        "self_cpu_us": summary["self_us"].to_numpy(dtype=np.float64),
+        "cpu_total_us": summary["total_us"].to_numpy(dtype=np.float64),
+        "self_device_us": summary["self_device_us"].to_numpy(dtype=np.float64),
+        "device_total_us": summary["device_us"].to_numpy(dtype=np.float64),
+        "self_cpu_memory_bytes": np.nan,
+        "cpu_memory_bytes": np.nan,
+        "self_device_memory_bytes": np.nan,
+        "device_memory_bytes": np.nan,
+        "flops": np.nan,
+        "is_user_annotation": cat.isin(["user_annotation"]).to_numpy(dtype=bool),
+        "device_type": "cpu",
+    })
+    return out[list(KEY_AVERAGES_COLUMNS)]
+
+
+def to_csv_bytes(df: pd.DataFrame) -> bytes:
+    """UTF-8 CSV without the index (column names carry the units)."""
+    buffer = io.StringIO()
+    df.to_csv(buffer, index=False)
+    return buffer.getvalue().encode("utf-8")
+
+
+def limit_text_table(text: str, row_limit: int) -> str:
+    """torch's table text (``table(row_limit=-1)``) cut to its first ``row_limit`` rows.
+
+    Identical to what ``table(row_limit=row_limit)`` prints for the same sort: torch computes
+    column widths and totals over all rows before it stops printing, so cutting rows is enough.
+    Layout: [=== header ===] dashed rule, column titles, dashed rule, rows, dashed rule, totals.
+    With stacks (``group_by_stack_n``) a row continues on lines whose name column is blank.
+    Negative ``row_limit``: all rows, as in torch.
+    """
+    if row_limit < 0 or not text:
+        return text
+    lines = text.split("\n")
+    rule = next((line for line in lines if _is_rule(line)), None)
+    rules = [i for i, line in enumerate(lines) if rule is not None and line == rule]
+    if len(rules) < 3:
+        return text  # not a torch table; leave it whole rather than guess
+    body = lines[rules[1] + 1: rules[-1]]
+    name_width = len(rule.split(" ", 1)[0])  # the first column is the name
+    starts = [i for i, line in enumerate(body) if line[:name_width].strip()]
+    cut = starts[row_limit] if row_limit < len(starts) else len(body)
+    return "\n".join(lines[: rules[1] + 1] + body[:cut] + lines[rules[-1]:])
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _with_shares(df: pd.DataFrame) -> pd.DataFrame:
+    """Share columns and notes, as torch's table computes its percentages."""
+    view = df.copy()
+    is_annotation = _bool_column(view, "is_user_annotation")
+    on_device = view["device_type"].astype(str).str.lower() != "cpu" if "device_type" in view.columns \
+        else pd.Series(False, index=view.index)
+    self_cpu = _number_column(view, "self_cpu_us")
+    # torch: "Self CPU time total" sums every row's self CPU time, annotations included.
+    cpu_total = self_cpu.sum()
+    view["self_cpu_pct"] = _share(self_cpu, cpu_total)
+    view["cpu_total_pct"] = _share(_number_column(view, "cpu_total_us"), cpu_total)
+    # torch: device time total sums device-type rows that are not user annotations.
+    self_device = _number_column(view, "self_device_us")
+    device_total = self_device[on_device.to_numpy() & ~is_annotation].sum()
+    view["self_device_pct"] = _share(self_device, device_total)
+    note = np.full(len(view), "", dtype=object)
+    note[is_annotation & on_device.to_numpy()] = GPU_ANNOTATION_NOTE
+    note[is_annotation & ~on_device.to_numpy()] = CPU_ANNOTATION_NOTE
+    view["note"] = note
+    return view
+
+
+def _bool_column(df: pd.DataFrame, column: str) -> np.ndarray:
+    if column not in df.columns:
+        return np.zeros(len(df), dtype=bool)
+    return df[column].fillna(False).to_numpy(dtype=bool)
+
+
+def _number_column(df: pd.DataFrame, column: str) -> np.ndarray:
+    if column not in df.columns:
+        return np.zeros(len(df))
+    return df[column].to_numpy(dtype=np.float64)
+
+
+def _share(values: np.ndarray, total: float) -> np.ndarray:
+    if not total or not np.isfinite(total):
+        return np.zeros(len(values))
+    return 100.0 * values / total
+
+
+def _sort_values(column: pd.Series) -> np.ndarray:
+    """Numbers to sort by; missing values sort last."""
+    values = column.to_numpy(dtype=np.float64)
+    return np.where(np.isnan(values), -np.inf, values)
+
+
+def _pick_unit(values: np.ndarray, ladder) -> tuple[float, str]:
+    finite = np.abs(values[np.isfinite(values)])
+    top = float(finite.max()) if len(finite) else 0.0
+    for scale, unit in ladder:
+        if top >= scale:
+            return scale, unit
+    return ladder[-1]
+
+
+def _decimals(scale: float, kind: str) -> int:
+    if scale == 1.0 and kind in ("bytes", "flops"):
+        return 0  # whole bytes and FLOPs
+    return 3 if kind == "time" else 2
+
+
+def _is_rule(line: str) -> bool:
+    return line.startswith("-") and set(line) <= {"-", " "}
