@@ -16,8 +16,8 @@ import math
 import sys
 from pathlib import Path
 
-from lab.config import DEVICES, DTYPES, ConfigError, RunConfig
-from lab.settings import SettingsError
+from lab.config import DEVICES, DTYPES, ConfigError, RunConfig, check_device, check_limits
+from lab.settings import HostSettings, SettingsError
 
 EXIT_BAD_INPUT = 2
 # The classic table as torch's tutorial prints it.
@@ -86,8 +86,6 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lab.result import RunError
-
     try:
         args = build_parser().parse_args(argv)
         if args.command == "profile":
@@ -97,10 +95,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "analyze":
             return report.analyze_main(args.trace, as_json=args.json)
         return report.compare_main(args.a, args.b, as_json=args.json)
-    except (_UsageError, ConfigError, SettingsError, RunError, OSError) as exc:
+    except Exception as exc:
+        if not isinstance(exc, _refusals()):
+            raise  # a bug: keep its traceback
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def _refusals() -> tuple[type[Exception], ...]:
+    # RunError lives with the result (pandas): imported only once something went wrong, so a
+    # refused command line answers without loading pandas or torch.
+    from lab.result import RunError
+
+    return (_UsageError, ConfigError, SettingsError, RunError, OSError)
 
 
 def _import_report(command: str):
@@ -114,7 +122,11 @@ def _import_report(command: str):
 
 
 def _profile(args: argparse.Namespace) -> int:
-    config = config_from_args(args)  # ConfigError here needs no torch
+    config = config_from_args(args)
+    # Refuse what needs no torch before importing it (run_profile checks all of it again).
+    check_limits(config, HostSettings.from_env())
+    if config.device == "cpu":
+        check_device(config, kind="cpu", compute_capability=None)
     from lab.runner import default_sort_key, run_profile, truncate_table
 
     result = run_profile(config)

@@ -1,0 +1,113 @@
+"""``python -m lab``: a real run in a subprocess, bad input exits 2 with one line, no traceback."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import read_trace
+from lab import cli
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _lab(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    # Host limits come only from the test, never from the shell that runs it.
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("PROFILER_LAB_")}
+    full_env.update({"KINETO_LOG_LEVEL": "6", **(env or {})})
+    return subprocess.run([sys.executable, "-m", "lab", *args], cwd=REPO, env=full_env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _assert_one_line_refusal(proc: subprocess.CompletedProcess, fragment: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert fragment in lines[0]
+
+
+def test_profile_writes_trace_csv_and_summary(tmp_path):
+    out = tmp_path / "run"
+    proc = _lab("profile", "--device", "cpu", "--m", "256", "--k", "256", "--n", "256",
+                "--dtype", "float32", "--label", "cli_step", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "cli_step" in proc.stdout and "Self CPU time total" in proc.stdout  # the classic table
+
+    trace = read_trace((out / "trace.json.gz").read_bytes())
+    labels = [e for e in trace["traceEvents"] if e.get("cat") == "user_annotation" and e["name"] == "cli_step"]
+    assert len(labels) == 3  # default schedule: 3 active steps
+
+    with open(out / "key_averages.csv", newline="") as f:
+        rows = {r["name"]: r for r in csv.DictReader(f)}
+    for name in ("cli_step", "aten::mm", "aten::add"):
+        assert rows[name]["count"] == "3"
+    assert rows["cli_step"]["is_user_annotation"] == "True"
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["m"] == 256 and summary["config"]["step_label"] == "cli_step"
+    assert summary["device"]["kind"] == "cpu"
+    assert len(summary["timing"]["profiled_us"]) == 3
+    assert summary["timing"]["method"] == "wall clock"
+    assert set(summary["stage_s"]) >= {"checking", "allocating", "profiling", "exporting", "timing"}
+
+
+@pytest.mark.parametrize("args, env, fragment", [
+    (["--m", "0"], None, "M must be a whole number"),
+    (["--m", str(10**6)], None, "above this host's limit"),
+    (["--dtype", "float64"], None, "unknown dtype"),
+    (["--dtype", "float16"], None, "float16 matmul on CPU"),
+    (["--label", "x" * 200], None, "1–64 characters"),
+    (["--m", "abc"], None, "invalid int value"),
+    (["--bogus"], None, "unrecognized arguments"),
+    ([], {"PROFILER_LAB_MAX_DIM": "lots"}, "PROFILER_LAB_MAX_DIM"),
+    (["--m", "200000", "--k", "200000", "--n", "200000"], {"PROFILER_LAB_MAX_DIM": "300000"},
+     "choose smaller M, K or N"),
+], ids=["m0", "m-huge", "dtype", "fp16-cpu", "long-label", "not-int", "unknown-flag", "bad-setting", "no-memory"])
+def test_bad_input_exits_2_with_one_line(tmp_path, args, env, fragment):
+    out = tmp_path / "never"
+    proc = _lab("profile", "--device", "cpu", *args, "--out", str(out), env=env)
+    _assert_one_line_refusal(proc, fragment)
+    assert not out.exists()  # refused before anything was written
+
+
+def test_refusals_then_a_run_in_one_process(tmp_path, capsys, monkeypatch, warm_cpu):
+    # In-process, as the worker would: refusals must leave nothing behind for the next run.
+    monkeypatch.setenv("PROFILER_LAB_MAX_DIM", "300000")
+    assert cli.main(["profile", "--device", "cpu", "--m", "200000", "--k", "200000", "--n", "200000"]) == 2
+    assert cli.main(["profile", "--device", "cpu", "--dtype", "tf32"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "choose smaller" in err[0] and "tf32" in err[1]
+    out = tmp_path / "ok"
+    assert cli.main(["profile", "--device", "cpu", "--m", "64", "--k", "64", "--n", "64",
+                     "--matmul-label", "mm", "--add-label", "add", "--with-flops", "--no-record-shapes",
+                     "--steps", "2", "--out", str(out)]) == 0
+    with open(out / "key_averages.csv", newline="") as f:
+        rows = {r["name"]: r for r in csv.DictReader(f)}
+    assert rows["mm"]["count"] == rows["add"]["count"] == rows["aten::mm"]["count"] == "2"
+    assert rows["aten::mm"]["flops"] == str(2 * 64 * 64 * 64 * 2)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["record_shapes"] is False and summary["config"]["active"] == 2
+
+
+def test_config_from_args_maps_every_flag():
+    args = cli.build_parser().parse_args([
+        "profile", "--m", "8", "--k", "16", "--n", "32", "--dtype", "bfloat16", "--device", "cpu",
+        "--label", "L", "--matmul-label", "ML", "--add-label", "AL", "--steps", "4", "--warmup-iters", "0",
+        "--wait", "2", "--warmup", "3", "--repeat", "2", "--compile", "--no-record-shapes",
+        "--profile-memory", "--with-stack", "--with-flops",
+    ])
+    config = cli.config_from_args(args)
+    assert config.to_dict() == {
+        "workload": "matmul_add", "m": 8, "k": 16, "n": 32, "dtype": "bfloat16", "device": "cpu",
+        "step_label": "L", "matmul_label": "ML", "add_label": "AL", "wait": 2, "warmup": 3, "active": 4,
+        "repeat": 2, "warmup_iters": 0, "record_shapes": False, "profile_memory": True,
+        "with_stack": True, "with_flops": True, "compile": True,
+    }
