@@ -105,7 +105,7 @@ class TicketStatus:
 class WorkerHealth:
     index: int
     device: str
-    state: str  # "starting", "idle", "busy", "restarting", "stopped"
+    state: str  # "not started", "starting", "idle", "busy", "restarting", "stopped"
     pid: int | None
     alive: bool
     runs_served: int
@@ -170,6 +170,24 @@ def default_devices(settings: HostSettings, gpu_ids: list[str] | None = None) ->
     return [f"cuda:{i % len(gpus)}" for i in range(count)]
 
 
+def worker_pinning(device: str, gpu_ids: list[str]) -> tuple[str, int]:
+    """(CUDA_VISIBLE_DEVICES value for the worker, physical GPU index to report) of ``device``.
+
+    "cuda:N" is the N-th GPU visible to the server; a CPU worker gets "" (sees no GPU) and -1.
+    An entry that is a UUID, not an index, reports N.
+    """
+    if device == "cpu":
+        return "", -1
+    if not device.startswith("cuda:") or not device[5:].isdigit():
+        raise ValueError(f"unknown worker device {device!r}; use 'cpu' or 'cuda:N'")
+    n = int(device[5:])
+    if n >= len(gpu_ids):
+        raise ValueError(f"{device} is not visible ({len(gpu_ids)} GPU(s) visible); "
+                         "check CUDA_VISIBLE_DEVICES or nvidia-smi")
+    visible = gpu_ids[n]
+    return visible, int(visible) if visible.isdigit() else n
+
+
 def _describe(config: RunConfig) -> str:
     return f"{config.workload} {config.shape_text} {config.dtype} (device {config.device})"
 
@@ -228,9 +246,12 @@ def _worker_main(conn, device: str, visible_id: str, physical_index: int, settin
         try:
             message = conn.recv()
         except (EOFError, OSError):  # the server went away
-            return
+            os._exit(0)
         if message[0] != "run":
-            return
+            # Skip the interpreter's teardown (several seconds with torch loaded): there is
+            # nothing left to flush, every message was sent synchronously.
+            conn.close()
+            os._exit(0)
         _, run_id, config = message
 
         def on_stage(stage: str, _run_id=run_id) -> None:
@@ -326,7 +347,7 @@ class _Worker:
         self.device = device
         self.visible_id = visible_id
         self.physical_index = physical_index
-        self.state = "starting"
+        self.state = "not started"
         self.process = None
         self.conn = None
         self.pid: int | None = None
@@ -370,21 +391,19 @@ class ProfileService:
 
     @staticmethod
     def _make_worker(index: int, device: str, gpu_ids: list[str]) -> _Worker:
-        if device == "cpu":
-            return _Worker(index, device, "", -1)  # "" hides every GPU from a CPU worker
-        if not device.startswith("cuda:") or not device[5:].isdigit():
-            raise ValueError(f"unknown worker device {device!r}; use 'cpu' or 'cuda:N'")
-        n = int(device[5:])
-        if n >= len(gpu_ids):
-            raise ValueError(f"{device} is not visible ({len(gpu_ids)} GPU(s) visible); "
-                             "check CUDA_VISIBLE_DEVICES or nvidia-smi")
-        visible = gpu_ids[n]
-        return _Worker(index, device, visible, int(visible) if visible.isdigit() else n)
+        visible_id, physical_index = worker_pinning(device, gpu_ids)
+        return _Worker(index, device, visible_id, physical_index)
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self, *, wait: bool = False, timeout: float | None = None) -> None:
-        """Start (and warm up) every worker; with ``wait`` block until each has warmed up."""
+        """Start (and warm up) every worker; with ``wait`` block until each has warmed up.
+
+        Runs submitted before ``start`` wait in the queue. Needs the usual multiprocessing
+        guard (``if __name__ == "__main__":``) in a script: spawned workers import the main module.
+        """
+        # Unpickling the first RunResult imports pandas (~0.5 s); do it now, not on a user's click.
+        importlib.import_module("lab.result")
         with self._lock:
             if self._stopping:
                 raise RuntimeError("this ProfileService was shut down; create a new one")
@@ -400,6 +419,10 @@ class ProfileService:
                 atexit.register(_shutdown_at_exit, weakref.ref(self))
         if wait:
             self.wait_ready(WORKER_START_TIMEOUT_S if timeout is None else timeout, all_workers=True)
+
+    @property
+    def started(self) -> bool:
+        return self._started_at is not None
 
     def wait_ready(self, timeout: float | None = None, *, all_workers: bool = False) -> DeviceInfo | None:
         """Block until the first worker (or every worker) has warmed up; returns device_info()."""
@@ -441,11 +464,13 @@ class ProfileService:
     # ------------------------------------------------------------------ public API
 
     def submit(self, config: RunConfig, *, force_fresh: bool = False) -> RunTicket:
-        """Queue ``config``; returns at once. Raises ``ServiceBusy`` when the queue is full."""
+        """Queue ``config``; returns at once. Raises ``ServiceBusy`` when the queue is full.
+
+        An identical config that finished within ``settings.reuse_window_s`` returns a ticket
+        that is already done (``reused=True``) unless ``force_fresh``.
+        """
         if not isinstance(config, RunConfig):
             raise TypeError(f"submit() takes a RunConfig, not {type(config).__name__}")
-        if self._started_at is None:
-            self.start()
         with self._lock:
             if self._stopping:
                 raise RuntimeError("this ProfileService was shut down; create a new one")
@@ -720,6 +745,8 @@ class ProfileService:
     def _retire(self, worker: _Worker, *, state: str) -> None:
         """Stop ``worker``'s process (politely if idle, else kill) and record ``state``."""
         with self._lock:
+            # Only an idle worker reads "stop"; one starting up or mid-run is killed at once.
+            polite = worker.state == "idle"
             # Forget the process first so health() never touches one being closed.
             process, conn = worker.process, worker.conn
             worker.process, worker.conn, worker.pid = None, None, None
@@ -730,11 +757,12 @@ class ProfileService:
         if process is None:
             return
         if process.is_alive():
-            try:
-                conn.send(("stop",))
-            except (OSError, ValueError):
-                pass
-            process.join(timeout=SHUTDOWN_GRACE_S)
+            if polite:
+                try:
+                    conn.send(("stop",))
+                except (OSError, ValueError):
+                    pass
+                process.join(timeout=SHUTDOWN_GRACE_S)
             if process.is_alive():
                 process.kill()
                 process.join(timeout=5)

@@ -1,0 +1,311 @@
+"""ProfileService: real worker processes running real (tiny, CPU) profiles.
+
+Worker start-up costs several seconds here (torch import + warm-up profile), so the whole
+file shares one two-worker service: the queue test runs first, while it is not started yet
+(queued tickets stay put, so positions are exact), and the fault tests come last (a killed
+or timed-out worker is replaced in the background while the other one keeps serving).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from lab.config import RunConfig
+from lab.service import (
+    ProfileService,
+    RunFailed,
+    ServiceBusy,
+    default_devices,
+    visible_gpu_ids,
+    worker_pinning,
+)
+from lab.settings import HostSettings
+
+# Seconds a test waits for a result: generous, as other jobs share this machine's 2 cores and
+# a crashed or timed-out worker is warmed up again before the next run.
+RESULT_WAIT_S = 180
+
+
+def tiny(label: str = "matmul_add", size: int = 16, **changes) -> RunConfig:
+    """A CPU run that profiles one step of a small matmul + add."""
+    fields = dict(m=size, k=size + 1, n=size + 2, device="cpu", step_label=label,
+                  wait=0, warmup=1, active=1, warmup_iters=0)
+    fields.update(changes)
+    return RunConfig(**fields)
+
+
+# A run that takes several seconds here (2·4096·2048·2048 ≈ 69 GFLOP per step on 2 cores,
+# profiled and then timed again), long enough to kill mid-run or to overrun a 3 s limit.
+BIG = RunConfig(m=4096, k=2048, n=2048, device="cpu", step_label="big", wait=0, warmup=1, active=2,
+                warmup_iters=0)
+
+
+def annotations_in_trace(trace_gz: bytes) -> set[str]:
+    events = json.loads(gzip.decompress(trace_gz))["traceEvents"]
+    return {e["name"] for e in events if e.get("cat") == "user_annotation"
+            and not e["name"].startswith("ProfilerStep")}
+
+
+def mm_input_dims(trace_gz: bytes) -> list:
+    events = json.loads(gzip.decompress(trace_gz))["traceEvents"]
+    return [e["args"]["Input Dims"] for e in events if e.get("name") == "aten::mm"]
+
+
+# Every test run here takes well under a second, so a 3 s limit only stops BIG.
+RUN_TIMEOUT_S = 3.0
+# Room for 8 concurrent users even while both workers are busy.
+QUEUE_MAX = 8
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """The file's service, not started: the first test that needs it warm starts it."""
+    svc = ProfileService(
+        settings=HostSettings(run_timeout_s=RUN_TIMEOUT_S, queue_max=QUEUE_MAX, reuse_window_s=600.0),
+        devices=["cpu", "cpu"])
+    yield svc
+    svc.shutdown()
+
+
+@pytest.fixture()
+def unstarted(shared):
+    """A service whose workers have not started: the shared one if still cold (the usual
+    order), else a fresh one (when tests are selected or reordered)."""
+    if not shared.started:
+        yield shared
+        return
+    svc = ProfileService(settings=shared.settings, devices=["cpu"])
+    yield svc
+    svc.shutdown()
+
+
+@pytest.fixture()
+def service(shared):
+    shared.start(wait=True)
+    return shared
+
+
+# ---------------------------------------------------------------- device discovery (no processes)
+
+
+def test_visible_gpu_ids_follow_cuda_visible_devices():
+    assert visible_gpu_ids({"CUDA_VISIBLE_DEVICES": "2,3"}) == ["2", "3"]
+    assert visible_gpu_ids({"CUDA_VISIBLE_DEVICES": ""}) == []
+    assert visible_gpu_ids({"CUDA_VISIBLE_DEVICES": "-1"}) == []
+    # CUDA ignores everything after an invalid entry.
+    assert visible_gpu_ids({"CUDA_VISIBLE_DEVICES": "1,-1,0"}) == ["1"]
+
+
+def test_default_devices_one_per_gpu_or_cpu_and_workers_override():
+    assert default_devices(HostSettings(), ["0", "1"]) == ["cuda:0", "cuda:1"]
+    assert default_devices(HostSettings(workers=3), ["0", "1"]) == ["cuda:0", "cuda:1", "cuda:0"]
+    assert default_devices(HostSettings(), []) == ["cpu"]
+    assert default_devices(HostSettings(workers=2), []) == ["cpu", "cpu"]
+
+
+def test_worker_pinning_reports_the_physical_gpu():
+    assert worker_pinning("cuda:1", ["2", "3"]) == ("3", 3)
+    assert worker_pinning("cuda:0", ["GPU-abc"]) == ("GPU-abc", 0)
+    assert worker_pinning("cpu", ["0"]) == ("", -1)
+    with pytest.raises(ValueError, match="not visible"):
+        worker_pinning("cuda:2", ["0"])
+
+
+# ---------------------------------------------------------------- queue: positions, limit, cancel
+
+
+def test_queue_positions_busy_and_cancel(unstarted):
+    svc = unstarted
+    # Not started yet: tickets stay queued in order, so positions are exact.
+    tickets = [svc.submit(tiny(label=f"q{i}")) for i in range(QUEUE_MAX)]
+    assert [t.poll().queue_position for t in tickets] == list(range(1, QUEUE_MAX + 1))
+    assert all(t.poll().state == "queued" for t in tickets)
+    with pytest.raises(ServiceBusy, match="runs are queued; try again in a moment"):
+        svc.submit(tiny(label="one_too_many"))
+    assert svc.health().queue_length == QUEUE_MAX
+
+    assert tickets[1].cancel()
+    assert tickets[1].poll().state == "cancelled"
+    assert [t.poll().queue_position for t in tickets[2:]] == list(range(2, QUEUE_MAX))
+    with pytest.raises(RunFailed, match="cancelled") as caught:
+        tickets[1].result(timeout=0)
+    assert caught.value.kind == "cancelled"
+    # Room again after the cancel.
+    tickets.append(svc.submit(tiny(label="last")))
+
+    svc.start()
+    kept = [t for i, t in enumerate(tickets) if i != 1]
+    labels = [t.result(timeout=RESULT_WAIT_S).config.step_label for t in kept]
+    assert labels == [t.config.step_label for t in kept]
+    assert svc.health().runs_served == len(kept)  # the cancelled run never ran
+    assert tickets[1].poll().state == "cancelled"
+    assert not tickets[1].cancel()  # already settled
+    # Estimates exist once runs have finished.
+    estimated = svc.submit(tiny(label="estimated"))
+    assert estimated.poll().estimate_s is not None
+    estimated.result(timeout=RESULT_WAIT_S)  # leave the queue empty for the next test
+
+
+def test_unpolled_queued_ticket_is_dropped():
+    svc = ProfileService(settings=HostSettings(), devices=["cpu"], abandon_after_s=0.05)
+    try:
+        gone = svc.submit(tiny(label="tab_closed"))
+        time.sleep(0.2)  # nobody polls it
+        kept = svc.submit(tiny(label="still_here"))
+        status = gone.poll()
+        assert status.state == "cancelled" and "nobody checked on it" in status.message
+        assert kept.poll().queue_position == 1
+    finally:
+        svc.shutdown()
+
+
+def test_result_wait_timeout_leaves_the_run_queued():
+    svc = ProfileService(settings=HostSettings(), devices=["cpu"])
+    try:
+        ticket = svc.submit(tiny())
+        with pytest.raises(TimeoutError):
+            ticket.result(timeout=0.05)
+        assert ticket.poll().state == "queued"
+    finally:
+        svc.shutdown()
+    assert ticket.poll().state == "cancelled"
+
+
+# ---------------------------------------------------------------- a warm two-worker service
+
+
+def test_warm_service_reports_device_and_health(service):
+    info = service.device_info()
+    assert info is not None and info.kind == "cpu"
+    health = service.health()
+    assert (health.workers_alive, health.workers_total) == (2, 2)
+    assert {w.state for w in health.workers} <= {"idle", "busy"}
+    assert len({w.pid for w in health.workers}) == 2 and os.getpid() not in {w.pid for w in health.workers}
+
+
+def test_eight_threads_get_their_own_results(service):
+    configs = [tiny(label=f"step_{i}", size=8 + 4 * i) for i in range(8)]
+    results: dict[int, object] = {}
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(configs))
+
+    def user(i: int) -> None:
+        try:
+            barrier.wait()
+            results[i] = service.submit(configs[i]).result(timeout=RESULT_WAIT_S)
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=user, args=(i,)) for i in range(len(configs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i, config in enumerate(configs):
+        result = results[i]
+        assert result.config == config
+        # The trace holds this run's label and shapes only: no events leaked between runs.
+        assert annotations_in_trace(result.trace_gz) == {config.step_label}
+        assert mm_input_dims(result.trace_gz) == [[[config.m, config.k], [config.k, config.n]]]
+        table = result.key_averages
+        labels = set(table.loc[table["is_user_annotation"], "name"]) - {"ProfilerStep*"}
+        assert labels == {config.step_label}
+    # Both workers took part.
+    assert all(w.runs_served > 0 for w in service.health().workers)
+
+
+def test_config_error_comes_back_and_worker_keeps_serving(service):
+    before = service.health().workers
+    ticket = service.submit(tiny(dtype="float16"))
+    with pytest.raises(RunFailed, match="float16 matmul on CPU runs a slow reference path") as caught:
+        ticket.result(timeout=RESULT_WAIT_S)
+    assert caught.value.kind == "config" and caught.value.error_type == "ConfigError"
+    status = ticket.poll()
+    assert status.state == "failed" and "choose bfloat16 or float32" in status.message
+    # The worker that refused it is the same process, and it serves the next run.
+    after = service.health().workers[status.worker]
+    assert (after.pid, after.restarts) == (before[status.worker].pid, before[status.worker].restarts)
+    assert service.submit(tiny(label="after_error")).result(timeout=RESULT_WAIT_S).config.step_label == "after_error"
+
+
+def test_reuse_window_and_force_fresh(service):
+    config = tiny(label="reuse_me", size=20)
+    first_ticket = service.submit(config)
+    first = first_ticket.result(timeout=RESULT_WAIT_S)
+    assert not first_ticket.reused
+    served = service.health().runs_served
+
+    again = service.submit(config)
+    assert again.reused and again.poll().state == "done"
+    assert again.result(timeout=0) is first
+    assert service.health().runs_served == served  # nothing ran
+
+    fresh = service.submit(config, force_fresh=True)
+    assert not fresh.reused
+    fresh_result = fresh.result(timeout=RESULT_WAIT_S)
+    assert fresh_result is not first and fresh_result.trace_gz != first.trace_gz
+    assert service.health().runs_served == served + 1
+
+
+def test_poll_reports_progress_until_done(service):
+    ticket = service.submit(tiny(label="watched", size=64))
+    states = set()
+    while not ticket.done:
+        states.add(ticket.poll().state)
+        time.sleep(0.005)
+    status = ticket.poll()
+    assert status.state == "done" and status.device == "cpu" and status.worker in (0, 1)
+    assert states <= {"queued", "running"}
+    assert status.elapsed_s > 0 and status.estimate_s is None and status.queue_position is None
+
+
+# ---------------------------------------------------------------- faults: crash and timeout
+
+
+def wait_for_stage(ticket, stages: set[str]) -> None:
+    deadline = time.monotonic() + RESULT_WAIT_S
+    while ticket.poll().stage not in stages:
+        assert not ticket.done, ticket.poll()
+        assert time.monotonic() < deadline, ticket.poll()
+        time.sleep(0.01)
+
+
+def test_killed_worker_fails_the_run_and_is_replaced(service):
+    ticket = service.submit(BIG)
+    wait_for_stage(ticket, {"allocating", "warming up", "profiling"})
+    worker = service.health().workers[ticket.poll().worker]
+    os.kill(worker.pid, signal.SIGKILL)
+    with pytest.raises(RunFailed) as caught:
+        ticket.result(timeout=RESULT_WAIT_S)
+    assert caught.value.kind == "crash"
+    message = str(caught.value)
+    assert "the profiling worker crashed (exit code -9, SIGKILL)" in message
+    assert "4096x2048x2048" in message and "run again" in message
+
+    after = service.submit(tiny(label="after_crash")).result(timeout=RESULT_WAIT_S)
+    assert after.config.step_label == "after_crash"
+    health = service.health()
+    assert worker.pid not in {w.pid for w in health.workers}
+    assert health.workers[worker.index].restarts == worker.restarts + 1
+    assert health.runs_failed >= 1
+
+
+def test_run_over_the_time_limit_fails_and_the_next_succeeds(service):
+    ticket = service.submit(BIG)
+    wait_for_stage(ticket, {"allocating", "warming up", "profiling"})
+    pid = service.health().workers[ticket.poll().worker].pid
+    with pytest.raises(RunFailed, match="exceeded the host's limit of 3 s; the worker was restarted") as caught:
+        ticket.result(timeout=RESULT_WAIT_S)
+    assert caught.value.kind == "timeout"
+    after = service.submit(tiny(label="after_timeout")).result(timeout=RESULT_WAIT_S)
+    assert after.config.step_label == "after_timeout"
+    # The worker that overran was killed and replaced.
+    assert pid not in {w.pid for w in service.health().workers}
