@@ -87,12 +87,15 @@ _DEFLATE_SLICE_BYTES = 1 << 20  # compressed input handed to zlib per call
 # Kineto traces gzip 10-20x (the bundled samples: 12x; synthetic repeated-step traces in
 # bench/: see BENCHMARKS.md); deflate's ceiling is ~1032x. Past 200x the data is a run of
 # repeats, i.e. a gzip bomb: stop early rather than inflating up to the size cap (1 GiB takes
-# seconds). Only checked once 64 MiB are out, so small odd files are never refused for it.
+# seconds). Only checked once 32 MiB are out, so small odd files are never refused for it.
 _MAX_GZIP_RATIO = 200
-_RATIO_CHECK_FROM_BYTES = 64 << 20
+_RATIO_CHECK_FROM_BYTES = 32 << 20
 # int64 bounds: ids outside them cannot be stored and mean the field is garbage.
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _GZIP_MAGIC = b"\x1f\x8b"
+# Times beyond 1e18 µs (~31,700 years; Unix-epoch µs are ~1.7e15) are garbage, and bounding
+# them keeps every sum and product below float overflow.
+_MAX_ABS_US = 1e18
 
 _EVENT_COLUMNS = (
     "name", "cat", "pid", "tid", "lane", "lane_kind", "lane_order", "ts_us", "dur_us", "depth",
@@ -289,7 +292,9 @@ if msgspec is not None:
     # Ids outside int64 fail validation here and send the document to the checked path.
     _I64 = Annotated[int, msgspec.Meta(ge=_INT64_MIN, le=_INT64_MAX)]
 
-    class _Args(msgspec.Struct, rename=_ARG_KEYS):
+    # gc=False: these hold no cycles, and untracked objects keep the cyclic GC from walking
+    # millions of events again and again while a large trace loads.
+    class _Args(msgspec.Struct, rename=_ARG_KEYS, gc=False):
         correlation: _I64 = -1
         external_id: _I64 = -1
         device: _I64 = -1
@@ -307,7 +312,7 @@ if msgspec is not None:
         name: Any = None
         labels: Any = None
 
-    class _Event(msgspec.Struct):
+    class _Event(msgspec.Struct, gc=False):
         ph: str = ""
         name: str | None = None
         cat: str = ""
@@ -331,8 +336,14 @@ if msgspec is not None:
         with_flops: Any = None
         distributedInfo: Any = None
 
+    class _RawDoc(_Doc):  # second try: events kept raw, decoded (and checked) one by one
+        traceEvents: list[msgspec.Raw] | msgspec.UnsetType = msgspec.UNSET
+
     _DOC_DECODER = msgspec.json.Decoder(_Doc)
     _LIST_DECODER = msgspec.json.Decoder(list[_Event])
+    _RAW_DOC_DECODER = msgspec.json.Decoder(_RawDoc)
+    _RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+    _EVENT_DECODER = msgspec.json.Decoder(_Event)
     _EMPTY_ARGS = _Args()
 
 
@@ -377,23 +388,64 @@ def _decode(buf, max_events: int) -> _Decoded:
             f"this is not JSON (it starts with {shown!r}); upload the .json or .json.gz trace "
             "that torch.profiler's export_chrome_trace wrote."
         )
-    if msgspec is not None:
+    if msgspec is None:
+        return _decode_generic(buf, max_events)
+    # 1) Typed decode of the whole document: the fast path for a well-formed trace.
+    # 2) If some event has an unexpected type: keep events raw, decode each typed, and send only
+    #    the ones that fail through the Python checks. 3) Anything else: generic decode.
+    for list_decoder, doc_decoder, per_event in (
+        (_LIST_DECODER, _DOC_DECODER, False),
+        (_RAW_LIST_DECODER, _RAW_DOC_DECODER, True),
+    ):
         try:
             if first == b"[":
-                return _Decoded(_LIST_DECODER.decode(buf), {}, 0, True)
-            doc = _DOC_DECODER.decode(buf)
+                events, top = list_decoder.decode(buf), {}
+            else:
+                doc = doc_decoder.decode(buf)
+                if doc.traceEvents is msgspec.UNSET:
+                    raise _not_a_trace("a JSON object without a 'traceEvents' list")
+                events = doc.traceEvents
+                top = {f: getattr(doc, f) for f in doc.__struct_fields__ if f != "traceEvents"}
         except msgspec.ValidationError:
-            pass  # valid JSON, unexpected types somewhere: validate event by event below
+            continue  # valid JSON, unexpected types somewhere
         except msgspec.DecodeError as exc:
             return _decode_generic(buf, max_events, msgspec_error=str(exc))
         except RecursionError:
             raise _too_deep() from None
-        else:
-            if doc.traceEvents is msgspec.UNSET:
-                raise _not_a_trace("a JSON object without a 'traceEvents' list")
-            top = {f: getattr(doc, f) for f in doc.__struct_fields__ if f != "traceEvents"}
-            return _Decoded(doc.traceEvents, top, 0, True)
+        if not per_event:
+            return _Decoded(events, top, 0, True)
+        if len(events) > max_events:
+            raise _too_many(len(events), max_events)
+        records, skipped = _decode_each(events)
+        return _Decoded(records, top, skipped, True)
     return _decode_generic(buf, max_events)
+
+
+def _decode_each(raw_events: list) -> tuple[list, int]:
+    """Raw JSON events → records: typed decode each; an event that fails goes through the
+    Python checks, which drop it (counted) or keep what is usable."""
+    decode = _EVENT_DECODER.decode
+    records, skipped = [], 0
+    for raw in raw_events:
+        try:
+            records.append(decode(raw))
+            continue
+        except msgspec.ValidationError:
+            pass
+        except RecursionError:
+            skipped += 1
+            continue
+        try:
+            obj = json.loads(bytes(raw))  # stdlib: also reads numbers beyond float range
+        except (ValueError, RecursionError):
+            skipped += 1
+            continue
+        rec = _validate(obj)
+        if rec is None:
+            skipped += 1
+        elif rec is not _IGNORED:
+            records.append(rec)
+    return records, skipped
 
 
 def _too_deep() -> TraceError:
@@ -574,10 +626,14 @@ def _short_repr(value) -> str:
 
 
 def _raw_texts(raws: list) -> list[str]:
-    """msgspec.Raw JSON values → "[2, 66, 1]"-style text, decoding each distinct value once."""
-    keys = [bytes(r) for r in raws]
-    cache: dict[bytes, str] = {}
+    """msgspec.Raw JSON values → "[2, 66, 1]"-style text, decoding each distinct value once.
+    Values that are already text (events that went through the Python checks) pass as is."""
+    keys = [r if isinstance(r, str) else bytes(r) for r in raws]
+    cache: dict = {}
     for key in set(keys):
+        if isinstance(key, str):
+            cache[key] = key
+            continue
         if not key:
             cache[key] = ""
             continue
@@ -609,10 +665,20 @@ def _id_int(value) -> int:
 
 
 def _as_int(text: str):
+    """A numeric string as an int64-sized int, else None (ids that big are not numbers)."""
     try:
-        return int(text)
-    except ValueError:
+        return _int_or_none(int(text))
+    except ValueError:  # not digits, or too many digits for int()
         return None
+
+
+def _first_int(*candidates) -> int:
+    """The first candidate that is (or spells) a non-negative int64, else -1."""
+    for value in candidates:
+        number = _as_int(value) if isinstance(value, str) else _int_or_none(value)
+        if number is not None and number >= 0:
+            return number
+    return -1
 
 
 @dataclass(frozen=True)
@@ -637,18 +703,14 @@ def _lanes(keys: list[tuple[str, str]], gpu_hint: dict, meta_names: dict) -> lis
         hint = gpu_hint.get((pid, tid))
         tname = thread_names.get((pid, tid), "")
         if gpu_label or hint is not None:
-            device = int(gpu_label.group(1)) if gpu_label else (
-                hint[0] if hint and hint[0] >= 0 else (_as_int(pid) if _as_int(pid) is not None else -1)
-            )
+            device = _first_int(gpu_label and gpu_label.group(1), hint and hint[0], pid)
             m = _STREAM_RE.search(tname)
-            stream = int(m.group(1)) if m else (
-                _as_int(tid) if _as_int(tid) is not None else (hint[1] if hint else -1)
-            )
+            stream = _first_int(m and m.group(1), tid, hint and hint[1])
             name = f"GPU {device} stream {stream}"
             drafts.append(((1, device, stream, pid, tid), pid, tid, name, "gpu", device, stream))
             continue
-        numeric_pid = _as_int(pid)
-        m = _THREAD_RE.match(tname)
+        numeric_pid, numeric_tid = _as_int(pid), _as_int(tid)
+        m = _THREAD_RE.match(tname) if tname else None
         if m:
             detail = m.group(1)
         elif tname:
@@ -657,13 +719,12 @@ def _lanes(keys: list[tuple[str, str]], gpu_hint: dict, meta_names: dict) -> lis
             detail = process_names.get(pid, "")
             if not detail and numeric_pid is not None:
                 detail = f"pid {pid}"
-        if _as_int(tid) is None and numeric_pid is None:
+        if numeric_tid is None and numeric_pid is None:
             name = f"{pid} {tid}"  # e.g. Kineto's "Spans" / "PyTorch Profiler" pseudo-process
         else:
             name = f"CPU thread {tid}" + (f" ({detail})" if detail else "")
         pid_key = (0, numeric_pid, "") if numeric_pid is not None else (1, 0, pid)
-        tid_num = _as_int(tid)
-        tid_key = (0, tid_num, "") if tid_num is not None else (1, 0, tid)
+        tid_key = (0, numeric_tid, "") if numeric_tid is not None else (1, 0, tid)
         drafts.append(((0, pid_key, tid_key), pid, tid, name, "cpu", -1, -1))
     drafts.sort(key=lambda d: d[0])
     lanes, seen = [], {}
@@ -690,21 +751,37 @@ def _metadata_names(meta_events: list) -> dict:
     return {"process": process, "labels": labels, "thread": thread}
 
 
+# Float keys group * width + time stay exact to well under 1 ns below this magnitude
+# (float64 ulp at 1e12 is 1.2e-4); past it (absurd spans) keys become integer ranks instead.
+_EXACT_FLOAT_KEY_LIMIT = 1e12
+
+
+def _grouped_keys(*pairs: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:
+    """Sortable keys for (group, time) pairs, group ≥ 0 and time ≥ 0: key order is (group,
+    time) order and equal pairs get equal keys, so one global sort or searchsorted serves
+    every group at once (groups are shifted into disjoint ranges)."""
+    times = np.concatenate([t for _, t in pairs])
+    if not len(times):
+        return [t.astype(np.float64) for _, t in pairs]
+    groups = 1 + max(int(g.max()) for g, _ in pairs if len(g)) if any(len(g) for g, _ in pairs) else 1
+    width = float(times.max()) + 1.0
+    if width * groups < _EXACT_FLOAT_KEY_LIMIT:
+        return [g.astype(np.float64) * width + t for g, t in pairs]
+    uniq = np.unique(times)
+    return [g.astype(np.int64) * len(uniq) + np.searchsorted(uniq, t) for g, t in pairs]
+
+
 def _nesting_depth(lane_code: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Depth of each event within its lane; input sorted by (lane, start, longer first).
 
     depth = events of the lane that started before this one and are still open at its start.
     That equals (earlier starts in the lane) − (lane events that ended at or before this start),
-    counted with two searchsorted calls over lane-shifted times instead of a Python stack.
+    counted with searchsorted over (lane, time) keys instead of a Python stack.
     """
     n = len(start)
     if n == 0:
         return np.zeros(0, dtype=np.int16)
-    # Shift each lane into its own disjoint time range so one global sort serves every lane.
-    width = float(max(end.max(), start.max()) - min(start.min(), 0.0)) + 1.0
-    offset = lane_code.astype(np.float64) * width
-    s = start + offset
-    e = np.maximum(end, start) + offset
+    s, e = _grouped_keys((lane_code, start), (lane_code, np.maximum(end, start)))
     lane_first = np.searchsorted(lane_code, lane_code, side="left")
     rank = np.arange(n) - lane_first
     sorted_e = np.sort(e)
@@ -749,7 +826,7 @@ def _build(dec: _Decoded, source_bytes: int) -> Trace:
     ts = np.array([e.ts for e in xs], dtype=np.float64)
     dur = np.array([e.dur for e in xs], dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        ok = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & np.isfinite(ts + dur)
+        ok = (np.abs(ts) <= _MAX_ABS_US) & (dur >= 0) & (dur <= _MAX_ABS_US)  # False for NaN too
     if not ok.all():
         skipped += int((~ok).sum())
         keep = np.nonzero(ok)[0]
@@ -810,7 +887,7 @@ def _build(dec: _Decoded, source_bytes: int) -> Trace:
     start_ts = float(ts.min())
     # Kineto writes µs with 3 decimals (ns). Absolute ts near 5e12 µs parse with ~0.0005 µs
     # float error; rounding the difference to ns gives back the exact relative times.
-    ts_rel = np.round(ts - start_ts, 3)
+    ts_rel = np.round(ts - start_ts, 3)  # < 2e21 after the magnitude check: no overflow
     order = np.lexsort((-dur, ts_rel, lane_order))
     span_us = float((ts_rel + dur).max())
 
@@ -876,11 +953,6 @@ def _flows_frame(corr, launch_row, gpu_row, delay_us) -> pd.DataFrame:
     })  # fmt: skip
 
 
-def _keyed(lane: np.ndarray, ts: np.ndarray, width: float) -> np.ndarray:
-    """One sortable float per (lane, ts): lanes shifted into disjoint time ranges."""
-    return lane.astype(np.float64) * width + ts
-
-
 def _build_flows(ev: dict, flow_events: list, start_ts: float, lanes: dict) -> tuple[pd.DataFrame, int]:
     """Launch ↔ GPU pairs. ``ev`` holds the sorted event columns as numpy arrays.
 
@@ -901,17 +973,18 @@ def _build_flows(ev: dict, flow_events: list, start_ts: float, lanes: dict) -> t
     gpu_idx = np.nonzero(is_gpu & (corr >= 0))[0]
     if len(launch_idx) and len(gpu_idx):
         ids = np.unique(corr[launch_idx])
-        width = float(ts.max()) + 1.0
         l_rank = np.searchsorted(ids, corr[launch_idx])
-        l_key = _keyed(l_rank, ts[launch_idx], width)
-        l_sort = np.argsort(l_key, kind="stable")
-        l_key, l_rank_s, l_rows = l_key[l_sort], l_rank[l_sort], launch_idx[l_sort]
         g_rank = np.searchsorted(ids, corr[gpu_idx])
         known = (g_rank < len(ids)) & (ids[np.minimum(g_rank, len(ids) - 1)] == corr[gpu_idx])
         g_rank, g_rows = g_rank[known], gpu_idx[known]
-        before = np.searchsorted(l_key, _keyed(g_rank, ts[g_rows], width), side="right") - 1
+        l_key, g_key, g_first = _grouped_keys(
+            (l_rank, ts[launch_idx]), (g_rank, ts[g_rows]), (g_rank, np.zeros(len(g_rank)))
+        )
+        l_sort = np.argsort(l_key, kind="stable")
+        l_key, l_rank_s, l_rows = l_key[l_sort], l_rank[l_sort], launch_idx[l_sort]
+        before = np.searchsorted(l_key, g_key, side="right") - 1
         ok_before = (before >= 0) & (l_rank_s[np.maximum(before, 0)] == g_rank)
-        first = np.searchsorted(l_key, _keyed(g_rank, np.zeros(len(g_rank)), width), side="left")
+        first = np.searchsorted(l_key, g_first, side="left")
         pick = np.where(ok_before, before, np.minimum(first, len(l_key) - 1))
         launch_of[g_rows] = l_rows[pick]
 
@@ -924,15 +997,18 @@ def _build_flows(ev: dict, flow_events: list, start_ts: float, lanes: dict) -> t
             skipped += 1
             continue
         found = lanes.get((_id_str(e.pid), _id_str(e.tid)))
-        if found is not None:
-            (starts if e.ph == "s" else ends)[e.id] = (found.order, round(e.ts - start_ts, 3))
+        rel = round(e.ts - start_ts, 3)
+        if found is not None and 0 <= rel <= _MAX_ABS_US * 2:  # else it cannot sit on an event
+            (starts if e.ph == "s" else ends)[e.id] = (found.order, rel)
     common = [i for i in starts if i in ends]
     if common:
-        width = float(max(ts.max(), max(max(starts[i][1], ends[i][1]) for i in common))) + 1.0
-        keys = _keyed(lane, ts, width)
+        keys, want_s, want_f = _grouped_keys(
+            (lane, ts),
+            (np.array([starts[i][0] for i in common]), np.array([starts[i][1] for i in common])),
+            (np.array([ends[i][0] for i in common]), np.array([ends[i][1] for i in common])),
+        )
 
-        def locate(table: dict, mask: np.ndarray) -> np.ndarray:
-            want = _keyed(np.array([table[i][0] for i in common]), np.array([table[i][1] for i in common]), width)
+        def locate(want: np.ndarray, mask: np.ndarray) -> np.ndarray:
             rows = np.nonzero(mask)[0]
             if not len(rows):
                 return np.full(len(want), -1, dtype=np.int64)
@@ -941,7 +1017,7 @@ def _build_flows(ev: dict, flow_events: list, start_ts: float, lanes: dict) -> t
             pos = np.minimum(np.searchsorted(sorted_keys, want), len(rows) - 1)
             return np.where(sorted_keys[pos] == want, rows[pos], -1)
 
-        launch_rows, gpu_rows = locate(starts, is_launch), locate(ends, is_gpu)
+        launch_rows, gpu_rows = locate(want_s, is_launch), locate(want_f, is_gpu)
         ok = (launch_rows >= 0) & (gpu_rows >= 0)
         launch_of[gpu_rows[ok]] = launch_rows[ok]
         flow_ids = np.array([_id_int(i) for i in common], dtype=np.int64)

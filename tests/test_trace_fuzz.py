@@ -1,0 +1,293 @@
+"""Robustness of load_trace: over 1,000 deterministic malformed inputs.
+
+Each input must give a ``Trace`` (whose invariants are then checked) or raise ``TraceError``,
+within 2 s. The 2 s is a robustness bound (no hang, no runaway inflate), not a benchmark:
+normal calls here take milliseconds. Any other exception, or a slow call, fails the test with
+the case's label so that it can be replayed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import struct
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lab.trace import Trace, TraceError, load_trace
+
+DATA = Path(__file__).parent / "data"
+NAMES = ["matmul_add_1024_fp32", "matmul_add_4096_bf16", "matmul_add_4096_bf16_compiled"]
+GZ = {n: (DATA / f"{n}.json.gz").read_bytes() for n in NAMES}
+PLAIN = {n: gzip.decompress(b) for n, b in GZ.items()}
+SEED = 20240601
+BOUND_S = 2.0
+
+
+def _check(label: str, payload, failures: list, **limits) -> None:
+    start = time.perf_counter()
+    try:
+        result = load_trace(payload, **limits)
+    except TraceError as exc:
+        result = exc
+    except BaseException as exc:  # noqa: BLE001 - the point is that nothing else escapes
+        failures.append(f"{label}: {type(exc).__name__}: {str(exc)[:200]}")
+        return
+    elapsed = time.perf_counter() - start
+    if elapsed > BOUND_S:
+        failures.append(f"{label}: took {elapsed:.2f} s (bound {BOUND_S} s)")
+    if isinstance(result, TraceError):
+        if not str(result).strip():
+            failures.append(f"{label}: TraceError without a message")
+        return
+    problem = _invariant_problem(result)
+    if problem:
+        failures.append(f"{label}: {problem}")
+
+
+def _invariant_problem(tr: Trace) -> str:
+    ev = tr.events
+    if not isinstance(tr, Trace) or len(ev) == 0:
+        return "returned an empty or foreign result"
+    ts, dur = ev["ts_us"].to_numpy(), ev["dur_us"].to_numpy()
+    if not (np.isfinite(ts).all() and np.isfinite(dur).all()):
+        return "non-finite ts/dur"
+    if (dur < 0).any() or ts.min() != 0.0:
+        return f"dur < 0 or ts not starting at 0 (min {ts.min()})"
+    if (ev["depth"].to_numpy() < 0).any():
+        return "negative depth"
+    if tr.skipped_events < 0:
+        return "negative skipped_events"
+    fl = tr.flows
+    if len(fl):
+        rows = np.concatenate([fl["launch_row"].to_numpy(), fl["gpu_row"].to_numpy()])
+        if rows.min() < 0 or rows.max() >= len(ev):
+            return "flow row out of range"
+        if not fl["gpu_row"].is_unique:
+            return "a GPU row with two launches"
+    return ""
+
+
+def _run(cases, at_least: int, **limits) -> None:
+    failures: list[str] = []
+    n = 0
+    for label, payload in cases:
+        _check(label, payload, failures, **limits)
+        n += 1
+    assert n >= at_least, f"only {n} cases generated"
+    assert not failures, f"{len(failures)} of {n} cases failed:\n" + "\n".join(failures[:20])
+
+
+# ---- generators (deterministic: each seeds its own Random) ------------------------------------
+
+
+def truncations():
+    rng = random.Random(SEED + 1)
+    for name in NAMES:
+        for source, kind in ((GZ[name], "gz"), (PLAIN[name], "plain")):
+            for _ in range(60):
+                cut = rng.randrange(0, len(source))
+                yield f"truncate {kind} {name} at {cut}", source[:cut]
+
+
+def byte_flips():
+    rng = random.Random(SEED + 2)
+    for name in NAMES:
+        for source, kind, count in ((PLAIN[name], "plain", 80), (GZ[name], "gz", 40)):
+            for _ in range(count):
+                data = bytearray(source)
+                flips = rng.randint(1, 6)
+                for _ in range(flips):
+                    data[rng.randrange(len(data))] = rng.randrange(256)
+                yield f"flip {flips} bytes in {kind} {name}", bytes(data)
+
+
+def structural_flips():
+    """Swap JSON punctuation for other punctuation: keeps the text JSON-looking."""
+    rng = random.Random(SEED + 3)
+    marks = b'{}[]:,"'
+    for name in NAMES:
+        source = PLAIN[name]
+        spots = [i for i, b in enumerate(source) if b in marks]
+        for _ in range(40):
+            data = bytearray(source)
+            for _ in range(rng.randint(1, 3)):
+                data[rng.choice(spots)] = rng.choice(marks)
+            yield f"punctuation swap in {name}", bytes(data)
+
+
+def random_bytes():
+    rng = random.Random(SEED + 4)
+    for i in range(100):
+        yield f"random bytes #{i}", rng.randbytes(rng.randrange(0, 4096))
+    for i in range(50):  # gzip magic and header, then junk
+        yield f"gzip header + junk #{i}", b"\x1f\x8b\x08\x00" + rng.randbytes(rng.randrange(0, 2048))
+    for i in range(50):  # valid gzip of random bytes
+        yield f"gzip of random bytes #{i}", gzip.compress(rng.randbytes(rng.randrange(0, 4096)))
+
+
+_WEIRD_VALUES = [
+    None, True, False, 0, -1, -5.5, 1e308, -1e308, 2**63, -(2**63) - 1, 2**200, "", "x", "12", "-3",
+    "NaN", [], [1, 2], {}, {"a": [1, {"b": None}]}, [[[[[]]]]], 3.5, "\u00e9\u2603", 10**30,
+]
+_FIELDS = ["ph", "name", "cat", "pid", "tid", "ts", "dur", "id", "args"]
+_ARG_FIELDS = ["correlation", "External id", "device", "stream", "grid", "block", "registers per thread",
+               "shared memory", "blocks per SM", "warps per SM", "est. achieved occupancy %",
+               "Input Dims", "Input type", "name", "labels"]
+
+
+def wrong_types():
+    rng = random.Random(SEED + 5)
+    docs = {n: json.loads(p) for n, p in PLAIN.items()}
+    for i in range(300):
+        name = NAMES[i % 3]
+        doc = json.loads(json.dumps(docs[name]))  # deep copy
+        events = doc["traceEvents"]
+        for _ in range(rng.randint(1, 8)):
+            ev = rng.choice(events)
+            if not isinstance(ev, dict):
+                continue
+            if rng.random() < 0.5 or not isinstance(ev.get("args"), dict):
+                key = rng.choice(_FIELDS)
+                if rng.random() < 0.15:
+                    ev.pop(key, None)
+                else:
+                    ev[key] = rng.choice(_WEIRD_VALUES)
+            else:
+                ev["args"][rng.choice(_ARG_FIELDS)] = rng.choice(_WEIRD_VALUES)
+        if rng.random() < 0.1:
+            events.insert(rng.randrange(len(events)), rng.choice(_WEIRD_VALUES))
+        payload = json.dumps(doc).encode()
+        yield f"wrong types #{i} in {name}", gzip.compress(payload, 1) if i % 4 == 0 else payload
+    for value in _WEIRD_VALUES:  # every field of one kernel event, each weird value
+        for key in _FIELDS:
+            doc = json.loads(json.dumps(docs[NAMES[0]]))
+            kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")
+            kernel[key] = value
+            yield f"kernel[{key}] = {value!r:.40}", json.dumps(doc).encode()
+    for bad_top in _WEIRD_VALUES:  # traceEvents itself, and top-level metadata, of odd types
+        yield f"traceEvents = {bad_top!r:.40}", json.dumps({"traceEvents": bad_top}).encode()
+        doc = json.loads(json.dumps(docs[NAMES[1]]))
+        for key in ("deviceProperties", "baseTimeNanoseconds", "distributedInfo", "schemaVersion", "traceName", "record_shapes"):
+            doc[key] = bad_top
+        yield f"metadata = {bad_top!r:.40}", json.dumps(doc).encode()
+    for bad_top in _WEIRD_VALUES:
+        yield f"top level = {bad_top!r:.40}", json.dumps(bad_top).encode()
+
+
+def nesting_and_numbers():
+    depth = 100_000
+    yield "100k nested arrays", b"[" * depth + b"]" * depth
+    yield "100k nested arrays, unclosed", b"[" * depth
+    yield "100k nested objects", b'{"a":' * depth + b"1" + b"}" * depth
+    yield "deep nesting inside args", (
+        b'{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":1,"args":{"x":'
+        + b"[" * depth + b"]" * depth + b"}}]}"
+    )
+    yield "deep nesting in an unknown top-level key", b'{"traceEvents":[], "z":' + b"[" * depth + b"]" * depth + b"}"
+    yield "deep nesting, gzip", gzip.compress(b"[" * depth + b"]" * depth)
+    for depth in (10, 100, 500, 1000, 5000):
+        yield f"nested args {depth}", json.dumps({"traceEvents": [
+            {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"Input Dims": json.loads("[" * depth + "]" * depth)}}
+        ]}).encode() if depth < 900 else b'{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":1,"args":{"Input Dims":' + b"[" * depth + b"]" * depth + b"}}]}"
+    event = '{"ph":"X","name":"a","pid":1,"tid":1,"ts":%s,"dur":%s}'
+    for ts, dur in [("1e400", "1"), ("1", "1e400"), ("-1e400", "1"), ("1e308", "1e308"), ("NaN", "1"),
+                    ("1", "NaN"), ("Infinity", "1"), ("1", "-Infinity"), ("123456789012345678901234567890", "1"),
+                    ("1", "0.0000000000000000000001"), ("-5e12", "3"), ("1.7976931348623157e308", "1")]:
+        text = ('{"traceEvents":[' + event % ("0", "1") + "," + event % (ts, dur) + "]}").encode()
+        yield f"ts={ts} dur={dur}", text
+        yield f"ts={ts} dur={dur}, alone", ('{"traceEvents":[' + event % (ts, dur) + "]}").encode()
+    for big in ("1e400", "NaN", "Infinity", "-Infinity", "99999999999999999999999999999", "-99999999999999999999999"):
+        for field in ("pid", "tid", "id"):
+            yield f"{field}={big}", ('{"traceEvents":[{"ph":"X","name":"a","ts":1,"dur":1,"pid":1,"tid":1,'.replace(
+                f'"{field}":1,', "") + f'"{field}":{big}' + "}]}").encode()
+        for arg in ("correlation", "External id", "device", "stream", "registers per thread", "grid"):
+            yield f"args[{arg}]={big}", (
+                '{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"'
+                + arg + '":' + big + "}}]}"
+            ).encode()
+    yield "flow with huge id", json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 1},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 2, "dur": 1},
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 2**70, "pid": 1, "tid": 1, "ts": 1},
+        {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 2**70, "pid": 0, "tid": 7, "ts": 2},
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": "abc", "pid": 1, "tid": 1, "ts": 1},
+        {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": "abc", "pid": 0, "tid": 7, "ts": 2},
+    ]}).encode()
+    yield "long digit string pid", ('{"traceEvents":[{"ph":"X","name":"a","pid":"' + "9" * 5000 + '","tid":1,"ts":1,"dur":1}]}').encode()
+    yield "10k lanes", json.dumps({"traceEvents": [
+        {"ph": "X", "name": "a", "pid": 1, "tid": i, "ts": i, "dur": 1} for i in range(10_000)]}).encode()
+
+
+def _bomb(fill: bytes, mib: int, prefix: bytes = b"") -> bytes:
+    """One gzip member that inflates to ``mib`` MiB of ``fill`` (~1 KiB on disk per MiB).
+
+    Built without compressing a gigabyte: after a full flush a deflate block stands alone, so
+    the block for 1 MiB of ``fill`` is compressed once and repeated. The trailer's CRC is left
+    zero: load_trace must refuse a bomb long before it reaches the trailer.
+    """
+    strategy = zlib.Z_RLE if len(fill) == 1 else zlib.Z_DEFAULT_STRATEGY
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15, 9, strategy)
+    head = packer.compress(prefix) + packer.flush(zlib.Z_FULL_FLUSH)
+    block = packer.compress(fill * ((1 << 20) // len(fill))) + packer.flush(zlib.Z_FULL_FLUSH)
+    body = head + block * mib + packer.flush()
+    size = len(prefix) + mib * ((1 << 20) // len(fill)) * len(fill)
+    return b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + body + struct.pack("<II", 0, size & 0xFFFFFFFF)
+
+
+def bombs():
+    zeros = _bomb(b"\x00", 1024)
+    yield "1 GiB of zeros", zeros
+    yield "1 GiB of zeros behind '['", _bomb(b"\x00", 1024, prefix=b"[")
+    spaces = _bomb(b" ", 1024)
+    yield "1 GiB of spaces", spaces
+    yield "1 GiB of '['", _bomb(b"[", 1024)
+    yield "1 GiB string", _bomb(b"a", 1024, prefix=b'{"traceEvents":"')
+    many_members = gzip.compress(b" " * (16 << 20), 1)
+    yield "64 gzip members of 16 MiB spaces", many_members * 64
+    events = b'{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":1},'
+    yield "repeated events", _bomb(events, 1024, prefix=b'{"traceEvents":[')
+    yield "zeros after a valid member", GZ[NAMES[0]] + zeros
+
+
+# ---- tests ----------------------------------------------------------------------------------------
+
+
+# Minimum case counts per test; together 1,700+ inputs.
+
+
+def test_truncated_traces():
+    _run(truncations(), at_least=360)
+
+
+def test_byte_flips():
+    _run(byte_flips(), at_least=360)
+
+
+def test_structural_flips():
+    _run(structural_flips(), at_least=120)
+
+
+def test_random_bytes():
+    _run(random_bytes(), at_least=200)
+
+
+def test_wrong_types_in_fields():
+    _run(wrong_types(), at_least=550)
+
+
+def test_deep_nesting_and_extreme_numbers():
+    _run(nesting_and_numbers(), at_least=90)
+
+
+def test_gzip_bombs_stop_early_under_the_default_cap():
+    _run(bombs(), at_least=8)
+
+
+def test_gzip_bombs_under_a_small_cap():
+    _run(((f"{label}, 32 MiB cap", p) for label, p in bombs()), at_least=8, max_decompressed_bytes=32 << 20)
