@@ -41,6 +41,13 @@ def _plain(value):
     return value
 
 
+def _median(values) -> float:
+    """Median of the finite values; NaN (→ None in JSON) when there are none."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    return float(np.median(values)) if len(values) else float("nan")
+
+
 def _records(frame, columns, limit=None) -> list[dict]:
     frame = frame[list(columns)]
     if limit is not None:
@@ -54,12 +61,7 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
     analysis = analysis or analyze(trace)
     insights = insights if insights is not None else find_insights(trace, analysis)
     ev = trace.events
-    dur = ev["dur_us"].to_numpy()
-    cats = ev["cat"].astype(str).to_numpy() if len(ev) else np.array([], dtype=object)
-    uniq, inverse = np.unique(cats, return_inverse=True) if len(cats) else (np.array([]), np.array([], int))
-    counts = np.bincount(inverse, minlength=len(uniq))
-    sums = np.bincount(inverse, weights=dur, minlength=len(uniq))
-    by_category = {str(c): {"count": int(n), "dur_us": float(s)} for c, n, s in zip(uniq, counts, sums)}
+    by_category = _by_category(trace)
     util = analysis.utilization
     launches = analysis.launches
     steps = analysis.steps
@@ -72,9 +74,9 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
                 "kernel": kernel, "op": rows["op"].iloc[0], "count": len(rows),
                 "m": rows["m"].iloc[0], "k": rows["k"].iloc[0], "n": rows["n"].iloc[0], "dtype": dtype,
                 "shape_source": rows["shape_source"].iloc[0],
-                "kernel_median_us": float(rows["kernel_us"].median()),
-                "tflops_median": float(rows["tflops"].median()),
-                "pct_of_peak_median": float(rows["pct_of_peak"].median()),
+                "kernel_median_us": _median(rows["kernel_us"]),
+                "tflops_median": _median(rows["tflops"]),
+                "pct_of_peak_median": _median(rows["pct_of_peak"]),
                 "bound": rows["bound"].iloc[0],
             })
     report = {
@@ -115,6 +117,20 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
                       "suggestion": i.suggestion, "learn_more": i.learn_more} for i in insights],
     }
     return _plain(report)
+
+
+def _by_category(trace: Trace) -> dict:
+    """{cat: {count, dur_us}} over all complete events, grouped on the category codes."""
+    ev = trace.events
+    if not len(ev):
+        return {}
+    cats = ev["cat"].astype("category").array
+    codes = np.asarray(cats.codes, dtype=np.int64)
+    seen = codes >= 0
+    counts = np.bincount(codes[seen], minlength=len(cats.categories))
+    sums = np.bincount(codes[seen], weights=ev["dur_us"].to_numpy()[seen], minlength=len(cats.categories))
+    return {str(c): {"count": int(n), "dur_us": float(s)}
+            for c, n, s in sorted(zip(cats.categories, counts, sums), key=lambda item: str(item[0])) if n}
 
 
 def format_report(report: dict) -> str:
