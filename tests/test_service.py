@@ -309,3 +309,37 @@ def test_run_over_the_time_limit_fails_and_the_next_succeeds(service):
     assert after.config.step_label == "after_timeout"
     # The worker that overran was killed and replaced.
     assert pid not in {w.pid for w in service.health().workers}
+
+
+# ---------------------------------------------------------------- GPU: one worker per GPU, pinned
+
+
+@pytest.mark.gpu
+def test_one_worker_per_gpu_each_pinned_to_its_own():
+    gpus = visible_gpu_ids()
+    if not gpus:
+        pytest.skip("no CUDA GPU visible")
+    svc = ProfileService(settings=HostSettings())
+    try:
+        svc.start(wait=True)
+        health = svc.health()
+        assert health.workers_total == len(gpus) == health.workers_alive
+        expected = [worker_pinning(f"cuda:{i}", gpus)[1] for i in range(len(gpus))]
+        assert [w.device_info.index for w in health.workers] == expected
+        assert all(w.device_info.kind == "cuda" for w in health.workers)
+
+        configs = [RunConfig(m=2048, k=2048, n=2048, dtype="bfloat16", device="cuda", step_label=f"gpu_step_{i}")
+                   for i in range(2 * len(gpus))]
+        tickets = [svc.submit(c) for c in configs]
+        results = [t.result(timeout=RESULT_WAIT_S) for t in tickets]
+        for config, result, ticket in zip(configs, results, tickets):
+            assert result.device.kind == "cuda"
+            assert result.device.index == expected[ticket.poll().worker]
+            events = json.loads(gzip.decompress(result.trace_gz))["traceEvents"]
+            assert any(e.get("cat") == "kernel" for e in events)
+            gpu_labels = {e["name"] for e in events if e.get("cat") == "gpu_user_annotation"
+                          and not e["name"].startswith("ProfilerStep")}
+            assert gpu_labels == {config.step_label}
+        assert {t.poll().worker for t in tickets} == set(range(len(gpus)))
+    finally:
+        svc.shutdown()

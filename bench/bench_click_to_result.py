@@ -1,0 +1,198 @@
+"""Click to result: from "Run" to a result the page can show, through a warm ProfileService.
+
+    python bench/bench_click_to_result.py            # 10 runs
+    python bench/bench_click_to_result.py --quick    # 3 runs
+
+One iteration is what the page does after a click: ``service.submit(config)`` →
+``ticket.result()`` (queue, worker process, run_profile, pickled RunResult back) →
+``load_trace(result.trace_gz)`` → ``analyze(trace)`` → ``find_insights(trace, analysis)``.
+Each part is timed with ``time.perf_counter``; the table gives the median over N runs.
+The service part is split into the worker's own stages (``RunResult.stage_s``) and what is
+left (dispatch, pipe, pickling): the service's overhead. Side by side, in the same loop,
+``run_profile`` is called directly in this process, as a reference for that overhead.
+Rendering (table, timeline) is not included: other benches cover it.
+Results go to the "Click to result" section of BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+from lab.config import RunConfig  # noqa: E402
+from lab.service import ProfileService  # noqa: E402
+from lab.settings import HostSettings  # noqa: E402
+
+SECTION = "## Click to result"
+HEADER = "# Benchmarks\n\nMeasured figures, one section per bench, with command and method.\n"
+# The brief's target for the default CPU config on this 2-core box.
+TARGET_S = 1.5
+
+
+def pipeline_steps():
+    """The post-run steps that exist in this checkout, as (name, function of (result, state))."""
+    steps, missing = [], []
+    try:
+        from lab.trace import load_trace
+
+        steps.append(("load_trace", lambda result, state: state.__setitem__("trace", load_trace(result.trace_gz))))
+    except ImportError:
+        missing.append("lab.trace.load_trace")
+    try:
+        from lab.analysis import analyze
+
+        steps.append(("analyze", lambda result, state: state.__setitem__(
+            "analysis", analyze(state["trace"], config=result.config))))
+    except ImportError:
+        missing.append("lab.analysis.analyze")
+    try:
+        from lab.insights import find_insights
+
+        steps.append(("find_insights", lambda result, state: state.__setitem__(
+            "insights", find_insights(state["trace"], state.get("analysis")))))
+    except ImportError:
+        missing.append("lab.insights.find_insights")
+    return steps, missing
+
+
+def one_click(service: ProfileService, config: RunConfig, steps) -> dict[str, float]:
+    row = {}
+    t0 = time.perf_counter()
+    result = service.submit(config, force_fresh=True).result(timeout=600)
+    row["service"] = time.perf_counter() - t0
+    row["worker stages"] = sum(result.stage_s.values())
+    row["service overhead"] = row["service"] - row["worker stages"]
+    state: dict = {}
+    for name, step in steps:
+        t = time.perf_counter()
+        step(result, state)
+        row[name] = time.perf_counter() - t
+    row["total"] = time.perf_counter() - t0
+    row["_stage_s"] = dict(result.stage_s)
+    row["_insights"] = len(state.get("insights", ()))
+    row["_events"] = len(state["trace"].events) if "trace" in state else None
+    return row
+
+
+def direct_run(config: RunConfig) -> float:
+    from lab.runner import run_profile
+
+    t0 = time.perf_counter()
+    run_profile(config, settings=HostSettings())
+    return time.perf_counter() - t0
+
+
+def write_section(text: str, path: Path = ROOT / "BENCHMARKS.md") -> None:
+    """Replace this bench's section of BENCHMARKS.md (other sections are left as they are)."""
+    old = path.read_text() if path.exists() else HEADER
+    lines = old.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
+    if start is None:
+        new = old.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        new = "\n".join(lines[:start] + text.rstrip("\n").split("\n") + [""] + lines[end:])
+        new = new.rstrip("\n") + "\n"
+    path.write_text(new)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.0f} ms"
+
+
+def report(args, config, start_s, first_s, rows, direct_s, missing) -> str:
+    import torch
+
+    med = {key: statistics.median(r[key] for r in rows) for key in rows[0] if not key.startswith("_")}
+    stage_keys = list(rows[0]["_stage_s"])
+    stage_med = {k: statistics.median(r["_stage_s"].get(k, 0.0) for r in rows) for k in stage_keys}
+    direct_med = statistics.median(direct_s)
+    cpu = platform.processor() or platform.machine()
+    verdict = "meets" if med["total"] <= TARGET_S else "misses"
+    lines = [
+        SECTION,
+        "",
+        f"Command: `python bench/bench_click_to_result.py{' --quick' if args.quick else ''}` — "
+        f"{dt.date.today().isoformat()}, {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
+        f"torch {torch.__version__}. Machine shared with other jobs: load average at start {args.load_avg:.1f}.",
+        "",
+        f"Config: the default `RunConfig(device=\"cpu\")` = {config.workload} {config.shape_text} {config.dtype}, "
+        f"schedule wait {config.wait} / warmup {config.warmup} / active {config.active}, "
+        f"{config.warmup_iters} warm-up iterations. One warm CPU worker; each click submits with "
+        f"`force_fresh=True` (no reuse). Median of {len(rows)} clicks; in the same loop, after each click, "
+        f"`run_profile` is called directly in the bench process as a reference (no worker, no pipe).",
+        "",
+        "| part | median | share |",
+        "|---|---:|---:|",
+    ]
+    for key in ("service", "worker stages", "service overhead", "load_trace", "analyze", "find_insights", "total"):
+        if key in med:
+            share = f"{100 * med[key] / med['total']:.0f} %" if key != "total" else ""
+            bold = "**" if key == "total" else ""
+            lines.append(f"| {bold}{key}{bold} | {bold}{_ms(med[key])}{bold} | {share} |")
+    lines += [
+        "",
+        f"Total click to result: **{_ms(med['total'])}** median (min {_ms(min(r['total'] for r in rows))}, "
+        f"max {_ms(max(r['total'] for r in rows))}) — {verdict} the {TARGET_S:g} s target. "
+        f"Reference `run_profile` in-process: {_ms(direct_med)} median, so going through the service costs "
+        f"{med['service'] / direct_med:.2f}× a direct call ({_ms(med['service'] - direct_med)}).",
+        "",
+        "Worker stages (median): " + ", ".join(f"{k} {_ms(v)}" for k, v in stage_med.items()) + ".",
+        "",
+        f"Cold start, for contrast: `ProfileService.start(wait=True)` (spawn, torch import, warm-up profile) "
+        f"took {start_s:.1f} s; the first click after it {_ms(first_s)} (not in the medians). "
+        f"Trace: {rows[0]['_events']} events; insights found: {rows[0]['_insights']}.",
+        "",
+    ]
+    if missing:
+        lines += [f"Not timed (not in this checkout yet): {', '.join(missing)}.", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="3 clicks instead of 10")
+    parser.add_argument("--runs", type=int, default=None, help="clicks to time (default 10, quick 3)")
+    parser.add_argument("--no-write", action="store_true", help="print, do not update BENCHMARKS.md")
+    args = parser.parse_args()
+    runs = args.runs or (3 if args.quick else 10)
+    args.load_avg = os.getloadavg()[0]
+    config = RunConfig(device="cpu")
+    steps, missing = pipeline_steps()
+
+    service = ProfileService(settings=HostSettings(), devices=["cpu"])
+    try:
+        t0 = time.perf_counter()
+        service.start(wait=True)
+        start_s = time.perf_counter() - t0
+        print(f"service ready in {start_s:.1f} s: {service.device_info().label}", flush=True)
+        first_s = one_click(service, config, steps)["total"]
+        direct_run(config)  # the bench process's own first profile pays the warm-up; discard it
+        rows, direct_s = [], []
+        for i in range(runs):
+            rows.append(one_click(service, config, steps))
+            direct_s.append(direct_run(config))
+            print(f"click {i + 1}/{runs}: total {_ms(rows[-1]['total'])}, service {_ms(rows[-1]['service'])}, "
+                  f"direct run_profile {_ms(direct_s[-1])}", flush=True)
+    finally:
+        service.shutdown()
+    text = report(args, config, start_s, first_s, rows, direct_s, missing)
+    print("\n" + text)
+    if not args.no_write:
+        write_section(text)
+        print("BENCHMARKS.md updated (section 'Click to result')")
+
+
+if __name__ == "__main__":
+    main()
