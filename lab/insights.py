@@ -40,6 +40,10 @@ OVERHEAD_CRITICAL_RATIO = 50.0
 # room for the normal step-to-step jitter of a few tens of percent.
 COLD_STEP_RATIO = 3.0
 COLD_STEP_MIN_STEPS = 3  # a median of "later" steps needs at least two of them
+# The same ratio applied to the gap between the step label's start and its first op (e.g.
+# 228 µs against 5 µs), once that gap exceeds the later ones by at least this much: smaller
+# differences are timer and scheduling noise.
+COLD_GAP_MIN_EXTRA_US = 50.0
 # Synchronize calls shorter than this in total are noise; longer ones are worth explaining.
 SYNC_MIN_TOTAL_US = 100.0
 # If the GPU was busy less than this share of the time the host sat in synchronize, the host
@@ -120,13 +124,16 @@ def cold_first_step(trace: Trace, analysis: Analysis) -> Insight | None:
         return None
     first = steps.iloc[0]
     later_us = float(np.median(steps["cpu_us"].to_numpy()[1:]))
-    if later_us <= 0 or first["cpu_us"] < COLD_STEP_RATIO * later_us:
-        return None
-    gaps = steps["first_child_gap_us"].to_numpy()
-    gap_text = ""
+    slow_step = later_us > 0 and first["cpu_us"] >= COLD_STEP_RATIO * later_us
+    gaps = steps["first_child_gap_us"].to_numpy(dtype=float)
+    gap_text, slow_gap = "", False
     if np.isfinite(gaps[0]) and np.isfinite(gaps[1:]).any():
+        later_gap = float(np.nanmedian(gaps[1:]))
+        slow_gap = (gaps[0] >= COLD_STEP_RATIO * later_gap and gaps[0] - later_gap >= COLD_GAP_MIN_EXTRA_US)
         gap_text = (f" Its label started {_us(gaps[0])} before its first op, against a median "
-                    f"{_us(float(np.nanmedian(gaps[1:])))} later.")
+                    f"{_us(later_gap)} later.")
+    if not (slow_step or slow_gap):
+        return None
     overhead = _profiler_overhead_in(trace, float(first["start_us"]), float(first["end_us"]))
     overhead_text = (f" The profiler's own '{overhead[0]}' ({_us(overhead[1])}) overlaps it." if overhead else "")
     label = "ProfilerStep" if first["source"] == "ProfilerStep" else f"'{first['name']}'"

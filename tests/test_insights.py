@@ -16,7 +16,7 @@ from lab import insights as I
 from lab.analysis import analyze
 from lab.devices import DevicePeak
 from lab.trace import load_trace
-from tracebuild import H200_PROPS, build, gpu_annotation, kernel, launch, matmul_add_steps, op
+from tracebuild import H200_PROPS, annotation, build, gpu_annotation, kernel, launch, matmul_add_steps, op
 
 DATA = Path(__file__).parent / "data"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -272,3 +272,19 @@ def test_insight_rejects_unknown_severity():
     with pytest.raises(ValueError, match="severity"):
         I.Insight("fatal", "t", "e", "s", "l")
 
+
+
+def test_cold_first_step_fires_on_a_slow_start_gap_alone():
+    # Same step durations, but the first step's first op starts 228 µs after its label (5 µs later on).
+    events, corr = [], 1
+    for i in range(4):
+        t = 1000.0 + 400 * i
+        gap = 228.0 if i == 0 else 5.0
+        events += [annotation("step", t, 300), op("aten::mm", t + gap, 40, **{"External id": corr})]
+    insight = fire(I.cold_first_step, build(events))
+    assert insight is not None and "228 µs before its first op" in insight.evidence
+    # A gap only a few µs longer than the later ones is noise, even at a large ratio.
+    for e in events:
+        if e["name"] == "aten::mm" and e["ts"] == 1228.0:
+            e["ts"] = 1000.0 + 20.0
+    assert fire(I.cold_first_step, build(events)) is None
