@@ -497,7 +497,7 @@ class ProfileService:
         with self._lock:
             workers = tuple(
                 WorkerHealth(index=w.index, device=w.device, state=w.state, pid=w.pid,
-                             alive=w.process is not None and w.process.is_alive(),
+                             alive=w.process is not None and not _has_exited(w.process),
                              runs_served=w.runs_served, restarts=w.restarts, device_info=w.info)
                 for w in self._workers)
             return ServiceHealth(
@@ -574,11 +574,17 @@ class ProfileService:
                 "(page closed?); run again", kind="cancelled"))
 
     def _next_ticket(self, worker: _Worker) -> RunTicket | None:
-        """Wait for the next live queued ticket and mark it running on ``worker``."""
+        """Wait for the next live queued ticket and mark it running on ``worker``; None when
+        the service stops or the idle worker died (e.g. the OOM killer): it gets replaced now,
+        not when the next user clicks."""
         with self._lock:
             worker.state = "idle"
             self._changed.notify_all()
             while not self._stopping:
+                if _has_exited(worker.process):
+                    self._last_error = (f"worker {worker.index} ({worker.device}) died while idle "
+                                        f"({_exit_text(worker.process.exitcode)}); restarting it")
+                    return None
                 self._drop_abandoned(time.monotonic())
                 if self._pending:
                     ticket = self._pending.popleft()
@@ -768,6 +774,12 @@ class ProfileService:
                 process.join(timeout=5)
         conn.close()
         process.close()
+
+
+def _has_exited(process) -> bool:
+    """Whether ``process`` has ended, without reaping it: is_alive() from another thread can
+    race the supervisor's join() and lose the exit code."""
+    return bool(multiprocessing.connection.wait([process.sentinel], timeout=0))
 
 
 def _shutdown_at_exit(ref) -> None:

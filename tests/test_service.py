@@ -278,24 +278,38 @@ def wait_for_stage(ticket, stages: set[str]) -> None:
         time.sleep(0.01)
 
 
+def wait_for_new_worker(service, old, deadline_s: float = RESULT_WAIT_S):
+    deadline = time.monotonic() + deadline_s
+    while True:
+        now = service.health().workers[old.index]
+        if now.pid not in (None, old.pid) and now.state in ("idle", "busy"):
+            return now
+        assert time.monotonic() < deadline, now
+        time.sleep(0.05)
+
+
 def test_killed_worker_fails_the_run_and_is_replaced(service):
     ticket = service.submit(BIG)
     wait_for_stage(ticket, {"allocating", "warming up", "profiling"})
-    worker = service.health().workers[ticket.poll().worker]
-    os.kill(worker.pid, signal.SIGKILL)
+    workers = service.health().workers
+    busy = workers[ticket.poll().worker]
+    idle = workers[1 - busy.index]
+    assert idle.state == "idle"
+    os.kill(busy.pid, signal.SIGKILL)
     with pytest.raises(RunFailed) as caught:
         ticket.result(timeout=RESULT_WAIT_S)
     assert caught.value.kind == "crash"
     message = str(caught.value)
     assert "the profiling worker crashed (exit code -9, SIGKILL)" in message
     assert "4096x2048x2048" in message and "run again" in message
+    # A worker that dies while idle is replaced too, without waiting for a run to find out.
+    os.kill(idle.pid, signal.SIGKILL)
 
+    for old in (busy, idle):
+        assert wait_for_new_worker(service, old).restarts == old.restarts + 1
     after = service.submit(tiny(label="after_crash")).result(timeout=RESULT_WAIT_S)
     assert after.config.step_label == "after_crash"
-    health = service.health()
-    assert worker.pid not in {w.pid for w in health.workers}
-    assert health.workers[worker.index].restarts == worker.restarts + 1
-    assert health.runs_failed >= 1
+    assert service.health().runs_failed >= 1
 
 
 def test_run_over_the_time_limit_fails_and_the_next_succeeds(service):
