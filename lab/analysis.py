@@ -377,7 +377,8 @@ class GpuUtilization:
     active_span_us: float
     busy_pct: float
     active_busy_pct: float
-    per_device: pd.DataFrame  # device, count, activity_us, busy_us, active_start_us, active_end_us, active_span_us, active_busy_pct
+    # device, count, activity_us, busy_us, active_start_us, active_end_us, active_span_us, active_busy_pct
+    per_device: pd.DataFrame
     busy_intervals: pd.DataFrame  # start_us, end_us: the union over all devices, sorted
     gaps: pd.DataFrame  # device, start_us, end_us, dur_us: idle time between activity, per device
     largest_gaps: pd.DataFrame  # the LARGEST_GAPS longest rows of ``gaps``
@@ -493,7 +494,8 @@ class LaunchStats:
     launch_calls: int
     launch_median_us: float
     launch_total_us: float
-    per_launch: pd.DataFrame  # gpu_name, gpu_cat, launch_name, launch_ts_us, gpu_ts_us, delay_us, launch_dur_us, device, stream
+    # gpu_name, gpu_cat, launch_name, launch_ts_us, gpu_ts_us, delay_us, launch_dur_us, device, stream
+    per_launch: pd.DataFrame
     by_name: pd.DataFrame  # gpu_name, count, delay_median_us, delay_max_us, launch_median_us
 
 

@@ -168,11 +168,12 @@ def long_synchronize(trace: Trace, analysis: Analysis) -> Insight | None:
     if busy_pct >= SYNC_IDLE_BUSY_PCT:
         return None
     longest = int(np.argmax(end - start))
+    longest_name = texts(ev["name"], rows[longest:longest + 1])[0]
     return Insight(
         severity="warning",
         title="Long synchronize while the GPU had little work",
         evidence=(f"{len(rows)} synchronize call(s) kept the host waiting {_us(waited)} "
-                  f"(longest: {texts(ev['name'], rows[longest:longest + 1])[0]}, {_us(float(end[longest] - start[longest]))}), "
+                  f"(longest: {longest_name}, {_us(float(end[longest] - start[longest]))}), "
                   f"but the GPU was busy only {busy_pct:.0f} % of that time."),
         suggestion=("Remove synchronizations you do not need (.item(), .cpu(), print of a CUDA tensor, "
                     "torch.cuda.synchronize() in the loop); sync once at the end of the measured region."),
