@@ -33,8 +33,23 @@ ID_STRIDE = 1_000_000  # larger than any id in the source traces
 
 
 def repeated_trace_json(name: str, target_events: int) -> bytes:
-    """The source trace's complete events and flows repeated until ~target_events, as JSON bytes."""
-    raw = json.loads(gzip.decompress((ROOT / "tests" / "data" / f"{name}.json.gz").read_bytes()))
+    """The source trace repeated until it holds ~target_events complete events, as JSON bytes.
+
+    Uses bench/make_large_trace.py (the shared generator) when present, else the same
+    construction inline.
+    """
+    path = ROOT / "tests" / "data" / f"{name}.json.gz"
+    raw = json.loads(gzip.decompress(path.read_bytes()))
+    try:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from make_large_trace import repeated_events
+    except ImportError:
+        repeated_events = None
+    if repeated_events is not None:
+        body = [e for e in raw["traceEvents"] if e.get("ph") != "M"]
+        complete_share = sum(1 for e in body if e.get("ph") == "X") / len(body)
+        raw["traceEvents"] = repeated_events(raw, round(target_events / complete_share))
+        return json.dumps(raw).encode()
     events = raw["traceEvents"]
     meta = [e for e in events if e.get("ph") == "M"]
     # The profiler's own span/overhead events happen once per trace, not once per repeat.
