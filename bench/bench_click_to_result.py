@@ -1,7 +1,8 @@
 """Click to result: from "Run" to a result the page can show, through a warm ProfileService.
 
-    python bench/bench_click_to_result.py            # 10 runs
-    python bench/bench_click_to_result.py --quick    # 3 runs
+    python bench/bench_click_to_result.py                  # 10 runs, CPU worker
+    python bench/bench_click_to_result.py --quick          # 3 runs
+    python bench/bench_click_to_result.py --device cuda    # one GPU worker (default config on cuda)
 
 One iteration is what the page does after a click: ``service.submit(config)`` →
 ``ticket.result()`` (queue, worker process, run_profile, pickled RunResult back) →
@@ -11,7 +12,7 @@ The service part is split into the worker's own stages (``RunResult.stage_s``) a
 left (dispatch, pipe, pickling): the service's overhead. Side by side, in the same loop,
 ``run_profile`` is called directly in this process, as a reference for that overhead.
 Rendering (table, timeline) is not included: other benches cover it.
-Results go to the "Click to result" section of BENCHMARKS.md.
+Results go to the "Click to result" section of BENCHMARKS.md, one subsection per device.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def one_click(service: ProfileService, config: RunConfig, steps) -> dict[str, fl
         row[name] = time.perf_counter() - t
     row["total"] = time.perf_counter() - t0
     row["_stage_s"] = dict(result.stage_s)
+    row["_device"] = result.device
     row["_insights"] = len(state.get("insights", ()))
     row["_events"] = len(state["trace"].events) if "trace" in state else None
     return row
@@ -94,17 +96,26 @@ def direct_run(config: RunConfig) -> float:
 
 
 def write_section(text: str, path: Path = ROOT / "BENCHMARKS.md") -> None:
-    """Replace this bench's section of BENCHMARKS.md (other sections are left as they are)."""
+    """Put ``text`` (a "### ..." subsection) into this bench's section of BENCHMARKS.md,
+    replacing the subsection of the same title; other sections and subsections stay."""
     old = path.read_text() if path.exists() else HEADER
     lines = old.split("\n")
+    body = text.rstrip("\n").split("\n")
     start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
     if start is None:
-        new = old.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
+        lines = lines + ["", SECTION, ""] + body + [""]
     else:
         end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        new = "\n".join(lines[:start] + text.rstrip("\n").split("\n") + [""] + lines[end:])
-        new = new.rstrip("\n") + "\n"
-    path.write_text(new)
+        sub = next((i for i in range(start + 1, end) if lines[i].strip() == body[0].strip()), None)
+        if sub is None:
+            lines = lines[:end] + body + [""] + lines[end:]
+        else:
+            sub_end = next((i for i in range(sub + 1, end) if lines[i].startswith("### ")), end)
+            lines = lines[:sub] + body + [""] + lines[sub_end:]
+    new = "\n".join(lines)
+    while "\n\n\n" in new:
+        new = new.replace("\n\n\n", "\n\n")
+    path.write_text(new.strip("\n") + "\n")
 
 
 def _ms(seconds: float) -> str:
@@ -120,16 +131,21 @@ def report(args, config, start_s, first_s, rows, direct_s, missing) -> str:
     direct_med = statistics.median(direct_s)
     cpu = platform.processor() or platform.machine()
     verdict = "meets" if med["total"] <= TARGET_S else "misses"
+    device = rows[0]["_device"]
+    title = "### CPU worker" if device.kind == "cpu" else f"### GPU worker ({device.name})"
+    flags = ((" --quick" if args.quick else "") + (f" --runs {args.runs}" if args.runs else "")
+             + (" --device cuda" if args.device == "cuda" else ""))
     lines = [
-        SECTION,
+        title,
         "",
-        f"Command: `python bench/bench_click_to_result.py{' --quick' if args.quick else ''}` — "
+        f"Command: `python bench/bench_click_to_result.py{flags}` — "
         f"{dt.date.today().isoformat()}, {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
         f"torch {torch.__version__}. Machine shared with other jobs: load average at start {args.load_avg:.1f}.",
         "",
-        f"Config: the default `RunConfig(device=\"cpu\")` = {config.workload} {config.shape_text} {config.dtype}, "
+        f"Device: {device.label}. Config: the default `RunConfig(device=\"{config.device}\")` = "
+        f"{config.workload} {config.shape_text} {config.dtype}, "
         f"schedule wait {config.wait} / warmup {config.warmup} / active {config.active}, "
-        f"{config.warmup_iters} warm-up iterations. One warm CPU worker; each click submits with "
+        f"{config.warmup_iters} warm-up iterations. One warm worker; each click submits with "
         f"`force_fresh=True` (no reuse). Median of {len(rows)} clicks; in the same loop, after each click, "
         f"`run_profile` is called directly in the bench process as a reference (no worker, no pipe).",
         "",
@@ -164,14 +180,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 clicks instead of 10")
     parser.add_argument("--runs", type=int, default=None, help="clicks to time (default 10, quick 3)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cpu: a CPU worker; cuda: one worker on the first visible GPU")
     parser.add_argument("--no-write", action="store_true", help="print, do not update BENCHMARKS.md")
+    parser.add_argument("--benchmarks", type=Path, default=ROOT / "BENCHMARKS.md", help="file to update")
     args = parser.parse_args()
     runs = args.runs or (3 if args.quick else 10)
     args.load_avg = os.getloadavg()[0]
-    config = RunConfig(device="cpu")
+    config = RunConfig(device=args.device)
     steps, missing = pipeline_steps()
 
-    service = ProfileService(settings=HostSettings(), devices=["cpu"])
+    service = ProfileService(settings=HostSettings(), devices=["cpu" if args.device == "cpu" else "cuda:0"])
     try:
         t0 = time.perf_counter()
         service.start(wait=True)
@@ -190,7 +209,7 @@ def main() -> None:
     text = report(args, config, start_s, first_s, rows, direct_s, missing)
     print("\n" + text)
     if not args.no_write:
-        write_section(text)
+        write_section(text, args.benchmarks)
         print("BENCHMARKS.md updated (section 'Click to result')")
 
 
