@@ -856,7 +856,7 @@ def bound_verdict(trace: Trace, *, operators: pd.DataFrame | None = None,
     numbers = dict(gpu_busy_pct=utilization.active_busy_pct, gpu_busy_us=utilization.busy_us,
                    gpu_activity_us=utilization.activity_us, cpu_self_us=cpu_us,
                    launch_delay_median_us=launches.delay_median_us)
-    if utilization.activity_us == 0 and not len(trace.gpu_activity()):
+    if utilization.per_device.empty:  # no kernel, memcpy or memset at all
         if used_gpu(trace):
             return Verdict(kind="no-gpu-events", explanation=(
                 "The run used a GPU (launch calls or device properties are in the trace) but recorded "

@@ -245,6 +245,13 @@ def test_launch_delays_match_brute_force(real):
     calls = [c["dur"] for c, _ in pairs]
     assert stats.launch_total_us == pytest.approx(sum(calls), abs=1e-6)
     assert stats.launch_median_us == pytest.approx(statistics.median(calls), abs=1e-6)
+    by_name = stats.by_name.set_index("gpu_name")
+    for name in {g["name"] for _, g in pairs}:
+        mine = [(g["ts"] - c["ts"], c["dur"]) for c, g in pairs if g["name"] == name]
+        assert by_name.loc[name, "count"] == len(mine)
+        assert by_name.loc[name, "delay_median_us"] == pytest.approx(statistics.median(d for d, _ in mine), abs=ABS)
+        assert by_name.loc[name, "delay_max_us"] == pytest.approx(max(d for d, _ in mine), abs=ABS)
+        assert by_name.loc[name, "launch_median_us"] == pytest.approx(statistics.median(c for _, c in mine))
 
 
 def test_no_flows_gives_nan_delays():
