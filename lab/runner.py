@@ -123,6 +123,8 @@ def run_profile(
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32_before
         _ensure_profiler_off(torch)
+        if config.compile:
+            torch._dynamo.reset()  # drop this run's graphs: the next user's run starts clean
     # Only an out-of-memory error gets here. The exception, and the frames that held the
     # run's tensors, are gone now, so the memory can actually be returned.
     _release_memory(torch)
@@ -201,6 +203,11 @@ def _compile(torch, inner, timer: "_StepTimer"):
     The time covers wrapping (which imports torch._dynamo) and the first call, which
     traces and compiles: all that a user pays before the compiled step runs.
     """
+    # A fresh compiler state per run: dynamo caches by code object, so without a reset a run
+    # would reuse an earlier run's graph (and after two shapes, a dynamic-shape one).
+    import torch._dynamo
+
+    torch._dynamo.reset()
     start = time.perf_counter()
     try:
         compiled = torch.compile(inner)
@@ -220,24 +227,27 @@ def _profile(torch, config: RunConfig, step, timer: "_StepTimer", *, cupti: bool
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cupti else [])
     cycle = config.wait + config.warmup + config.active
-    profiled_us: list[float] = []
-    with warnings.catch_warnings(), profile(
-        activities=activities,
-        schedule=schedule(wait=config.wait, warmup=config.warmup, active=config.active, repeat=config.repeat),
-        record_shapes=config.record_shapes,
-        profile_memory=config.profile_memory,
-        with_stack=config.with_stack,
-        with_flops=config.with_flops,
-    ) as prof:
-        # With repeat > 1 torch warns that each cycle clears the last; RunResult.warnings says so.
+    marks = []
+    with warnings.catch_warnings():
+        # torch warns that each cycle clears the last one's events (RunResult.warnings says so
+        # when repeat > 1); torch 2.11 warns even for one cycle. Filter it before the profiler starts.
         warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
-        for i in range(config.profiled_steps):
-            elapsed_us = timer.time(step)
-            # torch.profiler.schedule: steps [wait+warmup, cycle) of each cycle are recorded.
-            if i % cycle >= config.wait + config.warmup:
-                profiled_us.append(elapsed_us)
-            prof.step()
-    return prof, profiled_us
+        with profile(
+            activities=activities,
+            schedule=schedule(wait=config.wait, warmup=config.warmup, active=config.active, repeat=config.repeat),
+            record_shapes=config.record_shapes,
+            profile_memory=config.profile_memory,
+            with_stack=config.with_stack,
+            with_flops=config.with_flops,
+        ) as prof:
+            for i in range(config.profiled_steps):
+                mark = timer.measure(step)
+                # torch.profiler.schedule: steps [wait+warmup, cycle) of each cycle are recorded.
+                if i % cycle >= config.wait + config.warmup:
+                    marks.append(mark)
+                prof.step()
+            timer.sync()  # after the last recorded step: the profiler already stopped recording
+    return prof, timer.elapsed_us(marks)
 
 
 def _export_trace_gz(prof) -> bytes:
@@ -260,7 +270,9 @@ def _time_unprofiled(step, timer: "_StepTimer", profiled_us: list[float]) -> lis
     iters = UNPROFILED_MAX_ITERS
     if per_step_s > 0:
         iters = max(1, min(UNPROFILED_MAX_ITERS, int(UNPROFILED_BUDGET_S / per_step_s)))
-    return [timer.time(step) for _ in range(iters)]
+    marks = [timer.measure(step) for _ in range(iters)]
+    timer.sync()
+    return timer.elapsed_us(marks)
 
 
 def _averages_frame(averages, labels: set[str], *, with_shapes: bool) -> pd.DataFrame:
@@ -339,10 +351,13 @@ def truncate_table(text: str, row_limit: int) -> str:
 
 
 class _StepTimer:
-    """Times one step the same way with and without the profiler.
+    """Times each step the same way with and without the profiler.
 
-    GPU: CUDA events around the step, then synchronize (each step starts on an idle GPU, so
-    launch overhead counts). CPU: perf_counter, since a CPU step is synchronous.
+    GPU: a pair of CUDA events around each step, read after one synchronize at the end, so
+    steps queue as they normally do (the CPU runs ahead of the GPU) and each time is the
+    step's span on the stream: its kernels, plus any gap while the GPU waited for launches.
+    The events' cudaEventRecord calls show in the trace; no per-step synchronize does.
+    CPU: perf_counter around the step, which is synchronous.
     """
 
     def __init__(self, torch, cuda: bool):
@@ -354,18 +369,24 @@ class _StepTimer:
         if self._cuda:
             self._torch.cuda.synchronize()
 
-    def time(self, step) -> float:
+    def measure(self, step):
+        """Run ``step`` once; returns a mark that ``elapsed_us`` turns into microseconds."""
         if self._cuda:
             start = self._torch.cuda.Event(enable_timing=True)
             end = self._torch.cuda.Event(enable_timing=True)
             start.record()
             step()
             end.record()
-            end.synchronize()
-            return start.elapsed_time(end) * 1000.0  # ms → µs
+            return start, end
         start_s = time.perf_counter()
         step()
         return (time.perf_counter() - start_s) * 1e6
+
+    def elapsed_us(self, marks: list) -> list[float]:
+        """Microseconds per mark; on GPU call ``sync`` first so every event has completed."""
+        if self._cuda:
+            return [start.elapsed_time(end) * 1000.0 for start, end in marks]  # ms → µs
+        return list(marks)
 
 
 class _StageClock:
