@@ -58,6 +58,9 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterator
+from itertools import chain
+from operator import attrgetter
 from typing import Annotated, Any
 
 import numpy as np
@@ -323,8 +326,9 @@ if msgspec is not None:
         id: int | str | None = None
         args: _Args | None = None
 
-    class _Doc(msgspec.Struct):
-        traceEvents: list[_Event] | msgspec.UnsetType = msgspec.UNSET
+    class _RawDoc(msgspec.Struct):
+        # Events stay raw JSON here and are decoded in batches (see _typed_batches).
+        traceEvents: list[msgspec.Raw] | msgspec.UnsetType = msgspec.UNSET
         deviceProperties: Any = None
         baseTimeNanoseconds: Any = None
         schemaVersion: Any = None
@@ -336,13 +340,9 @@ if msgspec is not None:
         with_flops: Any = None
         distributedInfo: Any = None
 
-    class _RawDoc(_Doc):  # second try: events kept raw, decoded (and checked) one by one
-        traceEvents: list[msgspec.Raw] | msgspec.UnsetType = msgspec.UNSET
-
-    _DOC_DECODER = msgspec.json.Decoder(_Doc)
-    _LIST_DECODER = msgspec.json.Decoder(list[_Event])
     _RAW_DOC_DECODER = msgspec.json.Decoder(_RawDoc)
     _RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+    _LIST_DECODER = msgspec.json.Decoder(list[_Event])
     _EVENT_DECODER = msgspec.json.Decoder(_Event)
     _EMPTY_ARGS = _Args()
 
@@ -366,17 +366,25 @@ class _Ev:
 
 
 _PY_EMPTY_ARGS = _PyArgs()
+# Stands in for a missing args object; both kinds of args expose the same attributes.
+_EMPTY_ARGS_ANY = _EMPTY_ARGS if msgspec is not None else _PY_EMPTY_ARGS
+
+
+# Events turned into Python objects at a time. The raw JSON of every event is located first
+# (cheap: 48 bytes per event); objects exist only for one batch (~8 MB) before they become
+# column arrays, which keeps peak memory near the JSON size plus the final frame.
+_BATCH_EVENTS = 16_384
 
 
 @dataclass
-class _Decoded:
-    events: list  # records (Structs or _Ev)
+class _Source:
     top: dict  # top-level keys other than traceEvents
-    skipped: int  # events dropped by validation
-    raw_text_args: bool  # True: text args are msgspec.Raw; False: already text
+    n_events: int
+    # (records, events dropped as malformed, True when every record came from typed decoding)
+    batches: Iterator[tuple[list, int, bool]]
 
 
-def _decode(buf, max_events: int) -> _Decoded:
+def _decode(buf, max_events: int) -> _Source:
     first = bytes(buf[:64]).lstrip()[:1]
     if not first and not bytes(buf).strip():
         raise TraceError("the trace is empty; upload the .json or .json.gz file torch.profiler exported.")
@@ -390,35 +398,35 @@ def _decode(buf, max_events: int) -> _Decoded:
         )
     if msgspec is None:
         return _decode_generic(buf, max_events)
-    # 1) Typed decode of the whole document: the fast path for a well-formed trace.
-    # 2) If some event has an unexpected type: keep events raw, decode each typed, and send only
-    #    the ones that fail through the Python checks. 3) Anything else: generic decode.
-    for list_decoder, doc_decoder, per_event in (
-        (_LIST_DECODER, _DOC_DECODER, False),
-        (_RAW_LIST_DECODER, _RAW_DOC_DECODER, True),
-    ):
+    try:
+        if first == b"[":
+            raws, top = _RAW_LIST_DECODER.decode(buf), {}
+        else:
+            doc = _RAW_DOC_DECODER.decode(buf)
+            if doc.traceEvents is msgspec.UNSET:
+                raise _not_a_trace("a JSON object without a 'traceEvents' list")
+            raws = doc.traceEvents
+            top = {f: getattr(doc, f) for f in doc.__struct_fields__ if f != "traceEvents"}
+    except msgspec.ValidationError:  # e.g. traceEvents is not a list: the generic path says so
+        return _decode_generic(buf, max_events)
+    except msgspec.DecodeError as exc:
+        return _decode_generic(buf, max_events, msgspec_error=str(exc))
+    except RecursionError:
+        raise _too_deep() from None
+    if len(raws) > max_events:
+        raise _too_many(len(raws), max_events)
+    return _Source(top, len(raws), _typed_batches(raws))
+
+
+def _typed_batches(raws: list) -> Iterator[tuple[list, int, bool]]:
+    """Typed decode, one batch of raw events per call; a batch with an unexpected type
+    somewhere is decoded event by event instead."""
+    for i in range(0, len(raws), _BATCH_EVENTS):
+        chunk = raws[i : i + _BATCH_EVENTS]
         try:
-            if first == b"[":
-                events, top = list_decoder.decode(buf), {}
-            else:
-                doc = doc_decoder.decode(buf)
-                if doc.traceEvents is msgspec.UNSET:
-                    raise _not_a_trace("a JSON object without a 'traceEvents' list")
-                events = doc.traceEvents
-                top = {f: getattr(doc, f) for f in doc.__struct_fields__ if f != "traceEvents"}
-        except msgspec.ValidationError:
-            continue  # valid JSON, unexpected types somewhere
-        except msgspec.DecodeError as exc:
-            return _decode_generic(buf, max_events, msgspec_error=str(exc))
-        except RecursionError:
-            raise _too_deep() from None
-        if not per_event:
-            return _Decoded(events, top, 0, True)
-        if len(events) > max_events:
-            raise _too_many(len(events), max_events)
-        records, skipped = _decode_each(events)
-        return _Decoded(records, top, skipped, True)
-    return _decode_generic(buf, max_events)
+            yield _LIST_DECODER.decode(b"[" + b",".join(chunk) + b"]"), 0, True
+        except (msgspec.ValidationError, RecursionError):
+            yield *_decode_each(chunk), False
 
 
 def _decode_each(raw_events: list) -> tuple[list, int]:
@@ -494,7 +502,7 @@ def _loads_any(buf, msgspec_error: str | None):
         ) from None
 
 
-def _decode_generic(buf, max_events: int, msgspec_error: str | None = None) -> _Decoded:
+def _decode_generic(buf, max_events: int, msgspec_error: str | None = None) -> _Source:
     obj = _loads_any(buf, msgspec_error)
     if isinstance(obj, list):
         raw_events, top = obj, {}
@@ -510,14 +518,19 @@ def _decode_generic(buf, max_events: int, msgspec_error: str | None = None) -> _
         raise _not_a_trace(f"a {_json_type(obj)}")
     if len(raw_events) > max_events:
         raise _too_many(len(raw_events), max_events)
-    records, skipped = [], 0
-    for raw in raw_events:
-        rec = _validate(raw)
-        if rec is None:
-            skipped += 1
-        elif rec is not _IGNORED:
-            records.append(rec)
-    return _Decoded(records, top, skipped, False)
+    return _Source(top, len(raw_events), _checked_batches(raw_events))
+
+
+def _checked_batches(raw_events: list) -> Iterator[tuple[list, int, bool]]:
+    for i in range(0, len(raw_events), _BATCH_EVENTS):
+        records, skipped = [], 0
+        for raw in raw_events[i : i + _BATCH_EVENTS]:
+            rec = _validate(raw)
+            if rec is None:
+                skipped += 1
+            elif rec is not _IGNORED:
+                records.append(rec)
+        yield records, skipped, False
 
 
 def _too_many(n: int, cap: int) -> TraceError:
@@ -625,24 +638,25 @@ def _short_repr(value) -> str:
         return "?"
 
 
-def _raw_texts(raws: list) -> list[str]:
-    """msgspec.Raw JSON values → "[2, 66, 1]"-style text, decoding each distinct value once.
-    Values that are already text (events that went through the Python checks) pass as is."""
-    keys = [r if isinstance(r, str) else bytes(r) for r in raws]
-    cache: dict = {}
-    for key in set(keys):
+def _text_codes(values, all_raw: bool) -> tuple[np.ndarray, list[str]]:
+    """Text args (msgspec.Raw JSON, or text from the Python checks) → codes and "[2, 66, 1]"-
+    style texts, each distinct raw value decoded and formatted once."""
+    keys = list(map(bytes, values)) if all_raw else [v if isinstance(v, str) else bytes(v) for v in values]
+    codes, uniques = pd.factorize(np.array(keys, dtype=object))
+    texts = []
+    for key in uniques:
         if isinstance(key, str):
-            cache[key] = key
+            texts.append(key)
             continue
         if not key:
-            cache[key] = ""
+            texts.append("")
             continue
         try:
             value = json.loads(key)
         except (ValueError, RecursionError):
             value = key.decode("utf-8", "replace")
-        cache[key] = "" if value is None else value if isinstance(value, str) else _short_repr(value)
-    return [cache[k] for k in keys]
+        texts.append("" if value is None else value if isinstance(value, str) else _short_repr(value))
+    return codes, texts
 
 
 # ---------------------------------------------------------------------------------------------
@@ -800,77 +814,118 @@ def _nesting_depth(lane_code: np.ndarray, start: np.ndarray, end: np.ndarray) ->
     return np.clip(depth, 0, np.iinfo(np.int16).max).astype(np.int16)
 
 
-def _build(dec: _Decoded, source_bytes: int) -> Trace:
-    records = dec.events
-    skipped = dec.skipped
-    xs, metas, flows = [], [], []
-    for e in records:
-        ph = e.ph
-        if ph == "X":
-            xs.append(e)
-        elif ph == "M":
-            metas.append(e)
-        elif ph == "s" or ph == "f":
-            flows.append(e)
-    del records
-    dec.events = []
+_INT_OF = attrgetter(*_INT_ARGS)
+_FLOAT_OF = attrgetter(*_FLOAT_ARGS)
+_TEXT_OF = attrgetter(*_TEXT_ARGS)
+_CATEGORY_PARTS = ("name", "cat", "pid", "tid") + _TEXT_ARGS
 
-    if dec.raw_text_args:  # typed fast path: validate what the types could not
-        bad = [i for i, e in enumerate(xs) if e.name is None or e.pid is None or e.tid is None
-               or e.ts is None or e.dur is None]
-        if bad:
-            skipped += len(bad)
-            bad_set = set(bad)
-            xs = [e for i, e in enumerate(xs) if i not in bad_set]
 
-    ts = np.array([e.ts for e in xs], dtype=np.float64)
-    dur = np.array([e.dur for e in xs], dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        ok = (np.abs(ts) <= _MAX_ABS_US) & (dur >= 0) & (dur <= _MAX_ABS_US)  # False for NaN too
-    if not ok.all():
-        skipped += int((~ok).sum())
-        keep = np.nonzero(ok)[0]
-        xs = [xs[i] for i in keep]
-        ts, dur = ts[keep], dur[keep]
-    if not xs:
+def _factorized(values: list) -> tuple[np.ndarray, np.ndarray]:
+    return pd.factorize(np.array(values, dtype=object))
+
+
+class _EventParts:
+    """Column pieces of the complete events, one piece per batch of records."""
+
+    def __init__(self):
+        self.parts: list[dict] = []
+        self.n = 0
+
+    def add(self, records: list, metas: list, flows: list, all_raw: bool) -> int:
+        """Sort a batch's records into X / M / flow events; store the X columns. Returns the
+        number of X events dropped as malformed."""
+        xs = [e for e in records if e.ph == "X"]
+        if len(xs) < len(records):
+            for e in records:
+                ph = e.ph
+                if ph == "M":
+                    metas.append(e)
+                elif (ph == "s" or ph == "f") and e.cat == FLOW_CAT:
+                    flows.append(e)
+        del records
+        n = len(xs)
+        # None passes typed decoding (the fields are optional); np.array turns it into NaN.
+        ts = np.array([e.ts for e in xs], dtype=np.float64)
+        dur = np.array([e.dur for e in xs], dtype=np.float64)
+        names, pids, tids = [e.name for e in xs], [e.pid for e in xs], [e.tid for e in xs]
+        with np.errstate(invalid="ignore"):
+            ok = (np.abs(ts) <= _MAX_ABS_US) & (dur >= 0) & (dur <= _MAX_ABS_US)  # False for NaN too
+        if None in names or None in pids or None in tids:
+            ok &= np.array([not (e.name is None or e.pid is None or e.tid is None) for e in xs])
+        dropped = n - int(ok.sum())
+        if dropped:
+            keep = np.nonzero(ok)[0].tolist()
+            xs = [xs[i] for i in keep]
+            names, pids, tids = [names[i] for i in keep], [pids[i] for i in keep], [tids[i] for i in keep]
+            ts, dur, n = ts[keep], dur[keep], len(keep)
+        if not n:
+            return dropped
+        args = [e.args or _EMPTY_ARGS_ANY for e in xs]
+        part = {
+            "ts": ts,
+            "dur": dur,
+            "name": _factorized(names),
+            "cat": _factorized([e.cat for e in xs]),
+            "pid": _factorized(pids),
+            "tid": _factorized(tids),
+            "ints": np.fromiter(chain.from_iterable(map(_INT_OF, args)), dtype=np.int64,
+                                count=n * len(_INT_ARGS)).reshape(n, -1),
+            "floats": np.fromiter(chain.from_iterable(map(_FLOAT_OF, args)), dtype=np.float64,
+                                  count=n * len(_FLOAT_ARGS)).reshape(n, -1),
+        }
+        for attr, values in zip(_TEXT_ARGS, zip(*map(_TEXT_OF, args))):
+            part[attr] = _text_codes(values, all_raw)
+        self.parts.append(part)
+        self.n += n
+        return dropped
+
+    def column(self, key: str) -> np.ndarray:
+        return np.concatenate([p[key] for p in self.parts])
+
+    def categorical(self, key: str, as_text=None) -> tuple[np.ndarray, np.ndarray]:
+        """Global (codes, categories) from the batches' own: categories merged, codes remapped."""
+        uniques = [u if as_text is None else [as_text(v) for v in u] for _, u in (p[key] for p in self.parts)]
+        merged_codes, categories = _factorized([v for u in uniques for v in u])
+        offsets = np.cumsum([0] + [len(u) for u in uniques[:-1]])
+        codes = np.concatenate([merged_codes[off + c] for off, (c, _) in zip(offsets, (p[key] for p in self.parts))])
+        return codes.astype(np.int32, copy=False), categories
+
+
+def _build(src: _Source, source_bytes: int) -> Trace:
+    parts, metas, flow_events = _EventParts(), [], []
+    skipped = 0
+    for records, dropped, all_raw in src.batches:
+        skipped += dropped + parts.add(records, metas, flow_events, all_raw)
+        del records
+    if parts.n == 0:
         raise TraceError(
             "the trace has no usable complete ('ph': 'X') events"
             + (f" ({skipped} malformed events skipped)" if skipped else "")
             + "; export it with torch.profiler's export_chrome_trace after the profiled steps ran."
         )
-
-    names = [e.name for e in xs]
-    cats = [e.cat for e in xs]
-    pid_s = [_id_str(e.pid) for e in xs]
-    tid_s = [_id_str(e.tid) for e in xs]
-    empty = _EMPTY_ARGS if dec.raw_text_args else _PY_EMPTY_ARGS
-    args = [e.args if e.args is not None else empty for e in xs]
-    del xs
-    int_cols = {a: np.array([getattr(x, a) for x in args], dtype=np.int64) for a in _INT_ARGS}
-    float_cols = {a: np.array([getattr(x, a) for x in args], dtype=np.float64) for a in _FLOAT_ARGS}
-    if dec.raw_text_args:
-        text_cols = {a: _raw_texts([getattr(x, a) for x in args]) for a in _TEXT_ARGS}
-    else:
-        text_cols = {a: [getattr(x, a) for x in args] for a in _TEXT_ARGS}
-    del args
+    ts, dur = parts.column("ts"), parts.column("dur")
+    ints, floats = parts.column("ints"), parts.column("floats")
+    int_cols = {a: ints[:, i] for i, a in enumerate(_INT_ARGS)}
+    float_cols = {a: floats[:, i] for i, a in enumerate(_FLOAT_ARGS)}
+    del ints, floats
+    cats = {key: parts.categorical(key, as_text=_id_str if key in ("pid", "tid") else None) for key in _CATEGORY_PARTS}
+    del parts
 
     # Lanes: one per distinct (pid, tid).
-    pid_codes, pid_uniques = pd.factorize(np.asarray(pid_s, dtype=object))
-    tid_codes, tid_uniques = pd.factorize(np.asarray(tid_s, dtype=object))
-    del pid_s, tid_s
-    pair = pid_codes.astype(np.int64) * len(tid_uniques) + tid_codes
+    pid_codes, pid_uniques = cats["pid"]
+    tid_codes, tid_uniques = cats["tid"]
+    n_tid = len(tid_uniques)
+    pair = pid_codes.astype(np.int64) * n_tid + tid_codes
     pair_uniques, pair_code = np.unique(pair, return_inverse=True)
-    keys = [(pid_uniques[p // len(tid_uniques)], tid_uniques[p % len(tid_uniques)]) for p in pair_uniques]
-    cat_codes, cat_uniques = pd.factorize(np.asarray(cats, dtype=object))
-    del cats
-    gpu_cat = np.isin(cat_uniques, GPU_LANE_CATS)[cat_codes] if len(cat_uniques) else np.zeros(len(ts), bool)
+    pair_code = pair_code.reshape(-1)
+    keys = [(pid_uniques[p // n_tid], tid_uniques[p % n_tid]) for p in pair_uniques.tolist()]
+    cat_codes, cat_uniques = cats["cat"]
+    gpu_cat = np.isin(cat_uniques, GPU_LANE_CATS)[cat_codes]
     gpu_hint = {}
     if gpu_cat.any():
         idx = np.nonzero(gpu_cat)[0]
-        first_per_pair = {}
         for i in idx[np.unique(pair_code[idx], return_index=True)[1]]:
-            first_per_pair[int(pair_code[i])] = (int(int_cols["device"][i]), int(int_cols["stream"][i]))
-        gpu_hint = {keys[p]: hint for p, hint in first_per_pair.items()}
+            gpu_hint[keys[pair_code[i]]] = (int(int_cols["device"][i]), int(int_cols["stream"][i]))
     names_meta = _metadata_names(metas)
     lanes = _lanes(keys, gpu_hint, names_meta)
     by_key = {(ln.pid, ln.tid): ln for ln in lanes}
@@ -879,67 +934,67 @@ def _build(dec: _Decoded, source_bytes: int) -> Trace:
     lane_is_gpu = np.array([ln.kind == "gpu" for ln in lane_of_pair], dtype=bool)[pair_code]
     lane_device = np.array([ln.device for ln in lane_of_pair], dtype=np.int64)[pair_code]
     lane_stream = np.array([ln.stream for ln in lane_of_pair], dtype=np.int64)[pair_code]
+    del pair, pair_code
 
     # GPU events take device/stream from their args, else from their lane; CPU events get -1.
     device = np.where(lane_is_gpu, np.where(int_cols["device"] >= 0, int_cols["device"], lane_device), -1)
     stream = np.where(lane_is_gpu, np.where(int_cols["stream"] >= 0, int_cols["stream"], lane_stream), -1)
+    del lane_device, lane_stream
 
     start_ts = float(ts.min())
     # Kineto writes µs with 3 decimals (ns). Absolute ts near 5e12 µs parse with ~0.0005 µs
     # float error; rounding the difference to ns gives back the exact relative times.
     ts_rel = np.round(ts - start_ts, 3)  # < 2e21 after the magnitude check: no overflow
+    del ts
     order = np.lexsort((-dur, ts_rel, lane_order))
     span_us = float((ts_rel + dur).max())
-
-    def take(values):
-        return values[order]
-
-    lane_order_s = take(lane_order)
-    ts_s, dur_s = take(ts_rel), take(dur)
+    lane_order_s = lane_order[order]
+    ts_s, dur_s = ts_rel[order], dur[order]
+    del ts_rel, dur, lane_order
     depth = _nesting_depth(lane_order_s, ts_s, ts_s + dur_s)
+
+    def category(key: str, **kw) -> pd.Categorical:
+        codes, uniques = cats[key]
+        return pd.Categorical.from_codes(codes[order], categories=pd.Index(uniques, dtype=object), **kw)
 
     lane_names = [ln.name for ln in lanes]
     frame = {
-        "name": _take_cat(names, order),
-        "cat": pd.Categorical.from_codes(cat_codes[order].astype(np.int32), categories=pd.Index(cat_uniques, dtype=object)),
-        "pid": pd.Categorical.from_codes(take(pid_codes).astype(np.int32), categories=pd.Index(pid_uniques, dtype=object)),
-        "tid": pd.Categorical.from_codes(take(tid_codes).astype(np.int32), categories=pd.Index(tid_uniques, dtype=object)),
+        "name": category("name"),
+        "cat": category("cat"),
+        "pid": category("pid"),
+        "tid": category("tid"),
         "lane": pd.Categorical.from_codes(lane_order_s, categories=pd.Index(lane_names, dtype=object), ordered=True),
-        "lane_kind": pd.Categorical.from_codes(take(lane_is_gpu).astype(np.int8), categories=pd.Index(["cpu", "gpu"], dtype=object)),
-        "lane_order": lane_order_s.astype(np.int32),
+        "lane_kind": pd.Categorical.from_codes(lane_is_gpu[order].astype(np.int8), categories=pd.Index(["cpu", "gpu"], dtype=object)),
+        "lane_order": lane_order_s,
         "ts_us": ts_s,
         "dur_us": dur_s,
         "depth": depth,
-        "correlation": take(int_cols["correlation"]),
-        "external_id": take(int_cols["external_id"]),
-        "device": np.clip(take(device), -1, np.iinfo(np.int16).max).astype(np.int16),
-        "stream": np.clip(take(stream), -1, np.iinfo(np.int32).max).astype(np.int32),
-        "grid": _take_cat(text_cols["grid"], order),
-        "block": _take_cat(text_cols["block"], order),
-        "registers_per_thread": take(float_cols["registers"]),
-        "shared_memory_bytes": take(float_cols["shared_memory"]),
-        "blocks_per_sm": take(float_cols["blocks_per_sm"]),
-        "warps_per_sm": take(float_cols["warps_per_sm"]),
-        "occupancy_pct": take(float_cols["occupancy"]),
-        "input_dims": _take_cat(text_cols["input_dims"], order),
-        "input_type": _take_cat(text_cols["input_type"], order),
+        "correlation": int_cols["correlation"][order],
+        "external_id": int_cols["external_id"][order],
+        "device": np.clip(device[order], -1, np.iinfo(np.int16).max).astype(np.int16),
+        "stream": np.clip(stream[order], -1, np.iinfo(np.int32).max).astype(np.int32),
+        "grid": category("grid"),
+        "block": category("block"),
+        "registers_per_thread": float_cols["registers"][order],
+        "shared_memory_bytes": float_cols["shared_memory"][order],
+        "blocks_per_sm": float_cols["blocks_per_sm"][order],
+        "warps_per_sm": float_cols["warps_per_sm"][order],
+        "occupancy_pct": float_cols["occupancy"][order],
+        "input_dims": category("input_dims"),
+        "input_type": category("input_type"),
     }
-    events = pd.DataFrame(frame, columns=list(_EVENT_COLUMNS))
-
     flow_cols = {
-        "is_launch": np.isin(cat_uniques, LAUNCH_CATS)[cat_codes][order] if len(cat_uniques) else np.zeros(len(order), bool),
-        "is_gpu": np.isin(cat_uniques, GPU_ACTIVITY_CATS)[cat_codes][order] if len(cat_uniques) else np.zeros(len(order), bool),
+        "is_launch": np.isin(cat_uniques, LAUNCH_CATS)[cat_codes][order],
+        "is_gpu": np.isin(cat_uniques, GPU_ACTIVITY_CATS)[cat_codes][order],
         "lane_order": lane_order_s, "ts_us": ts_s, "correlation": frame["correlation"],
     }  # fmt: skip
-    flow_frame, flow_skipped = _build_flows(flow_cols, flows, start_ts, by_key)
-    meta = _meta(dec.top, names_meta, start_ts, span_us)
+    del int_cols, float_cols, cats, device, stream
+    events = pd.DataFrame(frame, columns=list(_EVENT_COLUMNS))
+    del frame
+    flow_frame, flow_skipped = _build_flows(flow_cols, flow_events, start_ts, by_key)
+    meta = _meta(src.top, names_meta, start_ts, span_us)
     return Trace(events=events, flows=flow_frame, meta=meta, skipped_events=skipped + flow_skipped,
                  source_bytes=source_bytes)
-
-
-def _take_cat(values: list, order: np.ndarray) -> pd.Categorical:
-    codes, uniques = pd.factorize(np.asarray(values, dtype=object))
-    return pd.Categorical.from_codes(codes[order].astype(np.int32), categories=pd.Index(uniques, dtype=object))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -989,39 +1044,50 @@ def _build_flows(ev: dict, flow_events: list, start_ts: float, lanes: dict) -> t
         launch_of[g_rows] = l_rows[pick]
 
     # 2) ac2g flow events, located on the launch / GPU row with the same lane and start.
-    starts, ends = {}, {}
-    for e in flow_events:
-        if e.cat != FLOW_CAT:
-            continue
-        if e.ts is None or e.id is None or e.pid is None or e.tid is None or not math.isfinite(e.ts):
-            skipped += 1
-            continue
-        found = lanes.get((_id_str(e.pid), _id_str(e.tid)))
-        rel = round(e.ts - start_ts, 3)
-        if found is not None and 0 <= rel <= _MAX_ABS_US * 2:  # else it cannot sit on an event
-            (starts if e.ph == "s" else ends)[e.id] = (found.order, rel)
-    common = [i for i in starts if i in ends]
-    if common:
-        keys, want_s, want_f = _grouped_keys(
-            (lane, ts),
-            (np.array([starts[i][0] for i in common]), np.array([starts[i][1] for i in common])),
-            (np.array([ends[i][0] for i in common]), np.array([ends[i][1] for i in common])),
-        )
+    usable = [e for e in flow_events if not (e.ts is None or e.id is None or e.pid is None or e.tid is None)]
+    skipped += len(flow_events) - len(usable)
+    if usable:
+        f_ts = np.array([e.ts for e in usable], dtype=np.float64)
+        is_start = np.array([e.ph == "s" for e in usable])
+        pid_c, pid_u = _factorized([e.pid for e in usable])
+        tid_c, tid_u = _factorized([e.tid for e in usable])
+        id_c, id_u = _factorized([e.id for e in usable])
+        # lane of each distinct (pid, tid) of the flow events; -1 when no complete event has it
+        pair = pid_c.astype(np.int64) * len(tid_u) + tid_c
+        pair_u, pair_c = np.unique(pair, return_inverse=True)
+        found = [lanes.get((_id_str(pid_u[p // len(tid_u)]), _id_str(tid_u[p % len(tid_u)]))) for p in pair_u.tolist()]
+        f_lane = np.array([-1 if ln is None else ln.order for ln in found], dtype=np.int64)[pair_c.reshape(-1)]
+        with np.errstate(invalid="ignore"):
+            f_rel = np.round(f_ts - start_ts, 3)
+            valid = (f_lane >= 0) & (f_rel >= 0) & (f_rel <= 2 * _MAX_ABS_US)  # else on no event
+        skipped += int((~np.isfinite(f_ts)).sum())
 
-        def locate(want: np.ndarray, mask: np.ndarray) -> np.ndarray:
-            rows = np.nonzero(mask)[0]
-            if not len(rows):
-                return np.full(len(want), -1, dtype=np.int64)
-            rows = rows[np.argsort(keys[rows], kind="stable")]
-            sorted_keys = keys[rows]
-            pos = np.minimum(np.searchsorted(sorted_keys, want), len(rows) - 1)
-            return np.where(sorted_keys[pos] == want, rows[pos], -1)
+        def last_per_id(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            rows = np.nonzero(mask)[0][::-1]  # last event wins for a repeated id
+            ids, first = np.unique(id_c[rows], return_index=True)
+            return ids, rows[first]
 
-        launch_rows, gpu_rows = locate(want_s, is_launch), locate(want_f, is_gpu)
-        ok = (launch_rows >= 0) & (gpu_rows >= 0)
-        launch_of[gpu_rows[ok]] = launch_rows[ok]
-        flow_ids = np.array([_id_int(i) for i in common], dtype=np.int64)
-        flow_id_of[gpu_rows[ok]] = flow_ids[ok]
+        s_ids, s_rows = last_per_id(valid & is_start)
+        f_ids, f_rows = last_per_id(valid & ~is_start)
+        common, s_at, f_at = np.intersect1d(s_ids, f_ids, assume_unique=True, return_indices=True)
+        if len(common):
+            s_rows, f_rows = s_rows[s_at], f_rows[f_at]
+            keys, want_s, want_f = _grouped_keys((lane, ts), (f_lane[s_rows], f_rel[s_rows]), (f_lane[f_rows], f_rel[f_rows]))
+
+            def locate(want: np.ndarray, mask: np.ndarray) -> np.ndarray:
+                rows = np.nonzero(mask)[0]
+                if not len(rows):
+                    return np.full(len(want), -1, dtype=np.int64)
+                rows = rows[np.argsort(keys[rows], kind="stable")]
+                sorted_keys = keys[rows]
+                pos = np.minimum(np.searchsorted(sorted_keys, want), len(rows) - 1)
+                return np.where(sorted_keys[pos] == want, rows[pos], -1)
+
+            launch_rows, gpu_rows = locate(want_s, is_launch), locate(want_f, is_gpu)
+            ok = (launch_rows >= 0) & (gpu_rows >= 0)
+            launch_of[gpu_rows[ok]] = launch_rows[ok]
+            flow_ids = np.array([_id_int(i) for i in id_u[common].tolist()], dtype=np.int64)
+            flow_id_of[gpu_rows[ok]] = flow_ids[ok]
 
     gpu_rows = np.nonzero(launch_of >= 0)[0]
     launch_rows = launch_of[gpu_rows]
@@ -1100,11 +1166,9 @@ def load_trace(source, *, max_decompressed_bytes: int | None = None, max_events:
     try:
         buf = _read_json_bytes(source, max_decompressed_bytes)
         source_bytes = len(buf)
-        dec = _decode(buf, max_events)
-        if len(dec.events) + dec.skipped > max_events:
-            raise _too_many(len(dec.events) + dec.skipped, max_events)
-        del buf
-        return _build(dec, source_bytes)
+        src = _decode(buf, max_events)
+        del buf  # the raw events still point into it until their batches are decoded
+        return _build(src, source_bytes)
     except TraceError:
         raise
     except RecursionError:
