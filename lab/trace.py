@@ -425,7 +425,8 @@ def _typed_batches(raws: list) -> Iterator[tuple[list, int, bool]]:
         chunk = raws[i : i + _BATCH_EVENTS]
         try:
             yield _LIST_DECODER.decode(b"[" + b",".join(chunk) + b"]"), 0, True
-        except (msgspec.ValidationError, RecursionError):
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            # DecodeError here: bad UTF-8 inside a string, which locating events does not check
             yield *_decode_each(chunk), False
 
 
@@ -438,7 +439,7 @@ def _decode_each(raw_events: list) -> tuple[list, int]:
         try:
             records.append(decode(raw))
             continue
-        except msgspec.ValidationError:
+        except (msgspec.ValidationError, msgspec.DecodeError):
             pass
         except RecursionError:
             skipped += 1
@@ -1057,9 +1058,9 @@ def _build_flows(ev: dict, flow_events: list, start_ts: float, lanes: dict) -> t
         pair_u, pair_c = np.unique(pair, return_inverse=True)
         found = [lanes.get((_id_str(pid_u[p // len(tid_u)]), _id_str(tid_u[p % len(tid_u)]))) for p in pair_u.tolist()]
         f_lane = np.array([-1 if ln is None else ln.order for ln in found], dtype=np.int64)[pair_c.reshape(-1)]
-        with np.errstate(invalid="ignore"):
-            f_rel = np.round(f_ts - start_ts, 3)
-            valid = (f_lane >= 0) & (f_rel >= 0) & (f_rel <= 2 * _MAX_ABS_US)  # else on no event
+        in_range = np.abs(f_ts) <= _MAX_ABS_US  # False for NaN; beyond it, no event sits there
+        f_rel = np.round(np.where(in_range, f_ts, start_ts) - start_ts, 3)
+        valid = (f_lane >= 0) & in_range & (f_rel >= 0)
         skipped += int((~np.isfinite(f_ts)).sum())
 
         def last_per_id(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
