@@ -327,7 +327,12 @@ def test_flows_from_correlation_alone_and_from_ac2g_alone():
     assert len(tr3.flows) == 1
 
 
-def test_bad_events_are_skipped_and_counted():
+@pytest.mark.parametrize("decoder", ["msgspec", "orjson", "json"])
+def test_bad_events_are_skipped_and_counted(decoder, monkeypatch):
+    if decoder != "msgspec":
+        monkeypatch.setattr(trace_mod, "msgspec", None)
+    if decoder == "json":
+        monkeypatch.setattr(trace_mod, "orjson", None)
     good = [_x_event("a", 0, 5), _x_event("b", 1, 2)]
     bad = [
         _x_event("ts_text", "x", 1),
@@ -338,6 +343,8 @@ def test_bad_events_are_skipped_and_counted():
         {"ph": "X", "name": "args_list", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": [1]},
         7,
         "text",
+        _x_event("big_ts", 1e300, 1),
+        {"ph": "X", "name": "bool_pid", "pid": True, "tid": 1, "ts": 1, "dur": 1},
     ]
     tr = load_trace(_doc(good + bad))
     assert tr.skipped_events == len(bad)

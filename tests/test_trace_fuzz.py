@@ -13,6 +13,7 @@ import json
 import random
 import struct
 import time
+import warnings
 import zlib
 from pathlib import Path
 
@@ -32,7 +33,9 @@ BOUND_S = 2.0
 def _check(label: str, payload, failures: list, **limits) -> None:
     start = time.perf_counter()
     try:
-        result = load_trace(payload, **limits)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # numpy overflow/NaN noise is a bug too
+            result = load_trace(payload, **limits)
     except TraceError as exc:
         result = exc
     except BaseException as exc:  # noqa: BLE001 - the point is that nothing else escapes
