@@ -161,8 +161,10 @@ def report(args, config, start_s, first_s, rows, direct_s, missing) -> str:
         "",
         f"Total click to result: **{_ms(med['total'])}** median (min {_ms(min(r['total'] for r in rows))}, "
         f"max {_ms(max(r['total'] for r in rows))}) — {verdict} the {TARGET_S:g} s target. "
-        f"Reference `run_profile` in-process: {_ms(direct_med)} median, so going through the service costs "
-        f"{med['service'] / direct_med:.2f}× a direct call ({_ms(med['service'] - direct_med)}).",
+        f"The service adds {_ms(med['service overhead'])} to the worker's own stages (dispatch, pipe, "
+        f"unpickling the result). Reference, same loop: `run_profile` called in the bench process took "
+        f"{_ms(direct_med)} median; through the service {_ms(med['service'])} "
+        f"({med['service'] / direct_med:.2f}×).",
         "",
         "Worker stages (median): " + ", ".join(f"{k} {_ms(v)}" for k, v in stage_med.items()) + ".",
         "",
