@@ -206,8 +206,7 @@ def _exit_text(exitcode: int | None) -> str:
 # --------------------------------------------------------------------------- worker process
 
 
-def _worker_main(conn, device: str, visible_id: str, physical_index: int, settings: HostSettings,
-                 runner_module: str) -> None:
+def _worker_main(conn, device: str, visible_id: str, physical_index: int, settings: HostSettings) -> None:
     """Entry point of a worker process (spawned: a fresh interpreter, no torch yet).
 
     Messages to the parent: ("ready", DeviceInfo | None, error | None), ("stage", run_id,
@@ -228,13 +227,13 @@ def _worker_main(conn, device: str, visible_id: str, physical_index: int, settin
         return info
 
     try:
-        runner = importlib.import_module(runner_module)
-        result_mod = importlib.import_module("lab.result")
+        # Imported here, after pinning: lab.runner imports torch.
+        runner = importlib.import_module("lab.runner")
+        from lab.result import RunError
     except BaseException as error:  # noqa: BLE001 - report, then exit: nothing can run
         conn.send(("ready", None, f"{type(error).__name__}: {error}"))
         return
-    run_error = getattr(result_mod, "RunError", None)
-    expected = (ConfigError,) + ((run_error,) if isinstance(run_error, type) else ())
+    expected = (ConfigError, RunError)  # refusals and run failures: the worker stays healthy
 
     try:
         info = runner.warm_up("cpu" if device == "cpu" else "cuda")
@@ -362,10 +361,9 @@ class ProfileService:
     """One worker process per device behind a FIFO queue; thread-safe; see the module doc."""
 
     def __init__(self, *, settings: HostSettings, devices: list[str] | None = None,
-                 abandon_after_s: float = ABANDONED_TICKET_S, _runner_module: str = "lab.runner"):
+                 abandon_after_s: float = ABANDONED_TICKET_S):
         self.settings = settings
         self.abandon_after_s = abandon_after_s
-        self._runner_module = _runner_module
         gpu_ids = None
         if devices is None:
             gpu_ids = visible_gpu_ids()
@@ -467,7 +465,8 @@ class ProfileService:
         """Queue ``config``; returns at once. Raises ``ServiceBusy`` when the queue is full.
 
         An identical config that finished within ``settings.reuse_window_s`` returns a ticket
-        that is already done (``reused=True``) unless ``force_fresh``.
+        that is already done (``reused=True``) unless ``force_fresh``. Its RunResult is the
+        same object other sessions got: treat results as read-only.
         """
         if not isinstance(config, RunConfig):
             raise TypeError(f"submit() takes a RunConfig, not {type(config).__name__}")
@@ -627,8 +626,7 @@ class ProfileService:
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
         process = self._ctx.Process(
             target=_worker_main, name=f"profiler-lab-worker-{worker.index}",
-            args=(child_conn, worker.device, worker.visible_id, worker.physical_index, self.settings,
-                  self._runner_module))
+            args=(child_conn, worker.device, worker.visible_id, worker.physical_index, self.settings))
         process.start()
         child_conn.close()  # so a dead worker shows as EOF on our end
         with self._lock:
