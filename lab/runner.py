@@ -10,6 +10,10 @@ Every refusal happens in "checking", before a tensor exists. The profiled loop r
 (two overlapping sessions crash the process: see the brief). torch is imported lazily so
 that ``TABLE_SORT_KEYS`` and friends can be imported by code that never runs a profile.
 
+On a GPU each step is timed by a pair of CUDA events, so a GPU trace and table show two
+``cudaEventRecord*`` calls (and ``cudaStreamIsCapturing`` checks) per step that belong to the
+lab's timer, not to the workload.
+
 Not thread-safe by design: run it in a dedicated worker process, one run at a time.
 """
 
@@ -54,10 +58,10 @@ _LEGACY_SORT_KEYS = {
     "device_memory_usage": "cuda_memory_usage",
 }
 
-# Un-profiled timing: up to 10 iterations for a stable median, but within ~2 s so a big CPU
-# run (1024³ fp32 ≈ 30 ms/step on 2 cores, 16384³ ≈ 1 min) does not double its wall time.
+# Un-profiled timing: up to 10 iterations for a stable median, but within ~1 s so a big CPU
+# run (1024³ fp32 ≈ 30–150 ms/step on 2 busy cores, 16384³ ≈ 1 min) does not double its wall time.
 UNPROFILED_MAX_ITERS = 10
-UNPROFILED_BUDGET_S = 2.0
+UNPROFILED_BUDGET_S = 1.0
 
 # gzip level 6: within a few % of level 9's size at a fraction of its time on MB-sized traces.
 TRACE_GZIP_LEVEL = 6
@@ -266,13 +270,17 @@ def _export_trace_gz(prof) -> bytes:
 def _time_unprofiled(step, timer: "_StepTimer", profiled_us: list[float]) -> list[float]:
     step()  # one untimed iteration: the profiler's teardown may have evicted caches
     timer.sync()
-    per_step_s = _median(profiled_us) / 1e6 if profiled_us else 0.0
-    iters = UNPROFILED_MAX_ITERS
-    if per_step_s > 0:
-        iters = max(1, min(UNPROFILED_MAX_ITERS, int(UNPROFILED_BUDGET_S / per_step_s)))
+    iters = unprofiled_iterations(_median(profiled_us) if profiled_us else 0.0)
     marks = [timer.measure(step) for _ in range(iters)]
     timer.sync()
     return timer.elapsed_us(marks)
+
+
+def unprofiled_iterations(step_us: float) -> int:
+    """How many un-profiled iterations to time: as many as fit the budget, 1 to 10."""
+    if not step_us > 0:  # also NaN
+        return UNPROFILED_MAX_ITERS
+    return max(1, min(UNPROFILED_MAX_ITERS, int(UNPROFILED_BUDGET_S * 1e6 / step_us)))
 
 
 def _averages_frame(averages, labels: set[str], *, with_shapes: bool) -> pd.DataFrame:

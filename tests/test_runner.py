@@ -13,7 +13,15 @@ from lab import workloads
 from lab.config import ConfigError, RunConfig
 from lab.devices import PEAKS, detect_device, lookup_peak
 from lab.result import KEY_AVERAGES_COLUMNS, RunError
-from lab.runner import STAGES, TABLE_SORT_KEYS, run_profile, truncate_table
+from lab.runner import (
+    STAGES,
+    TABLE_SORT_KEYS,
+    UNPROFILED_BUDGET_S,
+    UNPROFILED_MAX_ITERS,
+    run_profile,
+    truncate_table,
+    unprofiled_iterations,
+)
 from lab.settings import HostSettings
 
 CPU_STAGES = ["checking", "allocating", "warming up", "profiling", "exporting", "timing", "summarizing"]
@@ -127,9 +135,17 @@ def test_timing_has_one_sample_per_active_step(small_cpu_result):
     t = small_cpu_result.timing
     assert t.method == "wall clock"
     assert len(t.profiled_us) == small_cpu_result.config.active
-    assert len(t.unprofiled_us) == 10  # a sub-millisecond step fits ten iterations in the budget
+    assert len(t.unprofiled_us) == unprofiled_iterations(t.profiled_median_us)
     assert all(v > 0 for v in t.profiled_us + t.unprofiled_us)
     assert t.compile_s is None
+
+
+def test_unprofiled_iterations_fit_the_budget():
+    assert UNPROFILED_BUDGET_S == 1.0 and UNPROFILED_MAX_ITERS == 10
+    assert unprofiled_iterations(100.0) == 10  # 0.1 ms: ten fit many times over
+    assert unprofiled_iterations(250_000.0) == 4  # 0.25 s: four fit in one second
+    assert unprofiled_iterations(5_000_000.0) == 1  # 5 s: still one sample
+    assert unprofiled_iterations(float("nan")) == 10 and unprofiled_iterations(0.0) == 10
 
 
 def test_trace_is_the_gzipped_torch_export(small_cpu_result):
