@@ -104,11 +104,11 @@ def run_profile(
     where = f"the GPU ({info.name})" if info.kind == "cuda" else "this machine's RAM"
     check_memory(config, info.free_memory_bytes, where)
 
-    warnings: list[str] = []
+    notes: list[str] = []  # become RunResult.warnings
     if info.kind == "cuda" and not info.cupti_available:
-        warnings.append("CUPTI is not available to this torch build: the trace has CPU events only, no kernels")
+        notes.append("CUPTI is not available to this torch build: the trace has CPU events only, no kernels")
     if config.repeat > 1:
-        warnings.append(
+        notes.append(
             f"repeat={config.repeat}: torch keeps one cycle per trace, so the trace and the tables "
             f"hold the last cycle; the timings cover the active steps of all {config.repeat} cycles"
         )
@@ -118,7 +118,7 @@ def run_profile(
     tf32_before = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = config.dtype == "tf32"
     try:
-        return _run(torch, config, info, clock, warnings)
+        return _run(torch, config, info, clock, notes)
     except _oom_errors(torch):
         pass
     except RuntimeError as exc:
@@ -128,7 +128,7 @@ def run_profile(
         torch.backends.cuda.matmul.allow_tf32 = tf32_before
         _ensure_profiler_off(torch)
         if config.compile:
-            torch._dynamo.reset()  # drop this run's graphs: the next user's run starts clean
+            _reset_compiler()  # drop this run's graphs: the next user's run starts clean
     # Only an out-of-memory error gets here. The exception, and the frames that held the
     # run's tensors, are gone now, so the memory can actually be returned.
     _release_memory(torch)
@@ -136,7 +136,7 @@ def run_profile(
     raise RunError(f"{config.shape_text} {config.dtype} ran out of {memory}; choose smaller M, K or N")
 
 
-def _run(torch, config: RunConfig, info: DeviceInfo, clock: "_StageClock", warnings: list[str]) -> RunResult:
+def _run(torch, config: RunConfig, info: DeviceInfo, clock: "_StageClock", notes: list[str]) -> RunResult:
     from torch.profiler import record_function
 
     cuda = info.kind == "cuda"
@@ -197,7 +197,7 @@ def _run(torch, config: RunConfig, info: DeviceInfo, clock: "_StageClock", warni
         tables=tables,
         timing=timing,
         stage_s=clock.finish(),
-        warnings=tuple(warnings),
+        warnings=tuple(notes),
     )
 
 
@@ -209,9 +209,7 @@ def _compile(torch, inner, timer: "_StepTimer"):
     """
     # A fresh compiler state per run: dynamo caches by code object, so without a reset a run
     # would reuse an earlier run's graph (and after two shapes, a dynamic-shape one).
-    import torch._dynamo
-
-    torch._dynamo.reset()
+    _reset_compiler()
     start = time.perf_counter()
     try:
         compiled = torch.compile(inner)
@@ -438,6 +436,12 @@ def _ensure_profiler_off(torch) -> None:
             torch.autograd._disable_profiler()
         except RuntimeError:
             pass
+
+
+def _reset_compiler() -> None:
+    import torch._dynamo
+
+    torch._dynamo.reset()
 
 
 def _release_memory(torch) -> None:
