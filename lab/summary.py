@@ -1,0 +1,140 @@
+"""The Summary view's content: a handful of headline numbers, each with how it was measured.
+
+A pure function of the run (when there is one), the trace's analysis and its insights, so the
+page only lays the metrics out.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from dataclasses import dataclass
+
+from lab.analysis import Analysis, device_name
+from lab.insights import Insight
+from lab.result import RunResult
+from lab.trace import Trace
+from lab.units import fmt_pct, fmt_tflops, fmt_us
+from lab.workloads import WORKLOADS
+
+
+@dataclass(frozen=True)
+class Metric:
+    label: str
+    value: str
+    help: str = ""
+    delta: str | None = None  # shown under the value, e.g. "+12 % profiler overhead"
+
+
+@dataclass(frozen=True)
+class Summary:
+    device: str
+    config: str  # one line describing what ran ("" for an uploaded trace)
+    metrics: tuple[Metric, ...]
+    verdict: str  # e.g. "GPU-bound: the GPU is busy 97 % of its active window …"
+    top_insight: Insight | None
+
+
+def summarize(trace: Trace, analysis: Analysis, insights: list[Insight], *, run: RunResult | None = None,
+              timing: dict | None = None) -> Summary:
+    """``timing`` is a sample manifest's {"profiled_median_us", "unprofiled_median_us"} when no run."""
+    metrics: list[Metric] = []
+    metrics += _timing_metrics(run, timing)
+    metrics += _throughput_metrics(run, analysis)
+    util = analysis.utilization
+    if trace.has_gpu:
+        metrics.append(Metric(
+            "GPU busy", fmt_pct(util.active_busy_pct),
+            "Union of kernel/memcpy/memset time over the GPU's active window (first to last GPU activity). "
+            f"Over the whole trace span: {fmt_pct(util.busy_pct)}."))
+        metrics.append(Metric(
+            "Launch delay (median)", fmt_us(analysis.launches.delay_median_us),
+            "GPU start − CPU launch start, over every launch→kernel pair (flows)."))
+    metrics.append(Metric("Events", f"{len(trace.events):,}",
+                          f"Complete events in the trace; span {fmt_us(util.trace_span_us)}."))
+    return Summary(
+        device=_device_text(trace, run),
+        config=_config_text(run),
+        metrics=tuple(metrics),
+        verdict=analysis.verdict.explanation,
+        top_insight=insights[0] if insights else None,
+    )
+
+
+def _timing_metrics(run: RunResult | None, timing: dict | None) -> list[Metric]:
+    if run is not None:
+        t = run.timing
+        plain, profiled, overhead = t.unprofiled_median_us, t.profiled_median_us, t.overhead_pct
+    elif timing:
+        plain, profiled = timing.get("unprofiled_median_us"), timing.get("profiled_median_us")
+        overhead = 100.0 * (profiled - plain) / plain if plain and profiled else float("nan")
+    else:
+        return []
+    method = run.timing.method if run is not None else timing.get("method", "as recorded")
+    out = [
+        Metric("Per iteration, no profiler", fmt_us(plain),
+               f"Median of the same step timed without the profiler ({method})."),
+        Metric("Per iteration, profiled", fmt_us(profiled),
+               f"Median of the recorded (active) steps, timed the same way ({method}).",
+               delta=None if math.isnan(overhead) else f"{overhead:+.0f} % profiler overhead"),
+    ]
+    if run is not None and run.timing.compile_s is not None:
+        out.append(Metric("torch.compile time", f"{run.timing.compile_s:.2f} s",
+                          "First call of the compiled step, measured apart and kept out of the profile."))
+    return out
+
+
+def _throughput_metrics(run: RunResult | None, analysis: Analysis) -> list[Metric]:
+    out = []
+    if run is not None and run.timing.unprofiled_median_us > 0:
+        c = run.config
+        tflops = WORKLOADS[c.workload].flops(c) / run.timing.unprofiled_median_us / 1e6
+        peak = run.device.peak.tflops.get(c.dtype) if run.device.peak else None
+        out.append(Metric(
+            "Step throughput", fmt_tflops(tflops),
+            "Useful FLOPs of one step (2·M·K·N per GEMM) over its time without the profiler.",
+            delta=f"{100 * tflops / peak:.0f} % of {peak:g} TFLOP/s peak" if peak else None))
+    gemm = analysis.gemm.dropna(subset=["tflops"]) if not analysis.gemm.empty else analysis.gemm
+    if not gemm.empty:
+        best = gemm.sort_values("kernel_us", ascending=False).iloc[len(gemm) // 2]  # a typical instance
+        pct = best["pct_of_peak"]
+        out.append(Metric(
+            "GEMM kernel", fmt_tflops(float(best["tflops"])),
+            f"2·M·K·N = {best['flops']:.3g} FLOP over the kernel's {fmt_us(float(best['kernel_us']))} "
+            f"({int(best['m'])}×{int(best['k'])}×{int(best['n'])} {best['dtype']}, {best['bound'] or 'bound unknown'}).",
+            delta=None if math.isnan(pct) else f"{pct:.0f} % of peak"))
+    return out
+
+
+def _device_text(trace: Trace, run: RunResult | None) -> str:
+    if run is not None:
+        d = run.device
+        extra = f", torch {d.torch_version}" + (f", CUDA {d.cuda_version}" if d.cuda_version else "")
+        return d.label + extra
+    name = device_name(trace)
+    return name or ("GPU trace" if trace.has_gpu else "CPU-only trace")
+
+
+def _config_text(run: RunResult | None) -> str:
+    if run is None:
+        return ""
+    c = run.config
+    parts = [f"{WORKLOADS[c.workload].title}", f"{c.shape_text}", c.dtype,
+             f"schedule wait={c.wait} warmup={c.warmup} active={c.active} repeat={c.repeat}",
+             f"{c.warmup_iters} warm-up iterations" if c.warmup_iters else "cold (no warm-up)"]
+    if c.compile:
+        parts.append("torch.compile")
+    options = [o for o in ("record_shapes", "profile_memory", "with_stack", "with_flops") if getattr(c, o)]
+    if options:
+        parts.append(", ".join(options))
+    return " · ".join(parts)
+
+
+def category_counts(trace: Trace) -> pd.DataFrame:
+    """Events and their summed duration per category, most time first (the Trace view's table)."""
+    ev = trace.events
+    grouped = ev.groupby(ev["cat"].astype(str), observed=True)["dur_us"].agg(["count", "sum"])
+    out = grouped.rename(columns={"count": "events", "sum": "total_us"}).reset_index()
+    out = out.rename(columns={"cat": "category"})
+    return out.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)

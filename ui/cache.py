@@ -1,0 +1,51 @@
+"""Parsing and analysing a trace once per distinct trace, in bounded server-wide caches.
+
+Keyed by the digest of the trace bytes (plus the run's config, which supplies GEMM shapes),
+so a visitor can only reach an entry by holding the same bytes. ``cache_resource`` hands back
+the same immutable objects instead of copying DataFrames on every rerun.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from lab.analysis import Analysis, analyze
+from lab.insights import Insight, find_insights
+from lab.settings import HostSettings
+from lab.trace import Trace, TraceError, load_trace
+from ui.state import Subject
+
+# Each entry holds one parsed trace (≈ 3× its JSON size at worst); 16 covers a workshop room's
+# distinct runs being viewed at once without holding every trace ever seen.
+MAX_CACHED_TRACES = 16
+
+
+@dataclass(frozen=True)
+class Loaded:
+    trace: Trace
+    analysis: Analysis
+    insights: list[Insight]
+
+
+@st.cache_resource(max_entries=MAX_CACHED_TRACES, show_spinner=False)
+def _load(digest: str, config_key: str, _data: bytes, _run) -> Loaded:
+    settings = HostSettings.from_env()
+    trace = load_trace(_data, max_decompressed_bytes=settings.max_trace_decompressed_mb * 2**20,
+                       max_events=settings.max_trace_events)
+    config = _run.config if _run is not None else None
+    peak = _run.device.peak if _run is not None else None
+    analysis = analyze(trace, peak=peak, config=config)
+    return Loaded(trace, analysis, find_insights(trace, analysis))
+
+
+def load(subject: Subject) -> Loaded | None:
+    """The subject's trace, analysis and insights; shows the reason and returns None if unreadable."""
+    config_key = repr(subject.run.config) if subject.run is not None else ""
+    try:
+        with st.spinner("Reading the trace…"):
+            return _load(subject.digest, config_key, subject.trace_bytes, subject.run)
+    except TraceError as exc:
+        st.error(f"This file cannot be read as a trace: {exc}")
+        return None

@@ -1,0 +1,191 @@
+"""The result views. Each takes data prepared in ``lab/`` and lays it out; none computes much.
+
+Only the view the visitor opened runs (tabs with ``on_change="rerun"`` and ``.open``).
+User-supplied text (labels, trace names, kernel names) is always shown as plain text or
+dataframe cells, never as HTML.
+"""
+
+from __future__ import annotations
+
+import gzip
+
+import streamlit as st
+
+from lab import tables, timeline
+from lab.compare import compare_traces
+from lab.insights import Insight
+from lab.summary import category_counts, summarize
+from lab.units import fmt_us
+from ui.state import Subject
+from ui.cache import Loaded
+
+SEVERITY_ICON = {"critical": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
+
+
+def summary_view(subject: Subject, loaded: Loaded) -> None:
+    timing = subject.sample.timing if subject.sample else None
+    s = summarize(loaded.trace, loaded.analysis, loaded.insights, run=subject.run, timing=timing)
+    st.text(f"Device: {s.device}")
+    if s.config:
+        st.text(f"Ran: {s.config}")
+    if subject.sample and subject.sample.note:
+        st.caption(subject.sample.note)
+    cols = st.columns(min(4, len(s.metrics)) or 1)
+    for i, metric in enumerate(s.metrics):
+        cols[i % len(cols)].metric(metric.label, metric.value, delta=metric.delta, delta_color="off",
+                                   help=metric.help)
+    st.markdown("**Verdict**")
+    st.text(s.verdict)
+    if s.top_insight:
+        st.markdown("**Top insight**")
+        insight_card(s.top_insight)
+
+
+def insight_card(insight: Insight) -> None:
+    with st.container(border=True):
+        st.markdown(f"{SEVERITY_ICON.get(insight.severity, '')} **{_md_escape(insight.title)}** · {insight.severity}")
+        st.text(insight.evidence)
+        st.markdown(f"**Try:** {_md_escape(insight.suggestion)}")
+        st.caption(f"Learn more: {insight.learn_more}")
+
+
+def insights_view(loaded: Loaded) -> None:
+    if not loaded.insights:
+        st.success("No rule fired on this trace: no obvious overhead, idle GPU or unfused work.")
+        return
+    st.caption(f"{len(loaded.insights)} findings, most severe first. Each cites the numbers that triggered it.")
+    for insight in loaded.insights:
+        insight_card(insight)
+
+
+def table_view(subject: Subject, loaded: Loaded) -> None:
+    run = subject.run
+    has_device = loaded.trace.has_gpu or (run is not None and run.device.kind == "cuda")
+    sort_keys = [k for k in tables.SORT_KEYS if has_device or "evice" not in k]
+    c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
+    sort_label = c1.selectbox("Sort by", sort_keys, key="tbl_sort")
+    row_limit = int(c2.number_input("Rows", 1, 500, 15, key="tbl_rows"))
+    by_shape = c3.toggle("Group by input shape", key="tbl_shape")
+    show_ann = c4.toggle("Show user annotations", True, key="tbl_ann")
+    if run is not None:
+        st.caption("key_averages() of the run, as torch computed it.")
+        df = run.key_averages_by_shape if by_shape else run.key_averages
+    else:
+        st.caption("A trace file has no key_averages: this table is derived from its events "
+                   "(self time = duration minus direct children), the same way.")
+        ops = loaded.analysis.operators_by_shape if by_shape else loaded.analysis.operators
+        df = tables.operator_summary_as_key_averages(ops)
+    view = tables.key_averages_view(df, sort_by=sort_label, row_limit=row_limit, show_annotations=show_ann)
+    shown = tables.format_key_averages(view)
+    st.dataframe(shown.data, column_config=_number_formats(shown.column_formats), hide_index=True,
+                 width="stretch")
+    st.download_button("Download table (CSV)", tables.to_csv_bytes(view), file_name=f"{_stem(subject)}_table.csv",
+                       mime="text/csv", key="dl_table_csv", on_click="ignore")
+    if run is not None:
+        key = tables.TORCH_SORT_KEYS[sort_label]
+        text = run.tables.get(key)
+        with st.expander("The classic text table, as torch prints it", expanded=False):
+            if text:
+                st.code(tables.limit_text_table(text, row_limit), language=None)
+                st.caption(f'key_averages(group_by_input_shape=False).table(sort_by="{key}", row_limit={row_limit})')
+            else:
+                st.caption(f"torch did not produce a table sorted by {key} for this run.")
+    if loaded.trace.has_gpu:
+        st.markdown("**GPU kernels**")
+        st.dataframe(loaded.analysis.kernels, hide_index=True, width="stretch",
+                     column_config={"share_pct": st.column_config.NumberColumn("share_pct", format="%.1f%%")})
+
+
+def timeline_view(subject: Subject, loaded: Loaded) -> None:
+    span = max(loaded.analysis.utilization.trace_span_us, 1.0)
+    steps = loaded.analysis.steps
+    options = ["whole trace"] + [f"step {i + 1}" for i in range(len(steps))]
+    c1, c2 = st.columns([1, 3])
+    focus = c1.selectbox("Zoom to", options, key=f"tl_focus_{subject.digest}")
+    if focus != "whole trace" and len(steps):
+        # A step's CPU window, stretched to the next step so the GPU work it queued shows too.
+        i = options.index(focus) - 1
+        end = float(steps["start_us"].iloc[i + 1]) if i + 1 < len(steps) else span
+        default = (float(steps["start_us"].iloc[i]), max(end, float(steps["end_us"].iloc[i])))
+    else:
+        default = (0.0, span)
+    window = c2.slider("Time window (µs since trace start)", 0.0, span, default,
+                       key=f"tl_window_{subject.digest}_{focus}", format="%.0f")
+    data = timeline.build_timeline(loaded.trace, start_us=window[0], end_us=window[1])
+    st.altair_chart(timeline.timeline_chart(data), width="stretch", key=f"tl_chart_{subject.digest}")
+    st.caption(
+        f"{data.shown_events:,} of {data.total_events:,} events in this window drawn as themselves; "
+        f"{len(data.links):,} launch → GPU links. Scroll on the chart to zoom, drag to pan, "
+        "hover for shapes, grid/block, registers and occupancy." + (f" {data.note}" if data.note else ""))
+
+
+def trace_view(subject: Subject, loaded: Loaded) -> None:
+    stem = _stem(subject)
+    raw = gzip.decompress(subject.trace_bytes) if subject.trace_bytes[:2] == b"\x1f\x8b" else subject.trace_bytes
+    gz = subject.trace_bytes if subject.trace_bytes[:2] == b"\x1f\x8b" else gzip.compress(raw)
+    c1, c2 = st.columns(2)
+    c1.download_button("Download trace (.json.gz)", gz, file_name=f"{stem}.pt.trace.json.gz",
+                       mime="application/gzip", key="dl_trace_gz", on_click="ignore", type="primary")
+    c2.download_button("Download trace (.json)", raw, file_name=f"{stem}.pt.trace.json",
+                       mime="application/json", key="dl_trace_json", on_click="ignore")
+    st.markdown("**Events by category**")
+    st.dataframe(category_counts(loaded.trace), hide_index=True)
+    st.markdown(
+        "**Open it in Perfetto:** go to ui.perfetto.dev → *Open trace file* → pick the downloaded "
+        "file (`.json.gz` works as is). Use W/S to zoom, A/D to pan; click a kernel and follow its "
+        "flow arrow back to the CPU launch.\n\n"
+        "**Analyze it with HTA:** `pip install HolisticTraceAnalysis`, put the file in a folder, then "
+        "`from hta.trace_analysis import TraceAnalysis; TraceAnalysis(trace_dir=folder).get_temporal_breakdown()`.\n\n"
+        "**Or here:** `python -m lab analyze FILE` prints the same summary as this page.")
+
+
+def compare_view(subjects: list[Subject], load) -> None:
+    if len(subjects) < 2:
+        st.info("Run twice, or open a sample and upload a trace, to compare two of them.")
+        return
+    keys = [s.key for s in subjects]
+    titles = {s.key: s.title for s in subjects}
+    c1, c2 = st.columns(2)
+    a_key = c1.selectbox("A", keys, key="cmp_a", format_func=titles.get)
+    b_key = c2.selectbox("B", keys, key="cmp_b", index=1, format_func=titles.get)
+    a = next(s for s in subjects if s.key == a_key)
+    b = next(s for s in subjects if s.key == b_key)
+    la, lb = load(a), load(b)
+    if la is None or lb is None:
+        return
+    cmp = compare_traces(la.trace, lb.trace, label_a="A", label_b="B")
+    st.markdown("**Totals** (delta = B − A)")
+    st.dataframe(cmp.totals, hide_index=True, width="stretch")
+    if cmp.insights_gone or cmp.insights_new:
+        st.markdown("**Insights that changed**")
+        st.text("\n".join([f"gone in B:  {t}" for t in cmp.insights_gone] +
+                          [f"new in B:   {t}" for t in cmp.insights_new]))
+    st.markdown("**GPU kernels** (time per name; status gone = only in A, new = only in B)")
+    st.dataframe(cmp.kernels, hide_index=True, width="stretch")
+    st.markdown("**Operators** (self CPU time per name)")
+    st.dataframe(cmp.operators, hide_index=True, width="stretch")
+    span = max(la.analysis.utilization.trace_span_us, lb.analysis.utilization.trace_span_us)
+    for label, subject, loaded in (("A", a, la), ("B", b, lb)):
+        st.markdown(f"**Timeline {label}**")
+        st.caption(subject.title)
+        data = timeline.build_timeline(loaded.trace, start_us=0.0, end_us=span, max_marks=2500)
+        st.altair_chart(timeline.timeline_chart(data), width="stretch", key=f"cmp_chart_{label}")
+    st.caption(f"Both timelines share one time scale: 0 – {fmt_us(span)}.")
+
+
+def _stem(subject: Subject) -> str:
+    if subject.run is not None:
+        return subject.run.trace_stem
+    name = subject.sample.file if subject.sample else subject.title.removeprefix("Upload: ")
+    for suffix in (".gz", ".json", ".pt.trace"):
+        name = name.removesuffix(suffix)
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "trace"
+
+
+def _md_escape(text: str) -> str:
+    """Markdown-escape text that reaches st.markdown (no HTML is ever enabled)."""
+    return "".join("\\" + ch if ch in "\\`*_{}[]()#+-.!|<>~$" else ch for ch in text)
+
+
+def _number_formats(formats: dict[str, str]) -> dict:
+    return {column: st.column_config.NumberColumn(column, format=fmt) for column, fmt in formats.items()}
