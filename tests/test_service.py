@@ -41,9 +41,10 @@ def tiny(label: str = "matmul_add", size: int = 16, **changes) -> RunConfig:
     return RunConfig(**fields)
 
 
-# A run that takes several seconds here (2·4096·2048·2048 ≈ 69 GFLOP per step on 2 cores,
-# profiled and then timed again), long enough to kill mid-run or to overrun a 3 s limit.
-BIG = RunConfig(m=4096, k=2048, n=2048, device="cpu", step_label="big", wait=0, warmup=1, active=2,
+# A run far over the 3 s limit on any CPU: 41 profiled steps of 2·4096³ ≈ 137 GFLOP each
+# (~5.6 TFLOP: ~1.5 min on this 2-core box, several seconds on a 16-core server), so it is
+# still running when the fault tests kill it or when the limit stops it.
+BIG = RunConfig(m=4096, k=4096, n=4096, device="cpu", step_label="big", wait=0, warmup=1, active=40,
                 warmup_iters=0)
 
 
@@ -301,7 +302,7 @@ def test_killed_worker_fails_the_run_and_is_replaced(service):
     assert caught.value.kind == "crash"
     message = str(caught.value)
     assert "the profiling worker crashed (exit code -9, SIGKILL)" in message
-    assert "4096x2048x2048" in message and "run again" in message
+    assert "4096x4096x4096" in message and "run again" in message
     # A worker that dies while idle is replaced too, without waiting for a run to find out.
     os.kill(idle.pid, signal.SIGKILL)
 
