@@ -32,6 +32,17 @@ settings = HostSettings.from_env()
 service = get_service()
 device = service.device_info()
 
+
+@st.fragment(run_every=1.0)
+def _await_device() -> None:
+    """While the worker warms up, check each second and redraw the page once it is ready."""
+    if service.device_info() is not None:
+        st.rerun(scope="app")
+
+
+if device is None:
+    _await_device()
+
 with st.sidebar:
     st.header("Run a profile")
     submitted = controls.run_form(device, settings)

@@ -33,7 +33,7 @@ def summary_view(subject: Subject, loaded: Loaded) -> None:
     cols = st.columns(min(4, len(s.metrics)) or 1)
     for i, metric in enumerate(s.metrics):
         cols[i % len(cols)].metric(metric.label, metric.value, delta=metric.delta, delta_color="off",
-                                   help=metric.help)
+                                   delta_arrow="off", help=metric.help)
     st.markdown("**Verdict**")
     st.text(s.verdict)
     if s.top_insight:
