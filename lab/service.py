@@ -326,8 +326,8 @@ class RunTicket:
         result is dropped. Returns False if the ticket had already finished."""
         return self._service._cancel(self)
 
-    @property
     def done(self) -> bool:
+        """Whether the ticket has settled (done, failed or cancelled); never blocks."""
         return self._finished.is_set()
 
     def __repr__(self) -> str:

@@ -259,7 +259,7 @@ def test_reuse_window_and_force_fresh(service):
 def test_poll_reports_progress_until_done(service):
     ticket = service.submit(tiny(label="watched", size=64))
     states = set()
-    while not ticket.done:
+    while not ticket.done():
         states.add(ticket.poll().state)
         time.sleep(0.005)
     status = ticket.poll()
@@ -274,7 +274,7 @@ def test_poll_reports_progress_until_done(service):
 def wait_for_stage(ticket, stages: set[str]) -> None:
     deadline = time.monotonic() + RESULT_WAIT_S
     while ticket.poll().stage not in stages:
-        assert not ticket.done, ticket.poll()
+        assert not ticket.done(), ticket.poll()
         assert time.monotonic() < deadline, ticket.poll()
         time.sleep(0.01)
 
