@@ -47,6 +47,9 @@ PROFILER_STEP_PREFIX = "ProfilerStep#"
 TOOLTIP_NAME_CHARS = 160
 # Row height of one depth inside a lane, in pixels.
 ROW_STEP_PX = 12
+# Legend entries per line: "gpu_user_annotation" is ~150 px, and Streamlit's centred layout
+# gives ~700 px; more columns get clipped on the right.
+LEGEND_COLUMNS = 4
 # Largest key range counted with a bincount (8 bytes a slot: 32 MB) before sorting instead;
 # a bincount is ~20x faster than hashing or sorting 1M keys.
 _DENSE_RANGE_LIMIT = 1 << 22
@@ -133,10 +136,11 @@ def build_timeline(
         raise ValueError(f"width_px={width_px} must be at least 1 (the plot width in pixels)")
     cols = _Columns.read(trace.events)
     w0, w1 = _resolve_window(cols.ts_us, cols.end_us, start_us, end_us)
-    win = _select(cols, w0, w1)
+    in_window = _overlaps(cols, w0, w1)
+    annotations = _select(cols, w0, w1, in_window & cols.is_annotation)
+    others = _select(cols, w0, w1, in_window & ~cols.is_annotation)
     pixel_us = (w1 - w0) / width_px
 
-    annotations, others = win.subset(cols.is_annotation[win.rows]), win.subset(~cols.is_annotation[win.rows])
     ann_group = _choose_grouping(annotations, pixel_us, max_marks // 2)
     ann_real, ann_merged, ann_shown = _build_marks(trace.events, cols, annotations, ann_group,
                                                    merged_kind=None)
@@ -156,13 +160,13 @@ def build_timeline(
 
     notes = []
     if len(merged):
-        text = (
-            f"{int(merged['merged_count'].sum()):,} events shorter than {_fmt_us(group.bin_us)} µs "
-            f"at this zoom were merged into {len(merged):,} bars; zoom in to see them"
-        )
+        which = f"shorter than {_fmt_us(group.bin_us)} µs"
         if group.depth_cap is not None:
-            text += f" (rows deeper than depth {group.depth_cap} are folded into one row of merged bars)"
-        notes.append(text)
+            which += f" or deeper than depth {group.depth_cap}"
+        notes.append(
+            f"{int(merged['merged_count'].sum()):,} events {which} at this zoom were merged into "
+            f"{len(merged):,} bars; zoom in to see them"
+        )
     if len(ann_merged):
         notes.append(
             f"{int(ann_merged['merged_count'].sum()):,} annotations shorter than "
@@ -190,7 +194,7 @@ def build_timeline(
         links=links,
         lanes=cols.ordered_lanes(),
         window=(w0, w1),
-        total_events=len(win.rows),
+        total_events=len(annotations.rows) + len(others.rows),
         shown_events=int((~is_merged).sum()),
         merged_events=int(marks["merged_count"].to_numpy()[is_merged].sum()),
         note="; ".join(notes),
@@ -228,7 +232,7 @@ def timeline_chart(data: TimelineData) -> alt.LayerChart:
             color=alt.Color(
                 "kind:N",
                 scale=alt.Scale(domain=kinds, range=[CAT_COLORS[k] for k in kinds]),
-                legend=alt.Legend(title="category", orient="bottom", columns=6),
+                legend=alt.Legend(title="category", orient="bottom", columns=LEGEND_COLUMNS),
             ),
             tooltip=[
                 alt.Tooltip("name:N", title="name"),
@@ -350,10 +354,6 @@ class _Window:
     lane: np.ndarray  # int64 lane codes
     depth: np.ndarray  # int64
 
-    def subset(self, mask: np.ndarray) -> "_Window":
-        return _Window(self.w0, self.rows[mask], self.start_us[mask], self.end_us[mask],
-                       self.lane[mask], self.depth[mask])
-
 
 def _resolve_window(ts: np.ndarray, ends: np.ndarray, start_us, end_us) -> tuple[float, float]:
     lo, hi = (float(ts.min()), float(ends.max())) if len(ts) else (0.0, 1.0)
@@ -368,9 +368,13 @@ def _resolve_window(ts: np.ndarray, ends: np.ndarray, start_us, end_us) -> tuple
     return w0, w1
 
 
-def _select(cols: _Columns, w0: float, w1: float) -> _Window:
+def _overlaps(cols: _Columns, w0: float, w1: float) -> np.ndarray:
     # Touching counts: a zero-length event exactly at the window edge is still in it.
-    rows = np.flatnonzero((cols.ts_us <= w1) & (cols.end_us >= w0))
+    return (cols.ts_us <= w1) & (cols.end_us >= w0)
+
+
+def _select(cols: _Columns, w0: float, w1: float, mask: np.ndarray) -> _Window:
+    rows = np.flatnonzero(mask)
     return _Window(
         w0=w0,
         rows=rows,
