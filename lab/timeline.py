@@ -19,7 +19,8 @@ Level of detail, for one window (``start_us``..``end_us``) at a plot width of ``
 
 Nothing is dropped silently: ``shown_events + merged_events + hidden_events == total_events``
 and ``note`` says what was merged. Launch → GPU links are marks too: they are drawn only
-between events shown as themselves, and only while marks + links fit the budget.
+between events shown as themselves, and only while marks + links fit the budget and the
+links are sparse enough to read (``MAX_LINKS_PER_PX``).
 """
 
 from __future__ import annotations
@@ -43,10 +44,17 @@ MIN_MARK_PX = 1.0
 MAX_BIN_PX = 16.0
 ANNOTATION_CATS = ("user_annotation", "gpu_user_annotation")
 PROFILER_STEP_PREFIX = "ProfilerStep#"
+# Links stop being readable when they pack tighter than one per ~4 px on average (measured by
+# eye on the tiled traces: 640 links across 1,200 px hide the kernels under them).
+MAX_LINKS_PER_PX = 0.25
 # Tooltip names are cut: some kernel names are ~400 characters of template arguments.
 TOOLTIP_NAME_CHARS = 160
-# Row height of one depth inside a lane, in pixels.
+# Row height of one depth inside a lane, in pixels: 12 px by default, thinner when lanes ×
+# depths would make the chart taller than ~MAX_PLOT_HEIGHT_PX (deep Python stacks), never
+# under MIN_ROW_STEP_PX (still a visible, hoverable bar).
 ROW_STEP_PX = 12
+MIN_ROW_STEP_PX = 3
+MAX_PLOT_HEIGHT_PX = 480
 # Legend entries per line: "gpu_user_annotation" is ~150 px, and Streamlit's centred layout
 # gives ~700 px; more columns get clipped on the right.
 LEGEND_COLUMNS = 4
@@ -182,10 +190,11 @@ def build_timeline(
             f"{hidden_events:,} events on the last lanes are not drawn: the trace has more lanes "
             "than the mark budget allows; pick a shorter window"
         )
-    links, hidden_links = _links(trace, cols, shown_rows, w0, w1, max_marks - len(marks))
+    link_budget = min(max_marks - len(marks), int(width_px * MAX_LINKS_PER_PX))
+    links, hidden_links = _links(trace, cols, shown_rows, w0, w1, link_budget)
     if hidden_links:
         notes.append(
-            f"{hidden_links:,} launch → GPU links are not drawn at this zoom (too many marks); "
+            f"{hidden_links:,} launch → GPU links are not drawn at this zoom (too many to read); "
             "zoom in to see them"
         )
     is_merged = marks["merged_count"].to_numpy() > 1
@@ -254,7 +263,7 @@ def timeline_chart(data: TimelineData) -> alt.LayerChart:
     if len(data.links):
         layers.append(
             alt.Chart(data.links)
-            .mark_rule(color="#333333", strokeWidth=0.8, opacity=0.5)
+            .mark_rule(color="#333333", strokeWidth=0.8, opacity=0.4)
             .encode(
                 x=alt.X("launch_x_us:Q", scale=x_scale),
                 x2="gpu_x_us:Q",
@@ -267,9 +276,9 @@ def timeline_chart(data: TimelineData) -> alt.LayerChart:
                 ],
             )
         )
-    return alt.layer(*layers).properties(
-        width="container", height=alt.Step(ROW_STEP_PX, **{"for": "offset"})
-    )
+    rows = max(len(lanes), 1) * max(marks["depth"].nunique(), 1)
+    step = min(ROW_STEP_PX, max(MIN_ROW_STEP_PX, MAX_PLOT_HEIGHT_PX // rows))
+    return alt.layer(*layers).properties(width="container", height=alt.Step(step, **{"for": "offset"}))
 
 
 # --------------------------------------------------------------------------- columns

@@ -4,7 +4,6 @@ percentages, and torch's table builder on hand-made events (stacks, header)."""
 from __future__ import annotations
 
 import io
-import os
 import re
 from pathlib import Path
 
@@ -17,8 +16,7 @@ from lab.tables import (CPU_ANNOTATION_NOTE, GPU_ANNOTATION_NOTE, SORT_KEYS, TOR
                         format_key_averages, key_averages_view, limit_text_table,
                         operator_summary_as_key_averages, sort_column, to_csv_bytes)
 
-os.environ.setdefault("KINETO_LOG_LEVEL", "6")
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch")  # conftest sets KINETO_LOG_LEVEL=6 before any profile
 
 DATA = Path(__file__).parent / "data"
 LABEL = "matmul_add"

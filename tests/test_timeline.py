@@ -15,7 +15,7 @@ import pytest
 
 from lab.timeline import (ANNOTATION_CATS, CAT_COLORS, LINK_COLUMNS, MARK_COLUMNS, build_timeline,
                           timeline_chart)
-from lab.trace import GPU_ACTIVITY_CATS, Trace, load_trace
+from lab.trace import Trace, load_trace
 
 DATA = Path(__file__).parent / "data"
 TRACES = ("matmul_add_1024_fp32", "matmul_add_4096_bf16", "matmul_add_4096_bf16_compiled")
@@ -156,6 +156,11 @@ def test_window_errors_and_empty_window(real_trace):
     data = build_timeline(real_trace, start_us=far, end_us=far + 10)
     assert data.total_events == 0 and len(data.marks) == 0 and len(data.links) == 0
     assert timeline_chart(data).to_dict()["layer"][0]["encoding"]["y"]["scale"]["domain"] == list(data.lanes)
+    # A trace with no events at all still gives a (blank) chart rather than an error.
+    empty = replace(real_trace, events=real_trace.events.iloc[:0], flows=real_trace.flows.iloc[:0])
+    blank = build_timeline(empty)
+    assert blank.lanes == () and blank.total_events == 0 and len(blank.marks) == 0
+    timeline_chart(blank).to_dict()
 
 
 def test_tiny_budget_folds_rows_and_conserves_events(real_trace):
@@ -240,3 +245,19 @@ def test_events_wider_than_the_bin_are_never_merged(large_trace):
     real = data.marks[data.marks["merged_count"] == 1]
     got = set(zip(real["name"], np.round(real["start_us"].to_numpy(), 6)))
     assert len(expected) > 0 and expected <= got
+
+
+def test_dense_links_are_left_out_with_a_note(large_trace):
+    """Hundreds of links across 1,200 px hide the bars: they are counted, not drawn."""
+    ev = large_trace.events
+    middle_launch = large_trace.flows["launch_row"].to_numpy()[len(large_trace.flows) // 2]
+    w0 = float(ev["ts_us"].to_numpy()[middle_launch])
+    w1 = w0 + 200_000.0
+    data = build_timeline(large_trace, start_us=w0, end_us=w1)
+    assert data.merged_events == 0  # few enough events to show each one...
+    ts = ev["ts_us"].to_numpy()
+    launch, gpu = large_trace.flows["launch_row"].to_numpy(), large_trace.flows["gpu_row"].to_numpy()
+    both_in = int(((ts[launch] >= w0) & (ts[launch] <= w1) & (ts[gpu] >= w0) & (ts[gpu] <= w1)).sum())
+    assert both_in > 1_200 * 0.25  # ...but more links than one per 4 px
+    assert len(data.links) == 0 and data.hidden_links == both_in
+    assert f"{both_in:,} launch → GPU links are not drawn" in data.note
