@@ -132,7 +132,8 @@ def report(args, config, start_s, first_s, rows, direct_s, missing) -> str:
     cpu = platform.processor() or platform.machine()
     verdict = "meets" if med["total"] <= TARGET_S else "misses"
     device = rows[0]["_device"]
-    title = "### CPU worker" if device.kind == "cpu" else f"### GPU worker ({device.name})"
+    title = (f"### CPU worker ({device.name}, {device.cpu_count} cores)" if device.kind == "cpu"
+             else f"### GPU worker ({device.name})")
     flags = ((" --quick" if args.quick else "") + (f" --runs {args.runs}" if args.runs else "")
              + (" --device cuda" if args.device == "cuda" else ""))
     lines = [
