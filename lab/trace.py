@@ -40,12 +40,14 @@ How ``load_trace`` works, stage by stage:
 1. ``_read_json_bytes``: bytes or a file → the JSON text as bytes. Gzip is recognised by its
    magic bytes (1f 8b), never by the file name, and inflated incrementally so that a gzip bomb
    stops at ``max_decompressed_bytes`` instead of filling memory.
-2. ``_decode``: JSON → a list of event records. Fast path: msgspec typed decoding into Structs
-   (validates types as it parses). If any event has an unexpected type, or msgspec is not
-   installed, the text is decoded generically (msgspec → orjson → json) and each event is
-   checked in Python; bad events are dropped and counted in ``skipped_events``.
-3. ``_build_events``: records → columns (one list per field, converted to numpy once), lanes
-   from process/thread metadata, sort, nesting depth (vectorised).
+2. ``_decode``: JSON → batches of event records. msgspec first locates each event's raw JSON
+   (``list[msgspec.Raw]``), then decodes 16k events at a time into typed Structs (validated as
+   they parse). A batch in which some event has an unexpected type is decoded event by event,
+   and only the failing events go through the Python checks; bad events are dropped and counted
+   in ``skipped_events``. Without msgspec: orjson or stdlib json, then the Python checks.
+3. ``_build``: each batch → column pieces (numpy arrays, factorized strings), so the Python
+   objects of one batch at a time are alive; then lanes from process/thread metadata, one
+   sort, nesting depth (vectorised).
 4. ``_build_flows``: launch ↔ GPU pairs from ``ac2g`` flow events and from correlation ids.
 """
 
@@ -58,11 +60,11 @@ import math
 import os
 import re
 import zlib
-from dataclasses import dataclass, field
-from pathlib import Path
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
+from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
@@ -589,6 +591,10 @@ def _validate(raw):
     ph = raw.get("ph")
     if ph not in ("X", "M", "s", "f"):
         return _IGNORED if isinstance(ph, str) else None
+    if ph in ("s", "f") and raw.get("cat") != FLOW_CAT:
+        return _IGNORED  # other flows (e.g. fwdbwd) are not used
+    if ph == "M":
+        return _metadata_record(raw)
     ev = _Ev()
     ev.ph = ph
     ev.pid, ev.tid = _id_value(raw.get("pid")), _id_value(raw.get("tid"))
@@ -612,6 +618,17 @@ def _validate(raw):
         return None
     if ph in ("s", "f") and (ev.ts is None or ev.id is None):
         return None
+    return ev
+
+
+def _metadata_record(raw: dict):
+    """A metadata event, leniently: it only names processes and threads, so a malformed one
+    is ignored rather than counted as a skipped event."""
+    ev = _Ev()
+    ev.ph, ev.cat, ev.ts, ev.dur, ev.id = "M", "", None, None, None
+    ev.pid, ev.tid, ev.name = _id_value(raw.get("pid")), _id_value(raw.get("tid")), raw.get("name")
+    args = raw.get("args")
+    ev.args = _validate_args(args) if isinstance(args, dict) else None
     return ev
 
 
