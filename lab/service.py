@@ -6,6 +6,14 @@ GIL, and ``with_stack`` would record the server's other threads. So each device 
 worker process that runs exactly one profile at a time; the server process never imports
 torch for a run and never initializes CUDA.
 
+Why ``subprocess`` and not ``multiprocessing``: a worker is a fresh interpreter (like the
+"spawn" start method: no forked locks or CUDA state) but started as ``python -c "from
+lab.service import _worker_entry; ..."``. multiprocessing's spawn re-imports the parent's
+``__main__`` in every child, and under ``streamlit run`` ``__main__`` is the page script:
+each worker re-ran the page, which started its own service and workers — an endless chain
+of processes (seen here). The pipe is a socketpair wrapped in a
+``multiprocessing.connection.Connection`` (pickled messages, as with multiprocessing).
+
 The chain::
 
     submit(config) → RunTicket (queued) → supervisor thread of a free worker → worker process
@@ -26,18 +34,20 @@ import dataclasses
 import importlib
 import itertools
 import math
-import multiprocessing
 import multiprocessing.connection
 import os
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
+import sys
 import threading
 import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lab.config import ConfigError, RunConfig
@@ -62,6 +72,11 @@ MAX_RESTART_BACKOFF_S = 60.0
 SHUTDOWN_GRACE_S = 3.0
 # Supervisor threads wake at least this often to check deadlines and stop requests.
 _TICK_S = 0.25
+# How a worker interpreter starts, and where it finds its end of the socketpair.
+_WORKER_CODE = "from lab.service import _worker_entry; _worker_entry()"
+_WORKER_FD_ENV = "PROFILER_LAB_WORKER_FD"
+# The directory holding the ``lab`` package, put first on the worker's PYTHONPATH.
+_LAB_PARENT_DIR = str(Path(__file__).resolve().parents[1])
 
 TICKET_STATES = ("queued", "running", "done", "failed", "cancelled")
 
@@ -206,19 +221,36 @@ def _exit_text(exitcode: int | None) -> str:
 # --------------------------------------------------------------------------- worker process
 
 
-def _worker_main(conn, device: str, visible_id: str, physical_index: int, settings: HostSettings) -> None:
-    """Entry point of a worker process (spawned: a fresh interpreter, no torch yet).
+def _worker_entry() -> None:
+    """Entry point of a worker interpreter (see ``_WORKER_CODE``): read the init message, serve."""
+    # CUDA_VISIBLE_DEVICES and KINETO_LOG_LEVEL came in the environment, set before this
+    # interpreter started, so torch (imported later, by lab.runner) sees only the pinned GPU.
+    conn = multiprocessing.connection.Connection(int(os.environ.pop(_WORKER_FD_ENV)))
+    try:
+        _, device, physical_index, settings = conn.recv()
+    except (EOFError, OSError):
+        os._exit(0)
+    _worker_main(conn, device, physical_index, settings)
+    # Skip the interpreter's teardown (seconds with torch loaded): every message was sent
+    # synchronously, nothing is left to flush.
+    os._exit(0)
+
+
+def _worker_main(conn, device: str, physical_index: int, settings: HostSettings) -> None:
+    """Serve runs until told to stop or the server goes away.
 
     Messages to the parent: ("ready", DeviceInfo | None, error | None), ("stage", run_id,
     stage), ("done", run_id, RunResult), ("error", run_id, kind, type_name, message, fatal).
     From the parent: ("run", run_id, RunConfig) or ("stop",).
     """
-    # Ctrl+C in the server's terminal reaches the whole process group; the server decides
-    # when workers stop, not the signal.
+    # Ctrl+C in the server's terminal must not kill a run; the server decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # Pin before torch is imported: CUDA reads the variable once, at initialization.
-    os.environ["CUDA_VISIBLE_DEVICES"] = visible_id
-    os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # silences Kineto's stderr lines
+
+    def send(message: tuple) -> None:
+        try:
+            conn.send(message)
+        except OSError:  # the server went away: nobody wants the result
+            os._exit(0)
 
     def physical(info: DeviceInfo | None) -> DeviceInfo | None:
         # Inside the worker the pinned GPU is cuda:0; the page shows the real index.
@@ -227,51 +259,49 @@ def _worker_main(conn, device: str, visible_id: str, physical_index: int, settin
         return info
 
     try:
-        # Imported here, after pinning: lab.runner imports torch.
-        runner = importlib.import_module("lab.runner")
+        runner = importlib.import_module("lab.runner")  # imports torch
         from lab.result import RunError
     except BaseException as error:  # noqa: BLE001 - report, then exit: nothing can run
-        conn.send(("ready", None, f"{type(error).__name__}: {error}"))
+        send(("ready", None, f"{type(error).__name__}: {error}"))
         return
     expected = (ConfigError, RunError)  # refusals and run failures: the worker stays healthy
 
     try:
         info = runner.warm_up("cpu" if device == "cpu" else "cuda")
-        conn.send(("ready", physical(info), None))
+        send(("ready", physical(info), None))
     except Exception as error:  # noqa: BLE001 - keep serving; each run reports its own error
-        conn.send(("ready", None, f"warm-up failed: {type(error).__name__}: {error}"))
+        send(("ready", None, f"warm-up failed: {type(error).__name__}: {error}"))
 
     while True:
         try:
             message = conn.recv()
         except (EOFError, OSError):  # the server went away
-            os._exit(0)
+            return
         if message[0] != "run":
-            # Skip the interpreter's teardown (several seconds with torch loaded): there is
-            # nothing left to flush, every message was sent synchronously.
-            conn.close()
-            os._exit(0)
+            return
         _, run_id, config = message
 
         def on_stage(stage: str, _run_id=run_id) -> None:
-            conn.send(("stage", _run_id, stage))
+            send(("stage", _run_id, stage))
 
         try:
             result = runner.run_profile(config, settings=settings, on_stage=on_stage)
         except expected as error:
             kind = "config" if isinstance(error, ConfigError) else "run"
-            conn.send(("error", run_id, kind, type(error).__name__, str(error), False))
+            send(("error", run_id, kind, type(error).__name__, str(error), False))
             continue
         except Exception as error:  # noqa: BLE001
             # An unexpected failure may leave the profiler running or CUDA in a bad state;
             # report it and exit so the server starts a clean worker.
-            conn.send(("error", run_id, "run", type(error).__name__, f"{type(error).__name__}: {error}", True))
+            send(("error", run_id, "run", type(error).__name__, f"{type(error).__name__}: {error}", True))
             return
         try:
             conn.send(("done", run_id, dataclasses.replace(result, device=physical(result.device))))
+        except OSError:
+            return
         except Exception as error:  # noqa: BLE001 - e.g. an unpicklable field
-            conn.send(("error", run_id, "run", type(error).__name__,
-                       f"the result could not be sent back ({type(error).__name__}: {error})", False))
+            send(("error", run_id, "run", type(error).__name__,
+                  f"the result could not be sent back ({type(error).__name__}: {error})", False))
 
 
 # --------------------------------------------------------------------------- tickets
@@ -373,7 +403,6 @@ class ProfileService:
         if not devices:
             raise ValueError("devices is empty; pass None for one worker per GPU, or e.g. ['cpu']")
         self._workers = [self._make_worker(i, d, gpu_ids or []) for i, d in enumerate(devices)]
-        self._ctx = multiprocessing.get_context("spawn")
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # queue, worker state or stop changed
         self._pending: deque[RunTicket] = deque()
@@ -397,8 +426,7 @@ class ProfileService:
     def start(self, *, wait: bool = False, timeout: float | None = None) -> None:
         """Start (and warm up) every worker; with ``wait`` block until each has warmed up.
 
-        Runs submitted before ``start`` wait in the queue. Needs the usual multiprocessing
-        guard (``if __name__ == "__main__":``) in a script: spawned workers import the main module.
+        Runs submitted before ``start`` wait in the queue.
         """
         # Unpickling the first RunResult imports pandas (~0.5 s); do it now, not on a user's click.
         importlib.import_module("lab.result")
@@ -412,8 +440,8 @@ class ProfileService:
                                                      name=f"profiler-lab-supervisor-{worker.index}",
                                                      daemon=True)
                     worker.thread.start()
-                # Workers are not daemonic (torch may start helper processes in them), so
-                # multiprocessing would wait for them at exit; stop them first.
+                # Workers would exit on their own once the server's end of the socket closes;
+                # stopping them at exit is quicker and leaves no run half-done.
                 atexit.register(_shutdown_at_exit, weakref.ref(self))
         if wait:
             self.wait_ready(WORKER_START_TIMEOUT_S if timeout is None else timeout, all_workers=True)
@@ -496,7 +524,7 @@ class ProfileService:
         with self._lock:
             workers = tuple(
                 WorkerHealth(index=w.index, device=w.device, state=w.state, pid=w.pid,
-                             alive=w.process is not None and not _has_exited(w.process),
+                             alive=w.process is not None and w.process.poll() is None,
                              runs_served=w.runs_served, restarts=w.restarts, device_info=w.info)
                 for w in self._workers)
             return ServiceHealth(
@@ -580,9 +608,9 @@ class ProfileService:
             worker.state = "idle"
             self._changed.notify_all()
             while not self._stopping:
-                if _has_exited(worker.process):
+                if worker.process.poll() is not None:  # Popen.poll is safe from any thread
                     self._last_error = (f"worker {worker.index} ({worker.device}) died while idle "
-                                        f"({_exit_text(worker.process.exitcode)}); restarting it")
+                                        f"({_exit_text(worker.process.returncode)}); restarting it")
                     return None
                 self._drop_abandoned(time.monotonic())
                 if self._pending:
@@ -622,21 +650,36 @@ class ProfileService:
         self._retire(worker, state="stopped")
 
     def _launch(self, worker: _Worker) -> bool:
-        """Spawn the worker process and wait for its warm-up; False if it died or hung."""
-        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        process = self._ctx.Process(
-            target=_worker_main, name=f"profiler-lab-worker-{worker.index}",
-            args=(child_conn, worker.device, worker.visible_id, worker.physical_index, self.settings))
-        process.start()
-        child_conn.close()  # so a dead worker shows as EOF on our end
+        """Start the worker interpreter and wait for its warm-up; False if it died or hung."""
+        parent_sock, child_sock = socket.socketpair()
+        env = dict(os.environ)
+        # Pinned before the interpreter starts: CUDA reads the variable once, at initialization.
+        env["CUDA_VISIBLE_DEVICES"] = worker.visible_id
+        env.setdefault("KINETO_LOG_LEVEL", "6")  # silences Kineto's stderr lines
+        env[_WORKER_FD_ENV] = str(child_sock.fileno())
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_LAB_PARENT_DIR, env.get("PYTHONPATH")) if p)
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-c", _WORKER_CODE], env=env, pass_fds=(child_sock.fileno(),),
+                stdin=subprocess.DEVNULL)
+        except BaseException:
+            parent_sock.close()
+            raise
+        finally:
+            child_sock.close()  # the worker holds the only copy: its death shows as EOF here
+        conn = multiprocessing.connection.Connection(parent_sock.detach())
         with self._lock:
-            worker.process, worker.conn, worker.pid = process, parent_conn, process.pid
+            worker.process, worker.conn, worker.pid = process, conn, process.pid
             worker.state = "starting"
+        try:
+            conn.send(("init", worker.device, worker.physical_index, self.settings))
+        except OSError:
+            pass  # it died already; reported below
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
         while not self._stopping:
-            if parent_conn.poll(_TICK_S):
+            if conn.poll(_TICK_S):
                 try:
-                    kind, info, error = parent_conn.recv()
+                    _, info, error = conn.recv()
                 except (EOFError, OSError):
                     break
                 with self._lock:
@@ -647,14 +690,17 @@ class ProfileService:
                     if error:
                         self._last_error = f"worker {worker.index} ({worker.device}): {error}"
                     self._changed.notify_all()
-                return process.is_alive()
-            if not process.is_alive() or time.monotonic() > deadline:
+                return process.poll() is None
+            if process.poll() is not None or time.monotonic() > deadline:
                 break
         if not self._stopping:
-            process.join(timeout=1)
+            try:
+                process.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
+            why = "timed out" if process.returncode is None else _exit_text(process.returncode)
             with self._lock:
-                self._last_error = (f"worker {worker.index} ({worker.device}) did not start "
-                                    f"({_exit_text(process.exitcode) if not process.is_alive() else 'timed out'})")
+                self._last_error = f"worker {worker.index} ({worker.device}) did not start ({why})"
         return False
 
     def _serve(self, worker: _Worker) -> None:
@@ -682,8 +728,7 @@ class ProfileService:
         started = time.monotonic()
         deadline = started + self.settings.run_timeout_s
         while True:
-            ready = multiprocessing.connection.wait([conn, process.sentinel], timeout=_TICK_S)
-            if conn in ready:
+            if conn.poll(_TICK_S):
                 try:
                     message = conn.recv()
                 except (EOFError, OSError):
@@ -695,14 +740,17 @@ class ProfileService:
                                 ticket._stage = message[2]
                         continue
                     return self._settle(worker, ticket, message, time.monotonic() - started)
-            if conn in ready or process.sentinel in ready:
-                # EOF or exit: read nothing more; the process is gone (or going).
-                process.join(timeout=5)
-                if process.is_alive():
+                dead = True  # EOF: the worker's end of the socket closed
+            else:
+                dead = process.poll() is not None
+            if dead:
+                try:
+                    process.wait(timeout=5)
+                except subprocess.TimeoutExpired:  # EOF but still alive: make it dead
                     process.kill()
-                    process.join(timeout=5)
+                    process.wait(timeout=5)
                 self._fail_run(ticket, RunFailed(
-                    f"the profiling worker crashed ({_exit_text(process.exitcode)}) while running "
+                    f"the profiling worker crashed ({_exit_text(process.returncode)}) while running "
                     f"{_describe(ticket.config)}; it has been restarted — run again", kind="crash"))
                 return False
             if self._stopping:
@@ -712,7 +760,7 @@ class ProfileService:
                 return False
             if time.monotonic() > deadline:
                 process.kill()
-                process.join(timeout=5)
+                process.wait(timeout=5)
                 limit = self.settings.run_timeout_s
                 self._fail_run(ticket, RunFailed(
                     f"the run exceeded the host's limit of {limit:g} s; the worker was restarted — "
@@ -760,24 +808,16 @@ class ProfileService:
             self._changed.notify_all()
         if process is None:
             return
-        if process.is_alive():
-            if polite:
-                try:
-                    conn.send(("stop",))
-                except (OSError, ValueError):
-                    pass
-                process.join(timeout=SHUTDOWN_GRACE_S)
-            if process.is_alive():
-                process.kill()
-                process.join(timeout=5)
+        if process.poll() is None and polite:
+            try:
+                conn.send(("stop",))
+                process.wait(timeout=SHUTDOWN_GRACE_S)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=5)
         conn.close()
-        process.close()
-
-
-def _has_exited(process) -> bool:
-    """Whether ``process`` has ended, without reaping it: is_alive() from another thread can
-    race the supervisor's join() and lose the exit code."""
-    return bool(multiprocessing.connection.wait([process.sentinel], timeout=0))
 
 
 def _shutdown_at_exit(ref) -> None:

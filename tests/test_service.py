@@ -12,8 +12,10 @@ import gzip
 import json
 import os
 import signal
+import sys
 import threading
 import time
+import types
 
 import pytest
 
@@ -65,9 +67,33 @@ RUN_TIMEOUT_S = 3.0
 QUEUE_MAX = 8
 
 
+# A page script that leaves a mark if anything executes it.
+PAGE_SCRIPT = 'import pathlib\npathlib.Path(__file__).with_suffix(".ran").write_text("executed")\n'
+
+
 @pytest.fixture(scope="module")
-def shared():
-    """The file's service, not started: the first test that needs it warm starts it."""
+def page_as_main(tmp_path_factory):
+    """Make ``__main__`` a page script, as ``streamlit run`` does while a page runs.
+
+    multiprocessing's spawn re-runs ``__main__`` in every child; under Streamlit that re-ran
+    the page, which started another service, whose workers re-ran the page… Workers must
+    never execute it. Yields the path of the mark the script would leave.
+    """
+    script = tmp_path_factory.mktemp("page") / "page.py"
+    script.write_text(PAGE_SCRIPT)
+    page = types.ModuleType("__main__")
+    page.__file__ = str(script)
+    page.__spec__ = None
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = page
+    yield script.with_suffix(".ran")
+    sys.modules["__main__"] = saved
+
+
+@pytest.fixture(scope="module")
+def shared(page_as_main):
+    """The file's service, not started: the first test that needs it warm starts it.
+    Every worker it starts (and restarts) does so with a page script as ``__main__``."""
     svc = ProfileService(
         settings=HostSettings(run_timeout_s=RUN_TIMEOUT_S, queue_max=QUEUE_MAX, reuse_window_s=600.0),
         devices=["cpu", "cpu"])
@@ -324,6 +350,13 @@ def test_run_over_the_time_limit_fails_and_the_next_succeeds(service):
     assert after.config.step_label == "after_timeout"
     # The worker that overran was killed and replaced.
     assert pid not in {w.pid for w in service.health().workers}
+
+
+def test_workers_never_run_the_main_script(service, page_as_main):
+    # Every worker of the shared service, restarts included, started with the page as __main__.
+    assert service.health().runs_served > 0
+    assert sum(w.restarts for w in service.health().workers) >= 2
+    assert not page_as_main.exists()
 
 
 # ---------------------------------------------------------------- GPU: one worker per GPU, pinned
