@@ -19,7 +19,9 @@ What is timed (wall clock, ``time.perf_counter``), each on the same file, rounds
 
 Memory: each contender runs once more in a fresh subprocess, which reports the tracemalloc peak
 (Python allocations during the call, the file's bytes included since they are read inside) and
-the growth of max RSS over the process's state right before the call (``ru_maxrss``).
+the resident-memory high-water mark during the call minus resident memory before it
+(``/proc/self/status`` VmHWM, reset through ``/proc/self/clear_refs``; tracemalloc runs too, so
+its own bookkeeping is included in this figure).
 
 Scaling: ``load_trace`` on 1k / 10k / 100k / 1M-event traces made by
 ``bench/make_large_trace.py`` (repeated real H200 steps), median of repeats, µs per event.
@@ -34,7 +36,6 @@ import json
 import logging
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -119,17 +120,35 @@ def memory_in_subprocess(name: str, path: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _proc_status_bytes(field: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def _measure_memory_here(name: str, path: str) -> None:
+    """Peak memory of one call, in this fresh process. RSS: the resident high-water mark
+    (VmHWM, reset right before the call) minus resident memory right before it. ru_maxrss would
+    not do: Linux carries it over from the parent process across exec."""
     fn = CONTENDERS[name]
     fn(make_large_trace.DEFAULT_SOURCE.as_posix())  # imports and warm-up on a tiny trace
-    rss_before_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss_before = _proc_status_bytes("VmRSS")
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+    except OSError:
+        rss_before = None
     tracemalloc.start()
     result = fn(path)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    rss_after_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    hwm = _proc_status_bytes("VmHWM")
     del result
-    print(json.dumps({"tracemalloc_peak_bytes": peak, "rss_growth_bytes": (rss_after_kib - rss_before_kib) * 1024}))
+    growth = hwm - rss_before if (hwm is not None and rss_before is not None) else float("nan")
+    print(json.dumps({"tracemalloc_peak_bytes": peak, "rss_growth_bytes": growth}))
 
 
 # ---- reporting --------------------------------------------------------------------------------
@@ -233,7 +252,8 @@ def main() -> None:
         f"- date: {started}; machine: {machine()}",
         f"- versions: {versions()}",
         f"- method: median of {repeats} interleaved rounds after one warm-up call each; memory from one "
-        "fresh subprocess per contender (tracemalloc peak during the call; growth of max RSS).",
+        "fresh subprocess per contender (tracemalloc peak during the call; resident high-water mark "
+        "during the call minus resident memory before it).",
     ]
     if not hta_available():
         header.append("- HTA not installed (`pip install -r bench/requirements.txt`): HTA rows skipped.")

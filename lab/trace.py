@@ -851,6 +851,17 @@ _TEXT_OF = attrgetter(*_TEXT_ARGS)
 _CATEGORY_PARTS = ("name", "cat", "pid", "tid") + _TEXT_ARGS
 
 
+_TS_OF, _DUR_OF = attrgetter("ts"), attrgetter("dur")
+
+
+def _floats(records: list, getter, n: int) -> np.ndarray:
+    """One float field of every record; None (allowed by typed decoding) becomes NaN."""
+    try:
+        return np.fromiter(map(getter, records), dtype=np.float64, count=n)
+    except TypeError:  # a None somewhere: the slower conversion maps it to NaN
+        return np.array(list(map(getter, records)), dtype=np.float64)
+
+
 def _factorized(values: list) -> tuple[np.ndarray, np.ndarray]:
     return pd.factorize(np.array(values, dtype=object))
 
@@ -867,7 +878,7 @@ class _EventParts:
         number of X events dropped as malformed."""
         xs = [e for e in records if e.ph == "X"]
         if len(xs) < len(records):
-            for e in records:
+            for e in [e for e in records if e.ph != "X"]:
                 ph = e.ph
                 if ph == "M":
                     metas.append(e)
@@ -875,9 +886,7 @@ class _EventParts:
                     flows.append(e)
         del records
         n = len(xs)
-        # None passes typed decoding (the fields are optional); np.array turns it into NaN.
-        ts = np.array([e.ts for e in xs], dtype=np.float64)
-        dur = np.array([e.dur for e in xs], dtype=np.float64)
+        ts, dur = _floats(xs, _TS_OF, n), _floats(xs, _DUR_OF, n)
         names, pids, tids = [e.name for e in xs], [e.pid for e in xs], [e.tid for e in xs]
         with np.errstate(invalid="ignore"):
             ok = (np.abs(ts) <= _MAX_ABS_US) & (dur >= 0) & (dur <= _MAX_ABS_US)  # False for NaN too
@@ -1039,12 +1048,27 @@ def _flows_frame(corr, launch_row, gpu_row, delay_us) -> pd.DataFrame:
     })  # fmt: skip
 
 
+def _flows_near(flow_events: list, gpu_ts: np.ndarray, start_ts: float) -> list:
+    """The few flow events that can link the given GPU starts: "f" events at one of those
+    times (to the ns, with 1 ns slack for float rounding) and the "s" events sharing their id.
+    Exact matching follows; this only spares it the flows that correlation ids already cover."""
+    wanted_ns = set(np.rint(gpu_ts * 1000).astype(np.int64).tolist())
+    wanted_ns |= {t + 1 for t in wanted_ns} | {t - 1 for t in wanted_ns}
+    ends = []
+    for e in flow_events:
+        if e.ph == "f" and math.isfinite(e.ts) and abs(e.ts) <= _MAX_ABS_US:
+            if round((e.ts - start_ts) * 1000) in wanted_ns:
+                ends.append(e)
+    ids = {e.id for e in ends}
+    return ends + [e for e in flow_events if e.ph == "s" and e.id in ids]
+
+
 def _build_flows(ev: dict, flow_events: list, start_ts: float, lanes: dict) -> tuple[pd.DataFrame, int]:
     """Launch ↔ GPU pairs. ``ev`` holds the sorted event columns as numpy arrays.
 
-    Two sources, because either may be missing: ``ac2g`` flow events ("s" on the launch, "f" on
-    the GPU activity, same id, located by lane and ts) and correlation ids in args. Each GPU row
-    gets one launch; an ac2g pair wins over a correlation match.
+    Two sources, because either may be missing: correlation ids in args, and ``ac2g`` flow
+    events ("s" on the launch, "f" on the GPU activity, same id, located by lane and ts). Each
+    GPU row gets one launch; where both sources speak for a row, the ac2g pair wins.
     """
     is_launch, is_gpu = ev["is_launch"], ev["is_gpu"]
     lane, ts, corr = ev["lane_order"], ev["ts_us"], ev["correlation"]
@@ -1074,10 +1098,15 @@ def _build_flows(ev: dict, flow_events: list, start_ts: float, lanes: dict) -> t
         pick = np.where(ok_before, before, np.minimum(first, len(l_key) - 1))
         launch_of[g_rows] = l_rows[pick]
 
-    # 2) ac2g flow events, located on the launch / GPU row with the same lane and start.
+    # 2) ac2g flow events, located on the launch / GPU row with the same lane and start. Kineto
+    #    writes both sources and they agree, so flows are read only when some GPU row is still
+    #    unlinked (traces without correlation args, or hand-made ones).
     usable = [e for e in flow_events if not (e.ts is None or e.id is None or e.pid is None or e.tid is None)]
     skipped += len(flow_events) - len(usable)
-    if usable:
+    unlinked = np.nonzero(is_gpu & (launch_of < 0))[0]
+    if usable and len(unlinked) and len(unlinked) < int(is_gpu.sum()):
+        usable = _flows_near(usable, ts[unlinked], start_ts)
+    if usable and len(unlinked):
         f_ts = np.array([e.ts for e in usable], dtype=np.float64)
         is_start = np.array([e.ph == "s" for e in usable])
         pid_c, pid_u = _factorized([e.pid for e in usable])

@@ -325,6 +325,11 @@ def test_flows_from_correlation_alone_and_from_ac2g_alone():
     # both sources for the same pair: one row
     tr3 = load_trace(_doc([launch, kernel, {**s, "id": 7}, {**f, "id": 7, "ts": 15}]))
     assert len(tr3.flows) == 1
+    # one pair linked by correlation, another only by an ac2g flow: both found
+    tr4 = load_trace(_doc([launch, kernel, {**launch2, "ts": 30}, {**kernel2, "ts": 36},
+                           {**s, "ts": 30}, {**f, "ts": 36}, {**s, "id": 43, "ts": 10}]))
+    pairs = sorted(zip(tr4.flows["correlation"], tr4.flows["delay_us"]))
+    assert pairs == [(7, 5.0), (42, 6.0)]
 
 
 @pytest.mark.parametrize("decoder", ["msgspec", "orjson", "json"])

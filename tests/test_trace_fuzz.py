@@ -1,4 +1,4 @@
-"""Robustness of load_trace: over 1,000 deterministic malformed inputs.
+"""Robustness of load_trace: 1,600+ deterministic malformed inputs.
 
 Each input must give a ``Trace`` (whose invariants are then checked) or raise ``TraceError``,
 within 2 s. The 2 s is a robustness bound (no hang, no runaway inflate), not a benchmark:
@@ -147,7 +147,7 @@ _ARG_FIELDS = ["correlation", "External id", "device", "stream", "grid", "block"
 def wrong_types():
     rng = random.Random(SEED + 5)
     docs = {n: json.loads(p) for n, p in PLAIN.items()}
-    for i in range(300):
+    for i in range(200):
         name = NAMES[i % 3]
         doc = json.loads(json.dumps(docs[name]))  # deep copy
         events = doc["traceEvents"]
@@ -261,7 +261,7 @@ def bombs():
 # ---- tests ----------------------------------------------------------------------------------------
 
 
-# Minimum case counts per test; together 1,700+ inputs.
+# Minimum case counts per test; together 1,600+ inputs.
 
 
 def test_truncated_traces():
@@ -281,7 +281,7 @@ def test_random_bytes():
 
 
 def test_wrong_types_in_fields():
-    _run(wrong_types(), at_least=550)
+    _run(wrong_types(), at_least=480)
 
 
 def test_deep_nesting_and_extreme_numbers():
