@@ -51,7 +51,10 @@ def _cpu(**kw) -> RunConfig:
     return RunConfig(device="cpu", **kw)
 
 
+# Cold: record from the very first iteration. Warm: un-profiled iterations first, and the
+# profiler's own schedule warm-up (its first recorded step carries its set-up costs too).
 _COLD = dict(warmup_iters=0, wait=0, warmup=0, active=5)
+_WARM = dict(warmup_iters=3, wait=1, warmup=1, active=5)
 
 LESSONS: dict[str, Lesson] = {
     lesson.key: lesson
@@ -70,9 +73,11 @@ LESSONS: dict[str, Lesson] = {
             ),
             look_for="overhead-bound verdict on the tiny run, GPU-bound on the large one",
             runs=(
-                LessonRun("tiny 64³", _gpu(m=64, k=64, n=64, dtype="bfloat16"),
-                          _cpu(m=64, k=64, n=64)),
-                LessonRun("large 4096³", _gpu(m=4096, k=4096, n=4096, dtype="bfloat16"),
+                # Ten active steps: tiny steps cost microseconds, and medians over ten shrug off
+                # the odd step stalled by a busy machine.
+                LessonRun("tiny", _gpu(m=64, k=64, n=64, dtype="bfloat16", active=10),
+                          _cpu(m=64, k=64, n=64, active=10)),
+                LessonRun("large", _gpu(m=4096, k=4096, n=4096, dtype="bfloat16"),
                           _cpu(m=1024, k=1024, n=1024)),
             ),
         ),
@@ -92,8 +97,8 @@ LESSONS: dict[str, Lesson] = {
             runs=(
                 LessonRun("cold", _gpu(m=1024, k=1024, n=1024, **_COLD),
                           _cpu(m=256, k=256, n=256, **_COLD)),
-                LessonRun("warm", _gpu(m=1024, k=1024, n=1024, **{**_COLD, "warmup_iters": 3}),
-                          _cpu(m=256, k=256, n=256, **{**_COLD, "warmup_iters": 3})),
+                LessonRun("warm", _gpu(m=1024, k=1024, n=1024, **_WARM),
+                          _cpu(m=256, k=256, n=256, **_WARM)),
             ),
         ),
         Lesson(

@@ -1,0 +1,252 @@
+"""Does the trace show what the lesson is about? One detector per lesson in ``lab/lessons.py``.
+
+Each detector reads the lesson's runs (one or two ``Trace``s with their ``Analysis``, in the
+lesson's order) and returns ``Signal``s: a yes/no with the numbers behind it. They work on
+GPU traces (kernels) and on CPU traces (operators), since a CPU-only host runs the lessons too.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from lab.analysis import Analysis
+from lab.trace import Trace
+from lab.units import fmt_us
+
+# CPU traces: the GEMM op must take at least this share of a large run's step to count as
+# compute-bound, and under the lower share of a tiny run's step for overhead-bound: at 64³ the
+# dispatcher and Python cost more than the multiply itself (seen here: ~20 % on 2 CPU cores).
+COMPUTE_SHARE_LARGE_PCT = 70.0
+COMPUTE_SHARE_TINY_PCT = 50.0
+GEMM_OP_NAMES = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+ADD_KERNEL = re.compile(r"CUDAFunctor_add|add_kernel|AddFunctor", re.IGNORECASE)
+FUSED_KERNEL = re.compile(r"^triton_|fused", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Signal:
+    title: str
+    present: bool
+    evidence: str
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str
+    trace: Trace
+    analysis: Analysis
+
+
+def lesson_signals(lesson_key: str, runs: list[Run]) -> list[Signal]:
+    """The signals of ``lesson_key`` in ``runs`` (in the lesson's order); [] for unknown lessons."""
+    detector = DETECTORS.get(lesson_key)
+    return detector(runs) if detector else []
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def _cpu_ops(trace: Trace):
+    ev = trace.events
+    return ev[(ev["lane_kind"] == "cpu") & (ev["cat"] == "cpu_op")]
+
+
+def _kernels(trace: Trace):
+    ev = trace.events
+    return ev[ev["cat"] == "kernel"]
+
+
+def _step_count(analysis: Analysis) -> int:
+    return max(len(analysis.steps), 1)
+
+
+def work_per_step(run: Run) -> tuple[float, str]:
+    """GPU kernels per step on a GPU trace, else CPU operators per step."""
+    kernels = _kernels(run.trace)
+    if len(kernels):
+        return len(kernels) / _step_count(run.analysis), "kernels"
+    return len(_cpu_ops(run.trace)) / _step_count(run.analysis), "operators"
+
+
+def compute_share_pct(run: Run) -> float:
+    """CPU traces: the median GEMM op's duration over the median step's, in %.
+
+    Medians, because on a loaded CPU one step can stall for tens of ms in the thread pool;
+    a single outlier should not decide whether a run is overhead- or compute-bound.
+    """
+    steps = run.analysis.steps
+    ops = _cpu_ops(run.trace)
+    gemm = ops[ops["name"].astype(str).isin(GEMM_OP_NAMES)]
+    if not len(steps) or not len(gemm):
+        return float("nan")
+    per_step = len(gemm) / len(steps)  # GEMM ops per step (1 for matmul_add)
+    return 100.0 * float(gemm["dur_us"].median()) * per_step / float(steps["cpu_us"].median())
+
+
+def label_first_gaps_us(trace: Trace, label: str | None = None) -> list[float]:
+    """For each instance of the step label (or the outermost repeated annotation): first child's
+    start − the label's start, in order. The cold-start gap lives here in the first step."""
+    ev = trace.events
+    ann = ev[(ev["cat"] == "user_annotation") & (ev["lane_kind"] == "cpu")]
+    if label is None:
+        counts = ann["name"].astype(str).value_counts()
+        repeated = counts[counts >= 2]
+        if repeated.empty:
+            return []
+        top = ann[ann["name"].astype(str).isin(repeated.index)]
+        label = str(top.sort_values(["depth", "ts_us"])["name"].iloc[0])
+    rows = ann[ann["name"].astype(str) == label]
+    gaps = []
+    for lane, depth, start, end in zip(rows["lane"], rows["depth"], rows["ts_us"], rows["ts_us"] + rows["dur_us"]):
+        inner = ev[(ev["lane"] == lane) & (ev["depth"] == depth + 1) & (ev["ts_us"] >= start) & (ev["ts_us"] <= end)]
+        if len(inner):
+            gaps.append(float(inner["ts_us"].min() - start))
+    return gaps
+
+
+def _names(frame) -> set[str]:
+    return set(frame["name"].astype(str))
+
+
+# --------------------------------------------------------------------------- detectors
+
+
+def _tiny_vs_large(runs: list[Run]) -> list[Signal]:
+    tiny, large = runs
+    out = []
+    for run, want_overhead in ((tiny, True), (large, False)):
+        kind = "overhead-bound" if want_overhead else "compute-bound"
+        if run.trace.has_gpu:  # the GPU verdict: does the GPU wait for the host?
+            verdict = run.analysis.verdict
+            present = (verdict.kind == "cpu-bound") == want_overhead
+            evidence = f"GPU busy {verdict.gpu_busy_pct:.0f} % of its active window ({verdict.kind})"
+        else:  # CPU only: how much of the step is the multiply itself?
+            share = compute_share_pct(run)
+            present = share < COMPUTE_SHARE_TINY_PCT if want_overhead else share >= COMPUTE_SHARE_LARGE_PCT
+            evidence = f"the GEMM itself is {share:.0f} % of the step's CPU time"
+        out.append(Signal(f"{run.name} is {kind}", bool(present), evidence))
+    return out
+
+
+def first_step_ratio(gaps: list[float]) -> float:
+    """First step's label → first-op gap over the median of the later steps' gaps."""
+    if len(gaps) < 2:
+        return float("nan")
+    rest = float(np.median(gaps[1:]))
+    return gaps[0] / rest if rest > 0 else float("nan")
+
+
+def _cold_vs_warm(runs: list[Run]) -> list[Signal]:
+    # Each run is compared with itself (first step vs its later steps) before the two are
+    # compared: absolute gaps move with machine load, the ratio of one run's steps does not.
+    cold, warm = runs
+    cold_gaps, warm_gaps = label_first_gaps_us(cold.trace), label_first_gaps_us(warm.trace)
+    if len(cold_gaps) < 2 or len(warm_gaps) < 2:
+        return [Signal("first-step gap measurable", False, "no repeated step label with ops inside it")]
+    cold_ratio, warm_ratio = first_step_ratio(cold_gaps), first_step_ratio(warm_gaps)
+    return [
+        Signal("the cold run's first step starts late", cold_ratio > warm_ratio,
+               f"label → first op in the first step: cold {fmt_us(cold_gaps[0])} "
+               f"({cold_ratio:.1f}× its later steps) vs warm {fmt_us(warm_gaps[0])} ({warm_ratio:.1f}×)"),
+    ]
+
+
+def _fp32_vs_tf32(runs: list[Run]) -> list[Signal]:
+    fp32, tf32 = runs
+    k32 = [n for n in _names(_kernels(fp32.trace)) if "gemm" in n.lower() or "nvjet" in n.lower()]
+    ktf = [n for n in _names(_kernels(tf32.trace)) if "gemm" in n.lower() or "nvjet" in n.lower()]
+    if not k32 or not ktf:
+        return [Signal("GEMM kernels recorded", False, "no GEMM kernel in one of the traces (CPU run?)")]
+    t32 = float(fp32.analysis.kernels["total_us"].max())
+    ttf = float(tf32.analysis.kernels["total_us"].max())
+    return [
+        Signal("the TF32 kernel says tf32, the FP32 one does not",
+               any("tf32" in n.lower() for n in ktf) and not any("tf32" in n.lower() for n in k32),
+               f"FP32: {k32[0][:60]}…  TF32: {ktf[0][:60]}…"),
+        Signal("TF32 is faster", ttf < t32, f"GEMM time {fmt_us(t32)} (FP32) vs {fmt_us(ttf)} (TF32)"),
+    ]
+
+
+def _bias_fused(eager: Run, compiled: Run) -> list[Signal]:
+    if len(_kernels(compiled.trace)):
+        eager_add = [n for n in _names(_kernels(eager.trace)) if ADD_KERNEL.search(n)]
+        comp_add = [n for n in _names(_kernels(compiled.trace)) if ADD_KERNEL.search(n)]
+        bias_gemm = [n for n in _names(_kernels(compiled.trace)) if "bias" in n.lower()]
+        return [
+            Signal("eager launches a separate add kernel", bool(eager_add), f"{len(eager_add)} add kernel name(s)"),
+            Signal("compiled has no add kernel", not comp_add, f"{len(comp_add)} add kernel name(s)"),
+            Signal("the bias is inside the GEMM", bool(bias_gemm) or "aten::addmm" in _names(_cpu_ops(compiled.trace)),
+                   bias_gemm[0][:80] if bias_gemm else "aten::addmm"),
+        ]
+    e_ops, c_ops = _names(_cpu_ops(eager.trace)), _names(_cpu_ops(compiled.trace))
+    return [
+        Signal("eager runs aten::add after the matmul", "aten::add" in e_ops, "aten::add in the eager trace"),
+        Signal("compiled runs aten::addmm and no aten::add", "aten::addmm" in c_ops and "aten::add" not in c_ops,
+               f"compiled ops include: {', '.join(sorted(o for o in c_ops if o.startswith('aten::mm') or o.startswith('aten::add')))}"),
+    ]
+
+
+def _eager_vs_compile(runs: list[Run]) -> list[Signal]:
+    return _bias_fused(*runs)
+
+
+def _linear(runs: list[Run]) -> list[Signal]:
+    (run,) = runs
+    ops = run.analysis.operators
+    t = ops[ops["name"].astype(str) == "aten::t"]
+    device_us = float(t["device_us"].sum()) if "device_us" in t and len(t) else 0.0
+    names = _names(_cpu_ops(run.trace))
+    add_kernels = [n for n in _names(_kernels(run.trace)) if ADD_KERNEL.search(n)]
+    return [
+        Signal("aten::t runs with no kernel", len(t) > 0 and device_us == 0.0,
+               f"aten::t: {int(t['count'].sum()) if len(t) else 0} calls, {fmt_us(float(t['self_us'].sum()) if len(t) else 0)} "
+               f"CPU, {fmt_us(device_us)} on the device"),
+        Signal("aten::addmm carries the bias (no add)", "aten::addmm" in names and "aten::add" not in names
+               and not add_kernels, "aten::addmm present, no aten::add"),
+    ]
+
+
+def _fewer_per_step(first: Run, second: Run, what: str) -> Signal:
+    a, unit = work_per_step(first)
+    b, _ = work_per_step(second)
+    return Signal(f"{second.name} runs fewer {unit} per step", b < a, f"{a:.0f} vs {b:.0f} {unit} per step ({what})")
+
+
+def _geglu(runs: list[Run]) -> list[Signal]:
+    eager, compiled = runs
+    out = [_fewer_per_step(eager, compiled, "gelu and mul fused")]
+    kernels = _names(_kernels(compiled.trace))
+    if kernels:
+        fused = [n for n in kernels if FUSED_KERNEL.search(n)]
+        out.append(Signal("a generated fused kernel runs", bool(fused), fused[0][:80] if fused else "none"))
+    else:
+        ops = _names(_cpu_ops(compiled.trace))
+        out.append(Signal("gelu and mul no longer run as separate ops", not {"aten::gelu", "aten::mul"} & ops,
+                          "compiled trace has neither aten::gelu nor aten::mul" if not {"aten::gelu", "aten::mul"} & ops
+                          else "aten::gelu/aten::mul still present"))
+    return out
+
+
+def _attention(runs: list[Run]) -> list[Signal]:
+    naive, sdpa = runs
+    return [_fewer_per_step(naive, sdpa, "one fused attention op instead of matmul, softmax, matmul")]
+
+
+def _sdpa_backends(runs: list[Run]) -> list[Signal]:
+    math, flash = runs
+    return [_fewer_per_step(math, flash, "FlashAttention computes attention in one kernel")]
+
+
+DETECTORS = {
+    "tiny_vs_large": _tiny_vs_large,
+    "cold_vs_warm": _cold_vs_warm,
+    "fp32_vs_tf32": _fp32_vs_tf32,
+    "eager_vs_compile": _eager_vs_compile,
+    "linear": _linear,
+    "geglu": _geglu,
+    "attention": _attention,
+    "sdpa_backends": _sdpa_backends,
+}

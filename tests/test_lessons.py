@@ -1,0 +1,88 @@
+"""Each lesson preset runs on CPU (or says plainly why not) and its signal shows in the trace.
+
+The runs go through the real engine (``run_profile``) and the real trace pipeline; the
+signals are read from the exported traces, as the page does. GPU traces of the same lessons
+(recorded on an H200, bundled in ``lab/samples/``) are checked in ``test_samples.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lab.analysis import analyze
+from lab.config import ConfigError
+from lab.lessons import LESSONS, lesson_configs
+from lab.runner import run_profile
+from lab.signals import Run, first_step_ratio, label_first_gaps_us, lesson_signals, work_per_step
+from lab.trace import load_trace
+
+CPU_LESSONS = [k for k, lesson in LESSONS.items() if lesson.cpu_refusal is None]
+
+
+def _run_lesson(key: str) -> list[Run]:
+    runs = []
+    for name, config in lesson_configs(LESSONS[key], "cpu"):
+        result = run_profile(config)
+        trace = load_trace(result.trace_gz)
+        runs.append(Run(name, trace, analyze(trace, config=config)))
+    return runs
+
+
+@pytest.fixture(scope="module")
+def lesson_runs(warm_cpu):
+    cache: dict[str, list[Run]] = {}
+
+    def get(key: str) -> list[Run]:
+        if key not in cache:
+            cache[key] = _run_lesson(key)
+        return cache[key]
+
+    return get
+
+
+@pytest.mark.parametrize("key", CPU_LESSONS)
+def test_every_cpu_lesson_shows_its_signal(key, lesson_runs):
+    signals = lesson_signals(key, lesson_runs(key))
+    assert signals, f"no detector for {key}"
+    missing = [f"{s.title}: {s.evidence}" for s in signals if not s.present]
+    assert not missing, f"{key}: signals absent on CPU: {missing}"
+
+
+def test_tf32_lesson_refuses_on_cpu_with_the_reason():
+    with pytest.raises(ConfigError, match="tensor-core"):
+        lesson_configs(LESSONS["fp32_vs_tf32"], "cpu")
+
+
+def test_cold_first_step_gap_is_larger_than_warm(lesson_runs):
+    cold, warm = lesson_runs("cold_vs_warm")
+    cold_gaps, warm_gaps = label_first_gaps_us(cold.trace), label_first_gaps_us(warm.trace)
+    assert len(cold_gaps) == len(warm_gaps) == 5  # active=5 recorded steps each
+    # Relative to its own later steps, the cold run's first step starts later than the warm one's.
+    assert first_step_ratio(cold_gaps) > first_step_ratio(warm_gaps)
+    assert cold_gaps[0] > float(np.median(cold_gaps[1:]))
+
+
+def test_compiled_matmul_add_has_addmm_and_no_add(lesson_runs):
+    eager, compiled = lesson_runs("eager_vs_compile")
+    eager_ops = set(eager.trace.events["name"].astype(str))
+    compiled_ops = set(compiled.trace.events["name"].astype(str))
+    assert {"aten::mm", "aten::add"} <= eager_ops
+    assert "aten::addmm" in compiled_ops and "aten::add" not in compiled_ops
+
+
+def test_linear_shows_transpose_without_compute(lesson_runs):
+    (run,) = lesson_runs("linear")
+    ops = run.analysis.operators
+    t = ops[ops["name"].astype(str) == "aten::t"]
+    assert len(t) == 1 and int(t["count"].iloc[0]) == 3  # one per active step
+    mm = ops[ops["name"].astype(str) == "aten::addmm"]
+    # The transpose is a view: its self time is a small fraction of the GEMM's.
+    assert float(t["total_us"].iloc[0]) < 0.5 * float(mm["total_us"].iloc[0])
+
+
+def test_attention_sdpa_runs_fewer_ops_than_written_out(lesson_runs):
+    naive, sdpa = lesson_runs("attention")
+    assert work_per_step(sdpa)[0] < work_per_step(naive)[0]
+    assert "aten::scaled_dot_product_attention" in set(sdpa.trace.events["name"].astype(str))
+    assert "aten::softmax" in set(naive.trace.events["name"].astype(str))
