@@ -1052,13 +1052,14 @@ def _flows_near(flow_events: list, gpu_ts: np.ndarray, start_ts: float) -> list:
     """The few flow events that can link the given GPU starts: "f" events at one of those
     times (to the ns, with 1 ns slack for float rounding) and the "s" events sharing their id.
     Exact matching follows; this only spares it the flows that correlation ids already cover."""
-    wanted_ns = set(np.rint(gpu_ts * 1000).astype(np.int64).tolist())
-    wanted_ns |= {t + 1 for t in wanted_ns} | {t - 1 for t in wanted_ns}
-    ends = []
-    for e in flow_events:
-        if e.ph == "f" and math.isfinite(e.ts) and abs(e.ts) <= _MAX_ABS_US:
-            if round((e.ts - start_ts) * 1000) in wanted_ns:
-                ends.append(e)
+    wanted_ns = np.rint(gpu_ts * 1000)
+    wanted_ns = np.concatenate([wanted_ns - 1, wanted_ns, wanted_ns + 1])
+    ends = [e for e in flow_events if e.ph == "f"]
+    f_ts = _floats(ends, _TS_OF, len(ends))
+    in_range = np.abs(f_ts) <= _MAX_ABS_US  # False for NaN
+    f_ns = np.rint((np.where(in_range, f_ts, start_ts) - start_ts) * 1000)
+    hit = np.nonzero(in_range & np.isin(f_ns, wanted_ns))[0]
+    ends = [ends[i] for i in hit.tolist()]
     ids = {e.id for e in ends}
     return ends + [e for e in flow_events if e.ph == "s" and e.id in ids]
 
