@@ -15,6 +15,7 @@ from lab.analysis import Analysis, analyze
 from lab.insights import Insight, find_insights
 from lab.settings import HostSettings
 from lab.trace import Trace, TraceError, load_trace
+from ui import messages
 from ui.state import Subject
 
 # Each entry holds one parsed trace (≈ 3× its JSON size at worst); 16 covers a workshop room's
@@ -40,12 +41,32 @@ def _load(digest: str, config_key: str, _data: bytes, _run) -> Loaded:
     return Loaded(trace, analysis, find_insights(trace, analysis))
 
 
+def _why_unreadable(exc: Exception) -> str:
+    if isinstance(exc, TraceError):
+        return str(exc)
+    if isinstance(exc, MemoryError):
+        return "it needs more memory than this server can spare; open a shorter trace (fewer profiled steps)"
+    # Not a TraceError: the file parsed but an analysis step failed on it. Say so plainly rather
+    # than showing a traceback to a workshop attendee; the host sees the type in the message.
+    return f"the lab could not analyse it ({type(exc).__name__}: {exc}); the file may be from an unusual profiler setup"
+
+
+def check_readable(digest: str, data: bytes) -> str | None:
+    """None if ``data`` parses and analyses (the result stays cached for the views), else why not."""
+    try:
+        with st.spinner("Reading the trace…"):
+            _load(digest, "", data, None)
+    except Exception as exc:  # noqa: BLE001 - untrusted input: every failure becomes a message
+        return _why_unreadable(exc)
+    return None
+
+
 def load(subject: Subject) -> Loaded | None:
     """The subject's trace, analysis and insights; shows the reason and returns None if unreadable."""
     config_key = repr(subject.run.config) if subject.run is not None else ""
     try:
         with st.spinner("Reading the trace…"):
             return _load(subject.digest, config_key, subject.trace_bytes, subject.run)
-    except TraceError as exc:
-        st.error(f"This file cannot be read as a trace: {exc}")
+    except Exception as exc:  # noqa: BLE001 - see check_readable
+        messages.error(f"{subject.title} cannot be shown: {_why_unreadable(exc)}")
         return None

@@ -40,20 +40,16 @@ def _defaults() -> None:
         fill_form(RunConfig())
 
 
-def _dtype_caption(device: DeviceInfo | None) -> str:
+def _dtype_refusals(device: DeviceInfo | None) -> dict[str, str]:
     if device is None:
-        return ""
-    notes = []
-    for dtype in DTYPES:
-        reason = dtype_refusal(dtype, kind=device.kind, compute_capability=device.compute_capability)
-        if reason:
-            notes.append(f"**{dtype}** unavailable: {reason}")
-    return "  \n".join(notes)
+        return {}
+    reasons = {d: dtype_refusal(d, kind=device.kind, compute_capability=device.compute_capability) for d in DTYPES}
+    return {d: r for d, r in reasons.items() if r}
 
 
 def _dtype_label(dtype: str, device: DeviceInfo | None) -> str:
     if device and dtype_refusal(dtype, kind=device.kind, compute_capability=device.compute_capability):
-        return f"{dtype} (unavailable here)"
+        return f"{dtype} (not here)"
     return dtype
 
 
@@ -98,11 +94,12 @@ def run_form(device: DeviceInfo | None, settings: HostSettings) -> RunConfig | C
         exact = st.text_input("Exact sizes (optional)", key=K["exact"], placeholder="e.g. 1000,3000,500",
                               help="Overrides the sliders with any sizes up to the host's limit "
                                    f"({settings.max_dim}).")
+        refusals = _dtype_refusals(device)
+        why = "  \n".join(f"**{d}**: {r}" for d, r in refusals.items())
         dtype = st.radio("dtype", DTYPES, key=K["dtype"], horizontal=True,
-                         format_func=lambda d: _dtype_label(d, device))
-        caption = _dtype_caption(device)
-        if caption:
-            st.caption(caption)
+                         format_func=lambda d: _dtype_label(d, device),
+                         help=("Element type of x, w and b. tf32 is float32 storage with tensor-core "
+                               "matmuls." + (f"  \n{why}" if why else "")))
         dev = st.radio("Device", ("auto", "cpu", "cuda"), key=K["device"], horizontal=True)
         st.caption(_device_caption(device))
         with st.expander("record_function labels", expanded=False):

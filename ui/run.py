@@ -6,9 +6,13 @@ import time
 
 import streamlit as st
 
-from lab.config import RunConfig
+from lab.config import ConfigError, RunConfig, check_device, check_limits
+from lab.devices import DeviceInfo
+from lab.lessons import LESSONS, lesson_configs
 from lab.result import RunResult
 from lab.service import ProfileService, RunFailed, ServiceBusy, TicketStatus
+from lab.settings import HostSettings
+from ui import messages, state
 
 POLL_S = 0.2
 STAGE_TEXT = {
@@ -22,16 +26,19 @@ STAGE_TEXT = {
     "summarizing": "building key_averages tables",
 }
 FIRST_RUN_NOTE = (
-    "The profiling worker is still starting. The first profile in a process is slow — about "
-    "1 s on a CPU, about 7 s on a GPU while CUPTI initializes — so the server warms its workers "
-    "up once at start; later runs skip that cost."
+    "The profiling worker is still starting, so this first run waits for it. A fresh process pays "
+    "torch's import and the profiler's one-time start-up (about 1 s on a CPU, about 7 s on a GPU while "
+    "CUPTI initializes); the server pays it once, at start, and later runs begin at once."
 )
 
 
-def _describe(status: TicketStatus, name: str) -> str:
+def describe(status: TicketStatus, name: str) -> str:
+    """One status line for a run: its queue position, or its stage, and the time so far."""
     if status.state == "queued":
-        eta = f", about {status.estimate_s:.0f} s" if status.estimate_s is not None else ""
-        return f"{name}: queued — position {status.queue_position}{eta}"
+        eta = f", result in about {status.estimate_s:.0f} s" if status.estimate_s is not None else ""
+        pos = status.queue_position
+        ahead = "next to run" if pos == 1 else f"{pos - 1} runs ahead" if pos else "waiting"
+        return f"{name}: queued — position {pos} ({ahead}){eta} · {status.elapsed_s:.1f} s"
     if status.state == "running":
         stage = STAGE_TEXT.get(status.stage or "", status.stage or "starting")
         where = f" on {status.device}" if status.device else ""
@@ -40,29 +47,29 @@ def _describe(status: TicketStatus, name: str) -> str:
 
 
 def run_configs(service: ProfileService, runs: list[tuple[str, RunConfig]]) -> list[RunResult] | None:
-    """Submit ``runs`` (name, config) in order and wait, showing a status box; None on failure."""
+    """Submit ``runs`` (name, config) in order and wait, showing one status line per run; None on failure."""
     try:
         tickets = [(name, service.submit(config)) for name, config in runs]
     except ServiceBusy as exc:
-        st.warning(f"The lab is busy: {exc}")
+        st.warning(messages.md_escape(f"The lab is busy: {exc}"))
         return None
-    results: list[RunResult] = []
     label = "Running " + " and ".join(name for name, _ in runs)
     with st.status(label, expanded=True) as box:
         if service.device_info() is None:
             st.caption(FIRST_RUN_NOTE)
-        line = st.empty()
+        lines = [st.empty() for _ in tickets]
         try:
-            for name, ticket in tickets:
-                while not ticket.done():
-                    line.markdown(_describe(ticket.poll(), name))
-                    time.sleep(POLL_S)
-                result = ticket.result(timeout=0)
-                results.append(result)
-                line.markdown(_describe(ticket.poll(), name) + (" (reused)" if ticket.reused else ""))
+            while True:
+                for (name, ticket), line in zip(tickets, lines):
+                    reused = " (reused a run of the same config)" if ticket.reused else ""
+                    line.text(describe(ticket.poll(), name) + reused)
+                if all(ticket.done() for _, ticket in tickets):
+                    break
+                time.sleep(POLL_S)
+            results = [ticket.result(timeout=0) for _, ticket in tickets]
         except RunFailed as exc:
             box.update(label="The run did not finish", state="error", expanded=True)
-            st.error(str(exc))
+            messages.error(str(exc))
             return None
         finally:
             # A rerun or a closed tab stops this script: don't leave runs queued for nobody.
@@ -72,3 +79,41 @@ def run_configs(service: ProfileService, runs: list[tuple[str, RunConfig]]) -> l
         total = sum(r.stage_s.get("total", sum(r.stage_s.values())) for r in results)
         box.update(label=f"{label}: done in {total:.1f} s", state="complete", expanded=False)
     return results
+
+
+def run_submitted(service: ProfileService, settings: HostSettings, device: DeviceInfo | None,
+                  submitted: RunConfig | ConfigError) -> None:
+    """The form's "Run profile": refuse with one message, or run and show the result's Summary."""
+    if isinstance(submitted, ConfigError):
+        messages.error(str(submitted))
+        return
+    try:
+        check_limits(submitted, settings)
+        if device is not None:  # before the worker is up, it checks the device itself
+            check_device(submitted, kind=device.kind, compute_capability=device.compute_capability)
+    except ConfigError as exc:
+        messages.error(str(exc))
+        return
+    results = run_configs(service, [("run", submitted)])
+    if results:
+        state.add_run(results[0])
+        st.session_state["view"] = "Summary"
+
+
+def run_lesson(service: ProfileService, device: DeviceInfo | None, lesson_key: str) -> None:
+    """A lesson's "Run lesson": one run opens its Summary, a pair opens Compare with A and B set."""
+    lesson = LESSONS[lesson_key]
+    try:
+        runs = lesson_configs(lesson, device.kind if device else "cpu")
+    except ConfigError as exc:
+        messages.error(str(exc))
+        return
+    results = run_configs(service, list(runs))
+    if not results:
+        return
+    added = [state.add_run(r, name=f"{lesson.title} — {name}") for (name, _), r in zip(runs, results)]
+    if len(added) == 2:
+        st.session_state["cmp_a"], st.session_state["cmp_b"] = added[0].key, added[1].key
+        st.session_state["view"] = "Compare"
+    else:
+        st.session_state["view"] = "Summary"

@@ -18,6 +18,9 @@ from lab.samples import Sample, list_samples
 
 MAX_RUNS = 8  # per session: each run keeps its trace (≈0.1–5 MB) in memory
 MAX_UPLOADS = 4
+# First visit: the seed exercise as recorded on an H200 (eager 4096³ bf16: a GEMM then an add
+# kernel per step). It shows kernels, streams and launches on any host, GPU or not.
+DEFAULT_SAMPLE_KEY = "sample:matmul_add_4096_bf16.json.gz"
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,10 @@ def add_run(result: RunResult, name: str | None = None) -> Subject:
     return subject
 
 
+def has_upload(digest: str) -> bool:
+    return any(s.digest == digest for s in _session_list("uploads"))
+
+
 def add_upload(name: str, data: bytes) -> Subject:
     uploads = _session_list("uploads")
     digest = digest_of(data)
@@ -96,8 +103,16 @@ def all_subjects() -> list[Subject]:
 
 
 def current_subject(subjects: list[Subject]) -> Subject | None:
+    """The subject the "Showing" box points at; on a first visit, the default sample.
+
+    Also repairs ``session_state["subject"]`` when it names something gone (a run pushed out
+    by MAX_RUNS), so the selectbox is never handed a value outside its options.
+    """
+    if not subjects:
+        return None
+    by_key = {s.key: s for s in subjects}
     key = st.session_state.get("subject")
-    for subject in subjects:
-        if subject.key == key:
-            return subject
-    return subjects[0] if subjects else None
+    if key not in by_key:
+        key = DEFAULT_SAMPLE_KEY if DEFAULT_SAMPLE_KEY in by_key else subjects[0].key
+        st.session_state["subject"] = key
+    return by_key[key]

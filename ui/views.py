@@ -15,11 +15,23 @@ from lab import tables, timeline
 from lab.compare import compare_traces
 from lab.insights import Insight
 from lab.summary import category_counts, summarize
+from lab.devices import DeviceInfo
+from lab.samples import Sample
 from lab.units import fmt_us
-from ui.state import Subject
 from ui.cache import Loaded
+from ui.messages import md_escape
+from ui.state import Subject
 
 SEVERITY_ICON = {"critical": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
+
+
+def sample_note(sample: Sample, device: DeviceInfo | None) -> None:
+    """Say plainly that a sample is a recording, not this visitor's run, and how to make one."""
+    here = f" on this host ({device.label})" if device is not None else ""
+    st.info(f"You are looking at a trace recorded on an {sample.device or 'NVIDIA GPU'} with torch "
+            f"{sample.torch or '2.x'}: real kernels, streams and launches, whatever this host has. "
+            f"Run your own profile{here} with the sidebar form, or pick a lesson.",
+            icon=":material/science:")
 
 
 def summary_view(subject: Subject, loaded: Loaded) -> None:
@@ -43,9 +55,9 @@ def summary_view(subject: Subject, loaded: Loaded) -> None:
 
 def insight_card(insight: Insight) -> None:
     with st.container(border=True):
-        st.markdown(f"{SEVERITY_ICON.get(insight.severity, '')} **{_md_escape(insight.title)}** · {insight.severity}")
+        st.markdown(f"{SEVERITY_ICON.get(insight.severity, '')} **{md_escape(insight.title)}** · {insight.severity}")
         st.text(insight.evidence)
-        st.markdown(f"**Try:** {_md_escape(insight.suggestion)}")
+        st.markdown(f"**Try:** {md_escape(insight.suggestion)}")
         st.caption(f"Learn more: {insight.learn_more}")
 
 
@@ -62,11 +74,13 @@ def table_view(subject: Subject, loaded: Loaded) -> None:
     run = subject.run
     has_device = loaded.trace.has_gpu or (run is not None and run.device.kind == "cuda")
     sort_keys = [k for k in tables.SORT_KEYS if has_device or "evice" not in k]
-    c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
+    c1, c2, c3 = st.columns([2, 1, 2], vertical_alignment="bottom")
     sort_label = c1.selectbox("Sort by", sort_keys, key="tbl_sort")
     row_limit = int(c2.number_input("Rows", 1, 500, 15, key="tbl_rows"))
-    by_shape = c3.toggle("Group by input shape", key="tbl_shape")
-    show_ann = c4.toggle("Show user annotations", True, key="tbl_ann")
+    by_shape = c3.toggle("Group by input shape", key="tbl_shape",
+                         help="key_averages(group_by_input_shape=True): one row per op and input shapes.")
+    show_ann = c3.toggle("Show record_function labels", True, key="tbl_ann",
+                         help="Your labels' rows; their CPU total includes the ops inside them.")
     if run is not None:
         st.caption("key_averages() of the run, as torch computed it.")
         df = run.key_averages_by_shape if by_shape else run.key_averages
@@ -91,9 +105,10 @@ def table_view(subject: Subject, loaded: Loaded) -> None:
             else:
                 st.caption(f"torch did not produce a table sorted by {key} for this run.")
     if loaded.trace.has_gpu:
-        st.markdown("**GPU kernels**")
+        st.markdown("**GPU kernels** (from the trace: every kernel, memcpy and memset by name)")
         st.dataframe(loaded.analysis.kernels, hide_index=True, width="stretch",
-                     column_config={"share_pct": st.column_config.NumberColumn("share_pct", format="%.1f%%")})
+                     column_config=_float_formats(loaded.analysis.kernels,
+                                                  {"share_pct": st.column_config.NumberColumn("share_pct", format="%.1f%%")}))
 
 
 def timeline_view(subject: Subject, loaded: Loaded) -> None:
@@ -121,13 +136,17 @@ def timeline_view(subject: Subject, loaded: Loaded) -> None:
 
 def trace_view(subject: Subject, loaded: Loaded) -> None:
     stem = _stem(subject)
-    raw = gzip.decompress(subject.trace_bytes) if subject.trace_bytes[:2] == b"\x1f\x8b" else subject.trace_bytes
-    gz = subject.trace_bytes if subject.trace_bytes[:2] == b"\x1f\x8b" else gzip.compress(raw)
-    c1, c2 = st.columns(2)
+    data = subject.trace_bytes
+    # The stored form goes out as is; the other one is made only if that button is clicked.
+    is_gz = data[:2] == b"\x1f\x8b"
+    gz = data if is_gz else (lambda: gzip.compress(data, compresslevel=6))
+    raw = (lambda: gzip.decompress(data)) if is_gz else data
+    c1, c2, _ = st.columns([1, 1, 2])
     c1.download_button("Download trace (.json.gz)", gz, file_name=f"{stem}.pt.trace.json.gz",
-                       mime="application/gzip", key="dl_trace_gz", on_click="ignore", type="primary")
+                       mime="application/gzip", key="dl_trace_gz", on_click="ignore", type="primary",
+                       width="stretch")
     c2.download_button("Download trace (.json)", raw, file_name=f"{stem}.pt.trace.json",
-                       mime="application/json", key="dl_trace_json", on_click="ignore")
+                       mime="application/json", key="dl_trace_json", on_click="ignore", width="stretch")
     st.markdown("**Events by category**")
     st.dataframe(category_counts(loaded.trace), hide_index=True)
     st.markdown(
@@ -145,9 +164,14 @@ def compare_view(subjects: list[Subject], load) -> None:
         return
     keys = [s.key for s in subjects]
     titles = {s.key: s.title for s in subjects}
+    # Defaults through session_state only (a widget given both a default and a state value warns),
+    # repaired when a run they named was pushed out of the session.
+    for name, fallback in (("cmp_a", keys[0]), ("cmp_b", keys[1])):
+        if st.session_state.get(name) not in titles:
+            st.session_state[name] = fallback
     c1, c2 = st.columns(2)
-    a_key = c1.selectbox("A", keys, key="cmp_a", format_func=titles.get)
-    b_key = c2.selectbox("B", keys, key="cmp_b", index=1, format_func=titles.get)
+    a_key = c1.selectbox("A (before)", keys, key="cmp_a", format_func=titles.get)
+    b_key = c2.selectbox("B (after)", keys, key="cmp_b", format_func=titles.get)
     a = next(s for s in subjects if s.key == a_key)
     b = next(s for s in subjects if s.key == b_key)
     la, lb = load(a), load(b)
@@ -155,19 +179,18 @@ def compare_view(subjects: list[Subject], load) -> None:
         return
     cmp = compare_traces(la.trace, lb.trace, label_a="A", label_b="B")
     st.markdown("**Totals** (delta = B − A)")
-    st.dataframe(cmp.totals, hide_index=True, width="stretch")
+    st.dataframe(cmp.totals, hide_index=True, width="stretch", column_config=_float_formats(cmp.totals))
     if cmp.insights_gone or cmp.insights_new:
         st.markdown("**Insights that changed**")
         st.text("\n".join([f"gone in B:  {t}" for t in cmp.insights_gone] +
                           [f"new in B:   {t}" for t in cmp.insights_new]))
     st.markdown("**GPU kernels** (time per name; status gone = only in A, new = only in B)")
-    st.dataframe(cmp.kernels, hide_index=True, width="stretch")
+    st.dataframe(cmp.kernels, hide_index=True, width="stretch", column_config=_float_formats(cmp.kernels))
     st.markdown("**Operators** (self CPU time per name)")
-    st.dataframe(cmp.operators, hide_index=True, width="stretch")
+    st.dataframe(cmp.operators, hide_index=True, width="stretch", column_config=_float_formats(cmp.operators))
     span = max(la.analysis.utilization.trace_span_us, lb.analysis.utilization.trace_span_us)
     for label, subject, loaded in (("A", a, la), ("B", b, lb)):
-        st.markdown(f"**Timeline {label}**")
-        st.caption(subject.title)
+        st.markdown(f"**Timeline {label}:** {md_escape(subject.title)}")
         data = timeline.build_timeline(loaded.trace, start_us=0.0, end_us=span, max_marks=2500)
         st.altair_chart(timeline.timeline_chart(data), width="stretch", key=f"cmp_chart_{label}")
     st.caption(f"Both timelines share one time scale: 0 – {fmt_us(span)}.")
@@ -182,10 +205,13 @@ def _stem(subject: Subject) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "trace"
 
 
-def _md_escape(text: str) -> str:
-    """Markdown-escape text that reaches st.markdown (no HTML is ever enabled)."""
-    return "".join("\\" + ch if ch in "\\`*_{}[]()#+-.!|<>~$" else ch for ch in text)
-
-
 def _number_formats(formats: dict[str, str]) -> dict:
     return {column: st.column_config.NumberColumn(column, format=fmt) for column, fmt in formats.items()}
+
+
+def _float_formats(df, overrides: dict | None = None) -> dict:
+    """Three decimals for float columns (µs values read as 1234.568, not 1234.5678901)."""
+    config = {c: st.column_config.NumberColumn(c, format="%.3f") for c in df.columns
+              if str(df[c].dtype).startswith("float") or str(df[c].dtype) == "Float64"}
+    config.update(overrides or {})
+    return config

@@ -1,0 +1,419 @@
+"""The Streamlit page through AppTest: real script runs, a real worker process, real traces.
+
+One AppTest (one browser session) is shared by the tests of this module, in file order, and
+the page's ProfileService is one per process (st.cache_resource): a worker start costs
+seconds. ``submit`` fills the whole form each time, so tests do not leak form values.
+
+How AppTest exposes what the browser would get (Streamlit 1.67):
+- tabs: ``st.tabs(key="view", on_change="rerun")`` is a widget; ``at.session_state["view"] = …``
+  then ``at.run()`` opens a tab, and only the open tab's elements exist in the tree.
+- the Altair chart: an ``UnknownElement`` of type "vega_lite_chart" (``at.get("vega_lite_chart")``)
+  whose proto holds the Vega-Lite spec (JSON) and the datasets (Arrow IPC bytes).
+- download buttons: the proto holds only a media URL; the bytes live in the run's
+  MemoryMediaFileStorage, which ``media`` below keeps a handle on.
+- file uploads: ``at.file_uploader[0].set_value((name, bytes, mime))`` is supported.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+H200_TRACE = ROOT / "tests" / "data" / "matmul_add_4096_bf16.json.gz"
+TIMEOUT_S = 300  # one script run that profiles: the worker may still be importing torch on 2 busy cores
+LABEL = "ws_step_7"
+
+pytestmark = pytest.mark.timeout(1200)
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+class _KeepStorage(MemoryMediaFileStorage):
+    """AppTest makes a fresh media storage per run and drops it; keep the latest to read downloads."""
+
+    latest: "MemoryMediaFileStorage | None" = None
+
+    def __init__(self, media_endpoint: str) -> None:
+        super().__init__(media_endpoint)
+        type(self).latest = self
+
+
+@pytest.fixture(scope="module")
+def at():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", _KeepStorage)
+        app = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+        app.run()
+        yield app
+
+
+def plain(markdown: str) -> str:
+    """Undo md_escape: the text a reader sees."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
+def errors(at) -> list[str]:
+    return [plain(e.value) for e in at.error]
+
+
+def assert_healthy(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    # Streamlit shows misuse (e.g. a widget given a default and a session-state value) as warnings.
+    assert not at.warning, [w.value for w in at.warning]
+
+
+def open_view(at, name: str) -> None:
+    at.session_state["view"] = name
+    at.run()
+    assert_healthy(at)
+
+
+def charts(at) -> list:
+    return list(at.get("vega_lite_chart"))
+
+
+def chart_rows(chart) -> list[dict]:
+    """Every row of every dataset the chart ships to the browser."""
+    rows = []
+    for dataset in chart.proto.datasets:
+        rows += pa.ipc.open_stream(io.BytesIO(dataset.data.data)).read_all().to_pylist()
+    return rows
+
+
+def chart_lanes(chart) -> list[str]:
+    """The lane axis: the domain of the y encoding on the "lane" field, wherever the layer puts it."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            y = node.get("y")
+            if isinstance(y, dict) and y.get("field") == "lane" and "domain" in y.get("scale", {}):
+                found.append(y["scale"]["domain"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(json.loads(chart.proto.spec))
+    assert found, "the timeline's lane axis has no domain"
+    return found[0]
+
+
+def download_bytes(at, key: str) -> bytes:
+    button = next(b for b in at.get("download_button") if b.key == key)
+    filename = button.proto.url.rsplit("/", 1)[-1]
+    return _KeepStorage.latest.get_file(filename).content
+
+
+def wait_for_device(at, timeout_s: float = TIMEOUT_S) -> None:
+    """Rerun (as the page's own 1 s fragment would) until the worker has warmed up."""
+    deadline = time.monotonic() + timeout_s
+    while not any(c.value.startswith("Detected:") for c in at.sidebar.caption):
+        assert time.monotonic() < deadline, "the profiling worker did not start"
+        time.sleep(1.0)
+        at.run()
+
+
+def sidebar_text(at) -> str:
+    return "\n".join(t.value for t in at.sidebar.text)
+
+
+def runs_served(at) -> int:
+    return int(re.search(r"runs served: (\d+)", sidebar_text(at)).group(1))
+
+
+FORM_DEFAULTS = {"cfg_exact": "", "cfg_step_label": "matmul_add", "cfg_matmul_label": "", "cfg_add_label": "",
+                 "cfg_dtype": "float32", "cfg_active": 3, "cfg_repeat": 1, "cfg_m": 64, "cfg_k": 64, "cfg_n": 64}
+
+
+def set_form(at, **values) -> None:
+    """Set form widgets by key (sliders, text inputs, radios, number inputs) as a user would."""
+    for key, value in values.items():
+        _find(at, key).set_value(value)
+
+
+def _find(at, key):
+    for kind in ("select_slider", "text_input", "radio", "number_input", "checkbox", "selectbox"):
+        for widget in at.get(kind):
+            if widget.key == key:
+                return widget
+    raise KeyError(key)
+
+
+def submit(at, **values) -> None:
+    """Fill the form (defaults, then ``values``) and click "Run profile".
+
+    Like the browser, AppTest keeps a form's edits staged until its submit button is clicked
+    and drops them on any other rerun, so every submit sets the whole form again.
+    """
+    set_form(at, **{**FORM_DEFAULTS, **values})
+    at.form_submit_button[0].click()
+    at.run()
+
+
+def reset_workload(at) -> None:
+    if _find(at, "cfg_workload").value != "matmul_add":
+        _find(at, "cfg_workload").set_value("matmul_add")  # outside the form: applies at once
+        at.run()
+
+
+# ------------------------------------------------------------------------------ first visit
+
+
+def test_first_visit_shows_a_gpu_sample_and_runs_nothing(at):
+    assert_healthy(at)
+    assert at.session_state["subject"] == "sample:matmul_add_4096_bf16.json.gz"
+    assert [t.label for t in at.tabs] == ["Summary", "Table", "Timeline", "Insights", "Trace", "Compare"]
+    assert any("recorded on an NVIDIA H200" in plain(i.value) for i in at.info)
+    labels = {m.label for m in at.metric}
+    assert {"GPU busy", "GEMM kernel"} <= labels, labels
+    open_view(at, "Timeline")
+    (chart,) = charts(at)
+    assert any(lane.startswith("GPU 0") for lane in chart_lanes(chart))
+
+    # Moving the form's widgets (even many times) runs nothing: only "Run profile" submits.
+    before = runs_served(at)
+    set_form(at, cfg_m=2048, cfg_step_label="not_submitted")
+    at.run()
+    set_form(at, cfg_m=64)
+    at.run()
+    assert_healthy(at)
+    assert runs_served(at) == before
+    assert not at.session_state.get("runs")
+    open_view(at, "Summary")
+
+
+# ------------------------------------------------------------------------------ a run
+
+
+def test_run_profile_shows_the_label_in_table_timeline_and_trace(at):
+    submit(at, cfg_m=64, cfg_k=32, cfg_n=128, cfg_dtype="bfloat16", cfg_step_label=LABEL,
+           cfg_matmul_label="ws_mm", cfg_add_label="ws_add")
+    assert_healthy(at)
+    assert errors(at) == []
+    subject = at.session_state["subject"]
+    assert subject.startswith("run:")
+    (run,) = at.session_state["runs"]
+    assert (run.run.config.m, run.run.config.k, run.run.config.n, run.run.config.dtype) == (64, 32, 128, "bfloat16")
+    assert at.session_state["view"] == "Summary"
+    assert "Per iteration, no profiler" in {m.label for m in at.metric}
+
+    open_view(at, "Table")
+    names = list(at.dataframe[0].value["Name"])
+    assert LABEL in names and "ws_mm" in names and "ws_add" in names, names
+    assert "aten::mm" in names
+
+    open_view(at, "Timeline")
+    (chart,) = charts(at)
+    lanes = chart_lanes(chart)
+    assert lanes and all("GPU" not in lane for lane in lanes), lanes  # a CPU run: CPU threads only
+    rows = chart_rows(chart)
+    assert {row["name"] for row in rows} >= {LABEL, "ws_mm", "ws_add"}
+    assert {row["lane"] for row in rows if "lane" in row} <= set(lanes)
+
+    open_view(at, "Trace")
+    data = download_bytes(at, "dl_trace_gz")
+    trace = json.loads(gzip.decompress(data))
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert LABEL in names and "aten::mm" in names
+
+
+# ------------------------------------------------------------------------------ refusals
+
+
+REFUSALS = [
+    pytest.param({"cfg_exact": "0,64,64"}, "M must be a whole number ≥ 1", id="M=0 via exact sizes"),
+    pytest.param({"cfg_exact": "20000,64,64"}, "above this host's limit of 16384", id="exact sizes over the limit"),
+    pytest.param({"cfg_exact": "64 by 64"}, "must be three whole numbers", id="exact sizes not numbers"),
+    pytest.param({"cfg_dtype": "float16"}, "float16 matmul on CPU", id="float16 on CPU"),
+    pytest.param({"cfg_dtype": "tf32"}, "tf32 is a tensor-core mode", id="tf32 on CPU"),
+    pytest.param({"cfg_step_label": ""}, "must be 1–64 characters (got 0)", id="empty label"),
+    pytest.param({"cfg_matmul_label": "two\nlines"}, "printable characters only", id="newline in a label"),
+    pytest.param({"cfg_active": 32, "cfg_repeat": 8}, "this host allows 64", id="steps over max_steps"),
+]
+
+
+@pytest.mark.parametrize("values, expected", REFUSALS)
+def test_refused_config_shows_one_message_and_the_page_keeps_working(at, values, expected):
+    wait_for_device(at)  # then the page itself refuses device-dependent configs, before queuing
+    served = runs_served(at)
+    submit(at, **values)
+    assert_healthy(at)
+    assert len(errors(at)) == 1, errors(at)
+    assert expected in errors(at)[0]
+    assert runs_served(at) == served  # refused before reaching the worker
+    assert [t.label for t in at.tabs][:1] == ["Summary"]  # the views still render
+    at.run()
+    assert errors(at) == []  # the message belongs to that click, not to the session
+
+
+def test_label_boxes_stop_at_64_characters(at):
+    # The browser's text boxes refuse a 65th character (max_chars); AppTest's input() mimics that.
+    from lab.config import MAX_LABEL_CHARS
+
+    for key in ("cfg_step_label", "cfg_matmul_label", "cfg_add_label"):
+        box = _find(at, key)
+        assert box.max_chars == MAX_LABEL_CHARS == 64
+        before = box.value
+        box.input("y" * 65)
+        assert box.value == before
+    # A 65-character value sent anyway (as a crafted request could) is cut to 64 by Streamlit's
+    # text_input itself before the page sees it; the run then goes ahead with those 64.
+    long_label = "".join(chr(ord("a") + i % 26) for i in range(65))
+    submit(at, cfg_m=16, cfg_k=16, cfg_n=16, cfg_step_label=long_label)
+    assert_healthy(at)
+    assert errors(at) == []
+    assert at.session_state["runs"][-1].run.config.step_label == long_label[:64]
+
+
+def test_shape_too_big_for_memory_is_refused_before_allocating(at):
+    # Attention materializes heads × tokens² scores: 16384 tokens and heads ≈ 32 TiB in float32.
+    _find(at, "cfg_workload").set_value("attention_naive")
+    at.run()
+    submit(at, cfg_exact="16384,64,16384")
+    assert_healthy(at)
+    assert len(errors(at)) == 1, errors(at)
+    assert "choose smaller M, K or N" in errors(at)[0]
+    reset_workload(at)
+
+
+# ------------------------------------------------------------------------------ uploads
+
+
+def upload(at, name: str, data: bytes, mime: str = "application/gzip") -> None:
+    at.file_uploader(key="upload").set_value((name, data, mime))
+    at.run()
+
+
+def test_upload_h200_trace_shows_gpu_lanes_and_kernels(at):
+    upload(at, "my_h200.json.gz", H200_TRACE.read_bytes())
+    assert_healthy(at)
+    assert errors(at) == []
+    assert at.session_state["subject"].startswith("upload:")
+    open_view(at, "Table")
+    kernels = at.dataframe[-1].value
+    assert "name" in kernels and len(kernels) >= 2
+    assert any("gemm" in n.lower() or "nvjet" in n.lower() for n in kernels["name"]), list(kernels["name"])
+    assert any("elementwise" in n for n in kernels["name"])  # the separate bias-add kernel
+    open_view(at, "Timeline")
+    (chart,) = charts(at)
+    assert any(lane.startswith("GPU 0") for lane in chart_lanes(chart))
+    assert any(row.get("cat") == "kernel" for row in chart_rows(chart))
+
+
+def _bad_upload_then_page_still_works(at, name: str, data: bytes, expected: str) -> None:
+    shown = at.session_state["subject"]
+    upload(at, name, data)
+    assert_healthy(at)
+    assert len(errors(at)) == 1, errors(at)
+    assert expected in errors(at)[0], errors(at)
+    assert at.session_state["subject"] == shown  # the refused file never replaced what was shown
+    assert all(s.title != f"Upload: {name}" for s in at.session_state.get("uploads", []))
+    open_view(at, "Summary")  # the uploader still holds the bad file: the message stays, once
+    assert len(errors(at)) == 1
+    assert at.metric  # and the shown trace's views still render
+    at.file_uploader(key="upload").set_value(None)
+    at.run()
+    assert errors(at) == []
+
+
+def test_garbage_upload_is_refused_with_one_message(at):
+    _bad_upload_then_page_still_works(at, "notes.json", b"this is not a trace {", "cannot be opened")
+
+
+def test_upload_name_is_shown_as_text_not_markdown(at):
+    name = "**bold** [link](http://example.com).json"
+    upload(at, name, b"[1, 2, 3]")
+    (message,) = [e.value for e in at.error]
+    assert "\\*\\*bold\\*\\*" in message and "\\[link\\]\\(http" in message  # escaped: shown as typed
+    at.file_uploader(key="upload").set_value(None)
+    at.run()
+
+
+def test_oversized_upload_is_refused(at):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PROFILER_LAB_MAX_UPLOAD_MB", "1")
+        at.run()  # the page reads host settings on every run
+        big = b'{"traceEvents": [], "pad": "' + b"x" * (3 * 2**19) + b'"}'  # 1.5 MiB
+        _bad_upload_then_page_still_works(at, "big.json", big, "this host accepts traces up to 1 MB")
+    # The uploader's own limit is part of its identity: redraw it with the host's usual one
+    # before the next test uploads (a host does not change limits mid-session).
+    at.run()
+
+
+def test_gzip_bombs_are_refused(at):
+    # Zeros: refused at the first inflated chunk (JSON never holds NUL), whatever the cap.
+    zeros = gzip.compress(bytes(64 * 2**20), compresslevel=9)  # 64 MiB → ~64 KiB
+    _bad_upload_then_page_still_works(at, "zeros.json.gz", zeros, "not JSON text")
+    # Valid-looking JSON that inflates past the host's cap (lowered here to keep the test fast).
+    spaces = gzip.compress(b'{"traceEvents": [' + b" " * (32 * 2**20) + b"]}", compresslevel=9)
+    assert len(spaces) < 2**20
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PROFILER_LAB_MAX_TRACE_DECOMPRESSED_MB", "8")
+        _bad_upload_then_page_still_works(at, "spaces.json.gz", spaces, "inflates past the 8 MiB limit")
+
+
+# ------------------------------------------------------------------------------ lessons, compare, sessions
+
+
+def test_lesson_pair_opens_compare_with_both_timelines(at):
+    at.selectbox(key="lesson_key").set_value("cold_vs_warm")
+    at.run()
+    at.button(key="run_lesson").click()
+    at.run()
+    assert_healthy(at)
+    assert errors(at) == []
+    assert at.session_state["view"] == "Compare"
+    a, b = at.session_state["cmp_a"], at.session_state["cmp_b"]
+    titles = {s.key: s.title for s in at.session_state["runs"]}
+    assert "cold" in titles[a] and "warm" in titles[b]
+    open_view(at, "Compare")
+    assert len(charts(at)) == 2
+    frames = [df.value for df in at.dataframe]
+    assert any("status" in f and "aten::mm" in set(f["name"]) for f in frames)  # the operator diff
+
+
+def test_after_refusals_a_valid_run_still_works(at):
+    submit(at, cfg_m=32, cfg_k=32, cfg_n=32, cfg_step_label="after_refusals")
+    assert_healthy(at)
+    assert errors(at) == []
+    assert at.session_state["runs"][-1].run.config.step_label == "after_refusals"
+
+
+def test_each_session_keeps_its_own_results(at):
+    other = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    other.run()
+    assert not other.exception
+    assert not other.session_state.get("runs")
+    assert other.session_state["subject"].startswith("sample:")
+    assert at.session_state["runs"]  # the first session's runs are untouched
+
+
+# ------------------------------------------------------------------------------ status lines
+
+
+def test_status_lines_say_queue_position_and_stage():
+    from lab.service import TicketStatus
+    from ui.run import describe
+
+    queued = TicketStatus(id=1, state="queued", stage=None, queue_position=3, elapsed_s=2.0, estimate_s=9.6,
+                          worker=None, device=None)
+    assert describe(queued, "warm") == "warm: queued — position 3 (2 runs ahead), result in about 10 s · 2.0 s"
+    running = TicketStatus(id=1, state="running", stage="profiling", queue_position=None, elapsed_s=1.3,
+                           estimate_s=None, worker=0, device="cpu")
+    assert describe(running, "run") == "run: profiling on cpu · 1.3 s"
