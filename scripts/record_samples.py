@@ -45,19 +45,17 @@ from lab.workloads import WORKLOADS  # noqa: E402
 
 DEFAULT_OUT = ROOT / "lab" / "samples"
 SEED_MANIFEST = DEFAULT_OUT / "manifest.json"
-# Keep traces small enough to ship: shapes on (the lab's GEMM analysis needs them), memory
-# and stacks off (they multiply the event count), at most this many recorded steps.
-MAX_ACTIVE_STEPS = 5
 # --quick divides every dimension by this (4096 → 64), never below QUICK_MIN_DIM.
 QUICK_DIVISOR = 64
 QUICK_MIN_DIM = 8
 # The GPU box returns files of at most 16 MB; warn well before.
 TAR_WARN_BYTES = 15 * 2**20
 
-# Schedules named in titles: the "cold" lesson's (record from the very first iteration) and
-# its warm twin (same schedule, three un-profiled iterations first).
-_COLD = dict(warmup_iters=0, wait=0, warmup=0, active=5)
-_WARM = dict(_COLD, warmup_iters=3)
+# The extra runs keep traces small: shapes on (the lab's GEMM analysis needs them), memory and
+# stacks off (they multiply the event count), at most 5 recorded steps. Lesson runs are
+# recorded exactly as the lesson runs them.
+_COLD = dict(warmup_iters=0, wait=0, warmup=0, active=5)  # recorded from the very first iteration
+_WARM = dict(warmup_iters=3, wait=1, warmup=1, active=5)  # its warm twin
 
 
 @dataclass
@@ -65,54 +63,55 @@ class Item:
     """One run of the grid: its config (device already set) and how the manifest describes it."""
 
     config: RunConfig
-    variant: str  # file-name suffix, "" or "_cold"/"_warm"
+    variant: str  # file-name suffix after RunResult.trace_stem: "", "_cold", "_warm", …
     lessons: list[str]
     notes: list[str]
+    stem: str = ""  # the file name without .json.gz, unique within the grid (set by build_grid)
 
 
-def variant_of(config: RunConfig) -> str:
-    schedule = dict(warmup_iters=config.warmup_iters, wait=config.wait, warmup=config.warmup,
-                    active=config.active)
-    if schedule == _COLD:
-        return "_cold"
-    if schedule == _WARM:
-        return "_warm"
-    return ""
-
-
-def stem_of(config: RunConfig, kind: str) -> str:
-    """``RunResult.trace_stem`` as it will be for ``config`` on a device of ``kind``, plus the variant."""
+def base_stem(config: RunConfig, kind: str) -> str:
+    """``RunResult.trace_stem`` as it will be for ``config`` on a device of ``kind``."""
     tag = "_compiled" if config.compile else ""
-    return f"{config.workload}{tag}_{config.shape_text}_{config.dtype}_{kind}{variant_of(config)}"
+    return f"{config.workload}{tag}_{config.shape_text}_{config.dtype}_{kind}"
 
 
-def base_grid() -> list[tuple[RunConfig, str | None, str]]:
-    """(GPU config, lesson key or None, note) in recording order: most useful first.
+def stem_of(item: Item, kind: str) -> str:
+    return item.stem or base_stem(item.config, kind) + item.variant
 
-    Lesson runs come first so that a batch cut short still has every lesson; the extra
-    sizes the lessons do not cover come last.
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in text.lower()).strip("_")
+
+
+def base_grid() -> list[tuple[RunConfig, str, str | None, str]]:
+    """(GPU config, variant suffix, lesson key or None, note) in recording order.
+
+    Lesson runs come first so that a batch cut short still has every lesson; the extra runs
+    (the seed's grid and sizes the lessons do not cover) come last. A lesson whose two runs
+    share workload, shape and dtype (cold vs warm) names its files by run name.
     """
-    grid: list[tuple[RunConfig, str | None, str]] = []
+    grid: list[tuple[RunConfig, str, str | None, str]] = []
     for key, lesson in LESSONS.items():
+        same_shape = len({base_stem(r.gpu, "x") for r in lesson.runs}) < len(lesson.runs)
         for run in lesson.runs:
-            grid.append((run.gpu, key, f"Lesson '{lesson.title}', run '{run.name}'. Look for: {lesson.look_for}."))
+            variant = f"_{_slug(run.name)}" if same_shape else ""
+            grid.append((run.gpu, variant, key,
+                         f"Lesson '{lesson.title}', run '{run.name}'. Look for: {lesson.look_for}."))
     bf16 = dict(workload="matmul_add", dtype="bfloat16")
     grid += [
-        (RunConfig(m=4096, k=4096, n=4096, **bf16), None,
+        (RunConfig(m=4096, k=4096, n=4096, **bf16), "", None,
          "The seed exercise: a GEMM kernel then an elementwise add kernel per step."),
-        (RunConfig(m=4096, k=4096, n=4096, compile=True, step_label="matmul_add_compiled", **bf16), None,
+        (RunConfig(m=4096, k=4096, n=4096, compile=True, step_label="matmul_add_compiled", **bf16), "", None,
          "The bias is applied in the GEMM's epilogue: no separate add kernel."),
-        (RunConfig(m=4096, k=4096, n=4096, dtype="float32"), None,
+        (RunConfig(m=4096, k=4096, n=4096, dtype="float32"), "", None,
          "Full FP32 on the CUDA cores: no tensor cores without TF32."),
-        (RunConfig(m=4096, k=4096, n=4096, dtype="tf32"), None, "TF32 tensor-core GEMM (float32 storage)."),
-        (RunConfig(m=1024, k=1024, n=1024, **_COLD, **bf16), None,
+        (RunConfig(m=4096, k=4096, n=4096, dtype="tf32"), "", None, "TF32 tensor-core GEMM (float32 storage)."),
+        (RunConfig(m=1024, k=1024, n=1024, **_COLD, **bf16), "_cold", None,
          "Recorded from the very first iteration: the first step shows the cold start."),
-        (RunConfig(m=1024, k=1024, n=1024, **_WARM, **bf16), None,
-         "Same schedule as the cold run, after three un-profiled iterations."),
-        (RunConfig(m=8192, k=8192, n=8192, **bf16), None,
+        (RunConfig(m=1024, k=1024, n=1024, **_WARM, **bf16), "_warm", None,
+         "The cold run's twin, after three un-profiled iterations and one schedule warm-up step."),
+        (RunConfig(m=8192, k=8192, n=8192, **bf16), "", None,
          "The largest GEMM of the grid: the closest to the device's peak."),
-        (RunConfig(m=64, k=64, n=64, **bf16), None,
-         "Tiny work: the GPU lane is mostly idle, waiting for launches."),
     ]
     return grid
 
@@ -124,18 +123,27 @@ def shrink(config: RunConfig) -> RunConfig:
 
 
 def build_grid(device: str, *, quick: bool) -> list[Item]:
-    """The grid for ``device`` ("cuda" or "cpu"), identical configs merged (lessons and notes kept)."""
+    """The grid for ``device`` ("cuda" or "cpu"): identical configs merged (their lessons and
+    notes kept), then each given a unique file stem (a clash gets "_2", "_3", …)."""
     items: dict[RunConfig, Item] = {}
-    for config, lesson, note in base_grid():
-        config = config.replace(device=device, active=min(config.active, MAX_ACTIVE_STEPS),
-                                record_shapes=True, profile_memory=False, with_stack=False)
+    for config, variant, lesson, note in base_grid():
+        config = config.replace(device=device)
         if quick:
             config = shrink(config)
-        item = items.setdefault(config, Item(config, variant_of(config), [], []))
+        item = items.setdefault(config, Item(config, variant, [], []))
         if lesson and lesson not in item.lessons:
             item.lessons.append(lesson)
         if note not in item.notes:
             item.notes.append(note)
+    taken: set[str] = set()
+    for item in items.values():
+        stem, n = base_stem(item.config, device) + item.variant, 1
+        while stem in taken:
+            n += 1
+            stem = f"{base_stem(item.config, device)}{item.variant}_{n}"
+        item.variant = stem[len(base_stem(item.config, device)):]
+        item.stem = stem
+        taken.add(stem)
     return list(items.values())
 
 
@@ -143,7 +151,7 @@ def select(items: list[Item], only: list[str], kind: str) -> list[Item]:
     """Items whose file stem contains any of the ``only`` substrings (all when empty)."""
     if not only:
         return items
-    return [it for it in items if any(o in stem_of(it.config, kind) for o in only)]
+    return [it for it in items if any(o in stem_of(it, kind) for o in only)]
 
 
 # ----------------------------------------------------------------------------- manifest
@@ -184,7 +192,7 @@ def short_device(name: str, kind: str) -> str:
     return "CPU" if kind == "cpu" else name.replace("NVIDIA ", "").strip()
 
 
-def title_of(config: RunConfig, device: str) -> str:
+def title_of(config: RunConfig, variant: str, device: str) -> str:
     w = WORKLOADS[config.workload]
     if config.m == config.k == config.n:
         shape = f"{config.m}³"
@@ -195,9 +203,8 @@ def title_of(config: RunConfig, device: str) -> str:
     parts = [w.title, f"{shape} {config.dtype}"]
     if config.compile:
         parts.append("torch.compile")
-    variant = variant_of(config)
     if variant:
-        parts.append(variant.strip("_"))
+        parts.append(variant.strip("_").replace("_", " "))
     return f"{', '.join(parts)} ({device})"
 
 
@@ -211,7 +218,7 @@ def entry_for(item: Item, result, file: str, recorded: str) -> dict:
     device = result.device
     return {
         "file": file,
-        "title": title_of(item.config, short_device(device.name, device.kind)),
+        "title": title_of(item.config, item.variant, short_device(device.name, device.kind)),
         "device": device.name,
         "torch": device.torch_version,
         "cuda": device.cuda_version,
@@ -275,7 +282,7 @@ def record(items: list[Item], out: Path, *, kind: str, budget_s: float | None) -
     save_manifest(out, manifest)
 
     for i, item in enumerate(items, 1):
-        stem = stem_of(item.config, kind)
+        stem = stem_of(item, kind)
         if budget_s is not None and time.perf_counter() - started > budget_s:
             manifest["skipped"].append({"name": stem, "config": item.config.to_dict(),
                                         "reason": f"over the {budget_s:.0f} s budget"})
@@ -353,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     items = select(build_grid(args.device, quick=args.quick), only, args.device)
     if args.list:
         for item in items:
-            print(f"{stem_of(item.config, args.device):58} lessons={','.join(item.lessons) or '-'}")
+            print(f"{stem_of(item, args.device):58} lessons={','.join(item.lessons) or '-'}")
         return 0
     if not items:
         print(f"no run matches --only {only}; see --list", file=sys.stderr)

@@ -1,0 +1,136 @@
+"""The bundled GPU samples (lab/samples) and the script that records them.
+
+Every sample in the manifest must be a real GPU trace the lab can read: kernels, at least one
+GPU stream lane, and launch → kernel links. ``scripts/record_samples.py --device cpu --quick``
+must write a manifest and traces in the same format (CPU traces: no kernels, so only the
+format and the loading are checked there).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from lab.config import RunConfig
+from lab.lessons import LESSONS
+from lab.samples import MANIFEST, SAMPLES_DIR, Sample, list_samples
+from lab.trace import load_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+ENTRIES = json.loads(MANIFEST.read_text(encoding="utf-8"))["samples"]
+CONFIG_FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
+TIMING_KEYS = {"profiled_median_us", "unprofiled_median_us", "method", "compile_s"}
+
+
+def check_entry(entry: dict, folder: Path) -> None:
+    """The manifest contract ``lab.samples.Sample`` and the page rely on."""
+    assert isinstance(entry.get("file"), str) and entry["file"].endswith(".json.gz"), entry
+    assert "/" not in entry["file"] and "\\" not in entry["file"], "a file name, not a path"
+    assert (folder / entry["file"]).is_file(), f"{entry['file']} is listed but missing"
+    assert isinstance(entry.get("title"), str) and entry["title"].strip()
+    for key in ("device", "torch", "recorded", "note"):
+        assert isinstance(entry.get(key, ""), str), key
+    assert entry.get("device"), "which device recorded it"
+    lesson = entry.get("lesson", "")
+    assert lesson == "" or lesson in LESSONS, f"unknown lesson {lesson!r}"
+    for key in entry.get("lessons", []):
+        assert key in LESSONS, f"unknown lesson {key!r}"
+    config = entry.get("config", {})
+    assert isinstance(config, dict) and set(config) <= CONFIG_FIELDS, set(config) - CONFIG_FIELDS
+    RunConfig.from_dict(config)  # every value valid (raises ConfigError otherwise)
+    timing = entry.get("timing")
+    if timing:
+        assert set(timing) >= TIMING_KEYS, TIMING_KEYS - set(timing)
+        assert timing["profiled_median_us"] > 0 and timing["unprofiled_median_us"] > 0
+        assert timing["method"] in ("cuda events", "wall clock")
+        assert timing["compile_s"] is None or timing["compile_s"] > 0
+        assert (timing["compile_s"] is not None) == bool(config.get("compile")), "compile time iff compiled"
+    # Sample() accepts it as list_samples does (unknown keys are ignored there).
+    Sample(**{k: v for k, v in entry.items() if k in Sample.__dataclass_fields__})
+
+
+def test_manifest_lists_unique_files_and_every_listed_file_is_shipped():
+    files = [e["file"] for e in ENTRIES]
+    assert files and len(files) == len(set(files))
+    assert [s.file for s in list_samples()] == files  # none dropped for a missing file
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"] for e in ENTRIES])
+def test_manifest_entry_is_well_formed(entry):
+    check_entry(entry, SAMPLES_DIR)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"] for e in ENTRIES])
+def test_sample_is_a_gpu_trace_with_kernels_streams_and_launch_links(entry):
+    trace = load_trace(SAMPLES_DIR / entry["file"])
+    ev = trace.events
+    assert trace.skipped_events == 0
+    kernels = ev["cat"] == "kernel"
+    assert kernels.sum() > 0
+    gpu = ev[ev["lane_kind"] == "gpu"]
+    assert (gpu["stream"] >= 0).any() and gpu["lane"].nunique() >= 1
+    assert len(trace.flows) > 0
+    # Flows join a CPU launch call to GPU work, as their definition says.
+    launch_cats = set(ev["cat"].astype(str).to_numpy()[trace.flows["launch_row"].to_numpy()])
+    gpu_lanes = set(ev["lane_kind"].astype(str).to_numpy()[trace.flows["gpu_row"].to_numpy()])
+    assert launch_cats <= {"cuda_runtime", "cuda_driver"} and gpu_lanes == {"gpu"}
+    # The trace's own metadata agrees with the manifest's device.
+    names = {p.get("name", "") for p in trace.meta.device_properties}
+    assert not names or entry["device"] in names
+
+
+def _record_samples_module():
+    spec = importlib.util.spec_from_file_location("record_samples", ROOT / "scripts" / "record_samples.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("record_samples", module)  # dataclasses look their module up there
+    spec.loader.exec_module(sys.modules["record_samples"])
+    return sys.modules["record_samples"]
+
+
+def test_record_samples_quick_cpu_writes_a_valid_manifest_and_traces(tmp_path):
+    out = tmp_path / "samples"
+    # The cold runs (a lesson's and an extra one) and the tf32 run, which the CPU refuses:
+    # it must land in "failed", not stop the others.
+    only = ["_cpu_cold", "_tf32_"]
+    script = _record_samples_module()
+    items = script.select(script.build_grid("cpu", quick=True), only, "cpu")
+    refused = {it.stem for it in items if it.config.dtype in ("tf32", "float16")}  # dtype_refusal on CPU
+    expected = {it.stem + ".json.gz" for it in items if it.stem not in refused}
+    assert refused and len(expected) >= 2 and all(f.endswith("_cold.json.gz") for f in expected)
+
+    cmd = [sys.executable, str(ROOT / "scripts" / "record_samples.py"), "--device", "cpu", "--quick",
+           "--out", str(out), "--only", ",".join(only), "--tar", str(tmp_path / "s.tar.gz")]
+    env = dict(os.environ, KINETO_LOG_LEVEL="6")
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    seeds = [e["file"] for e in ENTRIES]
+    files = [e["file"] for e in manifest["samples"]]
+    assert files[: len(seeds)] == seeds  # the bundled entries are kept, in order
+    new = [e for e in manifest["samples"] if e["file"] not in seeds]
+    assert {e["file"] for e in new} == expected
+    for entry in new:
+        check_entry(entry, out)
+        assert entry["timing"]["method"] == "wall clock"
+        assert entry["config"]["warmup_iters"] == 0 and entry["config"]["device"] == "cpu"
+        trace = load_trace(out / entry["file"])
+        labels = set(trace.events.loc[trace.events["cat"] == "user_annotation", "name"].astype(str))
+        assert entry["config"]["step_label"] in labels
+        # Cold: all five steps recorded, from the first iteration on.
+        steps = labels & {f"ProfilerStep#{i}" for i in range(10)}
+        assert len(steps) == entry["config"]["active"]
+    assert any(e["lesson"] == "cold_vs_warm" for e in new)
+    assert {f["name"] for f in manifest["failed"]} == refused
+    assert all("tf32" in f["error"] for f in manifest["failed"])
+
+    with tarfile.open(tmp_path / "s.tar.gz") as tar:
+        assert sorted(tar.getnames()) == sorted(expected | {"manifest.json"})
