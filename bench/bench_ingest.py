@@ -17,11 +17,10 @@ What is timed (wall clock, ``time.perf_counter``), each on the same file, rounds
   decoding the JSON with the standard library, nothing built.
 * ``floor (msgspec)``: read (+ gunzip) + untyped ``msgspec.json.decode``.
 
-Memory: each contender runs once more in a fresh subprocess, which reports the tracemalloc peak
-(Python allocations during the call, the file's bytes included since they are read inside) and
-the resident-memory high-water mark during the call minus resident memory before it
-(``/proc/self/status`` VmHWM, reset through ``/proc/self/clear_refs``; tracemalloc runs too, so
-its own bookkeeping is included in this figure).
+Memory: each contender runs twice more, each time in a fresh subprocess: one reports the
+tracemalloc peak (Python allocations during the call, the file's bytes included since they are
+read inside), the other the resident-memory high-water mark during the call minus resident
+memory before it (``/proc/self/status`` VmHWM, reset through ``/proc/self/clear_refs``).
 
 Scaling: ``load_trace`` on 1k / 10k / 100k / 1M-event traces made by
 ``bench/make_large_trace.py`` (repeated real H200 steps), median of repeats, µs per event.
@@ -113,11 +112,16 @@ def time_interleaved(names: list[str], path: str, repeats: int) -> dict[str, lis
 
 
 def memory_in_subprocess(name: str, path: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, __file__, "--measure-memory", name, path],
-        capture_output=True, text=True, check=True, timeout=1800,
-    )  # fmt: skip
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    """Two fresh processes: one traces Python allocations, one only watches resident memory
+    (tracemalloc's own bookkeeping would inflate RSS)."""
+    result = {}
+    for mode in ("tracemalloc", "rss"):
+        out = subprocess.run(
+            [sys.executable, __file__, "--measure-memory", mode, name, path],
+            capture_output=True, text=True, check=True, timeout=1800,
+        )  # fmt: skip
+        result.update(json.loads(out.stdout.strip().splitlines()[-1]))
+    return result
 
 
 def _proc_status_bytes(field: str) -> int | None:
@@ -130,25 +134,30 @@ def _proc_status_bytes(field: str) -> int | None:
     return None
 
 
-def _measure_memory_here(name: str, path: str) -> None:
-    """Peak memory of one call, in this fresh process. RSS: the resident high-water mark
-    (VmHWM, reset right before the call) minus resident memory right before it. ru_maxrss would
-    not do: Linux carries it over from the parent process across exec."""
+def _measure_memory_here(mode: str, name: str, path: str) -> None:
+    """Peak memory of one call, in this fresh process. ``tracemalloc``: peak of Python
+    allocations during the call. ``rss``: resident high-water mark (VmHWM, reset right before
+    the call) minus resident memory right before it; ru_maxrss would not do, as Linux carries
+    it over from the parent process across exec."""
     fn = CONTENDERS[name]
     fn(make_large_trace.DEFAULT_SOURCE.as_posix())  # imports and warm-up on a tiny trace
+    if mode == "tracemalloc":
+        tracemalloc.start()
+        result = fn(path)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        print(json.dumps({"tracemalloc_peak_bytes": peak}))
+        return
     rss_before = _proc_status_bytes("VmRSS")
     try:
         Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
     except OSError:
         rss_before = None
-    tracemalloc.start()
     result = fn(path)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
     hwm = _proc_status_bytes("VmHWM")
     del result
     growth = hwm - rss_before if (hwm is not None and rss_before is not None) else float("nan")
-    print(json.dumps({"tracemalloc_peak_bytes": peak, "rss_growth_bytes": growth}))
+    print(json.dumps({"rss_growth_bytes": growth}))
 
 
 # ---- reporting --------------------------------------------------------------------------------
@@ -185,7 +194,7 @@ def ms(seconds: float) -> str:
 
 def ingest_section(files: list[tuple[str, str]], repeats: int, names: list[str]) -> list[str]:
     lines = [
-        "| input | contender | median ms | min ms | × vs load_trace | tracemalloc peak MB (× JSON) | RSS growth MB |",
+        "| input | contender | median ms | min ms | × vs load_trace | tracemalloc peak MB (× JSON) | RSS growth MB (× JSON) |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for label, path in files:
@@ -198,14 +207,16 @@ def ingest_section(files: list[tuple[str, str]], repeats: int, names: list[str])
             peak = mem["tracemalloc_peak_bytes"]
             lines.append(
                 f"| {label} | {name} | {ms(med)} | {ms(min(times[name]))} | {med / base:.2f} | "
-                f"{peak / 1e6:,.1f} ({peak / json_bytes:.2f}×) | {mem['rss_growth_bytes'] / 1e6:,.1f} |"
+                f"{peak / 1e6:,.1f} ({peak / json_bytes:.2f}×) | "
+                f"{mem['rss_growth_bytes'] / 1e6:,.1f} ({mem['rss_growth_bytes'] / json_bytes:.2f}×) |"
             )
             print(lines[-1], flush=True)
     return lines
 
 
 def scaling_section(paths: list[tuple[int, str]], repeats: int) -> list[str]:
-    lines = ["| events | JSON MB | median ms | µs / event | tracemalloc peak (× JSON) |", "|---:|---:|---:|---:|---:|"]
+    lines = ["| events | JSON MB | median ms | µs / event | tracemalloc peak (× JSON) | RSS growth (× JSON) |",
+             "|---:|---:|---:|---:|---:|---:|"]
     for n, path in paths:
         reps = repeats if n < 1_000_000 else max(3, repeats // 2)
         times = time_interleaved(["load_trace"], path, reps)["load_trace"]
@@ -214,7 +225,7 @@ def scaling_section(paths: list[tuple[int, str]], repeats: int) -> list[str]:
         mem = memory_in_subprocess("load_trace", path)
         lines.append(
             f"| {n:,} | {json_bytes / 1e6:,.1f} | {ms(med)} | {med / n * 1e6:.2f} | "
-            f"{mem['tracemalloc_peak_bytes'] / json_bytes:.2f}× |"
+            f"{mem['tracemalloc_peak_bytes'] / json_bytes:.2f}× | {mem['rss_growth_bytes'] / json_bytes:.2f}× |"
         )
         print(lines[-1], flush=True)
     return lines
@@ -225,7 +236,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small inputs, few repeats (CI)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/profiler_lab_bench"), help="where traces are made")
     ap.add_argument("--repeats", type=int, default=None)
-    ap.add_argument("--measure-memory", nargs=2, metavar=("CONTENDER", "PATH"), help=argparse.SUPPRESS)
+    ap.add_argument("--measure-memory", nargs=3, metavar=("MODE", "CONTENDER", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     logging.disable(logging.CRITICAL)  # HTA logs a warning per parse
     if args.measure_memory:
@@ -252,8 +263,8 @@ def main() -> None:
         f"- date: {started}; machine: {machine()}",
         f"- versions: {versions()}",
         f"- method: median of {repeats} interleaved rounds after one warm-up call each; memory from one "
-        "fresh subprocess per contender (tracemalloc peak during the call; resident high-water mark "
-        "during the call minus resident memory before it).",
+        "fresh subprocess per contender and figure (tracemalloc peak during the call; in another "
+        "process, resident high-water mark during the call minus resident memory before it).",
     ]
     if not hta_available():
         header.append("- HTA not installed (`pip install -r bench/requirements.txt`): HTA rows skipped.")

@@ -296,7 +296,7 @@ _NAN = float("nan")
 
 if msgspec is not None:
 
-    # Ids outside int64 fail validation here and send the document to the checked path.
+    # Ids outside int64 fail validation here and send their batch to per-event decoding.
     _I64 = Annotated[int, msgspec.Meta(ge=_INT64_MIN, le=_INT64_MAX)]
 
     # gc=False: these hold no cycles, and untracked objects keep the cyclic GC from walking
@@ -375,9 +375,9 @@ _EMPTY_ARGS_ANY = _EMPTY_ARGS if msgspec is not None else _PY_EMPTY_ARGS
 
 
 # Events turned into Python objects at a time. The raw JSON of every event is located first
-# (cheap: 48 bytes per event); objects exist only for one batch (~8 MB) before they become
+# (cheap: 48 bytes per event); objects exist only for one batch (~6 MB) before they become
 # column arrays, which keeps peak memory near the JSON size plus the final frame.
-_BATCH_EVENTS = 16_384
+_BATCH_EVENTS = 8_192
 
 
 @dataclass
@@ -873,17 +873,19 @@ class _EventParts:
         self.parts: list[dict] = []
         self.n = 0
 
-    def add(self, records: list, metas: list, flows: list, all_raw: bool) -> int:
+    def add(self, records: list, metas: list, flow_parts: _FlowParts, all_raw: bool) -> int:
         """Sort a batch's records into X / M / flow events; store the X columns. Returns the
         number of X events dropped as malformed."""
         xs = [e for e in records if e.ph == "X"]
         if len(xs) < len(records):
+            flows = []
             for e in [e for e in records if e.ph != "X"]:
                 ph = e.ph
                 if ph == "M":
                     metas.append(e)
                 elif (ph == "s" or ph == "f") and e.cat == FLOW_CAT:
                     flows.append(e)
+            flow_parts.add(flows)
         del records
         n = len(xs)
         ts, dur = _floats(xs, _TS_OF, n), _floats(xs, _DUR_OF, n)
@@ -923,19 +925,53 @@ class _EventParts:
         return np.concatenate([p[key] for p in self.parts])
 
     def categorical(self, key: str, as_text=None) -> tuple[np.ndarray, np.ndarray]:
-        """Global (codes, categories) from the batches' own: categories merged, codes remapped."""
-        uniques = [u if as_text is None else [as_text(v) for v in u] for _, u in (p[key] for p in self.parts)]
-        merged_codes, categories = _factorized([v for u in uniques for v in u])
-        offsets = np.cumsum([0] + [len(u) for u in uniques[:-1]])
-        codes = np.concatenate([merged_codes[off + c] for off, (c, _) in zip(offsets, (p[key] for p in self.parts))])
-        return codes.astype(np.int32, copy=False), categories
+        return _merge_factorized([p[key] for p in self.parts], as_text)
+
+
+def _merge_factorized(pieces: list[tuple[np.ndarray, np.ndarray]], as_text=None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-batch (codes, uniques) → global (codes, categories): categories merged, codes
+    remapped; -1 (a missing value) stays -1. ``as_text`` maps uniques first (417 and "417"
+    become one category)."""
+    uniques = [list(u) if as_text is None else [as_text(v) for v in u] for _, u in pieces]
+    merged_codes, categories = _factorized([v for u in uniques for v in u])
+    offsets = np.cumsum([0] + [len(u) for u in uniques[:-1]])
+    codes = np.concatenate([np.where(c >= 0, merged_codes[off + np.maximum(c, 0)], -1) if len(u) else c
+                            for off, (c, _), u in zip(offsets, pieces, uniques)])
+    return codes.astype(np.int32, copy=False), categories
+
+
+class _FlowParts:
+    """ac2g flow events, kept as compact arrays per batch (a Struct per flow would cost ~10x)."""
+
+    def __init__(self):
+        self.parts: list[dict] = []
+
+    def add(self, flows: list) -> None:
+        if not flows:
+            return
+        self.parts.append({
+            "is_start": np.array([e.ph == "s" for e in flows], dtype=bool),
+            "ts": _floats(flows, _TS_OF, len(flows)),  # None → NaN
+            "pid": _factorized([e.pid for e in flows]),  # None → code -1
+            "tid": _factorized([e.tid for e in flows]),
+            "id": _factorized([e.id for e in flows]),
+        })  # fmt: skip
+
+    def columns(self) -> dict | None:
+        if not self.parts:
+            return None
+        out = {k: np.concatenate([p[k] for p in self.parts]) for k in ("is_start", "ts")}
+        out["pid"] = _merge_factorized([p["pid"] for p in self.parts], _id_str)
+        out["tid"] = _merge_factorized([p["tid"] for p in self.parts], _id_str)
+        out["id"] = _merge_factorized([p["id"] for p in self.parts])
+        return out
 
 
 def _build(src: _Source, source_bytes: int) -> Trace:
-    parts, metas, flow_events = _EventParts(), [], []
+    parts, metas, flow_parts = _EventParts(), [], _FlowParts()
     skipped = 0
     for records, dropped, all_raw in src.batches:
-        skipped += dropped + parts.add(records, metas, flow_events, all_raw)
+        skipped += dropped + parts.add(records, metas, flow_parts, all_raw)
         del records
     if parts.n == 0:
         raise TraceError(
@@ -1031,7 +1067,7 @@ def _build(src: _Source, source_bytes: int) -> Trace:
     del int_cols, float_cols, cats, device, stream
     events = pd.DataFrame(frame, columns=list(_EVENT_COLUMNS))
     del frame
-    flow_frame, flow_skipped = _build_flows(flow_cols, flow_events, start_ts, by_key)
+    flow_frame, flow_skipped = _build_flows(flow_cols, flow_parts.columns(), start_ts, by_key)
     meta = _meta(src.top, names_meta, start_ts, span_us)
     return Trace(events=events, flows=flow_frame, meta=meta, skipped_events=skipped + flow_skipped,
                  source_bytes=source_bytes)
@@ -1048,24 +1084,19 @@ def _flows_frame(corr, launch_row, gpu_row, delay_us) -> pd.DataFrame:
     })  # fmt: skip
 
 
-def _flows_near(flow_events: list, gpu_ts: np.ndarray, start_ts: float) -> list:
-    """The few flow events that can link the given GPU starts: "f" events at one of those
-    times (to the ns, with 1 ns slack for float rounding) and the "s" events sharing their id.
-    Exact matching follows; this only spares it the flows that correlation ids already cover."""
+def _near(flow_ts: np.ndarray, gpu_ts: np.ndarray, start_ts: float) -> np.ndarray:
+    """Which flow timestamps fall on one of the given GPU starts (relative µs), to the ns with
+    1 ns slack for float rounding: a coarse filter before exact matching."""
     wanted_ns = np.rint(gpu_ts * 1000)
     wanted_ns = np.concatenate([wanted_ns - 1, wanted_ns, wanted_ns + 1])
-    ends = [e for e in flow_events if e.ph == "f"]
-    f_ts = _floats(ends, _TS_OF, len(ends))
-    in_range = np.abs(f_ts) <= _MAX_ABS_US  # False for NaN
-    f_ns = np.rint((np.where(in_range, f_ts, start_ts) - start_ts) * 1000)
-    hit = np.nonzero(in_range & np.isin(f_ns, wanted_ns))[0]
-    ends = [ends[i] for i in hit.tolist()]
-    ids = {e.id for e in ends}
-    return ends + [e for e in flow_events if e.ph == "s" and e.id in ids]
+    in_range = np.abs(flow_ts) <= _MAX_ABS_US  # False for NaN
+    flow_ns = np.rint((np.where(in_range, flow_ts, start_ts) - start_ts) * 1000)
+    return in_range & np.isin(flow_ns, wanted_ns)
 
 
-def _build_flows(ev: dict, flow_events: list, start_ts: float, lanes: dict) -> tuple[pd.DataFrame, int]:
-    """Launch ↔ GPU pairs. ``ev`` holds the sorted event columns as numpy arrays.
+def _build_flows(ev: dict, flows: dict | None, start_ts: float, lanes: dict) -> tuple[pd.DataFrame, int]:
+    """Launch ↔ GPU pairs. ``ev`` holds the sorted event columns as numpy arrays, ``flows`` the
+    ac2g flow events' columns (``_FlowParts.columns``).
 
     Two sources, because either may be missing: correlation ids in args, and ``ac2g`` flow
     events ("s" on the launch, "f" on the GPU activity, same id, located by lane and ts). Each
@@ -1100,55 +1131,53 @@ def _build_flows(ev: dict, flow_events: list, start_ts: float, lanes: dict) -> t
         launch_of[g_rows] = l_rows[pick]
 
     # 2) ac2g flow events, located on the launch / GPU row with the same lane and start. Kineto
-    #    writes both sources and they agree, so flows are read only when some GPU row is still
+    #    writes both sources and they agree, so flows are matched only for GPU rows still
     #    unlinked (traces without correlation args, or hand-made ones).
-    usable = [e for e in flow_events if not (e.ts is None or e.id is None or e.pid is None or e.tid is None)]
-    skipped += len(flow_events) - len(usable)
-    unlinked = np.nonzero(is_gpu & (launch_of < 0))[0]
-    if usable and len(unlinked) and len(unlinked) < int(is_gpu.sum()):
-        usable = _flows_near(usable, ts[unlinked], start_ts)
-    if usable and len(unlinked):
-        f_ts = np.array([e.ts for e in usable], dtype=np.float64)
-        is_start = np.array([e.ph == "s" for e in usable])
-        pid_c, pid_u = _factorized([e.pid for e in usable])
-        tid_c, tid_u = _factorized([e.tid for e in usable])
-        id_c, id_u = _factorized([e.id for e in usable])
-        # lane of each distinct (pid, tid) of the flow events; -1 when no complete event has it
-        pair = pid_c.astype(np.int64) * len(tid_u) + tid_c
-        pair_u, pair_c = np.unique(pair, return_inverse=True)
-        found = [lanes.get((_id_str(pid_u[p // len(tid_u)]), _id_str(tid_u[p % len(tid_u)]))) for p in pair_u.tolist()]
-        f_lane = np.array([-1 if ln is None else ln.order for ln in found], dtype=np.int64)[pair_c.reshape(-1)]
-        in_range = np.abs(f_ts) <= _MAX_ABS_US  # False for NaN; beyond it, no event sits there
-        f_rel = np.round(np.where(in_range, f_ts, start_ts) - start_ts, 3)
-        valid = (f_lane >= 0) & in_range & (f_rel >= 0)
-        skipped += int((~np.isfinite(f_ts)).sum())
+    if flows is not None:
+        f_ts, is_start = flows["ts"], flows["is_start"]
+        (pid_c, pid_u), (tid_c, tid_u), (id_c, id_u) = flows["pid"], flows["tid"], flows["id"]
+        usable = (pid_c >= 0) & (tid_c >= 0) & (id_c >= 0) & np.isfinite(f_ts)
+        skipped += int((~usable).sum())
+        unlinked = np.nonzero(is_gpu & (launch_of < 0))[0]
+        if len(unlinked) < int(is_gpu.sum()):  # only the flows that can reach those rows
+            ends_near = usable & ~is_start & _near(f_ts, ts[unlinked], start_ts)
+            usable &= ends_near | (is_start & np.isin(id_c, id_c[ends_near]))
+        if len(unlinked) and usable.any():
+            # lane of each distinct (pid, tid) of the flow events; -1 when no complete event has it
+            pair = pid_c.astype(np.int64) * len(tid_u) + tid_c
+            pair_u, pair_c = np.unique(np.where(usable, pair, -1), return_inverse=True)
+            found = [None if p < 0 else lanes.get((pid_u[p // len(tid_u)], tid_u[p % len(tid_u)])) for p in pair_u.tolist()]
+            f_lane = np.array([-1 if ln is None else ln.order for ln in found], dtype=np.int64)[pair_c.reshape(-1)]
+            in_range = np.abs(f_ts) <= _MAX_ABS_US  # False for NaN; beyond it, no event sits there
+            f_rel = np.round(np.where(in_range, f_ts, start_ts) - start_ts, 3)
+            valid = usable & (f_lane >= 0) & in_range & (f_rel >= 0)
 
-        def last_per_id(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            rows = np.nonzero(mask)[0][::-1]  # last event wins for a repeated id
-            ids, first = np.unique(id_c[rows], return_index=True)
-            return ids, rows[first]
+            def last_per_id(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                rows = np.nonzero(mask)[0][::-1]  # last event wins for a repeated id
+                ids, first = np.unique(id_c[rows], return_index=True)
+                return ids, rows[first]
 
-        s_ids, s_rows = last_per_id(valid & is_start)
-        f_ids, f_rows = last_per_id(valid & ~is_start)
-        common, s_at, f_at = np.intersect1d(s_ids, f_ids, assume_unique=True, return_indices=True)
-        if len(common):
-            s_rows, f_rows = s_rows[s_at], f_rows[f_at]
-            keys, want_s, want_f = _grouped_keys((lane, ts), (f_lane[s_rows], f_rel[s_rows]), (f_lane[f_rows], f_rel[f_rows]))
+            s_ids, s_rows = last_per_id(valid & is_start)
+            f_ids, f_rows = last_per_id(valid & ~is_start)
+            common, s_at, f_at = np.intersect1d(s_ids, f_ids, assume_unique=True, return_indices=True)
+            if len(common):
+                s_rows, f_rows = s_rows[s_at], f_rows[f_at]
+                keys, want_s, want_f = _grouped_keys((lane, ts), (f_lane[s_rows], f_rel[s_rows]), (f_lane[f_rows], f_rel[f_rows]))
 
-            def locate(want: np.ndarray, mask: np.ndarray) -> np.ndarray:
-                rows = np.nonzero(mask)[0]
-                if not len(rows):
-                    return np.full(len(want), -1, dtype=np.int64)
-                rows = rows[np.argsort(keys[rows], kind="stable")]
-                sorted_keys = keys[rows]
-                pos = np.minimum(np.searchsorted(sorted_keys, want), len(rows) - 1)
-                return np.where(sorted_keys[pos] == want, rows[pos], -1)
+                def locate(want: np.ndarray, mask: np.ndarray) -> np.ndarray:
+                    rows = np.nonzero(mask)[0]
+                    if not len(rows):
+                        return np.full(len(want), -1, dtype=np.int64)
+                    rows = rows[np.argsort(keys[rows], kind="stable")]
+                    sorted_keys = keys[rows]
+                    pos = np.minimum(np.searchsorted(sorted_keys, want), len(rows) - 1)
+                    return np.where(sorted_keys[pos] == want, rows[pos], -1)
 
-            launch_rows, gpu_rows = locate(want_s, is_launch), locate(want_f, is_gpu)
-            ok = (launch_rows >= 0) & (gpu_rows >= 0)
-            launch_of[gpu_rows[ok]] = launch_rows[ok]
-            flow_ids = np.array([_id_int(i) for i in id_u[common].tolist()], dtype=np.int64)
-            flow_id_of[gpu_rows[ok]] = flow_ids[ok]
+                launch_rows, gpu_rows = locate(want_s, is_launch), locate(want_f, is_gpu)
+                ok = (launch_rows >= 0) & (gpu_rows >= 0)
+                launch_of[gpu_rows[ok]] = launch_rows[ok]
+                flow_ids = np.array([_id_int(i) for i in id_u[common].tolist()], dtype=np.int64)
+                flow_id_of[gpu_rows[ok]] = flow_ids[ok]
 
     gpu_rows = np.nonzero(launch_of >= 0)[0]
     launch_rows = launch_of[gpu_rows]
