@@ -159,7 +159,8 @@ def percentile(values: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def measure_one(m: int, k: int, n: int, dtype: str, *, device: str, reps: int) -> dict:
+def measure_one(m: int, k: int, n: int, dtype: str, *, device: str, reps: int):
+    """(row, DeviceInfo) for one GEMM: the lab's profiled reading and the event-timed one."""
     from lab.config import RunConfig
     from lab.runner import run_profile
 

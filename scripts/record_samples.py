@@ -294,8 +294,11 @@ def record(items: list[Item], out: Path, *, kind: str, budget_s: float | None) -
         try:
             result = run_profile(item.config)
             file = f"{result.trace_stem}{item.variant}.json.gz"
-            write_atomic(out / file, result.trace_gz)
             check = check_trace(result.trace_gz)
+            if kind == "cuda" and not (check["kernels"] and check["gpu_lanes"] and check["flows"]):
+                # A sample exists to show GPU work; without it (no CUPTI?) it would mislead.
+                raise RuntimeError(f"the trace lacks GPU work ({check}); not kept as a sample")
+            write_atomic(out / file, result.trace_gz)
             upsert(manifest, entry_for(item, result, file, recorded))
             written.append(file)
             rows.append({"name": file, "status": "ok", "wall_s": time.perf_counter() - t0,

@@ -71,7 +71,9 @@ def test_cuda_trace_has_kernels_gpu_annotations_and_events_timing(bf16_result):
     cats = {e.get("cat") for e in events}
     assert "kernel" in cats and "gpu_user_annotation" in cats
     gpu_labels = {e["name"] for e in events if e.get("cat") == "gpu_user_annotation"}
-    assert {"matmul_add", "mm_part", "add_part"} <= gpu_labels
+    cpu_labels = {e["name"] for e in events if e.get("cat") == "user_annotation"}
+    assert "matmul_add" in gpu_labels  # the step label, projected onto the GPU stream
+    assert {"matmul_add", "mm_part", "add_part"} <= cpu_labels
     t = bf16_result.timing
     assert t.method == "cuda events"
     assert len(t.profiled_us) == bf16_result.config.active
@@ -161,7 +163,8 @@ def test_real_out_of_memory_is_a_run_error_and_the_next_run_succeeds(warm_cuda, 
         assert config.estimated_bytes < 0.8 * left
         with pytest.raises(RunError, match="ran out of GPU memory"):
             run_profile(config, settings=HostSettings(max_dim=max(m, k)))
-        assert not torch._C._autograd._profiler_enabled()  # the runner leaves the profiler off
+        enabled = getattr(torch._C._autograd, "_profiler_enabled", None)  # private: may be absent
+        assert enabled is None or not enabled()  # the runner leaves the profiler off
     finally:
         del filler
         torch.cuda.empty_cache()
