@@ -10,6 +10,7 @@
 #   samples   scripts/record_samples.py → $OUT/samples.tar.gz (traces + manifest.json, flat)
 #   fidelity  scripts/fidelity.py → $OUT/fidelity.json + $OUT/fidelity.md
 #   transformer  scripts/make_transformer_trace.py → $OUT/transformer_trace.json.gz
+#   capacity  bench/bench_capacity.py → $OUT/capacity.md (all GPUs at once, OOM then next run)
 #   tests     pytest tests/test_gpu.py -m gpu (installs .whl/*.whl first when that folder exists)
 # The whole output is also in $OUT/log.txt. At most 8 files come back from the GPU box: the
 # list above is exactly 8 (cli/ is packed into one tar if anything else appears).
@@ -24,7 +25,7 @@ OUT="${OUT:?set OUT to the folder whose files come back}"
 mkdir -p "$OUT"
 export KINETO_LOG_LEVEL=6 PYTHONUNBUFFERED=1
 DEVICE="${GPU_BATCH_DEVICE:-cuda}"
-DEADLINE_S="${GPU_BATCH_DEADLINE_S:-530}"
+DEADLINE_S="${GPU_BATCH_DEADLINE_S:-560}"
 WORK="$(mktemp -d /tmp/gpu_batch.XXXXXX)"
 if [ "$DEVICE" = "cpu" ]; then
     QUICK="--quick"; CLI_SIZE=256
@@ -128,13 +129,15 @@ main() {
     step info 60 bash -c info
     step cli 60 bash -c cli_profile
     # record_samples starts no run after 160 s, so it ends (tar written) within its limit.
-    step samples 190 bash -c "samples 160"
+    step samples 170 bash -c "samples 145"
     pack_samples_if_cut_short
-    step fidelity 100 python3 scripts/fidelity.py --device "$DEVICE" $QUICK \
+    step fidelity 90 python3 scripts/fidelity.py --device "$DEVICE" $QUICK \
         --json "$OUT/fidelity.json" --out "$OUT/fidelity.md"
-    step transformer 80 python3 scripts/make_transformer_trace.py --device "$DEVICE" $QUICK \
+    # Workshop capacity on every visible GPU at once, then an OOM-sized run and the next run.
+    step capacity 70 python3 bench/bench_capacity.py --runs 30 --oom --out "$OUT/capacity.md"
+    step transformer 70 python3 scripts/make_transformer_trace.py --device "$DEVICE" $QUICK \
         --out "$OUT/transformer_trace.json.gz"
-    step tests 130 bash -c gpu_tests
+    step tests 110 bash -c gpu_tests
 
     # The GPU box returns at most 8 files: fold cli/ into one tar if more are there.
     local count
