@@ -19,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from lab.analysis import analyze
 from lab.config import RunConfig
 from lab.lessons import LESSONS
-from lab.samples import MANIFEST, SAMPLES_DIR, Sample, list_samples
+from lab.samples import MANIFEST, SAMPLES_DIR, Sample, list_samples, sample_for
+from lab.signals import Run, lesson_signals
 from lab.trace import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,3 +136,16 @@ def test_record_samples_quick_cpu_writes_a_valid_manifest_and_traces(tmp_path):
 
     with tarfile.open(tmp_path / "s.tar.gz") as tar:
         assert sorted(tar.getnames()) == sorted(expected | {"manifest.json"})
+
+
+@pytest.mark.parametrize("key", list(LESSONS))
+def test_lesson_signals_fire_on_the_h200_samples(key):
+    """Each lesson's GPU runs were recorded on an H200; the lab detects the lesson in them."""
+    runs = []
+    for lesson_run in LESSONS[key].runs:
+        sample = sample_for(lesson_run.gpu.to_dict())
+        assert sample is not None, f"no recorded sample for {key}/{lesson_run.name}: run scripts/record_samples.py"
+        trace = load_trace(sample.read_bytes())
+        runs.append(Run(lesson_run.name, trace, analyze(trace)))
+    signals = lesson_signals(key, runs)
+    assert signals and all(s.present for s in signals), [(s.title, s.evidence) for s in signals]

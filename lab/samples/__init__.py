@@ -19,6 +19,8 @@ class Sample:
     recorded: str = ""
     note: str = ""
     lesson: str = ""  # key of the lesson (lab.lessons) this sample illustrates, if any
+    lessons: tuple = ()  # every lesson whose run this sample is (a config can serve several)
+    cuda: str = ""
     config: dict = field(default_factory=dict)
     timing: dict = field(default_factory=dict)  # per-iteration µs with and without the profiler
 
@@ -30,9 +32,20 @@ class Sample:
         return self.path.read_bytes()
 
 
+def sample_for(config: dict) -> Sample | None:
+    """The recorded sample of ``config`` (a RunConfig.to_dict()), device aside, if there is one."""
+
+    def key(d: dict) -> tuple:
+        return tuple(sorted((k, v) for k, v in d.items() if k != "device"))
+
+    wanted = key(config)
+    return next((s for s in list_samples() if s.config and key(s.config) == wanted), None)
+
+
 def list_samples() -> list[Sample]:
     """The bundled samples in manifest order; entries whose file is missing are left out."""
     data = json.loads(MANIFEST.read_text())
     known = set(Sample.__dataclass_fields__)
-    samples = [Sample(**{k: v for k, v in entry.items() if k in known}) for entry in data["samples"]]
+    samples = [Sample(**{k: tuple(v) if isinstance(v, list) else v for k, v in entry.items() if k in known})
+               for entry in data["samples"]]
     return [s for s in samples if s.path.exists()]
