@@ -359,6 +359,16 @@ def test_bad_events_are_skipped_and_counted(decoder, monkeypatch):
     assert tr2.skipped_events == 0 and len(tr2.events) == 2
 
 
+def test_distributed_info_and_rank():
+    doc = {"traceEvents": [_x_event("a", 0, 1)], "schemaVersion": 1,
+           "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8}}
+    meta = load_trace(json.dumps(doc).encode()).meta
+    assert meta.distributed == {"backend": "nccl", "rank": 3, "world_size": 8}
+    assert meta.rank == 3 and meta.schema_version == 1
+    odd = load_trace(json.dumps({**doc, "distributedInfo": [3], "schemaVersion": "x"}).encode()).meta
+    assert odd.distributed is None and odd.rank is None and odd.schema_version is None
+
+
 def test_odd_but_valid_values():
     events = [
         {"ph": "X", "name": "a", "pid": "Spans", "tid": "main", "ts": 1, "dur": 2},  # no cat, str ids
