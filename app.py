@@ -11,7 +11,7 @@ import streamlit as st
 from lab.service import ProfileService
 from lab.settings import HostSettings
 from ui import cache, controls, state, upload, views
-from ui.run import run_lesson, run_submitted
+from ui.run import await_worker, run_lesson, run_submitted
 
 st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layout="wide")
 
@@ -29,17 +29,6 @@ def get_service() -> ProfileService:
 settings = HostSettings.from_env()
 service = get_service()
 device = service.device_info()
-
-
-@st.fragment(run_every=1.0)
-def _await_device() -> None:
-    """While the worker warms up, check each second and redraw the page once it is ready."""
-    if service.device_info() is not None:
-        st.rerun(scope="app")
-
-
-if device is None:
-    _await_device()
 
 with st.sidebar:
     st.header("Run a profile")
@@ -88,3 +77,8 @@ if loaded is not None:
         if tab.open:
             with tab:
                 show[name]()
+
+if device is None and submitted is None and lesson_key is None:
+    # Last, once the page is drawn: wait for the worker's warm-up, then redraw with the device.
+    # Not after a click that ran or refused something: the redraw would wipe its messages.
+    await_worker(service)

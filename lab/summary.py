@@ -138,3 +138,13 @@ def category_counts(trace: Trace) -> pd.DataFrame:
     out = grouped.rename(columns={"count": "events", "sum": "total_us"}).reset_index()
     out = out.rename(columns={"cat": "category"})
     return out.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def comparison_totals(totals: pd.DataFrame, meanings: dict[str, str]) -> pd.DataFrame:
+    """The Compare view's totals: a "meaning" column next to each metric, and only the metrics
+    that either trace has (two CPU traces have no GPU figures: all-zero rows only add noise)."""
+    a = pd.to_numeric(totals["a"], errors="coerce").fillna(0.0)
+    b = pd.to_numeric(totals["b"], errors="coerce").fillna(0.0)
+    out = totals[(a != 0) | (b != 0)].copy()
+    out.insert(1, "meaning", [meanings.get(m, "") for m in out["metric"]])
+    return out.reset_index(drop=True)

@@ -10,7 +10,7 @@ from lab.config import ConfigError, RunConfig, check_device, check_limits
 from lab.devices import DeviceInfo
 from lab.lessons import LESSONS, lesson_configs
 from lab.result import RunResult
-from lab.service import ProfileService, RunFailed, ServiceBusy, TicketStatus
+from lab.service import WORKER_START_TIMEOUT_S, ProfileService, RunFailed, ServiceBusy, TicketStatus
 from lab.settings import HostSettings
 from ui import messages, state
 
@@ -53,8 +53,9 @@ def run_configs(service: ProfileService, runs: list[tuple[str, RunConfig]]) -> l
     except ServiceBusy as exc:
         st.warning(messages.md_escape(f"The lab is busy: {exc}"))
         return None
-    label = "Running " + " and ".join(name for name, _ in runs)
-    with st.status(label, expanded=True) as box:
+    what = " and ".join(name for name, _ in runs)
+    started = time.monotonic()
+    with st.status(f"Profiling {what}…", expanded=True) as box:
         if service.device_info() is None:
             st.caption(FIRST_RUN_NOTE)
         lines = [st.empty() for _ in tickets]
@@ -68,7 +69,7 @@ def run_configs(service: ProfileService, runs: list[tuple[str, RunConfig]]) -> l
                 time.sleep(POLL_S)
             results = [ticket.result(timeout=0) for _, ticket in tickets]
         except RunFailed as exc:
-            box.update(label="The run did not finish", state="error", expanded=True)
+            box.update(label=f"Profiling {what} did not finish", state="error", expanded=True)
             messages.error(str(exc))
             return None
         finally:
@@ -76,9 +77,28 @@ def run_configs(service: ProfileService, runs: list[tuple[str, RunConfig]]) -> l
             for _, ticket in tickets:
                 if not ticket.done():
                     ticket.cancel()
-        total = sum(r.stage_s.get("total", sum(r.stage_s.values())) for r in results)
-        box.update(label=f"{label}: done in {total:.1f} s", state="complete", expanded=False)
+        # Wall time as the visitor waited it: queue, worker and transfer included.
+        box.update(label=f"Profiled {what} in {time.monotonic() - started:.1f} s", state="complete",
+                   expanded=False)
     return results
+
+
+def await_worker(service: ProfileService, timeout_s: float = WORKER_START_TIMEOUT_S) -> None:
+    """Wait (at the end of a page run) until a worker has warmed up, then rerun the page once.
+
+    The wait touches a placeholder every half second: each Streamlit call is a point where a
+    click interrupts this run at once, so nothing the visitor does waits for the worker. (A
+    ``st.fragment(run_every=…)`` poll was tried and dropped: its timer keeps firing during a
+    long run and its queued rerun carries the widget values of before a click, which lost
+    the click or reverted the view the run had opened.)
+    """
+    tick = st.empty()
+    deadline = time.monotonic() + timeout_s
+    while service.device_info() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+        tick.empty()
+    if service.device_info() is not None:
+        st.rerun()
 
 
 def run_submitted(service: ProfileService, settings: HostSettings, device: DeviceInfo | None,
@@ -94,7 +114,8 @@ def run_submitted(service: ProfileService, settings: HostSettings, device: Devic
     except ConfigError as exc:
         messages.error(str(exc))
         return
-    results = run_configs(service, [("run", submitted)])
+    c = submitted
+    results = run_configs(service, [(f"{c.workload} {c.shape_text} {c.dtype}", submitted)])
     if results:
         state.add_run(results[0])
         st.session_state["view"] = "Summary"

@@ -12,9 +12,9 @@ import gzip
 import streamlit as st
 
 from lab import tables, timeline
-from lab.compare import compare_traces
+from lab.compare import TOTAL_METRICS, compare_traces
 from lab.insights import Insight
-from lab.summary import category_counts, summarize
+from lab.summary import category_counts, comparison_totals, summarize
 from lab.devices import DeviceInfo
 from lab.samples import Sample
 from lab.units import fmt_us
@@ -42,10 +42,13 @@ def summary_view(subject: Subject, loaded: Loaded) -> None:
         st.text(f"Ran: {s.config}")
     if subject.sample and subject.sample.note:
         st.caption(subject.sample.note)
-    cols = st.columns(min(4, len(s.metrics)) or 1)
-    for i, metric in enumerate(s.metrics):
-        cols[i % len(cols)].metric(metric.label, metric.value, delta=metric.delta, delta_color="off",
-                                   delta_arrow="off", help=metric.help)
+    # Three cards a row: at 1280 px a card is ~250 px, wide enough for "817 TFLOP/s".
+    per_row = 3
+    for start in range(0, len(s.metrics), per_row):
+        cols = st.columns(per_row)
+        for col, metric in zip(cols, s.metrics[start:start + per_row]):
+            col.metric(metric.label, metric.value, delta=metric.delta, delta_color="off",
+                       delta_arrow="off", help=metric.help, border=True)
     st.markdown("**Verdict**")
     st.text(s.verdict)
     if s.top_insight:
@@ -178,14 +181,18 @@ def compare_view(subjects: list[Subject], load) -> None:
     if la is None or lb is None:
         return
     cmp = compare_traces(la.trace, lb.trace, label_a="A", label_b="B")
-    st.markdown("**Totals** (delta = B − A)")
-    st.dataframe(cmp.totals, hide_index=True, width="stretch", column_config=_float_formats(cmp.totals))
+    st.markdown("**Totals** (delta = B − A; ratio = B / A)")
+    totals = comparison_totals(cmp.totals, TOTAL_METRICS)
+    st.dataframe(totals, hide_index=True, width="stretch", column_config=_float_formats(totals))
     if cmp.insights_gone or cmp.insights_new:
         st.markdown("**Insights that changed**")
         st.text("\n".join([f"gone in B:  {t}" for t in cmp.insights_gone] +
                           [f"new in B:   {t}" for t in cmp.insights_new]))
     st.markdown("**GPU kernels** (time per name; status gone = only in A, new = only in B)")
-    st.dataframe(cmp.kernels, hide_index=True, width="stretch", column_config=_float_formats(cmp.kernels))
+    if cmp.kernels.empty:
+        st.caption("Neither trace has GPU kernels (CPU runs): compare the operators below.")
+    else:
+        st.dataframe(cmp.kernels, hide_index=True, width="stretch", column_config=_float_formats(cmp.kernels))
     st.markdown("**Operators** (self CPU time per name)")
     st.dataframe(cmp.operators, hide_index=True, width="stretch", column_config=_float_formats(cmp.operators))
     span = max(la.analysis.utilization.trace_span_us, lb.analysis.utilization.trace_span_us)
