@@ -863,6 +863,14 @@ def _floats(records: list, getter, n: int) -> np.ndarray:
 
 
 def _factorized(values: list) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, uniques) of a list; None gets code -1. Ids (pid, tid, flow id) are usually all
+    ints: hashing them as int64 is ~3x faster than as Python objects."""
+    if values and type(values[0]) is int:
+        try:
+            codes, uniques = pd.factorize(np.fromiter(values, dtype=np.int64, count=len(values)))
+            return codes, np.array(uniques.tolist(), dtype=object)  # Python ints, as in the file
+        except (TypeError, ValueError, OverflowError):  # a str, None or bool among them
+            pass
     return pd.factorize(np.array(values, dtype=object))
 
 
