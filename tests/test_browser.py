@@ -71,7 +71,18 @@ def _wait_healthy(url: str, process: subprocess.Popen, log: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def server():
+def playwright_api():
+    """Playwright's sync API, checked before any server starts (skip or fail at once)."""
+    _require(Path(CHROMIUM).exists(), f"{CHROMIUM} is missing (apt-get install chromium)")
+    try:
+        from playwright import sync_api
+    except ImportError:
+        _require(False, "playwright is not installed (pip install -r requirements-dev.txt)")
+    return sync_api
+
+
+@pytest.fixture(scope="module")
+def server(playwright_api):
     """`streamlit run app.py` on a free port; stopped (with its workers) whatever happens."""
     ARTIFACTS.mkdir(exist_ok=True)
     port = _free_port()
@@ -107,13 +118,8 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="module")
-def page(server):
-    _require(Path(CHROMIUM).exists(), f"{CHROMIUM} is missing (apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _require(False, "playwright is not installed (pip install -r requirements-dev.txt)")
-    with sync_playwright() as p:
+def page(playwright_api, server):
+    with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
         context.set_default_timeout(UI_S * 1000)
@@ -159,8 +165,8 @@ def sidebar(page):
     return page.locator('[data-testid="stSidebar"]')
 
 
-def test_page_end_to_end(page, tmp_path):
-    from playwright.sync_api import expect
+def test_page_end_to_end(playwright_api, page, tmp_path):
+    expect = playwright_api.expect
 
     # First visit: a recorded H200 trace, with GPU lanes, before anything was run.
     expect(page.get_by_role("tab", name="Summary", exact=True)).to_be_visible(timeout=SERVER_START_S * 1000)
