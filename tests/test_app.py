@@ -391,6 +391,20 @@ def test_lesson_pair_opens_compare_with_both_timelines(at):
     assert "aten::mm" in set(operators["name"]) and set(operators["status"]) <= {"both", "gone", "new"}
 
 
+def test_compare_two_h200_samples_diffs_their_kernels(at):
+    # Eager vs torch.compile as recorded on the H200: the add kernel is gone, a bias GEMM is new.
+    at.session_state["cmp_a"] = "sample:matmul_add_4096_bf16.json.gz"
+    at.session_state["cmp_b"] = "sample:matmul_add_4096_bf16_compiled.json.gz"
+    open_view(at, "Compare")
+    assert len(charts(at)) == 2
+    totals, kernels, operators = [df.value for df in at.dataframe]
+    assert "kernel_count" in set(totals["metric"])
+    status = dict(zip(kernels["name"], kernels["status"]))
+    assert any("elementwise" in name and state == "gone" for name, state in status.items()), status
+    assert "new" in set(status.values())
+    assert len(operators) > 0
+
+
 def test_after_refusals_a_valid_run_still_works(at):
     submit(at, cfg_m=32, cfg_k=32, cfg_n=32, cfg_step_label="after_refusals")
     assert_healthy(at)

@@ -95,6 +95,8 @@ def await_worker(service: ProfileService, timeout_s: float = WORKER_START_TIMEOU
     tick = st.empty()
     deadline = time.monotonic() + timeout_s
     while service.device_info() is None and time.monotonic() < deadline:
+        if service.health().last_error:  # a worker failed to start: "Server status" says why
+            return
         time.sleep(0.5)
         tick.empty()
     if service.device_info() is not None:

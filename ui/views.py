@@ -48,7 +48,7 @@ def summary_view(subject: Subject, loaded: Loaded) -> None:
         cols = st.columns(per_row)
         for col, metric in zip(cols, s.metrics[start:start + per_row]):
             col.metric(metric.label, metric.value, delta=metric.delta, delta_color="off",
-                       delta_arrow="off", help=metric.help, border=True)
+                       delta_arrow="off", help=md_escape(metric.help), border=True)  # help quotes trace text
     st.markdown("**Verdict**")
     st.text(s.verdict)
     if s.top_insight:
