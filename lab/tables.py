@@ -229,7 +229,12 @@ def _with_shares(df: pd.DataFrame) -> pd.DataFrame:
     view["cpu_total_pct"] = _share(_number_column(view, "cpu_total_us"), cpu_total)
     # torch: device time total sums device-type rows that are not user annotations.
     self_device = _number_column(view, "self_device_us")
-    device_total = self_device[on_device.to_numpy() & ~is_annotation].sum()
+    device_rows = on_device.to_numpy() & ~is_annotation
+    if not device_rows.any():
+        # A table derived from a trace has no kernel rows: each kernel's time sits on the one op
+        # that launched it, so the ops' self device time sums to the same total.
+        device_rows = ~is_annotation
+    device_total = self_device[device_rows].sum()
     view["self_device_pct"] = _share(self_device, device_total)
     note = np.full(len(view), "", dtype=object)
     note[is_annotation & on_device.to_numpy()] = GPU_ANNOTATION_NOTE

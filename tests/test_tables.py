@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lab import tables
 from lab.result import KEY_AVERAGES_COLUMNS
 from lab.tables import (CPU_ANNOTATION_NOTE, GPU_ANNOTATION_NOTE, SORT_KEYS, TORCH_SORT_KEYS,
                         format_key_averages, key_averages_view, limit_text_table,
@@ -219,3 +220,23 @@ def test_limit_text_table_with_stacks_and_header():
         for limit in range(6):
             assert limit_text_table(full, limit) == events.table(sort_by="cpu_time_total", row_limit=limit, header=header)
     assert limit_text_table("not a table", 3) == "not a table"
+
+
+def test_trace_derived_table_shares_device_time_over_the_launching_ops():
+    """Uploaded traces have no kernel rows: the ops' Self device % must still add up to 100 %."""
+    import gzip
+    import json
+
+    from lab.analysis import analyze
+    from lab.trace import load_trace
+
+    path = Path(__file__).parent / "data" / "matmul_add_4096_bf16.json.gz"
+    raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    gpu_us = sum(e["dur"] for e in raw if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    trace = load_trace(path)
+    df = tables.operator_summary_as_key_averages(analyze(trace).operators)
+    view = tables.key_averages_view(df, sort_by="Self device", row_limit=-1, show_annotations=False)
+    assert view["self_device_us"].sum() == pytest.approx(gpu_us, rel=1e-6)
+    assert view["self_device_pct"].sum() == pytest.approx(100.0, abs=1e-6)
+    mm = view[view["name"] == "aten::mm"]
+    assert float(mm["self_device_pct"].iloc[0]) > 50  # the GEMM dominates the 4096³ bf16 step
