@@ -391,3 +391,9 @@ def test_one_worker_per_gpu_each_pinned_to_its_own():
         assert {t.poll().worker for t in tickets} == set(range(len(gpus)))
     finally:
         svc.shutdown()
+
+
+def test_cpu_worker_leaves_one_core_to_the_server():
+    from lab.service import cpu_worker_threads
+
+    assert [cpu_worker_threads(n) for n in (None, 1, 2, 16)] == [1, 1, 1, 15]
