@@ -11,7 +11,7 @@ import streamlit as st
 from lab.service import ProfileService
 from lab.settings import HostSettings
 from ui import cache, controls, state, upload, views
-from ui.run import await_worker, run_lesson, run_submitted
+from ui.run import await_worker, open_recording, run_lesson, run_submitted
 
 st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layout="wide")
 
@@ -35,7 +35,7 @@ with st.sidebar:
     submitted = controls.run_form(device, settings)
     st.divider()
     st.header("Lessons")
-    lesson_key = controls.lesson_picker(device)
+    lesson_click = controls.lesson_picker(device)
     st.divider()
     with st.expander("Server status (for the host)", expanded=False):
         st.text(controls.health_text(service.health()))
@@ -48,12 +48,14 @@ st.caption("torch.profiler gives you two artifacts: the key_averages **table** (
 # Nothing runs until a button is pressed: the form only returns a config on "Run profile".
 if submitted is not None:
     run_submitted(service, settings, device, submitted)
-if lesson_key is not None:
-    run_lesson(service, device, lesson_key)
+if lesson_click is not None:
+    action, lesson_key = lesson_click
+    run_lesson(service, device, lesson_key) if action == "run" else open_recording(lesson_key)
 
 upload.upload_box(settings)
 
 subjects = state.all_subjects()
+views.lesson_check(subjects, cache.load)
 subject = state.current_subject(subjects)
 st.selectbox("Showing", [s.key for s in subjects], key="subject",
              format_func={s.key: s.title for s in subjects}.get,
@@ -78,7 +80,7 @@ if loaded is not None:
             with tab:
                 show[name]()
 
-if device is None and submitted is None and lesson_key is None:
+if device is None and submitted is None and lesson_click is None:
     # Last, once the page is drawn: wait for the worker's warm-up, then redraw with the device.
     # Not after a click that ran or refused something: the redraw would wipe its messages.
     await_worker(service)

@@ -391,6 +391,27 @@ def test_lesson_pair_opens_compare_with_both_timelines(at):
     assert "aten::mm" in set(operators["name"]) and set(operators["status"]) <= {"both", "gone", "new"}
 
 
+def test_lesson_pair_run_reports_its_lesson_signals(at):
+    # The cold vs warm lesson just ran (previous test): the lesson check reads both traces.
+    checks = [plain(m.value) for m in at.markdown if ":material/check_circle:" in m.value
+              or ":material/cancel:" in m.value]
+    assert any("first step" in c for c in checks), checks
+
+
+def test_open_the_h200_recording_of_a_lesson(at):
+    at.selectbox(key="lesson_key").set_value("eager_vs_compile")
+    at.run()
+    at.button(key="open_lesson_recording").click()
+    at.run()
+    assert_healthy(at)
+    assert at.session_state["view"] == "Compare"
+    assert at.session_state["cmp_a"].startswith("sample:matmul_add_4096x4096x4096_bfloat16")
+    assert at.session_state["cmp_b"].startswith("sample:matmul_add_compiled_4096x4096x4096_bfloat16")
+    checks = [plain(m.value) for m in at.markdown if ":material/" in m.value and " — " in m.value]
+    assert len(checks) == 3 and all(":material/check_circle:" in c for c in checks), checks
+    assert any("bias" in c for c in checks)
+
+
 def test_compare_two_h200_samples_diffs_their_kernels(at):
     # Eager vs torch.compile as recorded on the H200: the add kernel is gone, a bias GEMM is new.
     at.session_state["cmp_a"] = "sample:matmul_add_4096_bf16.json.gz"
@@ -434,3 +455,12 @@ def test_status_lines_say_queue_position_and_stage():
     running = TicketStatus(id=1, state="running", stage="profiling", queue_position=None, elapsed_s=1.3,
                            estimate_s=None, worker=0, device="cpu")
     assert describe(running, "run") == "run: profiling on cpu · 1.3 s"
+
+
+def test_force_fresh_option_only_when_the_host_reuses_results(at, monkeypatch):
+    assert "cfg_force_fresh" not in [c.key for c in at.checkbox]  # reuse is off by default
+    monkeypatch.setenv("PROFILER_LAB_REUSE_WINDOW_S", "60")
+    other = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    other.run()
+    assert not other.exception
+    assert "cfg_force_fresh" in [c.key for c in other.checkbox]

@@ -7,11 +7,13 @@ import streamlit as st
 from lab.config import DTYPES, ConfigError, RunConfig, dtype_refusal
 from lab.devices import DeviceInfo
 from lab.lessons import LESSONS, lesson_configs
+from lab.samples import lesson_samples
 from lab.settings import HostSettings
 from lab.workloads import WORKLOADS
 
 SIZES = [2**p for p in range(4, 15)]  # 16 … 16384, the slider's stops
 FORM_KEY = "run_form"
+FORCE_FRESH_KEY = "cfg_force_fresh"
 # Widget keys: stable, so a preset can fill them and a rerun keeps them.
 K = {name: f"cfg_{name}" for name in (
     "workload", "m", "k", "n", "exact", "dtype", "device", "step_label", "matmul_label",
@@ -121,6 +123,10 @@ def run_form(device: DeviceInfo | None, settings: HostSettings) -> RunConfig | C
             with_flops = st.checkbox("with_flops", key=K["with_flops"])
             compile_ = st.checkbox("torch.compile the step", key=K["compile"],
                                    help="Compile time is measured apart and kept out of the profile.")
+        if settings.reuse_window_s > 0:
+            st.checkbox("Force a fresh run", key=FORCE_FRESH_KEY,
+                        help=f"This host reuses the result of an identical run made in the last "
+                             f"{settings.reuse_window_s:g} s (marked 'reused'). Tick to profile anew.")
         submitted = st.form_submit_button("Run profile", type="primary", width="stretch")
     if not submitted:
         return None
@@ -137,26 +143,31 @@ def run_form(device: DeviceInfo | None, settings: HostSettings) -> RunConfig | C
         return exc
 
 
-def lesson_picker(device: DeviceInfo | None) -> str | None:
-    """Preset chooser; returns the lesson key whose "Run lesson" was clicked."""
+def lesson_picker(device: DeviceInfo | None) -> tuple[str, str] | None:
+    """Preset chooser; returns ("run" | "recording", lesson key) for the button clicked."""
     keys = list(LESSONS)
     key = st.selectbox("Lesson", keys, key="lesson_key", format_func=lambda k: LESSONS[k].title)
     lesson = LESSONS[key]
     st.markdown(lesson.text)
     st.caption(f"Look for: {lesson.look_for}")
-    kind = device.kind if device else "cpu"
+    clicked = None
+    if lesson_samples(lesson.runs) is not None and st.button(
+            "Open the H200 recording", key="open_lesson_recording", width="stretch",
+            help="The same lesson recorded on an NVIDIA H200 (bundled samples): opens at once."):
+        clicked = ("recording", key)
     try:
-        runs = lesson_configs(lesson, kind)
+        runs = lesson_configs(lesson, device.kind if device else "cpu")
     except ConfigError as exc:
         st.info(str(exc))
-        return None
+        return clicked
     c1, c2 = st.columns(2)
     c1.button("Fill the form", key="fill_lesson", width="stretch", on_click=fill_form, args=(runs[0][1],),
-              help="Puts the lesson's first configuration in the form below.")
-    clicked = c2.button("Run lesson", key="run_lesson", type="primary", width="stretch",
-                        help="Runs the lesson's configuration(s) and opens the result"
-                             + (" side by side." if lesson.is_pair else "."))
-    return key if clicked else None
+              help="Puts the lesson's first configuration in the form above.")
+    if c2.button("Run lesson", key="run_lesson", type="primary", width="stretch",
+                 help="Runs the lesson's configuration(s) here and opens the result"
+                      + (" side by side." if lesson.is_pair else ".")):
+        clicked = ("run", key)
+    return clicked
 
 
 def health_text(health) -> str:

@@ -9,10 +9,12 @@ import streamlit as st
 from lab.config import ConfigError, RunConfig, check_device, check_limits
 from lab.devices import DeviceInfo
 from lab.lessons import LESSONS, lesson_configs
+from lab.samples import lesson_samples
 from lab.result import RunResult
 from lab.service import WORKER_START_TIMEOUT_S, ProfileService, RunFailed, ServiceBusy, TicketStatus
 from lab.settings import HostSettings
 from ui import messages, state
+from ui.controls import FORCE_FRESH_KEY
 
 POLL_S = 0.2
 STAGE_TEXT = {
@@ -46,10 +48,11 @@ def describe(status: TicketStatus, name: str) -> str:
     return f"{name}: {status.state} · {status.elapsed_s:.1f} s"
 
 
-def run_configs(service: ProfileService, runs: list[tuple[str, RunConfig]]) -> list[RunResult] | None:
+def run_configs(service: ProfileService, runs: list[tuple[str, RunConfig]], *,
+                force_fresh: bool = False) -> list[RunResult] | None:
     """Submit ``runs`` (name, config) in order and wait, showing one status line per run; None on failure."""
     try:
-        tickets = [(name, service.submit(config)) for name, config in runs]
+        tickets = [(name, service.submit(config, force_fresh=force_fresh)) for name, config in runs]
     except ServiceBusy as exc:
         st.warning(messages.md_escape(f"The lab is busy: {exc}"))
         return None
@@ -117,7 +120,8 @@ def run_submitted(service: ProfileService, settings: HostSettings, device: Devic
         messages.error(str(exc))
         return
     c = submitted
-    results = run_configs(service, [(f"{c.workload} {c.shape_text} {c.dtype}", submitted)])
+    results = run_configs(service, [(f"{c.workload} {c.shape_text} {c.dtype}", submitted)],
+                          force_fresh=bool(st.session_state.get(FORCE_FRESH_KEY)))
     if results:
         state.add_run(results[0])
         st.session_state["view"] = "Summary"
@@ -135,8 +139,21 @@ def run_lesson(service: ProfileService, device: DeviceInfo | None, lesson_key: s
     if not results:
         return
     added = [state.add_run(r, name=f"{lesson.title} — {name}") for (name, _), r in zip(runs, results)]
-    if len(added) == 2:
-        st.session_state["cmp_a"], st.session_state["cmp_b"] = added[0].key, added[1].key
+    open_lesson(lesson_key, [s.key for s in added])
+
+
+def open_recording(lesson_key: str) -> None:
+    """A lesson's "Open the H200 recording": show its bundled samples as if just run."""
+    samples = lesson_samples(LESSONS[lesson_key].runs) or []
+    open_lesson(lesson_key, [f"sample:{s.file}" for s in samples])
+
+
+def open_lesson(lesson_key: str, subject_keys: list[str]) -> None:
+    """Open a lesson's results: a pair in Compare (A, B set), one run in Summary; check its signals."""
+    st.session_state["lesson_check"] = {"lesson": lesson_key, "subjects": subject_keys}
+    st.session_state["subject"] = subject_keys[-1]
+    if len(subject_keys) == 2:
+        st.session_state["cmp_a"], st.session_state["cmp_b"] = subject_keys
         st.session_state["view"] = "Compare"
     else:
         st.session_state["view"] = "Summary"

@@ -13,6 +13,8 @@ import streamlit as st
 
 from lab import tables, timeline
 from lab.compare import TOTAL_METRICS, compare_traces
+from lab.lessons import LESSONS
+from lab.signals import Run, lesson_signals
 from lab.insights import Insight
 from lab.summary import category_counts, comparison_totals, summarize
 from lab.devices import DeviceInfo
@@ -222,3 +224,27 @@ def _float_formats(df, overrides: dict | None = None) -> dict:
               if str(df[c].dtype).startswith("float") or str(df[c].dtype) == "Float64"}
     config.update(overrides or {})
     return config
+
+
+def lesson_check(subjects: list[Subject], load) -> None:
+    """What the last lesson opened shows in its traces: each signal with its evidence."""
+    check = st.session_state.get("lesson_check")
+    if not check:
+        return
+    by_key = {s.key: s for s in subjects}
+    chosen = [by_key.get(k) for k in check["subjects"]]
+    if not chosen or any(s is None for s in chosen):
+        return  # a run fell out of the session's history
+    lesson = LESSONS[check["lesson"]]
+    loaded = [load(s) for s in chosen]
+    if any(x is None for x in loaded):
+        return
+    names = [r.name for r in lesson.runs]
+    signals = lesson_signals(check["lesson"], [Run(n, x.trace, x.analysis) for n, x in zip(names, loaded)])
+    with st.container(border=True):
+        st.markdown(f"**Lesson check — {md_escape(lesson.title)}**")
+        where = "the H200 recording" if all(s.kind == "sample" for s in chosen) else "your run" + ("s" if len(chosen) > 1 else "")
+        st.caption(f"What the lab finds in {where}:")
+        for signal in signals:
+            icon = ":material/check_circle:" if signal.present else ":material/cancel:"
+            st.markdown(f"{icon} {md_escape(signal.title)} — {md_escape(signal.evidence)}")

@@ -49,3 +49,9 @@ def list_samples() -> list[Sample]:
     samples = [Sample(**{k: tuple(v) if isinstance(v, list) else v for k, v in entry.items() if k in known})
                for entry in data["samples"]]
     return [s for s in samples if s.path.exists()]
+
+
+def lesson_samples(runs) -> list[Sample] | None:
+    """The recorded GPU samples of a lesson's runs (``Lesson.runs``), in order; None if any is missing."""
+    found = [sample_for(run.gpu.to_dict()) for run in runs]
+    return None if any(s is None for s in found) else found
