@@ -23,6 +23,9 @@ tracemalloc peak (Python allocations during the call, the file's bytes included 
 read inside), the other the resident-memory high-water mark during the call minus resident
 memory before it (``/proc/self/status`` VmHWM, reset through ``/proc/self/clear_refs``).
 
+Inputs: a ~20 MB trace made by ``bench/make_large_trace.py`` (plain and gzip) and, when present,
+``bench/data/transformer_step_h200.json.gz`` (a real H200 training-step trace with Python stacks).
+
 Scaling: ``load_trace`` on 1k / 10k / 100k / 1M-event traces made by
 ``bench/make_large_trace.py`` (repeated real H200 steps), median of repeats, µs per event.
 """
@@ -280,6 +283,9 @@ def main() -> None:
         plain = made(n)
         mb = plain.stat().st_size / 1e6
         files += [(f"{n:,} events, {mb:.1f} MB .json", str(plain)), (f"same, .json.gz", str(plain.with_suffix(".json.gz")))]
+    real = ROOT / "bench" / "data" / "transformer_step_h200.json.gz"  # a real H200 trace, if recorded
+    if real.exists() and not args.quick:
+        files.append((f"real transformer step, {len(_read(str(real))) / 1e6:.1f} MB .json.gz", str(real)))
     ingest = ingest_section(files, repeats, names)
     scaling = scaling_section([(n, str(made(n))) for n in scaling_events], repeats)
     print("\n## Ingest\n\n" + "\n".join(header + [""] + ingest))
