@@ -245,6 +245,22 @@ def unfused_bias_add(trace: Trace, analysis: Analysis) -> Insight | None:
     )
 
 
+def _steps_overlapping(step_start: np.ndarray, step_end: np.ndarray, start: np.ndarray,
+                       end: np.ndarray) -> np.ndarray:
+    """Sorted indices of the steps that overlap any [start, end) interval.
+
+    Steps follow one another (sorted, not overlapping), so each interval's first candidate is
+    found by binary search: O((steps + intervals) log steps), not steps × intervals — a
+    repeated or long trace can hold thousands of each.
+    """
+    order = np.argsort(step_start, kind="stable")
+    s_start, s_end = step_start[order], step_end[order]
+    first = np.searchsorted(s_end, start, side="right")  # first step ending after the interval starts
+    last = np.searchsorted(s_start, end, side="left")  # steps starting before the interval ends
+    hits = [np.arange(a, b) for a, b in zip(first, last) if a < b]
+    return np.unique(order[np.concatenate(hits)]) if hits else np.array([], dtype=np.int64)
+
+
 def profiler_overhead_event(trace: Trace, analysis: Analysis) -> Insight | None:
     """The profiler's own work (cat "overhead", e.g. Activity Buffer Request) is in the timeline."""
     ev = trace.events
@@ -257,9 +273,7 @@ def profiler_overhead_event(trace: Trace, analysis: Analysis) -> Insight | None:
     steps = analysis.steps
     overlap_text = ""
     if len(steps):
-        hit = (steps["start_us"].to_numpy()[:, None] < (start + dur)[None, :]) & (
-            steps["end_us"].to_numpy()[:, None] > start[None, :])
-        touched = np.flatnonzero(hit.any(axis=1))
+        touched = _steps_overlapping(steps["start_us"].to_numpy(), steps["end_us"].to_numpy(), start, start + dur)
         if len(touched):
             overlap_text = f"; it overlaps step {', '.join(str(int(i)) for i in touched[:5])}"
     return Insight(

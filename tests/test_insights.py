@@ -288,3 +288,20 @@ def test_cold_first_step_fires_on_a_slow_start_gap_alone():
         if e["name"] == "aten::mm" and e["ts"] == 1228.0:
             e["ts"] = 1000.0 + 20.0
     assert fire(I.cold_first_step, build(events)) is None
+
+
+def test_steps_overlapping_matches_brute_force():
+    """The binary-search overlap used by the profiler-overhead rule equals the all-pairs check."""
+    import numpy as np
+
+    from lab.insights import _steps_overlapping
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        starts = np.cumsum(rng.uniform(1, 5, 25))
+        gaps = np.diff(np.append(starts, starts[-1] + 5))
+        ends = starts + rng.uniform(0.1, 0.9, 25) * gaps
+        a = rng.uniform(0, starts[-1] + 5, 9)
+        b = a + rng.uniform(0, 10, 9)
+        brute = np.flatnonzero(((starts[:, None] < b[None, :]) & (ends[:, None] > a[None, :])).any(axis=1))
+        assert list(_steps_overlapping(starts, ends, a, b)) == list(brute)
