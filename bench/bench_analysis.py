@@ -1,20 +1,24 @@
-"""Speed of lab.analysis + lab.insights (+ the report) on large traces.
+"""Analyze: every analysis + the insights on a large real trace, and how the cost scales.
 
-    python bench/bench_analysis.py             # ~10k and ~100k events, 7 repeats
-    python bench/bench_analysis.py --quick     # ~100k events only, 3 repeats
+    python bench/bench_analysis.py              # real 71k-event H200 transformer step + 1k…1M scaling
+    python bench/bench_analysis.py --quick      # small inputs, no write (CI)
 
-The large traces repeat a real H200 trace's events (tests/data) back to back in the JSON,
-shifting times and offsetting correlation / External ids and flow ids, so lanes, nesting,
-flows and GEMM shapes are real; then load_trace reads them like any upload. Each stage is
-timed on its own (wall clock and process CPU time); medians over the repeats. The target in
-the analysis issue: analyses + insights ≤ 0.5 s on a 100k-event trace on the 2-core box.
+Analyze = ``lab.analysis.analyze`` (operator and kernel summaries, GPU busy/idle, launch
+delays, steps, GEMM efficiency, verdict) + ``lab.insights.find_insights``; the trace is loaded
+once beforehand (ingest has its own bench). Large traces for the scaling rows repeat a real
+H200 trace's steps (``bench/make_large_trace.py``: times shifted, ids renumbered). Each figure
+is the median of N calls after one warm-up, wall clock and process CPU time. Target (issue
+"Benchmarks"): analyses + insights ≤ 0.5 s on the large trace on this 2-core box.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import gzip
 import json
+import os
+import platform
 import statistics
 import sys
 import time
@@ -22,61 +26,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from benchmarks_md import write_section  # noqa: E402
+from make_large_trace import repeated_events  # noqa: E402
 
 from lab.analysis import analyze  # noqa: E402
 from lab.insights import find_insights  # noqa: E402
-from lab.report import build_report  # noqa: E402
 from lab.trace import load_trace  # noqa: E402
 
-SOURCES = ("matmul_add_1024_fp32", "matmul_add_4096_bf16")
-ID_STRIDE = 1_000_000  # larger than any id in the source traces
+REAL_TRACE = ROOT / "bench" / "data" / "transformer_step_h200.json.gz"
+SCALING_SOURCE = ROOT / "tests" / "data" / "matmul_add_4096_bf16.json.gz"
+TARGET_S = 0.5
 
 
-def repeated_trace_json(name: str, target_events: int) -> bytes:
-    """The source trace repeated until it holds ~target_events complete events, as JSON bytes.
-
-    Uses bench/make_large_trace.py (the shared generator) when present, else the same
-    construction inline.
-    """
-    path = ROOT / "tests" / "data" / f"{name}.json.gz"
-    raw = json.loads(gzip.decompress(path.read_bytes()))
-    try:
-        sys.path.insert(0, str(ROOT / "bench"))
-        from make_large_trace import repeated_events
-    except ImportError:
-        repeated_events = None
-    if repeated_events is not None:
-        body = [e for e in raw["traceEvents"] if e.get("ph") != "M"]
-        complete_share = sum(1 for e in body if e.get("ph") == "X") / len(body)
-        raw["traceEvents"] = repeated_events(raw, round(target_events / complete_share))
-        return json.dumps(raw).encode()
-    events = raw["traceEvents"]
-    meta = [e for e in events if e.get("ph") == "M"]
-    # The profiler's own span/overhead events happen once per trace, not once per repeat.
-    body = [e for e in events if e.get("ph") in ("X", "s", "f") and e.get("cat") not in ("Trace", "overhead")]
-    once = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("Trace", "overhead")]
-    start = min(e["ts"] for e in body)
-    period = max(e["ts"] + e.get("dur", 0) for e in body) - start + 10.0
-    per_copy = sum(1 for e in body if e["ph"] == "X")
-    out = list(meta) + once
-    for r in range(max(1, round(target_events / per_copy))):
-        for e in body:
-            copy = dict(e, ts=e["ts"] + r * period)
-            if "id" in copy:
-                copy["id"] = e["id"] + r * ID_STRIDE
-            if "args" in e:
-                args = dict(e["args"])
-                for key in ("correlation", "External id"):
-                    if key in args:
-                        args[key] += r * ID_STRIDE
-                copy["args"] = args
-            out.append(copy)
-    raw["traceEvents"] = out
-    return json.dumps(raw).encode()
-
-
-def timed(fn, repeats: int):
-    """(result, median wall s, median CPU s) of fn() over ``repeats`` runs after one warm-up."""
+def timed(fn, repeats: int) -> tuple[object, float, float]:
+    """(result, median wall s, median CPU s) over ``repeats`` calls after one warm-up."""
     result = fn()
     walls, cpus = [], []
     for _ in range(repeats):
@@ -87,25 +52,79 @@ def timed(fn, repeats: int):
     return result, statistics.median(walls), statistics.median(cpus)
 
 
-def main() -> None:
+def analyze_and_insights(trace):
+    analysis = analyze(trace)
+    return analysis, find_insights(trace, analysis)
+
+
+def repeated_trace(n_events: int):
+    doc = json.loads(gzip.decompress(SCALING_SOURCE.read_bytes()))
+    complete_share = sum(e.get("ph") == "X" for e in doc["traceEvents"]) / len(doc["traceEvents"])
+    doc["traceEvents"] = repeated_events(doc, round(n_events / complete_share))
+    return load_trace(json.dumps(doc).encode())
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="small inputs, 3 repeats, no BENCHMARKS.md write")
+    parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
-    sizes = (100_000,) if args.quick else (10_000, 100_000)
     repeats = 3 if args.quick else 7
-    print(f"repeats={repeats}; medians; wall / CPU seconds\n")
-    print("| source | events | flows | analyze | insights | analyze+insights | report (reusing both) |")
-    print("|---|---|---|---|---|---|---|")
-    for name in SOURCES:
-        for size in sizes:
-            trace = load_trace(repeated_trace_json(name, size))
-            analysis, a_wall, a_cpu = timed(lambda: analyze(trace), repeats)
-            insights, i_wall, i_cpu = timed(lambda: find_insights(trace, analysis), repeats)
-            _, r_wall, r_cpu = timed(lambda: build_report(trace, analysis=analysis, insights=insights), repeats)
-            print(f"| {name} | {len(trace.events):,} | {len(trace.flows):,} | {a_wall:.3f} / {a_cpu:.3f} | "
-                  f"{i_wall:.3f} / {i_cpu:.3f} | {a_wall + i_wall:.3f} / {a_cpu + i_cpu:.3f} | "
-                  f"{r_wall:.3f} / {r_cpu:.3f} |")
+    load_avg = os.getloadavg()[0]
+
+    rows = []
+    real = load_trace(REAL_TRACE)
+    (analysis, insights), wall, cpu = timed(lambda: analyze_and_insights(real), repeats)
+    rows.append(("real: H200 transformer training step", len(real.events), len(real.flows), wall, cpu,
+                 len(insights), analysis.verdict.kind))
+
+    scaling = []
+    for n in ((1_000, 10_000) if args.quick else (1_000, 10_000, 100_000, 1_000_000)):
+        trace = repeated_trace(n)
+        _, wall, cpu = timed(lambda: analyze_and_insights(trace), 3 if n >= 1_000_000 else repeats)
+        scaling.append((len(trace.events), wall, cpu))
+        del trace
+
+    lines = [
+        "## Analyze",
+        "",
+        f"Command: `python bench/bench_analysis.py{' --quick' if args.quick else ''}` — {dt.date.today()}, "
+        f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), Python {platform.python_version()}; "
+        f"load average at start {load_avg:.1f}. Method: `analyze(trace)` + `find_insights(trace, analysis)` on a "
+        f"trace loaded beforehand; median of {repeats} calls after one warm-up; wall clock and process CPU time.",
+        "",
+        "| trace | events | flows | analyses + insights wall ms | CPU ms | insights | verdict |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, events, flows, wall, cpu, n_insights, verdict in rows:
+        lines.append(f"| {name} (`{REAL_TRACE.name}`, with_stack + profile_memory + record_shapes) | {events:,} | "
+                     f"{flows:,} | {wall * 1000:,.0f} | {cpu * 1000:,.0f} | {n_insights} | {verdict} |")
+    lines += [
+        "",
+        f"Reading: target ≤ {TARGET_S * 1000:.0f} ms — "
+        + ("met" if rows[0][3] <= TARGET_S else "missed") + f" ({rows[0][3] * 1000:,.0f} ms wall).",
+        "",
+        "## Scaling (analyze)",
+        "",
+        f"Same run and method; analyses + insights on `{SCALING_SOURCE.name}` repeated to N events "
+        "(`bench/make_large_trace.py`; 3 calls at 1M).",
+        "",
+        "| events | wall ms | CPU ms | CPU µs / event |",
+        "|---:|---:|---:|---:|",
+    ]
+    for events, wall, cpu in scaling:
+        lines.append(f"| {events:,} | {wall * 1000:,.1f} | {cpu * 1000:,.1f} | {cpu * 1e6 / events:.2f} |")
+    per_event = [cpu * 1e6 / events for events, _, cpu in scaling if events >= 10_000]
+    if len(per_event) >= 2:
+        lines += ["", f"Reading: from 10k events up the CPU cost per event stays within "
+                      f"{min(per_event):.2f}–{max(per_event):.2f} µs: linear growth."]
+    text = "\n".join(lines)
+    print(text)
+    if not (args.quick or args.no_write):
+        write_section(text.split("\n## Scaling (analyze)")[0])
+        write_section("## Scaling (analyze)" + text.split("\n## Scaling (analyze)")[1])
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
