@@ -33,6 +33,7 @@ import math
 import os
 import platform
 import sys
+import statistics
 import time
 from pathlib import Path
 
@@ -101,12 +102,11 @@ def profiled_gemm_us(config, result) -> dict:
     return {"values_us": values, "kernel": kernel, "source": source}
 
 
-# An event pair costs a few µs of its own (seen: ~5–8 µs on an H200, a 4 % error at 4096³
-# bf16 and 36 % at 1024³ when each GEMM had its own pair). Timing a batch of back-to-back
-# GEMMs per pair spreads that cost over the batch, as the kernels themselves run back to back.
-GEMMS_PER_EVENT_PAIR = 10
-
-
+# An event pair costs a few µs of its own, which CUPTI's kernel durations do not include
+# (seen on an H200: ~5–8 µs, i.e. -4 % at 4096³ bf16 and -36 % at 1024³). Timing batches of
+# back-to-back GEMMs per pair was tried and dropped: small GEMMs then measure the CPU's launch
+# rate instead. So the median cost of an empty pair (same spacer before it) is measured in the
+# same loop and subtracted.
 def time_matmul(m: int, k: int, n: int, dtype: str, *, cuda: bool, reps: int) -> dict:
     """The same torch.matmul without the profiler: per-rep times in µs."""
     import torch
@@ -124,22 +124,24 @@ def time_matmul(m: int, k: int, n: int, dtype: str, *, cuda: bool, reps: int) ->
         if cuda:
             torch.cuda.synchronize()
             sleep = getattr(torch.cuda, "_sleep", None)
-            pairs = []
+            pairs, empty = [], []
             for _ in range(reps):
-                if sleep is not None:
-                    sleep(SPACER_CYCLES)
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record()
-                for _ in range(GEMMS_PER_EVENT_PAIR):
-                    torch.matmul(x, w)
-                end.record()
-                pairs.append((start, end))
+                for bucket, work in ((pairs, True), (empty, False)):
+                    if sleep is not None:
+                        sleep(SPACER_CYCLES)
+                    start = torch.cuda.Event(enable_timing=True)
+                    end = torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    if work:
+                        torch.matmul(x, w)
+                    end.record()
+                    bucket.append((start, end))
             torch.cuda.synchronize()
-            values = [s.elapsed_time(e) * 1000.0 / GEMMS_PER_EVENT_PAIR for s, e in pairs]  # ms → µs
-            method = (f"CUDA events around {GEMMS_PER_EVENT_PAIR} back-to-back torch.matmul calls "
-                      "(time / calls), no profiler"
-                      + (f"; GPU kept ahead by torch.cuda._sleep({SPACER_CYCLES}) before each rep" if sleep else
+            pair_us = statistics.median(s.elapsed_time(e) * 1000.0 for s, e in empty)
+            values = [s.elapsed_time(e) * 1000.0 - pair_us for s, e in pairs]  # ms → µs, pair cost out
+            method = (f"CUDA events around torch.matmul, no profiler, minus the median empty event pair "
+                      f"({pair_us:.1f} µs)"
+                      + (f"; GPU kept ahead by torch.cuda._sleep({SPACER_CYCLES}) before each pair" if sleep else
                          "; torch.cuda._sleep missing: launch latency may be included"))
         else:
             values = []
