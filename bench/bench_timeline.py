@@ -32,6 +32,8 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from benchmarks_md import write_section  # noqa: E402
 
 from lab.timeline import build_timeline, timeline_chart  # noqa: E402
 from lab.trace import Trace, load_trace  # noqa: E402
@@ -221,20 +223,6 @@ def _paint_once(browser, port: int, variant: int) -> dict:
         return {"paint": painted, "shell": stages.get("shell", float("nan"))}
     finally:
         context.close()
-
-
-def write_section(text: str, path: Path = ROOT / "BENCHMARKS.md") -> None:
-    """Replace this bench's section of BENCHMARKS.md (other sections are left as they are)."""
-    old = path.read_text() if path.exists() else "# Benchmarks\n\nMeasured figures, one section per bench, with command and method.\n"
-    lines = old.split("\n")
-    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
-    if start is None:
-        new = old.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        new = "\n".join(lines[:start] + text.rstrip("\n").split("\n") + [""] + lines[end:])
-        new = new.rstrip("\n") + "\n"
-    path.write_text(new)
 
 
 def report(args, n_events: int, build_rows: list[dict], paint_rows: list[dict] | None) -> str:

@@ -40,6 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from benchmarks_md import write_section  # noqa: E402  (shared with the benches)
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
@@ -328,22 +330,6 @@ def _reading(results: dict, ok: list[dict], cuda: bool) -> list[str]:
     if failed:
         out.append(f"{len(failed)} GEMM(s) failed; their error is in the table.")
     return [" ".join(out)] if out else []
-
-
-def write_section(text: str, path: Path = BENCHMARKS) -> None:
-    """Replace the "## Fidelity" section of ``path`` (up to the next "## " heading) with ``text``;
-    append it when absent. Every other section stays byte for byte."""
-    old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    lines = old.split("\n")
-    body = text.rstrip("\n").split("\n")
-    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
-    if start is None:
-        new_lines = lines[:len(lines) - (1 if lines[-1] == "" else 0)] + ["", *body, ""]
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        tail = lines[end:]
-        new_lines = lines[:start] + body + ([""] + tail if tail else [""])
-    path.write_text("\n".join(new_lines), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
