@@ -57,6 +57,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks_md import write_section  # bench/ is on sys.path when this script runs
+
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "artifacts"
 BENCHMARKS = ROOT / "BENCHMARKS.md"
@@ -105,8 +107,12 @@ PROBE_JS = """(label) => {
             if (input.value.startsWith(prefix)) { window.__resultAt = Date.now(); clearInterval(timer); return; }
         }
     }, %d);
+    window.__acceptedAt = null; window.__profiledAt = null;
     const scan = (text) => {
         if (!text) return;
+        // The status box: "Profiling …" once the server ran the click, "Profiled … in N s" at the end.
+        if (window.__acceptedAt === null && text.includes("Profiling matmul_add")) window.__acceptedAt = Date.now();
+        if (window.__profiledAt === null && text.includes("Profiled matmul_add")) window.__profiledAt = Date.now();
         for (const m of text.matchAll(/queued \\u2014 position (\\d+)/g)) {
             const pos = Number(m[1]);
             window.__queuePositions.push(pos);
@@ -140,6 +146,8 @@ class Session:
     load_s: float | None = None
     click_ms: float | None = None  # Date.now() in the page
     result_ms: float | None = None
+    accepted_ms: float | None = None  # the status box "Profiling …" appeared: the server ran the click
+    profiled_ms: float | None = None  # "Profiled … in N s" appeared: the run is back
     server_wait_s: float | None = None  # "Profiled … in N s" as the page reported it
     max_queue_pos: int = 0
     queue_updates: int = 0
@@ -153,6 +161,11 @@ class Session:
         if self.click_ms is None or self.result_ms is None:
             return None
         return (self.result_ms - self.click_ms) / 1000
+
+    def part_s(self, start: str, end: str) -> float | None:
+        """Seconds between two of click/accepted/profiled/result (page clock), or None."""
+        a, b = getattr(self, f"{start}_ms"), getattr(self, f"{end}_ms")
+        return None if a is None or b is None else (b - a) / 1000
 
 
 # --------------------------------------------------------------------------- the server
@@ -343,6 +356,8 @@ async def await_result(session: Session, expect, *, timeout_s: float) -> None:
         raise RuntimeError(f"the page shows an error instead of a result: {outcome[:300]}")
     session.result_ms = outcome
     session.click_ms = await page.evaluate("() => window.__clickAt")
+    session.accepted_ms = await page.evaluate("() => window.__acceptedAt")
+    session.profiled_ms = await page.evaluate("() => window.__profiledAt")
     session.max_queue_pos = await page.evaluate("() => window.__maxQueuePos")
     session.queue_updates = await page.evaluate("() => window.__queuePositions.length")
     shape = f"{session.size}x{session.size}x{session.size}"
@@ -584,15 +599,41 @@ def _s(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f} s"
 
 
+# Where a session's wait goes, on the page's clock: (start, end, what it covers).
+PARTS = (
+    ("click", "accepted", "click → status box (the server ran the click and queued the run)"),
+    ("accepted", "profiled", "status box → \"Profiled\" (queue and run, as the page saw them)"),
+    ("profiled", "result", "\"Profiled\" → Showing names the run (the page's redraw)"),
+)
+
+
+def part_medians(report: LoadReport) -> list[tuple[str, float | None]]:
+    medians = []
+    for start, end, what in PARTS:
+        values = [v for s in report.sessions if s.completed and (v := s.part_s(start, end)) is not None]
+        medians.append((what, statistics.median(values) if values else None))
+    return medians
+
+
+def breakdown_line(report: LoadReport) -> str:
+    server = [s.server_wait_s for s in report.sessions if s.server_wait_s is not None]
+    parts = "; ".join(f"{what}: {_s(value)}" for what, value in part_medians(report))
+    own = f"; the page's own \"Profiled … in N s\" (server clock, from the run's submission): {_s(statistics.median(server))}" \
+        if server else ""
+    return f"Where the wait goes (medians): {parts}{own}."
+
+
 def session_table(report: LoadReport) -> str:
-    rows = ["| session | M=K=N | page load | click → result | page's own \"Profiled in\" | highest queue position | isolated |",
-            "|---|---:|---:|---:|---:|---:|---|"]
+    rows = ["| session | M=K=N | page load | click → result | click → status box | status box → \"Profiled\" | "
+            "\"Profiled\" → Showing | page's own \"Profiled in\" | highest queue position | isolated |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for s in report.sessions:
         iso = "yes" if s.isolated else ("no: " + ", ".join(k for k, v in s.checks.items() if not v)
                                         if s.checks else "—")
         if s.error:
             iso = f"error ({s.error[:80]})"
-        rows.append(f"| {s.label} | {s.size} | {_s(s.load_s)} | {_s(s.wait_s)} | {_s(s.server_wait_s)} | "
+        parts = " | ".join(_s(s.part_s(start, end)) for start, end, _ in PARTS)
+        rows.append(f"| {s.label} | {s.size} | {_s(s.load_s)} | {_s(s.wait_s)} | {parts} | {_s(s.server_wait_s)} | "
                     f"{s.max_queue_pos or '—'} | {iso} |")
     return "\n".join(rows)
 
@@ -668,6 +709,8 @@ def markdown_section(report: LoadReport, f: Figures, command: str, load_at_start
         "",
         f"Overlap: {overlap} Script wall time, server start excluded: {report.overall_s:.0f} s.",
         "",
+        breakdown_line(report),
+        "",
         memory_line,
         "",
         "<details><summary>Per session</summary>",
@@ -685,18 +728,6 @@ def markdown_section(report: LoadReport, f: Figures, command: str, load_at_start
     ])
 
 
-def write_section(text: str, path: Path = BENCHMARKS) -> None:
-    """Replace this bench's section of BENCHMARKS.md (or append it at the end)."""
-    current = path.read_text() if path.exists() else "# Benchmarks\n"
-    start = current.find(SECTION_TITLE + "\n")
-    if start < 0:
-        path.write_text(current.rstrip("\n") + "\n\n" + text)
-        return
-    following = current.find("\n## ", start + len(SECTION_TITLE))
-    end = len(current) if following < 0 else following + 1
-    path.write_text(current[:start] + text + ("\n" + current[end:] if end < len(current) else ""))
-
-
 def print_report(report: LoadReport, f: Figures) -> None:
     print()
     print(session_table(report))
@@ -710,6 +741,7 @@ def print_report(report: LoadReport, f: Figures) -> None:
     print(f"total wall (first click -> last result): {report.total_wall_s:.1f} s; throughput {rpm} runs/min")
     print(f"highest queue position seen: {f.max_queue_pos} ({f.sessions_saw_queue}/{f.sessions} sessions saw one); "
           f"clicks spread over {report.clicks_spread_s:.2f} s")
+    print(breakdown_line(report))
     print(f"server health after: {report.health_after or 'no answer'}")
     print(f"new session after the load: {'works' if report.new_session_ok else 'FAILED: ' + str(report.new_session_error)}")
     if report.memory:
@@ -762,7 +794,7 @@ def main() -> int:
     if not args.no_write:
         flags = [a for a in sys.argv[1:]]
         command = " ".join(["python bench/load_test.py", *flags])
-        write_section(markdown_section(report, f, command, load_at_start))
+        write_section(markdown_section(report, f, command, load_at_start), BENCHMARKS)
         print(f"wrote the '{SECTION_TITLE[3:]}' section of {BENCHMARKS.name}")
     ok = (f.completed == f.sessions and f.isolation_holds and report.health_after == "ok"
           and report.new_session_ok and overlapped)
