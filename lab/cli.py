@@ -127,14 +127,15 @@ def _profile(args: argparse.Namespace) -> int:
     check_limits(config, HostSettings.from_env())
     if config.device == "cpu":
         check_device(config, kind="cpu", compute_capability=None)
-    from lab.runner import default_sort_key, run_profile, truncate_table
+    from lab.runner import default_sort_key, run_profile
+    from lab.tables import limit_text_table
 
     result = run_profile(config)
     if args.out is not None:
         write_artifacts(result, args.out)
     key = default_sort_key(result.device.kind)
     table = result.tables.get(key) or result.tables.get("cpu_time_total", "")
-    print(truncate_table(table, PRINT_ROW_LIMIT), end="")
+    print(limit_text_table(table, PRINT_ROW_LIMIT))
     t = result.timing
     print(f"{result.device.label}: step {t.unprofiled_median_us:.1f} µs without the profiler, "
           f"{t.profiled_median_us:.1f} µs with it ({t.overhead_pct:+.1f} %, {t.method})")

@@ -342,20 +342,6 @@ def _tables(averages, *, cuda: bool) -> dict[str, str]:
     return tables
 
 
-def truncate_table(text: str, row_limit: int) -> str:
-    """The first ``row_limit`` rows of a torch table text, keeping its header and footer.
-
-    torch's layout: dashed line, header, dashed line, rows, dashed line, totals.
-    """
-    lines = text.splitlines()
-    rules = [i for i, line in enumerate(lines) if line.startswith("-") and set(line) <= {"-", " "}]
-    if len(rules) < 3:
-        return text
-    head_end, foot_start = rules[1] + 1, rules[-1]
-    rows = lines[head_end:foot_start]
-    return "\n".join(lines[:head_end] + rows[:row_limit] + lines[foot_start:]) + "\n"
-
-
 class _StepTimer:
     """Times each step the same way with and without the profiler.
 

@@ -19,7 +19,6 @@ from lab.runner import (
     UNPROFILED_BUDGET_S,
     UNPROFILED_MAX_ITERS,
     run_profile,
-    truncate_table,
     unprofiled_iterations,
 )
 from lab.settings import HostSettings
@@ -120,15 +119,6 @@ def test_tables_cover_the_cpu_sort_keys_and_name_the_label(small_cpu_result):
     for text in tables.values():
         assert "step" in text and "aten::mm" in text and "Self CPU time total" in text
     assert "FLOPs" in tables["flops"].splitlines()[1]  # with_flops adds a FLOPs column to the header
-
-
-def test_truncate_table_keeps_header_rows_and_footer(small_cpu_result):
-    full = small_cpu_result.tables["cpu_time_total"]
-    short = truncate_table(full, 2)
-    full_lines, short_lines = full.splitlines(), short.splitlines()
-    assert short_lines[:5] == full_lines[:5]  # rule, header, rule, first two rows
-    assert short_lines[-1] == full_lines[-1]  # "Self CPU time total: …"
-    assert len(short_lines) == 3 + 2 + 2
 
 
 def test_timing_has_one_sample_per_active_step(small_cpu_result):
