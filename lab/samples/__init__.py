@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,13 +43,17 @@ def sample_for(config: dict) -> Sample | None:
     return next((s for s in list_samples() if s.config and key(s.config) == wanted), None)
 
 
-def list_samples() -> list[Sample]:
-    """The bundled samples in manifest order; entries whose file is missing are left out."""
+@functools.lru_cache(maxsize=1)
+def list_samples() -> tuple[Sample, ...]:
+    """The bundled samples in manifest order; entries whose file is missing are left out.
+
+    Read once per process: the page asks on every rerun, and the files ship with the code.
+    """
     data = json.loads(MANIFEST.read_text())
     known = set(Sample.__dataclass_fields__)
     samples = [Sample(**{k: tuple(v) if isinstance(v, list) else v for k, v in entry.items() if k in known})
                for entry in data["samples"]]
-    return [s for s in samples if s.path.exists()]
+    return tuple(s for s in samples if s.path.exists())
 
 
 def lesson_samples(runs) -> list[Sample] | None:
