@@ -52,6 +52,7 @@ import math
 import os
 import platform
 import re
+import shutil
 import signal
 import socket
 import statistics
@@ -582,6 +583,7 @@ async def run_load(url: str, n: int, *, server_pid: int, load_concurrency: int) 
         finally:
             memory.stop()
             await browser.close()
+            shutil.rmtree(folder, ignore_errors=True)
     done = [s for s in sessions if s.completed]
     clicks = [s.click_ms for s in sessions if s.click_ms is not None]
     results = [s.result_ms for s in done]
