@@ -177,6 +177,13 @@ def _gemm_flops(config: "RunConfig") -> int:
     return 2 * config.m * config.k * config.n
 
 
+def _attention(name: str, title: str, formula: str, build: Callable, *, refusal=None) -> Workload:
+    """An attention workload: M = tokens, K = head dim, N = heads; same cost model for each."""
+    extra = {"refusal": refusal} if refusal else {}
+    return Workload(name=name, title=title, formula=formula, build=build, estimate_bytes=_attention_bytes,
+                    flops=_attention_flops, dim_names=("tokens", "head dim", "heads"), **extra)
+
+
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
@@ -204,52 +211,18 @@ WORKLOADS: dict[str, Workload] = {
             estimate_bytes=_geglu_bytes,
             flops=lambda c: 6 * c.m * c.k * c.n,
         ),
-        Workload(
-            name="attention_naive",
-            title="attention, written out (QKᵀ, softmax, ·V)",
-            formula="softmax(Q Kᵀ / √d) V   Q, K, V: 1×N heads×M tokens×K dims",
-            build=_build_attention_naive,
-            estimate_bytes=_attention_bytes,
-            flops=_attention_flops,
-            dim_names=("tokens", "head dim", "heads"),
-        ),
-        Workload(
-            name="attention_sdpa",
-            title="scaled_dot_product_attention (backend chosen by torch)",
-            formula="F.scaled_dot_product_attention(Q, K, V)",
-            build=_build_attention_sdpa,
-            estimate_bytes=_attention_bytes,
-            flops=_attention_flops,
-            dim_names=("tokens", "head dim", "heads"),
-        ),
-        Workload(
-            name="attention_math",
-            title="SDPA, math backend (the reference: same kernels as written out)",
-            formula="with sdpa_kernel(SDPBackend.MATH): F.scaled_dot_product_attention(Q, K, V)",
-            build=_build_attention_sdpa,
-            estimate_bytes=_attention_bytes,
-            flops=_attention_flops,
-            dim_names=("tokens", "head dim", "heads"),
-        ),
-        Workload(
-            name="attention_flash",
-            title="SDPA, FlashAttention backend (one fused kernel)",
-            formula="with sdpa_kernel(SDPBackend.FLASH_ATTENTION): F.scaled_dot_product_attention(Q, K, V)",
-            build=_build_attention_sdpa,
-            estimate_bytes=_attention_bytes,
-            flops=_attention_flops,
-            dim_names=("tokens", "head dim", "heads"),
-            refusal=_flash_refusal,
-        ),
-        Workload(
-            name="attention_efficient",
-            title="SDPA, memory-efficient backend",
-            formula="with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION): F.scaled_dot_product_attention(Q, K, V)",
-            build=_build_attention_sdpa,
-            estimate_bytes=_attention_bytes,
-            flops=_attention_flops,
-            dim_names=("tokens", "head dim", "heads"),
-            refusal=_efficient_refusal,
-        ),
+        _attention("attention_naive", "attention, written out (QKᵀ, softmax, ·V)",
+                   "softmax(Q Kᵀ / √d) V   Q, K, V: 1×N heads×M tokens×K dims", _build_attention_naive),
+        _attention("attention_sdpa", "scaled_dot_product_attention (backend chosen by torch)",
+                   "F.scaled_dot_product_attention(Q, K, V)", _build_attention_sdpa),
+        _attention("attention_math", "SDPA, math backend (the reference: same kernels as written out)",
+                   "with sdpa_kernel(SDPBackend.MATH): F.scaled_dot_product_attention(Q, K, V)",
+                   _build_attention_sdpa),
+        _attention("attention_flash", "SDPA, FlashAttention backend (one fused kernel)",
+                   "with sdpa_kernel(SDPBackend.FLASH_ATTENTION): F.scaled_dot_product_attention(Q, K, V)",
+                   _build_attention_sdpa, refusal=_flash_refusal),
+        _attention("attention_efficient", "SDPA, memory-efficient backend",
+                   "with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION): F.scaled_dot_product_attention(Q, K, V)",
+                   _build_attention_sdpa, refusal=_efficient_refusal),
     )
 }
