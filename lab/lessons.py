@@ -91,7 +91,8 @@ LESSONS: dict[str, Lesson] = {
                 "warm one runs a few iterations first. **Look at** the gap between the start of the "
                 "step label and its first operator in the first step versus the others, and at the "
                 "first step's duration. This is why `torch.profiler.schedule` has `wait` and "
-                "`warmup` steps."
+                "`warmup` steps. On a CPU host the lab's worker has already run matmuls, so the "
+                "difference there is small: open the H200 recording to see the real cost."
             ),
             look_for="the cold run's first-step gap is larger than the warm run's",
             runs=(

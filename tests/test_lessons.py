@@ -7,7 +7,6 @@ signals are read from the exported traces, as the page does. GPU traces of the s
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from lab.analysis import analyze
@@ -45,7 +44,7 @@ def lesson_runs(warm_cpu):
 def test_every_cpu_lesson_shows_its_signal(key, lesson_runs):
     signals = lesson_signals(key, lesson_runs(key))
     assert signals, f"no detector for {key}"
-    missing = [f"{s.title}: {s.evidence}" for s in signals if not s.present]
+    missing = [f"{s.title}: {s.evidence}" for s in signals if s.expected and not s.present]
     assert not missing, f"{key}: signals absent on CPU: {missing}"
 
 
@@ -54,13 +53,17 @@ def test_tf32_lesson_refuses_on_cpu_with_the_reason():
         lesson_configs(LESSONS["fp32_vs_tf32"], "cpu")
 
 
-def test_cold_first_step_gap_is_larger_than_warm(lesson_runs):
+def test_cold_vs_warm_on_cpu_is_measured_and_marked_as_a_gpu_lesson(lesson_runs):
+    # The first-step costs are GPU costs; on the H200 recording the cold run's first step is
+    # checked to start later (test_samples.py). On a CPU the gaps are measured and reported,
+    # and the signal says plainly that little difference is expected there.
     cold, warm = lesson_runs("cold_vs_warm")
     cold_gaps, warm_gaps = label_first_gaps_us(cold.trace), label_first_gaps_us(warm.trace)
     assert len(cold_gaps) == len(warm_gaps) == 5  # active=5 recorded steps each
-    # Relative to its own later steps, the cold run's first step starts later than the warm one's.
-    assert first_step_ratio(cold_gaps) > first_step_ratio(warm_gaps)
-    assert cold_gaps[0] > float(np.median(cold_gaps[1:]))
+    assert all(gap > 0 for gap in cold_gaps + warm_gaps)
+    (signal,) = lesson_signals("cold_vs_warm", [cold, warm])
+    assert not signal.expected and "H200 recording" in signal.evidence
+    assert signal.present == (first_step_ratio(cold_gaps) > first_step_ratio(warm_gaps))
 
 
 def test_compiled_matmul_add_has_addmm_and_no_add(lesson_runs):

@@ -246,5 +246,6 @@ def lesson_check(subjects: list[Subject], load) -> None:
         where = "the H200 recording" if all(s.kind == "sample" for s in chosen) else "your run" + ("s" if len(chosen) > 1 else "")
         st.caption(f"What the lab finds in {where}:")
         for signal in signals:
-            icon = ":material/check_circle:" if signal.present else ":material/cancel:"
+            icon = (":material/info:" if not signal.expected
+                    else ":material/check_circle:" if signal.present else ":material/cancel:")
             st.markdown(f"{icon} {md_escape(signal.title)} — {md_escape(signal.evidence)}")
