@@ -243,7 +243,11 @@ def test_page_end_to_end(playwright_api, page, tmp_path):
     expect(main(page).get_by_text("Profiled cold and warm in")).to_be_attached(timeout=RUN_S * 1000)
     wait_idle(page)
     seen = "\n".join(page.evaluate("() => window.__statusLines"))
-    assert "warm: queued — position 1 (next to run)" in seen
+    # One status line per run. Whether "warm" is ever drawn as queued depends on how fast
+    # "cold" runs (0.1 s at 256³ here: often not); the queue position in real pages is shown by
+    # bench/load_test.py (highest position seen) and the wording by test_app's status test.
+    status = sorted({line for line in seen.splitlines() if line.startswith(("cold:", "warm:"))})
+    assert any(line.startswith("warm: ") for line in status), status
     assert "cold: " in seen
 
     expect(page.get_by_role("tab", name="Compare", exact=True)).to_have_attribute("aria-selected", "true")
