@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 import urllib.request
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from benchmarks_md import write_section  # noqa: E402
+from make_large_trace import tile_trace  # noqa: E402
 
 from lab.timeline import build_timeline, timeline_chart  # noqa: E402
 from lab.trace import Trace, load_trace  # noqa: E402
@@ -60,28 +60,6 @@ with open(os.path.join(os.environ["BENCH_DIR"], f"timeline_{variant}.pkl"), "rb"
     data = pickle.load(f)
 st.altair_chart(timeline_chart(data), width="stretch")
 '''
-
-
-def tile_trace(trace: Trace, copies: int) -> Trace:
-    """``copies`` back-to-back repeats of ``trace`` (same lanes, depths, flows), shifted in time."""
-    ev = trace.events
-    span = float((ev["ts_us"] + ev["dur_us"]).max()) + 1.0
-    n = len(ev)
-    big = ev.iloc[np.tile(np.arange(n), copies)].reset_index(drop=True)
-    big["ts_us"] = big["ts_us"].to_numpy() + np.repeat(np.arange(copies), n) * span
-    order = np.lexsort((big["ts_us"].to_numpy(), big["lane_order"].to_numpy()))
-    big = big.iloc[order].reset_index(drop=True)
-    new_pos = np.empty(len(order), dtype=np.int64)
-    new_pos[order] = np.arange(len(order))
-    f = trace.flows
-    k = np.repeat(np.arange(copies), len(f))
-    flows = pd.DataFrame({
-        "correlation": np.tile(f["correlation"].to_numpy(), copies) + k * 10**9,
-        "launch_row": new_pos[np.tile(f["launch_row"].to_numpy(), copies) + k * n],
-        "gpu_row": new_pos[np.tile(f["gpu_row"].to_numpy(), copies) + k * n],
-        "delay_us": np.tile(f["delay_us"].to_numpy(), copies),
-    })
-    return Trace(events=big, flows=flows, meta=replace(trace.meta, span_us=span * copies))
 
 
 def median_s(fn, repeats: int) -> tuple[float, float, object]:

@@ -6,16 +6,19 @@ not copied from the module's output.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from lab.timeline import (ANNOTATION_CATS, CAT_COLORS, LINK_COLUMNS, MARK_COLUMNS, build_timeline,
                           timeline_chart)
 from lab.trace import Trace, load_trace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from make_large_trace import tile_trace  # noqa: E402  (the benches' generator)
 
 DATA = Path(__file__).parent / "data"
 TRACES = ("matmul_add_1024_fp32", "matmul_add_4096_bf16", "matmul_add_4096_bf16_compiled")
@@ -25,29 +28,6 @@ LARGE_EVENTS = 200_000
 @pytest.fixture(scope="module", params=TRACES)
 def real_trace(request) -> Trace:
     return load_trace(DATA / f"{request.param}.json.gz")
-
-
-def tile_trace(trace: Trace, copies: int) -> Trace:
-    """``copies`` back-to-back repeats of ``trace``: same lanes, depths and flows, shifted in time."""
-    ev = trace.events
-    span = float((ev["ts_us"] + ev["dur_us"]).max()) + 1.0
-    n = len(ev)
-    big = ev.iloc[np.tile(np.arange(n), copies)].reset_index(drop=True)
-    shift = np.repeat(np.arange(copies), n) * span
-    big["ts_us"] = big["ts_us"].to_numpy() + shift
-    order = np.lexsort((big["ts_us"].to_numpy(), big["lane_order"].to_numpy()))
-    big = big.iloc[order].reset_index(drop=True)
-    new_pos = np.empty(len(order), dtype=np.int64)
-    new_pos[order] = np.arange(len(order))
-    f = trace.flows
-    copy_of_flow = np.repeat(np.arange(copies), len(f))
-    flows = pd.DataFrame({
-        "correlation": np.tile(f["correlation"].to_numpy(), copies) + copy_of_flow * 10**9,
-        "launch_row": new_pos[np.tile(f["launch_row"].to_numpy(), copies) + copy_of_flow * n],
-        "gpu_row": new_pos[np.tile(f["gpu_row"].to_numpy(), copies) + copy_of_flow * n],
-        "delay_us": np.tile(f["delay_us"].to_numpy(), copies),
-    })
-    return Trace(events=big, flows=flows, meta=replace(trace.meta, span_us=span * copies))
 
 
 @pytest.fixture(scope="module")
