@@ -18,6 +18,7 @@ import numpy as np
 from lab.analysis import Analysis, analyze, device_name
 from lab.compare import Comparison, compare_traces
 from lab.insights import Insight, find_insights
+from lab.summary import category_counts
 from lab.trace import Trace, TraceError, load_trace
 from lab.units import fmt_pct, fmt_tflops, fmt_us
 
@@ -120,17 +121,9 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
 
 
 def _by_category(trace: Trace) -> dict:
-    """{cat: {count, dur_us}} over all complete events, grouped on the category codes."""
-    ev = trace.events
-    if not len(ev):
-        return {}
-    cats = ev["cat"].astype("category").array
-    codes = np.asarray(cats.codes, dtype=np.int64)
-    seen = codes >= 0
-    counts = np.bincount(codes[seen], minlength=len(cats.categories))
-    sums = np.bincount(codes[seen], weights=ev["dur_us"].to_numpy()[seen], minlength=len(cats.categories))
-    return {str(c): {"count": int(n), "dur_us": float(s)}
-            for c, n, s in sorted(zip(cats.categories, counts, sums), key=lambda item: str(item[0])) if n}
+    """{cat: {count, dur_us}} over all complete events, by category name (the Trace view's table)."""
+    rows = sorted(category_counts(trace).itertuples(index=False), key=lambda row: str(row.category))
+    return {str(row.category): {"count": int(row.events), "dur_us": float(row.total_us)} for row in rows}
 
 
 def format_report(report: dict) -> str:
