@@ -1,6 +1,6 @@
 """Profiler Lab: learn to read torch.profiler's table and trace. UI only: wiring, no logic.
 
-Run it with ``streamlit run app.py``. Profiles run in worker processes (``lab.service``);
+Run it with ``streamlit run app.py``. Profiles run in worker processes (``lab.run.service``);
 every number shown is computed in ``lab/``; the views live in ``ui/``.
 """
 
@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from lab.service import ProfileService
-from lab.settings import HostSettings
+from lab.run import HostSettings, ProfileService
 from ui import cache, controls, state, upload, views
 from ui.run import await_worker, open_recording, run_lesson, run_submitted
 

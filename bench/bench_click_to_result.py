@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
-from lab.config import RunConfig  # noqa: E402
-from lab.service import ProfileService  # noqa: E402
-from lab.settings import HostSettings  # noqa: E402
+from lab.run.config import RunConfig  # noqa: E402
+from lab.run.service import ProfileService  # noqa: E402
+from lab.run.settings import HostSettings  # noqa: E402
 
 SECTION = "## Click to result"
 HEADER = "# Benchmarks\n\nMeasured figures, one section per bench, with command and method.\n"
@@ -45,20 +45,20 @@ def pipeline_steps():
     """The post-run steps that exist in this checkout, as (name, function of (result, state))."""
     steps, missing = [], []
     try:
-        from lab.trace import load_trace
+        from lab.trace.load import load_trace
 
         steps.append(("load_trace", lambda result, state: state.__setitem__("trace", load_trace(result.trace_gz))))
     except ImportError:
         missing.append("lab.trace.load_trace")
     try:
-        from lab.analysis import analyze
+        from lab.analysis.core import analyze
 
         steps.append(("analyze", lambda result, state: state.__setitem__(
             "analysis", analyze(state["trace"], config=result.config))))
     except ImportError:
         missing.append("lab.analysis.analyze")
     try:
-        from lab.insights import find_insights
+        from lab.analysis.insights import find_insights
 
         steps.append(("find_insights", lambda result, state: state.__setitem__(
             "insights", find_insights(state["trace"], state.get("analysis")))))
@@ -88,7 +88,7 @@ def one_click(service: ProfileService, config: RunConfig, steps) -> dict[str, fl
 
 
 def direct_run(config: RunConfig) -> float:
-    from lab.runner import run_profile
+    from lab.run.runner import run_profile
 
     t0 = time.perf_counter()
     run_profile(config, settings=HostSettings())

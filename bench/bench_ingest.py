@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import make_large_trace  # noqa: E402
 
-from lab.trace import load_trace  # noqa: E402
+from lab.trace.load import load_trace  # noqa: E402
 
 # ---- contenders -------------------------------------------------------------------------------
 

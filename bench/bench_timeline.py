@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from benchmarks_md import write_section  # noqa: E402
 from make_large_trace import tile_trace  # noqa: E402
 
-from lab.timeline import build_timeline, timeline_chart  # noqa: E402
-from lab.trace import Trace, load_trace  # noqa: E402
+from lab.views.timeline import build_timeline, timeline_chart  # noqa: E402
+from lab.trace.load import Trace, load_trace  # noqa: E402
 
 SOURCE = ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz"
 CHROMIUM = "/usr/bin/chromium"
@@ -54,7 +54,7 @@ PAGE = '''
 import os, pickle, sys
 sys.path.insert(0, os.environ["BENCH_ROOT"])
 import streamlit as st
-from lab.timeline import timeline_chart
+from lab.views.timeline import timeline_chart
 variant = st.query_params.get("variant", "0")
 with open(os.path.join(os.environ["BENCH_DIR"], f"timeline_{variant}.pkl"), "rb") as f:
     data = pickle.load(f)

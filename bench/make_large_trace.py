@@ -105,7 +105,7 @@ def tile_trace(trace, copies: int):
     import numpy as np
     import pandas as pd
 
-    from lab.trace import Trace
+    from lab.trace.load import Trace
 
     ev = trace.events
     span = float((ev["ts_us"] + ev["dur_us"]).max()) + 1.0

@@ -16,8 +16,8 @@ import math
 import sys
 from pathlib import Path
 
-from lab.config import DEVICES, DTYPES, ConfigError, RunConfig, check_device, check_limits
-from lab.settings import HostSettings, SettingsError
+from lab.run.config import DEVICES, DTYPES, ConfigError, RunConfig, check_device, check_limits
+from lab.run.settings import HostSettings, SettingsError
 
 EXIT_BAD_INPUT = 2
 # The classic table as torch's tutorial prints it.
@@ -106,17 +106,17 @@ def main(argv: list[str] | None = None) -> int:
 def _refusals() -> tuple[type[Exception], ...]:
     # RunError lives with the result (pandas): imported only once something went wrong, so a
     # refused command line answers without loading pandas or torch.
-    from lab.result import RunError
+    from lab.run.result import RunError
 
     return (_UsageError, ConfigError, SettingsError, RunError, OSError)
 
 
 def _import_report(command: str):
-    """lab.report, imported only when asked for: profiling does not need it."""
+    """lab.views.report, imported only when asked for: profiling does not need it."""
     try:
-        return importlib.import_module("lab.report")
+        return importlib.import_module("lab.views.report")
     except ModuleNotFoundError as exc:
-        if exc.name != "lab.report":
+        if exc.name != "lab.views.report":
             raise
         raise _UsageError(f"{command} needs lab/report.py, which this checkout lacks") from None
 
@@ -127,8 +127,8 @@ def _profile(args: argparse.Namespace) -> int:
     check_limits(config, HostSettings.from_env())
     if config.device == "cpu":
         check_device(config, kind="cpu", compute_capability=None)
-    from lab.runner import default_sort_key, run_profile
-    from lab.tables import limit_text_table
+    from lab.run.runner import default_sort_key, run_profile
+    from lab.views.tables import limit_text_table
 
     result = run_profile(config)
     if args.out is not None:

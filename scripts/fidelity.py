@@ -86,8 +86,8 @@ def shape_text(m: int, k: int, n: int) -> str:
 
 def profiled_gemm_us(config, result) -> dict:
     """The lab's own reading of its trace: GEMM kernel durations (GPU) or aten::mm ops (CPU)."""
-    from lab.analysis import gemm_efficiency
-    from lab.trace import load_trace
+    from lab.analysis.core import gemm_efficiency
+    from lab.trace.load import load_trace
 
     trace = load_trace(result.trace_gz)
     if result.device.kind == "cuda":
@@ -115,7 +115,7 @@ def time_matmul(m: int, k: int, n: int, dtype: str, *, cuda: bool, reps: int) ->
 
     device = torch.device("cuda") if cuda else torch.device("cpu")
     storage = torch.float32 if dtype in ("float32", "tf32") else getattr(torch, dtype)
-    # As lab.workloads makes them: float32 randn, then cast (never zeros: zeros run faster).
+    # As lab.run.workloads makes them: float32 randn, then cast (never zeros: zeros run faster).
     x = torch.randn(m, k, device=device, dtype=torch.float32).to(storage)
     w = torch.randn(k, n, device=device, dtype=torch.float32).to(storage)
     before = torch.backends.cuda.matmul.allow_tf32
@@ -173,8 +173,8 @@ def percentile(values: list[float], q: float) -> float:
 
 def measure_one(m: int, k: int, n: int, dtype: str, *, device: str, reps: int):
     """(row, DeviceInfo) for one GEMM: the lab's profiled reading and the event-timed one."""
-    from lab.config import RunConfig
-    from lab.runner import run_profile
+    from lab.run.config import RunConfig
+    from lab.run.runner import run_profile
 
     row = {"m": m, "k": k, "n": n, "dtype": dtype, "label": f"{shape_text(m, k, n)} {dtype}", "error": None}
     config = RunConfig(workload="matmul_add", m=m, k=k, n=n, dtype=dtype, device=device, **PROFILE_SCHEDULE)
@@ -212,7 +212,7 @@ def _finite(value):
 def measure(grid, *, device: str, reps: int, command: str) -> dict:
     import torch
 
-    from lab.runner import warm_up
+    from lab.run.runner import warm_up
 
     info = warm_up(device)
     rows = []

@@ -20,7 +20,7 @@ def read_trace(trace_gz: bytes) -> dict:
 @pytest.fixture(scope="session")
 def host_settings():
     """The default host limits, whatever PROFILER_LAB_* variables the shell has set."""
-    from lab.settings import HostSettings
+    from lab.run.settings import HostSettings
 
     return HostSettings()
 
@@ -28,7 +28,7 @@ def host_settings():
 @pytest.fixture(scope="session")
 def warm_cpu():
     """Pay the first profile's start-up (~1 s: torch._inductor imports) once per session."""
-    from lab.runner import warm_up
+    from lab.run.runner import warm_up
 
     return warm_up("cpu")
 
@@ -39,8 +39,8 @@ def small_cpu_result(warm_cpu, host_settings):
 
     Session-scoped and read-only: tests that need a fresh trace or key averages share it.
     """
-    from lab.config import RunConfig
-    from lab.runner import run_profile
+    from lab.run.config import RunConfig
+    from lab.run.runner import run_profile
 
     config = RunConfig(
         device="cpu", m=128, k=96, n=64, step_label="step", matmul_label="mm_part", add_label="add_part",

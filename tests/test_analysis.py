@@ -1,4 +1,4 @@
-"""lab.analysis on the real H200 traces and on small hand-made ones.
+"""lab.analysis.core on the real H200 traces and on small hand-made ones.
 
 Expected numbers come from the raw JSON (gzip + json, plain loops written here), from a
 golden file written by tests/make_golden_analysis.py (also brute force), or from traces
@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab import analysis as A
-from lab.config import RunConfig
-from lab.devices import DevicePeak, lookup_peak
-from lab.trace import load_trace
+from lab.analysis import core as A
+from lab.run.config import RunConfig
+from lab.run.devices import DevicePeak, lookup_peak
+from lab.trace.load import load_trace
 from tracebuild import H200_PROPS, annotation, build, kernel, launch, matmul_add_steps, op
 
 DATA = Path(__file__).parent / "data"

@@ -266,7 +266,7 @@ def test_refused_config_shows_one_message_and_the_page_keeps_working(at, values,
 
 def test_label_boxes_stop_at_64_characters(at):
     # The browser's text boxes refuse a 65th character (max_chars); AppTest's input() mimics that.
-    from lab.config import MAX_LABEL_CHARS
+    from lab.run.config import MAX_LABEL_CHARS
 
     for key in ("cfg_step_label", "cfg_matmul_label", "cfg_add_label"):
         box = _find(at, key)
@@ -454,7 +454,7 @@ def test_each_session_keeps_its_own_results(at):
 
 
 def test_status_lines_say_queue_position_and_stage():
-    from lab.service import TicketStatus
+    from lab.run.service import TicketStatus
     from ui.run import describe
 
     queued = TicketStatus(id=1, state="queued", stage=None, queue_position=3, elapsed_s=2.0, estimate_s=9.6,

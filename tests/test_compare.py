@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.compare import TOTAL_METRICS, compare_traces
-from lab.trace import load_trace
+from lab.analysis.compare import TOTAL_METRICS, compare_traces
+from lab.trace.load import load_trace
 from tracebuild import build, kernel, launch, matmul_add_steps, op
 
 DATA = Path(__file__).parent / "data"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from lab.config import (
+from lab.run.config import (
     ConfigError,
     RunConfig,
     check_device,
     check_limits,
     check_memory,
 )
-from lab.settings import HostSettings, SettingsError
+from lab.run.settings import HostSettings, SettingsError
 
 
 # --- RunConfig: refusals that need no context ---------------------------------------------

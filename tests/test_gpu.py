@@ -2,7 +2,7 @@
 
 Run with ``python -m pytest tests/test_gpu.py -q -m gpu``; every test skips, saying why, on a
 host without CUDA. Facts are checked from the raw Chrome trace independently of
-``lab.analysis`` where possible (kernels, flows, the launching op by time containment).
+``lab.analysis.core`` where possible (kernels, flows, the launching op by time containment).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from lab.config import ConfigError, RunConfig
-from lab.result import RunError
-from lab.settings import HostSettings
-from lab.trace import load_trace
+from lab.run.config import ConfigError, RunConfig
+from lab.run.result import RunError
+from lab.run.settings import HostSettings
+from lab.trace.load import load_trace
 
 pytestmark = [
     pytest.mark.gpu,
@@ -40,14 +40,14 @@ def settings():
 
 @pytest.fixture(scope="module")
 def warm_cuda():
-    from lab.runner import warm_up
+    from lab.run.runner import warm_up
 
     return warm_up("cuda")
 
 
 @pytest.fixture(scope="module")
 def bf16_result(warm_cuda, settings):
-    from lab.runner import run_profile
+    from lab.run.runner import run_profile
 
     config = RunConfig(m=1024, k=1024, n=1024, dtype="bfloat16", device="cuda",
                        matmul_label="mm_part", add_label="add_part")
@@ -125,7 +125,7 @@ def test_key_averages_have_device_time_for_mm(bf16_result):
 
 
 def test_tf32_runs_and_restores_the_flag(warm_cuda, settings):
-    from lab.runner import run_profile
+    from lab.run.runner import run_profile
 
     before = torch.backends.cuda.matmul.allow_tf32
     result = run_profile(RunConfig(m=1024, k=1024, n=1024, dtype="tf32", device="cuda"), settings=settings)
@@ -136,7 +136,7 @@ def test_tf32_runs_and_restores_the_flag(warm_cuda, settings):
 
 
 def test_oversized_run_is_refused_before_allocating(warm_cuda):
-    from lab.runner import run_profile
+    from lab.run.runner import run_profile
 
     huge = RunConfig(m=200_000, k=200_000, n=200_000, dtype="bfloat16", device="cuda")
     allocated = torch.cuda.memory_allocated()
@@ -150,7 +150,7 @@ def test_real_out_of_memory_is_a_run_error_and_the_next_run_succeeds(warm_cuda, 
     filler tensor. x is M×K bf16, made (as every input) from a float32 randn: 6 bytes per
     element at that moment against the estimate's 2, so an estimate of 60 % of free memory
     needs 180 % of it."""
-    from lab.runner import run_profile
+    from lab.run.runner import run_profile
 
     torch.cuda.empty_cache()
     free, _ = torch.cuda.mem_get_info()
@@ -179,7 +179,7 @@ def test_real_out_of_memory_is_a_run_error_and_the_next_run_succeeds(warm_cuda, 
 def test_two_gpus_serve_two_runs_at_once():
     if torch.cuda.device_count() < 2:
         pytest.skip(f"needs two GPUs; {torch.cuda.device_count()} visible")
-    from lab.service import ProfileService
+    from lab.run.service import ProfileService
 
     service = ProfileService(settings=HostSettings(), devices=["cuda:0", "cuda:1"])
     try:

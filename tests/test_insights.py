@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from lab import insights as I
-from lab.analysis import analyze
-from lab.devices import DevicePeak
-from lab.trace import load_trace
+from lab.analysis import insights as I
+from lab.analysis.core import analyze
+from lab.run.devices import DevicePeak
+from lab.trace.load import load_trace
 from tracebuild import H200_PROPS, annotation, build, gpu_annotation, kernel, launch, matmul_add_steps, op
 
 DATA = Path(__file__).parent / "data"
@@ -294,7 +294,7 @@ def test_steps_overlapping_matches_brute_force():
     """The binary-search overlap used by the profiler-overhead rule equals the all-pairs check."""
     import numpy as np
 
-    from lab.insights import _steps_overlapping
+    from lab.analysis.insights import _steps_overlapping
 
     rng = np.random.default_rng(7)
     for _ in range(300):

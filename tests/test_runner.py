@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from conftest import read_trace
-from lab import workloads
-from lab.config import ConfigError, RunConfig
-from lab.devices import PEAKS, detect_device, lookup_peak
-from lab.result import KEY_AVERAGES_COLUMNS, RunError
-from lab.runner import (
+from lab.run import workloads
+from lab.run.config import ConfigError, RunConfig
+from lab.run.devices import PEAKS, detect_device, lookup_peak
+from lab.run.result import KEY_AVERAGES_COLUMNS, RunError
+from lab.run.runner import (
     STAGES,
     TABLE_SORT_KEYS,
     UNPROFILED_BUDGET_S,
@@ -21,7 +21,7 @@ from lab.runner import (
     run_profile,
     unprofiled_iterations,
 )
-from lab.settings import HostSettings
+from lab.run.settings import HostSettings
 
 CPU_STAGES = ["checking", "allocating", "warming up", "profiling", "exporting", "timing", "summarizing"]
 CPU_TABLE_KEYS = {"cpu_time_total", "self_cpu_time_total", "count", "cpu_memory_usage",

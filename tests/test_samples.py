@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from lab.analysis import analyze
-from lab.config import RunConfig
-from lab.lessons import LESSONS
+from lab.analysis.core import analyze
+from lab.run.config import RunConfig
+from lab.run.lessons import LESSONS
 from lab.samples import MANIFEST, SAMPLES_DIR, Sample, list_samples, sample_for
-from lab.signals import Run, lesson_signals
-from lab.trace import load_trace
+from lab.analysis.signals import Run, lesson_signals
+from lab.trace.load import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRIES = json.loads(MANIFEST.read_text(encoding="utf-8"))["samples"]

@@ -19,8 +19,8 @@ import types
 
 import pytest
 
-from lab.config import RunConfig
-from lab.service import (
+from lab.run.config import RunConfig
+from lab.run.service import (
     ProfileService,
     RunFailed,
     ServiceBusy,
@@ -28,7 +28,7 @@ from lab.service import (
     visible_gpu_ids,
     worker_pinning,
 )
-from lab.settings import HostSettings
+from lab.run.settings import HostSettings
 
 # Seconds a test waits for a result: generous, as other jobs share this machine's 2 cores and
 # a crashed or timed-out worker is warmed up again before the next run.
@@ -394,6 +394,6 @@ def test_one_worker_per_gpu_each_pinned_to_its_own():
 
 
 def test_cpu_worker_leaves_one_core_to_the_server():
-    from lab.service import cpu_worker_threads
+    from lab.run.service import cpu_worker_threads
 
     assert [cpu_worker_threads(n) for n in (None, 1, 2, 16)] == [1, 1, 1, 15]

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lab import tables
-from lab.result import KEY_AVERAGES_COLUMNS
-from lab.tables import (CPU_ANNOTATION_NOTE, GPU_ANNOTATION_NOTE, SORT_KEYS, TORCH_SORT_KEYS,
+from lab.views import tables
+from lab.run.result import KEY_AVERAGES_COLUMNS
+from lab.views.tables import (CPU_ANNOTATION_NOTE, GPU_ANNOTATION_NOTE, SORT_KEYS, TORCH_SORT_KEYS,
                         format_key_averages, key_averages_view, limit_text_table,
                         operator_summary_as_key_averages, sort_column, to_csv_bytes)
 
@@ -39,7 +39,7 @@ def profile():
 
 
 def averages_frame(averages) -> pd.DataFrame:
-    """FunctionEventAvg → KEY_AVERAGES_COLUMNS, the mapping lab.runner uses (torch ≥ 2.4 names)."""
+    """FunctionEventAvg → KEY_AVERAGES_COLUMNS, the mapping lab.run.runner uses (torch ≥ 2.4 names)."""
     rows = [{
         "name": e.key, "input_shapes": "", "count": e.count,
         "self_cpu_us": e.self_cpu_time_total, "cpu_total_us": e.cpu_time_total,
@@ -169,8 +169,8 @@ def test_format_units_scale_back_to_raw(profile):
 
 
 def test_operator_summary_from_a_trace_uses_the_same_views():
-    from lab.analysis import operator_summary
-    from lab.trace import load_trace
+    from lab.analysis.core import operator_summary
+    from lab.trace.load import load_trace
 
     trace = load_trace(DATA / "matmul_add_1024_fp32.json.gz")
     df = operator_summary_as_key_averages(operator_summary(trace))
@@ -227,8 +227,8 @@ def test_trace_derived_table_shares_device_time_over_the_launching_ops():
     import gzip
     import json
 
-    from lab.analysis import analyze
-    from lab.trace import load_trace
+    from lab.analysis.core import analyze
+    from lab.trace.load import load_trace
 
     path = Path(__file__).parent / "data" / "matmul_add_4096_bf16.json.gz"
     raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]

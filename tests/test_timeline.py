@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.timeline import (ANNOTATION_CATS, CAT_COLORS, LINK_COLUMNS, MARK_COLUMNS, build_timeline,
+from lab.views.timeline import (ANNOTATION_CATS, CAT_COLORS, LINK_COLUMNS, MARK_COLUMNS, build_timeline,
                           timeline_chart)
-from lab.trace import Trace, load_trace
+from lab.trace.load import Trace, load_trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from make_large_trace import tile_trace  # noqa: E402  (the benches' generator)

@@ -17,8 +17,8 @@ import pandas as pd
 import pandas.testing as pdt
 import pytest
 
-import lab.trace as trace_mod
-from lab.trace import GPU_ACTIVITY_CATS, Trace, TraceError, load_trace
+import lab.trace.load as trace_mod
+from lab.trace.load import GPU_ACTIVITY_CATS, Trace, TraceError, load_trace
 
 DATA = Path(__file__).parent / "data"
 TRACES = ["matmul_add_1024_fp32", "matmul_add_4096_bf16", "matmul_add_4096_bf16_compiled"]

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.trace import Trace, TraceError, load_trace
+from lab.trace.load import Trace, TraceError, load_trace
 
 DATA = Path(__file__).parent / "data"
 NAMES = ["matmul_add_1024_fp32", "matmul_add_4096_bf16", "matmul_add_4096_bf16_compiled"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from lab.trace import Trace, load_trace
+from lab.trace.load import Trace, load_trace
 
 CPU_PID, CPU_TID = 100, 100
 GPU_PID, GPU_TID = 0, 7

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from lab.analysis import Analysis, analyze
-from lab.insights import Insight, find_insights
-from lab.settings import HostSettings
+from lab.analysis import Analysis, Insight, analyze, find_insights
+from lab.run import HostSettings
 from lab.trace import Trace, TraceError, load_trace
 from ui import messages
 from ui.state import Subject

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from lab.config import DTYPES, ConfigError, RunConfig, dtype_refusal
-from lab.devices import DeviceInfo
-from lab.lessons import LESSONS, lesson_configs
+from lab.run import (
+    DTYPES, LESSONS, WORKLOADS, ConfigError, DeviceInfo, HostSettings, RunConfig, dtype_refusal, lesson_configs,
+)
 from lab.samples import lesson_samples
-from lab.settings import HostSettings
-from lab.workloads import WORKLOADS
+
 
 SIZES = [2**p for p in range(4, 15)]  # 16 … 16384, the slider's stops
 FORM_KEY = "run_form"

@@ -6,27 +6,16 @@ import time
 
 import streamlit as st
 
-from lab.config import ConfigError, RunConfig, check_device, check_limits
-from lab.devices import DeviceInfo
-from lab.lessons import LESSONS, lesson_configs
+from lab.run import (
+    LESSONS, STAGE_TEXT, WORKER_START_TIMEOUT_S, ConfigError, DeviceInfo, HostSettings, ProfileService, RunConfig, RunFailed,
+    RunResult, ServiceBusy, TicketStatus, check_device, check_limits, lesson_configs,
+)
 from lab.samples import lesson_samples
-from lab.result import RunResult
-from lab.service import WORKER_START_TIMEOUT_S, ProfileService, RunFailed, ServiceBusy, TicketStatus
-from lab.settings import HostSettings
+
 from ui import messages, state
 from ui.controls import FORCE_FRESH_KEY
 
 POLL_S = 0.2
-STAGE_TEXT = {
-    "checking": "checking the config against the device",
-    "allocating": "allocating random inputs",
-    "compiling": "compiling with torch.compile (timed apart, not profiled)",
-    "warming up": "warming up",
-    "profiling": "profiling",
-    "exporting": "exporting the Chrome trace",
-    "timing": "timing the same step without the profiler",
-    "summarizing": "building key_averages tables",
-}
 FIRST_RUN_NOTE = (
     "The profiling worker is still starting, so this first run waits for it. A fresh process pays "
     "torch's import and the profiler's one-time start-up (about 1 s on a CPU, about 7 s on a GPU while "

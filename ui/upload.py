@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from lab.settings import HostSettings
+from lab.run import HostSettings
 from ui import cache, messages, state
 
 UPLOADER_KEY = "upload"

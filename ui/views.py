@@ -11,15 +11,11 @@ import gzip
 
 import streamlit as st
 
-from lab import tables, timeline
-from lab.compare import TOTAL_METRICS, compare_traces
-from lab.lessons import LESSONS
-from lab.signals import Run, lesson_signals
-from lab.insights import Insight
-from lab.summary import category_counts, comparison_totals, summarize
-from lab.devices import DeviceInfo
+from lab import views as lv
+from lab.analysis import TOTAL_METRICS, Insight, Run, compare_traces, lesson_signals
+from lab.run import LESSONS, DeviceInfo
 from lab.samples import Sample
-from lab.units import fmt_us
+from lab.views import SORT_KEYS, TORCH_SORT_KEYS, category_counts, comparison_totals, fmt_us, is_device_sort, summarize
 from ui.cache import Loaded
 from ui.messages import md_escape
 from ui.state import Subject
@@ -78,7 +74,7 @@ def insights_view(loaded: Loaded) -> None:
 def table_view(subject: Subject, loaded: Loaded) -> None:
     run = subject.run
     has_device = loaded.trace.has_gpu or (run is not None and run.device.kind == "cuda")
-    sort_keys = [k for k in tables.SORT_KEYS if has_device or "evice" not in k]
+    sort_keys = [k for k in SORT_KEYS if has_device or not is_device_sort(k)]
     c1, c2, c3 = st.columns([2, 1, 2], vertical_alignment="bottom")
     sort_label = c1.selectbox("Sort by", sort_keys, key="tbl_sort")
     row_limit = int(c2.number_input("Rows", 1, 500, 15, key="tbl_rows"))
@@ -93,19 +89,19 @@ def table_view(subject: Subject, loaded: Loaded) -> None:
         st.caption("A trace file has no key_averages: this table is derived from its events "
                    "(self time = duration minus direct children), the same way.")
         ops = loaded.analysis.operators_by_shape if by_shape else loaded.analysis.operators
-        df = tables.operator_summary_as_key_averages(ops)
-    view = tables.key_averages_view(df, sort_by=sort_label, row_limit=row_limit, show_annotations=show_ann)
-    shown = tables.format_key_averages(view)
+        df = lv.operator_summary_as_key_averages(ops)
+    view = lv.key_averages_view(df, sort_by=sort_label, row_limit=row_limit, show_annotations=show_ann)
+    shown = lv.format_key_averages(view)
     st.dataframe(shown.data, column_config=_number_formats(shown.column_formats), hide_index=True,
                  width="stretch")
-    st.download_button("Download table (CSV)", tables.to_csv_bytes(view), file_name=f"{_stem(subject)}_table.csv",
+    st.download_button("Download table (CSV)", lv.to_csv_bytes(view), file_name=f"{_stem(subject)}_table.csv",
                        mime="text/csv", key="dl_table_csv", on_click="ignore")
     if run is not None:
-        key = tables.TORCH_SORT_KEYS[sort_label]
+        key = TORCH_SORT_KEYS[sort_label]
         text = run.tables.get(key)
         with st.expander("The classic text table, as torch prints it", expanded=False):
             if text:
-                st.code(tables.limit_text_table(text, row_limit), language=None)
+                st.code(lv.limit_text_table(text, row_limit), language=None)
                 st.caption(f'key_averages(group_by_input_shape=False).table(sort_by="{key}", row_limit={row_limit})')
             else:
                 st.caption(f"torch did not produce a table sorted by {key} for this run.")
@@ -131,8 +127,8 @@ def timeline_view(subject: Subject, loaded: Loaded) -> None:
         default = (0.0, span)
     window = c2.slider("Time window (µs since trace start)", 0.0, span, default,
                        key=f"tl_window_{subject.digest}_{focus}", format="%.0f")
-    data = timeline.build_timeline(loaded.trace, start_us=window[0], end_us=window[1])
-    st.altair_chart(timeline.timeline_chart(data), width="stretch", key=f"tl_chart_{subject.digest}")
+    data = lv.build_timeline(loaded.trace, start_us=window[0], end_us=window[1])
+    st.altair_chart(lv.timeline_chart(data), width="stretch", key=f"tl_chart_{subject.digest}")
     st.caption(
         f"{data.shown_events:,} of {data.total_events:,} events in this window drawn as themselves; "
         f"{len(data.links):,} launch → GPU links. Scroll on the chart to zoom, drag to pan, "
@@ -200,8 +196,8 @@ def compare_view(subjects: list[Subject], load) -> None:
     span = max(la.analysis.utilization.trace_span_us, lb.analysis.utilization.trace_span_us)
     for label, subject, loaded in (("A", a, la), ("B", b, lb)):
         st.markdown(f"**Timeline {label}:** {md_escape(subject.title)}")
-        data = timeline.build_timeline(loaded.trace, start_us=0.0, end_us=span, max_marks=2500)
-        st.altair_chart(timeline.timeline_chart(data), width="stretch", key=f"cmp_chart_{label}")
+        data = lv.build_timeline(loaded.trace, start_us=0.0, end_us=span, max_marks=2500)
+        st.altair_chart(lv.timeline_chart(data), width="stretch", key=f"cmp_chart_{label}")
     st.caption(f"Both timelines share one time scale: 0 – {fmt_us(span)}.")
 
 

@@ -31,7 +31,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from lab.trace import Trace
+from lab.trace.load import Trace
+from lab.vocab import ANNOTATION_CATS, PROFILER_STEP_PREFIX
 
 # Browser-side budget (see module docstring); BENCHMARKS.md "Timeline" has the paint times.
 DEFAULT_MAX_MARKS = 5_000
@@ -42,8 +43,6 @@ MIN_MARK_PX = 1.0
 # as "something happens here", and shallow rows (ops, annotations) matter more than deep ones
 # (runtime calls, Python frames) for a first read of a trace.
 MAX_BIN_PX = 16.0
-ANNOTATION_CATS = ("user_annotation", "gpu_user_annotation")
-PROFILER_STEP_PREFIX = "ProfilerStep#"
 # Links stop being readable when they pack tighter than one per ~4 px on average (measured by
 # eye on the tiled traces: 640 links across 1,200 px hide the kernels under them).
 MAX_LINKS_PER_PX = 0.25

@@ -28,33 +28,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lab.config import DTYPE_BYTES, RunConfig
-from lab.devices import DevicePeak
-from lab.trace import GPU_ACTIVITY_CATS, LAUNCH_CATS, Trace
+from lab.run.config import RunConfig
+from lab.run.devices import DevicePeak
+from lab.trace.load import Trace
+from lab.vocab import (
+    ELEMENT_BYTES, GEMM_KERNEL_PATTERN, GEMM_OPS, GPU_ACTIVITY_CATS, INPUT_TYPE_DTYPES, LAUNCH_CATS,
+    OPERATOR_CATS, PROFILER_STEP_PREFIX, SYNC_NAMES,
+)
 
 # CPU-side rows of the key_averages-like table (what torch's own table lists, minus Python frames).
-OPERATOR_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
-# Host calls that block until the device has finished: time in them is waiting, not host work.
-SYNC_NAMES = (
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
-    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
-)
-STEP_PREFIX = "ProfilerStep#"
-# aten ops that run one matrix multiply; ``_gemm_shape`` knows each one's argument layout.
-GEMM_OPS = (
-    "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
-    "aten::_addmm_activation",
-)
-# Kernel names of GEMM libraries (cuBLAS nvjet/xmma/sm90 gemm, CUTLASS, cuBLAS legacy sgemm/hgemm).
-GEMM_KERNEL_PATTERN = re.compile(r"gemm|nvjet|cutlass|xmma|wgmma", re.IGNORECASE)
-# Input type strings of the recorded "Input type" → the lab's dtype names (lab.config.DTYPE_BYTES).
-INPUT_TYPE_DTYPES = {
-    "float": "float32",
-    "c10::BFloat16": "bfloat16",
-    "c10::Half": "float16",
-    "double": "float64",
-}
-DTYPE_ELEMENT_BYTES = {**DTYPE_BYTES, "float64": 8}
 # Workloads whose one GEMM is M×K @ K×N, so a RunConfig gives its shape when the trace lacks it.
 CONFIG_GEMM_WORKLOADS = ("matmul_add", "linear")
 _BIAS_GEMM_OPS = ("aten::addmm", "aten::baddbmm", "aten::_addmm_activation", "aten::linear")
@@ -557,7 +539,7 @@ def step_rows(trace: Trace) -> tuple[np.ndarray, str]:
     """Positions of the step events and where they came from ("ProfilerStep", "annotation" or "")."""
     ev = trace.events
     on_cpu = mask_in(ev["lane_kind"], ("cpu",))
-    marked = (on_cpu & mask_where(ev["name"], lambda name: name.startswith(STEP_PREFIX))
+    marked = (on_cpu & mask_where(ev["name"], lambda name: name.startswith(PROFILER_STEP_PREFIX))
               & mask_in(ev["cat"], ("cpu_op", "user_annotation")))
     if marked.any():
         return np.flatnonzero(marked), "ProfilerStep"
@@ -711,7 +693,7 @@ def compute_capability(trace: Trace) -> tuple[int, int] | None:
 
 def peak_for(trace: Trace) -> DevicePeak | None:
     """Datasheet peak of the trace's first GPU, via ``lab.devices.lookup_peak`` (None if unknown)."""
-    from lab import devices
+    from lab.run import devices
 
     lookup = getattr(devices, "lookup_peak", None)
     name = device_name(trace)
@@ -798,7 +780,7 @@ def gemm_efficiency(trace: Trace, *, peak: DevicePeak | None = None, config: Run
     dtype[(dtype == "float32") & kernel_tf32] = "tf32"
     # Per-dtype constants, looked up once per distinct dtype.
     kinds, which = np.unique(dtype.astype(str), return_inverse=True)
-    elem = np.array([DTYPE_ELEMENT_BYTES.get(d, np.nan) for d in kinds], dtype=float)[which]
+    elem = np.array([ELEMENT_BYTES.get(d, np.nan) for d in kinds], dtype=float)[which]
     peak_tflops = np.array([peak.tflops.get(d, np.nan) if peak else np.nan for d in kinds], dtype=float)[which]
     ridge = np.array([(peak.ridge_flops_per_byte(d) or np.nan) if peak else np.nan for d in kinds],
                      dtype=float)[which]

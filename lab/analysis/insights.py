@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.analysis import (
+from lab.analysis.core import (
     GEMM_KERNEL_PATTERN,
     SYNC_NAMES,
     Analysis,
@@ -25,7 +25,8 @@ from lab.analysis import (
     texts,
     used_gpu,
 )
-from lab.trace import GPU_ACTIVITY_CATS, Trace
+from lab.trace.load import Trace
+from lab.vocab import GPU_ACTIVITY_CATS
 
 SEVERITIES = ("critical", "warning", "info")
 

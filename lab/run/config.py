@@ -12,12 +12,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from lab import workloads
-from lab.settings import HostSettings
+from lab.run import workloads
+from lab.run.settings import HostSettings
+from lab.vocab import DTYPE_BYTES, DTYPE_INFO, DTYPES
 
-# Bytes per element of the tensors a run allocates; tf32 is float32 storage.
-DTYPE_BYTES = {"float32": 4, "tf32": 4, "bfloat16": 2, "float16": 2}
-DTYPES = tuple(DTYPE_BYTES)
 DEVICES = ("auto", "cpu", "cuda")
 MAX_LABEL_CHARS = 64
 # Leave a fifth of free memory to the allocator's caches, the profiler's buffers and the OS.
@@ -161,14 +159,14 @@ def check_device(config: RunConfig, *, kind: str, compute_capability: tuple[int,
 def dtype_refusal(dtype: str, *, kind: str, compute_capability: tuple[int, int] | None) -> str | None:
     """Why ``dtype`` cannot run on this device, or None. The page shows these on disabled options."""
     if kind == "cpu":
-        if dtype == "tf32":
+        if DTYPE_INFO[dtype].tf32:
             return "tf32 is a tensor-core mode of NVIDIA GPUs (Ampere or newer); on CPU choose float32"
         if dtype == "float16":
             return ("float16 matmul on CPU runs a slow reference path, not a tuned kernel; "
                     "choose bfloat16 or float32 on CPU")
         return None
     major = compute_capability[0] if compute_capability else 0
-    if dtype == "tf32" and major < 8:
+    if DTYPE_INFO[dtype].tf32 and major < 8:
         return f"tf32 needs compute capability 8.0 or newer (this GPU is {major}.x); choose float32"
     if dtype == "bfloat16" and major < 8:
         return f"bfloat16 matmul needs compute capability 8.0 or newer (this GPU is {major}.x); choose float16"

@@ -15,36 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from lab.result import KEY_AVERAGES_COLUMNS
+from lab.run.result import KEY_AVERAGES_COLUMNS
+from lab.vocab import SORT_KEYS, TORCH_SORT_KEYS
 
 # User-facing sort label → key_averages column.
-SORT_KEYS = {
-    "Device total": "device_total_us",
-    "Self device": "self_device_us",
-    "CPU total": "cpu_total_us",
-    "Self CPU": "self_cpu_us",
-    "Count": "count",
-    "CPU memory": "cpu_memory_bytes",
-    "Self CPU memory": "self_cpu_memory_bytes",
-    "Device memory": "device_memory_bytes",
-    "Self device memory": "self_device_memory_bytes",
-    "FLOPs": "flops",
-}
-# The same sorts as torch's ``key_averages().table(sort_by=...)`` spells them (the keys of
-# ``RunResult.tables``), so the classic text view can follow the table's sort.
-TORCH_SORT_KEYS = {
-    "Device total": "device_time_total",
-    "Self device": "self_device_time_total",
-    "CPU total": "cpu_time_total",
-    "Self CPU": "self_cpu_time_total",
-    "Count": "count",
-    "CPU memory": "cpu_memory_usage",
-    "Self CPU memory": "self_cpu_memory_usage",
-    "Device memory": "device_memory_usage",
-    "Self device memory": "self_device_memory_usage",
-    "FLOPs": "flops",
-}
-
 # Why an annotation row reads oddly (torch sums device time without annotations, so a GPU
 # annotation's "Self CUDA %" can pass 100 %; a CPU annotation's total covers the ops inside it).
 GPU_ANNOTATION_NOTE = "annotation: excluded from totals, % may exceed 100"

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from lab.config import RunConfig
-from lab.devices import DeviceInfo
+from lab.run.config import RunConfig
+from lab.run.devices import DeviceInfo
 
 # Columns of ``RunResult.key_averages`` (one row per FunctionEventAvg), units in the names.
 KEY_AVERAGES_COLUMNS = (

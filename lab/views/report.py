@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from lab.analysis import Analysis, analyze, device_name
-from lab.compare import Comparison, compare_traces
-from lab.insights import Insight, find_insights
-from lab.summary import category_counts
-from lab.trace import Trace, TraceError, load_trace
+from lab.analysis.core import Analysis, analyze, device_name
+from lab.analysis.compare import Comparison, compare_traces
+from lab.analysis.insights import Insight, find_insights
+from lab.views.summary import category_counts
+from lab.trace.load import Trace, TraceError, load_trace
 from lab.units import fmt_pct, fmt_tflops, fmt_us
 
 EXIT_BAD_INPUT = 2

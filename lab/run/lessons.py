@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lab.config import ConfigError, RunConfig
+from lab.run.config import ConfigError, RunConfig
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Lesson:
     key: str
     title: str
     text: str  # markdown, our own words
-    look_for: str  # the signal the lab detects in the trace (lab.signals)
+    look_for: str  # the signal the lab detects in the trace (lab.analysis.signals)
     runs: tuple[LessonRun, ...]  # one run, or two to compare
     cpu_refusal: str | None = None
 

@@ -70,6 +70,8 @@ from typing import Annotated, Any
 import numpy as np
 import pandas as pd
 
+from lab.vocab import FLOW_CAT, GPU_ACTIVITY_CATS, GPU_LANE_CATS, LAUNCH_CATS
+
 try:  # msgspec is the fast path; the H200 box may not have it (stdlib json fallback).
     import msgspec
 except ImportError:  # pragma: no cover - exercised on hosts without msgspec
@@ -80,13 +82,6 @@ try:
 except ImportError:  # pragma: no cover
     orjson = None
 
-# GPU activity that occupies a stream; gpu_user_annotation sits on GPU lanes but is a label.
-GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
-# Categories Kineto only ever writes on GPU (device/stream) lanes.
-GPU_LANE_CATS = GPU_ACTIVITY_CATS + ("gpu_user_annotation",)
-# Kineto's flow category linking a CPU launch ("s") to its GPU activity ("f"); id = correlation.
-FLOW_CAT = "ac2g"
 
 # Inflate in slices this size, so the decompressed-size cap is checked before memory is spent.
 _INFLATE_CHUNK_BYTES = 8 << 20
@@ -1272,7 +1267,7 @@ def _gc_paused():
 def load_trace(source, *, max_decompressed_bytes: int | None = None, max_events: int | None = None) -> Trace:
     """Parse ``source`` (bytes, or a path) into a ``Trace``; bad input raises ``TraceError``."""
     if max_decompressed_bytes is None or max_events is None:
-        from lab.settings import HostSettings
+        from lab.run.settings import HostSettings
 
         settings = HostSettings.from_env()
         if max_decompressed_bytes is None:

@@ -29,34 +29,17 @@ from typing import Callable
 
 import pandas as pd
 
-from lab import workloads
-from lab.config import RunConfig, check_device, check_limits, check_memory
-from lab.devices import DeviceInfo, detect_device
-from lab.result import KEY_AVERAGES_COLUMNS, RunError, RunResult, Timing
-from lab.settings import HostSettings
+from lab.run import workloads
+from lab.run.config import RunConfig, check_device, check_limits, check_memory
+from lab.run.devices import DeviceInfo, detect_device
+from lab.run.result import KEY_AVERAGES_COLUMNS, RunError, RunResult, Timing
+from lab.run.settings import HostSettings
+from lab.vocab import GPU_ONLY_SORT_KEYS, LEGACY_SORT_KEYS, PROFILER_STEP_NAME, STAGES, TABLE_SORT_KEYS, torch_dtype_name
 
 # Kineto prints "profiler_start/stop" lines to stderr at its default level; it reads this
 # variable when a profile starts, so setting it here (before any profile) silences them.
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
-STAGES = ("checking", "allocating", "compiling", "warming up", "profiling", "exporting", "timing", "summarizing")
-
-# Keys of ``RunResult.tables``: each is a ``key_averages().table(sort_by=key)`` text.
-TABLE_SORT_KEYS = (
-    "cpu_time_total", "self_cpu_time_total",
-    "device_time_total", "self_device_time_total",
-    "count",
-    "cpu_memory_usage", "self_cpu_memory_usage", "device_memory_usage",
-    "flops",
-)
-# Sorting by these is only meaningful when the run had a GPU.
-GPU_ONLY_SORT_KEYS = frozenset({"device_time_total", "self_device_time_total", "device_memory_usage"})
-# Older torch spells the device keys cuda_*; the dict key stays device_* either way.
-_LEGACY_SORT_KEYS = {
-    "device_time_total": "cuda_time_total",
-    "self_device_time_total": "self_cuda_time_total",
-    "device_memory_usage": "cuda_memory_usage",
-}
 
 # Un-profiled timing: up to 10 iterations for a stable median, but within ~1 s so a big CPU
 # run (1024³ fp32 ≈ 30–150 ms/step on 2 busy cores, 16384³ ≈ 1 min) does not double its wall time.
@@ -66,7 +49,6 @@ UNPROFILED_BUDGET_S = 1.0
 # gzip level 6: within a few % of level 9's size at a fraction of its time on MB-sized traces.
 TRACE_GZIP_LEVEL = 6
 
-_TORCH_DTYPES = {"float32": "float32", "tf32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 
 
 def default_sort_key(kind: str) -> str:
@@ -141,7 +123,7 @@ def _run(torch, config: RunConfig, info: DeviceInfo, clock: "_StageClock", notes
 
     cuda = info.kind == "cuda"
     device = torch.device("cuda", info.index) if cuda else torch.device("cpu")
-    dtype = getattr(torch, _TORCH_DTYPES[config.dtype])
+    dtype = getattr(torch, torch_dtype_name(config.dtype))
     timer = _StepTimer(torch, cuda)
 
     clock.enter("allocating")
@@ -323,7 +305,7 @@ def _is_user_annotation(event, labels: set[str]) -> bool:
     if flag is not None:
         return bool(flag)
     # Older torch has no flag: the run's own labels and the schedule's ProfilerStep#N are annotations.
-    return event.key in labels or event.key.startswith("ProfilerStep")
+    return event.key in labels or event.key.startswith(PROFILER_STEP_NAME[:-1])
 
 
 def _tables(averages, *, cuda: bool) -> dict[str, str]:
@@ -331,7 +313,7 @@ def _tables(averages, *, cuda: bool) -> dict[str, str]:
     for key in TABLE_SORT_KEYS:
         if key in GPU_ONLY_SORT_KEYS and not cuda:
             continue
-        for sort_by in (key, _LEGACY_SORT_KEYS.get(key)):
+        for sort_by in (key, LEGACY_SORT_KEYS.get(key)):
             if sort_by is None:
                 continue
             try:

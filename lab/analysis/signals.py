@@ -12,16 +12,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.analysis import Analysis
-from lab.trace import Trace
+from lab.analysis.core import Analysis
+from lab.trace.load import Trace
 from lab.units import fmt_us
+from lab.vocab import GEMM_LEAF_OPS
 
 # CPU traces: the GEMM op must take at least this share of a large run's step to count as
 # compute-bound, and under the lower share of a tiny run's step for overhead-bound: at 64³ the
 # dispatcher and Python cost more than the multiply itself (seen here: ~20 % on 2 CPU cores).
 COMPUTE_SHARE_LARGE_PCT = 70.0
 COMPUTE_SHARE_TINY_PCT = 50.0
-GEMM_OP_NAMES = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 ADD_KERNEL = re.compile(r"CUDAFunctor_add|add_kernel|AddFunctor", re.IGNORECASE)
 FUSED_KERNEL = re.compile(r"^triton_|fused", re.IGNORECASE)
 
@@ -82,7 +82,7 @@ def compute_share_pct(run: Run) -> float:
     """
     steps = run.analysis.steps
     ops = _cpu_ops(run.trace)
-    gemm = ops[ops["name"].astype(str).isin(GEMM_OP_NAMES)]
+    gemm = ops[ops["name"].astype(str).isin(GEMM_LEAF_OPS)]
     if not len(steps) or not len(gemm):
         return float("nan")
     per_step = len(gemm) / len(steps)  # GEMM ops per step (1 for matmul_add)

@@ -8,7 +8,7 @@ torch for a run and never initializes CUDA.
 
 Why ``subprocess`` and not ``multiprocessing``: a worker is a fresh interpreter (like the
 "spawn" start method: no forked locks or CUDA state) but started as ``python -c "from
-lab.service import _worker_entry; ..."``. multiprocessing's spawn re-imports the parent's
+lab.run.service import _worker_entry; ..."``. multiprocessing's spawn re-imports the parent's
 ``__main__`` in every child, and under ``streamlit run`` ``__main__`` is the page script:
 each worker re-ran the page, which started its own service and workers — an endless chain
 of processes (seen here). The pipe is a socketpair wrapped in a
@@ -50,12 +50,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab.config import ConfigError, RunConfig
-from lab.devices import DeviceInfo
-from lab.settings import HostSettings
+from lab.run.config import ConfigError, RunConfig
+from lab.run.devices import DeviceInfo
+from lab.run.settings import HostSettings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lab.result import RunResult
+    from lab.run.result import RunResult
 
 # A queued ticket nobody has polled for this long belongs to a closed browser tab; it is
 # dropped when it reaches the head of the queue instead of occupying a worker. Streamlit
@@ -73,10 +73,10 @@ SHUTDOWN_GRACE_S = 3.0
 # Supervisor threads wake at least this often to check deadlines and stop requests.
 _TICK_S = 0.25
 # How a worker interpreter starts, and where it finds its end of the socketpair.
-_WORKER_CODE = "from lab.service import _worker_entry; _worker_entry()"
+_WORKER_CODE = "from lab.run.service import _worker_entry; _worker_entry()"
 _WORKER_FD_ENV = "PROFILER_LAB_WORKER_FD"
 # The directory holding the ``lab`` package, put first on the worker's PYTHONPATH.
-_LAB_PARENT_DIR = str(Path(__file__).resolve().parents[1])
+_LAB_PARENT_DIR = str(Path(__file__).resolve().parents[2])
 
 TICKET_STATES = ("queued", "running", "done", "failed", "cancelled")
 
@@ -224,7 +224,7 @@ def _exit_text(exitcode: int | None) -> str:
 def _worker_entry() -> None:
     """Entry point of a worker interpreter (see ``_WORKER_CODE``): read the init message, serve."""
     # CUDA_VISIBLE_DEVICES and KINETO_LOG_LEVEL came in the environment, set before this
-    # interpreter started, so torch (imported later, by lab.runner) sees only the pinned GPU.
+    # interpreter started, so torch (imported later, by lab.run.runner) sees only the pinned GPU.
     conn = multiprocessing.connection.Connection(int(os.environ.pop(_WORKER_FD_ENV)))
     try:
         _, device, physical_index, settings = conn.recv()
@@ -275,8 +275,8 @@ def _worker_main(conn, device: str, physical_index: int, settings: HostSettings)
         return info
 
     try:
-        runner = importlib.import_module("lab.runner")  # imports torch
-        from lab.result import RunError
+        runner = importlib.import_module("lab.run.runner")  # imports torch
+        from lab.run.result import RunError
     except BaseException as error:  # noqa: BLE001 - report, then exit: nothing can run
         send(("ready", None, f"{type(error).__name__}: {error}"))
         return
@@ -447,7 +447,7 @@ class ProfileService:
         Runs submitted before ``start`` wait in the queue.
         """
         # Unpickling the first RunResult imports pandas (~0.5 s); do it now, not on a user's click.
-        importlib.import_module("lab.result")
+        importlib.import_module("lab.run.result")
         with self._lock:
             if self._stopping:
                 raise RuntimeError("this ProfileService was shut down; create a new one")

@@ -1,7 +1,7 @@
 """The exercises: name → how to build inputs and one step, and what the step costs.
 
 A new exercise is one ``Workload`` entry here (plus its lesson text in ``lab/lessons.py``).
-Builders import torch lazily so that ``lab.config`` stays importable without torch.
+Builders import torch lazily so that ``lab.run.config`` stays importable without torch.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lab.config import RunConfig
+    from lab.run.config import RunConfig
 
 
 @dataclass(frozen=True)

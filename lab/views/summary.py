@@ -11,12 +11,12 @@ import math
 import pandas as pd
 from dataclasses import dataclass
 
-from lab.analysis import Analysis, device_name
-from lab.insights import Insight
-from lab.result import RunResult
-from lab.trace import Trace
+from lab.analysis.core import Analysis, device_name
+from lab.analysis.insights import Insight
+from lab.run.result import RunResult
+from lab.trace.load import Trace
 from lab.units import fmt_pct, fmt_tflops, fmt_us
-from lab.workloads import WORKLOADS
+from lab.run.workloads import WORKLOADS
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,15 @@
+"""Stage 3 of the pipeline: a ``Trace`` → analyses (operators, kernels, GPU use, steps, GEMMs,
+the verdict), insights (rules that cite numbers), lesson signals and comparisons.
+
+Each analysis is a pure function of a ``Trace`` returning plain data.
+"""
+
+from lab.analysis.compare import TOTAL_METRICS, Comparison, compare_traces
+from lab.analysis.core import Analysis, analyze, device_name
+from lab.analysis.insights import Insight, find_insights
+from lab.analysis.signals import Run, Signal, lesson_signals
+
+__all__ = [
+    "TOTAL_METRICS", "Analysis", "Comparison", "Insight", "Run", "Signal", "analyze",
+    "compare_traces", "device_name", "find_insights", "lesson_signals",
+]  # fmt: skip

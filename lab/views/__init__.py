@@ -1,0 +1,19 @@
+"""Stage 4 of the pipeline: what the page and the CLI show, as plain data (and Altair specs):
+the summary cards, the key_averages tables, the timeline, the JSON/text report.
+
+Nothing here imports streamlit; ``ui/`` lays these out.
+"""
+
+from lab.units import fmt_us
+from lab.views.summary import category_counts, comparison_totals, summarize
+from lab.views.tables import (
+    format_key_averages, key_averages_view, limit_text_table, operator_summary_as_key_averages, to_csv_bytes,
+)
+from lab.views.timeline import build_timeline, timeline_chart
+from lab.vocab import SORT_KEYS, TORCH_SORT_KEYS, is_device_sort
+
+__all__ = [
+    "SORT_KEYS", "TORCH_SORT_KEYS", "build_timeline", "category_counts", "comparison_totals",
+    "fmt_us", "format_key_averages", "is_device_sort", "key_averages_view", "limit_text_table",
+    "operator_summary_as_key_averages", "summarize", "timeline_chart", "to_csv_bytes",
+]  # fmt: skip

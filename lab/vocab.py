@@ -1,0 +1,156 @@
+"""The lab's vocabulary, defined once: dtypes, trace categories, names torch writes, GEMM names,
+sort keys and run stages. Every other module imports these; none spells them again.
+
+A new dtype is one ``Dtype`` entry here (and its peak rates in ``lab/run/devices.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "ANNOTATION_CATS", "DTYPES", "DTYPE_BYTES", "DTYPE_INFO", "Dtype", "ELEMENT_BYTES", "FLOW_CAT",
+    "GEMM_KERNEL_PATTERN", "GEMM_LEAF_OPS", "GEMM_OPS", "GPU_ACTIVITY_CATS", "GPU_LANE_CATS", "GPU_ONLY_SORT_KEYS",
+    "INPUT_TYPE_DTYPES", "LAUNCH_CATS", "LEGACY_SORT_KEYS", "OPERATOR_CATS", "PROFILER_STEP_PREFIX",
+    "PROFILER_STEP_NAME", "STAGES", "STAGE_TEXT", "SORT_KEYS", "SYNC_NAMES", "TABLE_SORT_KEYS",
+    "TORCH_SORT_KEYS", "is_device_sort", "torch_dtype_name",
+]  # fmt: skip
+
+
+# --- dtypes -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dtype:
+    """One dtype a run can use: its storage, torch's name for it, and how traces spell it."""
+
+    name: str  # the lab's name (RunConfig.dtype, peak tables)
+    element_bytes: int
+    torch_name: str  # attribute of the torch module that stores it
+    trace_spelling: str  # how "Input type" in a trace spells the storage dtype
+    tf32: bool = False  # float32 storage with TF32 tensor-core matmuls
+
+
+DTYPE_INFO: dict[str, Dtype] = {
+    d.name: d
+    for d in (
+        Dtype("float32", 4, "float32", "float"),
+        # tf32 is float32 storage: torch.backends.cuda.matmul.allow_tf32 decides the math.
+        Dtype("tf32", 4, "float32", "float", tf32=True),
+        Dtype("bfloat16", 2, "bfloat16", "c10::BFloat16"),
+        Dtype("float16", 2, "float16", "c10::Half"),
+    )
+}
+DTYPES = tuple(DTYPE_INFO)
+DTYPE_BYTES = {name: d.element_bytes for name, d in DTYPE_INFO.items()}
+# Traces also carry dtypes no run allocates (float64 inputs of an uploaded trace).
+INPUT_TYPE_DTYPES = {d.trace_spelling: d.name for d in DTYPE_INFO.values() if not d.tf32}
+INPUT_TYPE_DTYPES["double"] = "float64"
+ELEMENT_BYTES = {**DTYPE_BYTES, "float64": 8}
+
+
+def torch_dtype_name(dtype: str) -> str:
+    """The torch attribute for a lab dtype ("tf32" → "float32")."""
+    return DTYPE_INFO[dtype].torch_name
+
+
+# --- trace categories and names torch writes ----------------------------------------------
+
+# GPU activity that occupies a stream; gpu_user_annotation sits on GPU lanes but is a label.
+GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+# Categories Kineto only ever writes on GPU (device/stream) lanes.
+GPU_LANE_CATS = GPU_ACTIVITY_CATS + ("gpu_user_annotation",)
+ANNOTATION_CATS = ("user_annotation", "gpu_user_annotation")
+# CPU-side categories that are operators (rows of a key_averages-like table).
+OPERATOR_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+# Kineto's flow category linking a CPU launch ("s") to its GPU activity ("f"); id = correlation.
+FLOW_CAT = "ac2g"
+# torch.profiler's schedule names each step "ProfilerStep#N"; key_averages renames it.
+PROFILER_STEP_PREFIX = "ProfilerStep#"
+PROFILER_STEP_NAME = "ProfilerStep*"
+# Host calls that block until the device has finished: time in them is waiting, not host work.
+SYNC_NAMES = (
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+)  # fmt: skip
+
+# --- GEMMs --------------------------------------------------------------------------------
+
+# aten ops that run one matrix multiply themselves (never nest another GEMM op) …
+GEMM_LEAF_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+# … and with the wrappers that dispatch to one of them (aten::linear → aten::addmm). Per-kernel
+# analyses take the nearest of these above a kernel; sums over ops use the leaves alone, since
+# a wrapper's time already contains its leaf's.
+GEMM_OPS = GEMM_LEAF_OPS + ("aten::matmul", "aten::linear", "aten::_addmm_activation")
+# Kernel names of GEMM libraries (cuBLAS nvjet/xmma/sm90 gemm, CUTLASS, cuBLAS legacy sgemm/hgemm).
+GEMM_KERNEL_PATTERN = re.compile(r"gemm|nvjet|cutlass|xmma|wgmma", re.IGNORECASE)
+
+# --- table sort keys ----------------------------------------------------------------------
+
+# The table's sort choices: label → column of the lab's key_averages frame …
+SORT_KEYS = {
+    "Device total": "device_total_us",
+    "Self device": "self_device_us",
+    "CPU total": "cpu_total_us",
+    "Self CPU": "self_cpu_us",
+    "Count": "count",
+    "CPU memory": "cpu_memory_bytes",
+    "Self CPU memory": "self_cpu_memory_bytes",
+    "Device memory": "device_memory_bytes",
+    "Self device memory": "self_device_memory_bytes",
+    "FLOPs": "flops",
+}
+# … and the same sorts as torch's ``key_averages().table(sort_by=...)`` spells them (the keys
+# of ``RunResult.tables``), so the classic text view can follow the table's sort.
+TORCH_SORT_KEYS = {
+    "Device total": "device_time_total",
+    "Self device": "self_device_time_total",
+    "CPU total": "cpu_time_total",
+    "Self CPU": "self_cpu_time_total",
+    "Count": "count",
+    "CPU memory": "cpu_memory_usage",
+    "Self CPU memory": "self_cpu_memory_usage",
+    "Device memory": "device_memory_usage",
+    "Self device memory": "self_device_memory_usage",
+    "FLOPs": "flops",
+}
+# Keys of ``RunResult.tables``: each is a ``key_averages().table(sort_by=key)`` text. (No
+# "self_device_memory_usage": torch < 2.4 has no such sort; the view falls back to the nearest.)
+TABLE_SORT_KEYS = (
+    "cpu_time_total", "self_cpu_time_total",
+    "device_time_total", "self_device_time_total",
+    "count",
+    "cpu_memory_usage", "self_cpu_memory_usage", "device_memory_usage",
+    "flops",
+)  # fmt: skip
+# Sorting by these is only meaningful when the run had a GPU.
+GPU_ONLY_SORT_KEYS = frozenset({"device_time_total", "self_device_time_total", "device_memory_usage"})
+# Older torch spells the device keys cuda_*; the dict key stays device_* either way.
+LEGACY_SORT_KEYS = {
+    "device_time_total": "cuda_time_total",
+    "self_device_time_total": "self_cuda_time_total",
+    "device_memory_usage": "cuda_memory_usage",
+}
+
+
+def is_device_sort(label: str) -> bool:
+    """Whether a ``SORT_KEYS`` label sorts by a device column (meaningless without a GPU)."""
+    return "device" in SORT_KEYS[label]
+
+
+# --- run stages ---------------------------------------------------------------------------
+
+# A run's stages in order, each with the words its status line uses.
+STAGE_TEXT = {
+    "checking": "checking the config against the device",
+    "allocating": "allocating random inputs",
+    "compiling": "compiling with torch.compile (timed apart, not profiled)",
+    "warming up": "warming up",
+    "profiling": "profiling",
+    "exporting": "exporting the Chrome trace",
+    "timing": "timing the same step without the profiler",
+    "summarizing": "building key_averages tables",
+}
+STAGES = tuple(STAGE_TEXT)
