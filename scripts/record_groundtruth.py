@@ -76,6 +76,10 @@ KA_COLUMNS = [
 KA_SHAPE_COLUMNS = KA_COLUMNS + ["input_shapes"]
 # The device tool returns files of at most 16 MiB: a larger tar is split into parts.
 TAR_PART_BYTES = 15 * 2**20
+# Problems that only a GPU trace shows (a CPU .item() is no sync, a CPU has no copies to pin).
+GPU_ONLY_PROBLEMS = {"host_sync_item", "host_sync_device", "pageable_copies", "pinned_copies",
+                     "side_stream", "cuda_graphs", "tf32_gemm", "amp_grad_scaler",
+                     "multi_stream", "launch_bound"}
 SCHED_3 = dict(wait=1, warmup=1, active=3, repeat=1)  # 5 steps
 SCHED_2 = dict(wait=1, warmup=1, active=2, repeat=1)  # 4 steps
 
@@ -810,6 +814,10 @@ def variants() -> list[Variant]:
         V("seed_flops", "seed", SEED_DESC + "; plain profile, 3 iterations, with_flops",
           ["gemm_flops", "no_profiler_step"], build_seed, steps=3, record_shapes=True,
           with_flops=True),
+        V("seed_mem", "seed", SEED_DESC + "; schedule wait=1 warmup=1 active=3 with "
+          "profile_memory + record_shapes + with_flops (every box of the lab's form ticked)",
+          ["profile_memory", "gemm_flops"], build_seed, steps=5, schedule=SCHED_3,
+          record_shapes=True, profile_memory=True, with_flops=True),
         V("empty_window", "empty_window",
           SEED_DESC + "; schedule wait=1 warmup=1 active=3 but only 2 steps run, no "
           "on_trace_ready, export_chrome_trace after the with block: the active window opened "
@@ -823,6 +831,10 @@ def variants() -> list[Variant]:
           "6 chained GEMM+ReLU, loss.item() every step (host sync) and ~2 ms of pure-Python "
           "host work between steps; schedule wait=1 warmup=1 active=3",
           ["host_sync_item", "host_gap"], build_item_sync, steps=5, schedule=SCHED_3),
+        V("item_sync_plain", "item_sync",
+          "the same .item() + host-work loop under a plain profile (no schedule, no "
+          "ProfilerStep): 3 iterations, each inside record_function 'forward'",
+          ["host_sync_item", "host_gap", "no_profiler_step"], build_item_sync, steps=3),
         V("device_sync", "device_sync",
           "8 chained bf16 4096^3 GEMM+ReLU per step with torch.cuda.synchronize() between the "
           "two halves and a small .cpu() copy at the end; schedule wait=1 warmup=1 active=3",
@@ -865,20 +877,30 @@ def variants() -> list[Variant]:
           llama + "; plain profile of 2 iterations, profile_memory + record_shapes",
           ["profile_memory", "autocast_nesting", "no_profiler_step"], build_llama_train,
           steps=2, profile_memory=True, record_shapes=True),
+        V("llama_train_all", "llama_train",
+          llama + "; schedule wait=1 warmup=1 active=2 with with_stack + profile_memory + "
+          "record_shapes all on", ["with_stack_inflation", "profile_memory", "autocast_nesting"],
+          build_llama_train, steps=4, schedule=SCHED_2, with_stack=True, profile_memory=True,
+          record_shapes=True),
         V("gpt2_infer", "gpt2_infer",
           "GPT-2 (GPT2Config, 2 layers, random weights) inference under torch.no_grad, bf16 on "
           "GPU; plain profile of 3 iterations, record_shapes",
-          ["launch_bound", "no_profiler_step"], build_gpt2_infer, steps=3, record_shapes=True),
+          ["launch_bound", "no_profiler_step", "inference"], build_gpt2_infer, steps=3,
+          record_shapes=True),
         V("bert_infer", "bert_infer",
           "BERT encoder (BertConfig, 2 layers, random weights) inference under torch.no_grad, "
           "float32; schedule wait=1 warmup=1 active=3, with_stack + record_shapes",
-          ["launch_bound", "with_stack_inflation"], build_bert_infer, steps=5,
+          ["launch_bound", "with_stack_inflation", "inference"], build_bert_infer, steps=5,
           schedule=SCHED_3, with_stack=True, record_shapes=True),
         V("resnet_amp", "resnet_amp", resnet + "; schedule wait=1 warmup=1 active=2",
-          ["amp_grad_scaler"], build_resnet_amp, steps=4, schedule=SCHED_2),
+          ["amp_grad_scaler", "cnn_training"], build_resnet_amp, steps=4, schedule=SCHED_2),
+        V("resnet_amp_stack", "resnet_amp", resnet + "; same with with_stack=True",
+          ["with_stack_inflation", "amp_grad_scaler", "cnn_training"], build_resnet_amp, steps=4,
+          schedule=SCHED_2, with_stack=True),
         V("resnet_amp_mem", "resnet_amp",
           resnet + "; plain profile of 1 iteration, profile_memory + record_shapes",
-          ["profile_memory", "amp_grad_scaler", "no_profiler_step"], build_resnet_amp, steps=1,
+          ["profile_memory", "amp_grad_scaler", "no_profiler_step", "cnn_training"],
+          build_resnet_amp, steps=1,
           profile_memory=True, record_shapes=True),
         V("gloo_ddp", "gloo_ddp",
           "2 processes, torch.distributed gloo (file:// init), each rank profiling DDP steps "
@@ -889,11 +911,20 @@ def variants() -> list[Variant]:
           "SwiGLU MLP (w2(silu(w1 x) * w3 x)) under torch.compile (default mode), forward + "
           "backward; schedule wait=1 warmup=1 active=3",
           ["torch_compile"], build_swiglu_compile, steps=5, schedule=SCHED_3),
+        V("swiglu_compile_stack", "swiglu_compile",
+          "the same compiled SwiGLU MLP with with_stack=True (Dynamo / AOT wrappers' frames)",
+          ["with_stack_inflation", "torch_compile"], build_swiglu_compile, steps=5,
+          schedule=SCHED_3, with_stack=True),
         V("decode_cudagraphs", "decode_cudagraphs",
           "token-by-token greedy decode (4 tokens a step) of a tiny 2-layer bf16 decoder under "
           "torch.compile(mode='reduce-overhead'): CUDA graph replays, graphs warmed before "
           "the profile; schedule wait=1 warmup=1 active=3",
           ["cuda_graphs"], build_decode_cudagraphs, steps=5, schedule=SCHED_3,
+          devices=("cuda",)),
+        V("decode_cudagraphs_plain", "decode_cudagraphs",
+          "the same CUDA-graph decode under a plain profile of 3 iterations (no schedule, no "
+          "ProfilerStep; each iteration inside record_function 'decode_step')",
+          ["cuda_graphs", "no_profiler_step"], build_decode_cudagraphs, steps=3,
           devices=("cuda",)),
     ]
 
@@ -921,11 +952,38 @@ def _device_name(ctx: Ctx) -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
+def problem_fields(v: Variant, device: str) -> dict:
+    """The problems a trace of ``v`` on ``device`` is expected to show (first: the main one)."""
+    problems = [p for p in v.problems if device == "cuda" or p not in GPU_ONLY_PROBLEMS]
+    return dict(problem=problems[0], problems=problems,
+                problems_gpu_only=[p for p in v.problems if p not in problems])
+
+
+def retag(folder: Path) -> int:
+    """Rewrite a recorded manifest's problem fields from this file's variant table.
+
+    The tags are expectations about a program, not measurements: a corpus recorded by an
+    earlier revision of this table can be brought up to date without re-recording.
+    """
+    mpath = folder / "manifest.json"
+    manifest = json.loads(mpath.read_text())
+    table = {v.stem: v for v in variants()}
+    for e in manifest["entries"]:
+        stem = e["stem"]
+        v = table.get(stem) or table.get(stem.rsplit("_rank", 1)[0])
+        if v is not None:
+            e.update(problem_fields(v, manifest["device"]))
+    manifest["retagged"] = datetime.datetime.now(datetime.timezone.utc).isoformat(
+        timespec="seconds")
+    write_manifest(mpath, manifest)
+    return 0
+
+
 def _entry(ctx: Ctx, v: Variant, prog_extra: dict, res: dict, seconds: float,
            stem: str | None = None) -> dict:
     vers = _versions()
     return dict(stem=stem or v.stem, workload=v.workload, description=v.description,
-                problem=v.problems[0], problems=list(v.problems), options=v.options(),
+                **problem_fields(v, ctx.device), options=v.options(),
                 device=ctx.device, device_name=_device_name(ctx), torch=vers["torch"],
                 python=vers["python"], quick=ctx.quick, events=res["events"],
                 trace_bytes=res["trace_bytes"], trace_json_bytes=res["trace_json_bytes"],
@@ -958,7 +1016,7 @@ def record_in_process(ctx: Ctx, v: Variant) -> list[dict]:
     return [_entry(ctx, v, extra, res, time.perf_counter() - t0)]
 
 
-def record_gloo(ctx: Ctx, v: Variant, world: int = 2, timeout_s: float = 300) -> list[dict]:
+def record_gloo(ctx: Ctx, v: Variant, world: int = 2, timeout_s: float = 180) -> list[dict]:
     """Two child processes (this one profiles nothing meanwhile); one entry per rank."""
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -1072,6 +1130,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=0,
                     help="seconds; variants not started by then are skipped (0: no limit)")
     ap.add_argument("--list", action="store_true", help="list the variants and exit")
+    ap.add_argument("--retag", default="", metavar="DIR",
+                    help="rewrite DIR/manifest.json's problem tags from the variant table, exit")
     ap.add_argument("--_worker", default="", help=argparse.SUPPRESS)
     ap.add_argument("--_rank", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--_world", type=int, default=2, help=argparse.SUPPRESS)
@@ -1084,6 +1144,8 @@ def main(argv=None) -> int:
         return 0
     if args._worker:
         return gloo_worker(args)
+    if args.retag:
+        return retag(Path(args.retag))
     if args.device == "cuda" and not torch.cuda.is_available():
         print("CUDA is not available", file=sys.stderr)
         return 2

@@ -52,7 +52,8 @@ def quick_corpus(tmp_path_factory):
 def test_manifest_lists_every_variant_and_nothing_failed(quick_corpus):
     out, _, manifest, stdout = quick_corpus
     stems = [e["stem"] for e in manifest["entries"]]
-    assert stems == ["seed", "seed_stack", "seed_flops", "empty_window", "empty_window_warmup"]
+    assert stems == ["seed", "seed_stack", "seed_flops", "seed_mem", "empty_window",
+                     "empty_window_warmup"]
     assert manifest["failed"] == [] and manifest["skipped"] == []
     assert manifest["device"] == "cpu" and manifest["quick"] is True
     assert manifest["torch"].startswith(("2.", "3."))
@@ -126,6 +127,29 @@ def test_empty_window_records_what_torch_gives(quick_corpus):
         assert not any(r["name"].startswith("aten::") for r in rows), stem
         assert entries[stem]["categories"].get("cpu_op", 0) == 0
     assert entries["empty_window_warmup"]["key_averages_rows"] == 0
+
+
+def test_profile_memory_adds_memory_events(quick_corpus):
+    _, _, manifest, _ = quick_corpus
+    entries = {e["stem"]: e for e in manifest["entries"]}
+    assert entries["seed_mem"]["options"]["profile_memory"] is True
+    assert entries["seed_mem"]["categories"].get("cpu_instant_event", 0) > 0
+    assert "cpu_instant_event" not in entries["seed"]["categories"]
+
+
+def test_retag_rewrites_only_the_tags(quick_corpus, tmp_path):
+    out, _, manifest, _ = quick_corpus
+    copy = tmp_path / "corpus"
+    copy.mkdir()
+    edited = json.loads(json.dumps(manifest))
+    edited["entries"][0]["problems"] = ["stale"]
+    (copy / "manifest.json").write_text(json.dumps(edited))
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--retag", str(copy)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads((copy / "manifest.json").read_text())
+    assert again.pop("retagged")
+    assert again == manifest
 
 
 def test_tar_holds_the_corpus(quick_corpus):
