@@ -159,3 +159,44 @@ def test_tar_holds_the_corpus(quick_corpus):
     assert "manifest.json" in names
     for e in manifest["entries"]:
         assert set(e["files"].values()) <= names
+
+
+# What the committed subset must cover so each diagnosis has a trace to fire on (issue 11).
+REQUIRED_PROBLEMS = {
+    "cuda": {"baseline", "pageable_copies", "host_sync_item", "host_sync_device", "cuda_graphs",
+             "collective", "empty_window", "with_stack_inflation", "autocast_nesting",
+             "tf32_gemm", "fp32_gemm", "gemm_flops", "profile_memory", "amp_grad_scaler",
+             "torch_compile", "sdpa_backends", "multi_stream"},
+    "cpu": {"baseline", "host_gap", "collective", "empty_window", "with_stack_inflation",
+            "fp32_gemm", "torch_compile", "sdpa_backends", "cnn_training", "autocast_nesting"},
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_committed_corpus_is_consistent(device):
+    folder = CORPUS / device
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["device"] == device and manifest["entries"]
+    assert manifest["failed"] == []
+    total = 0
+    problems = set()
+    for e in manifest["entries"]:
+        for f in e["files"].values():
+            assert (folder / f).exists(), f
+            total += (folder / f).stat().st_size
+        header, rows = _rows(folder / e["files"]["key_averages"])
+        assert header == COLUMNS and len(rows) == e["key_averages_rows"]
+        doc = json.loads(gzip.decompress((folder / e["files"]["trace"]).read_bytes()))
+        assert len(doc["traceEvents"]) == e["events"]
+        assert ("distributedInfo" in doc) == (e["problem"] == "collective")
+        problems.update(e["problems"])
+    assert REQUIRED_PROBLEMS[device] <= problems
+    assert total < 4 * 2 ** 20  # the committed subset stays compact
+
+
+def test_committed_gloo_ranks_name_their_rank():
+    manifest = json.loads((CORPUS / "cuda" / "manifest.json").read_text())
+    ranks = {e["stem"]: e["distributed_info"] for e in manifest["entries"]
+             if e["problem"] == "collective"}
+    assert {s: (i["backend"], i["rank"], i["world_size"]) for s, i in ranks.items()} == {
+        "gloo_ddp_rank0": ("gloo", 0, 2), "gloo_ddp_rank1": ("gloo", 1, 2)}
