@@ -19,6 +19,7 @@ import pytest
 
 import lab.trace.decode as decode_mod
 import lab.trace.records as records_mod
+from lab.run.settings import HostSettings
 from lab.trace.load import GPU_ACTIVITY_CATS, Trace, TraceError, load_trace
 
 DATA = Path(__file__).parent / "data"
@@ -462,15 +463,33 @@ def test_limits_on_size_and_event_count():
         load_trace(bomb, max_decompressed_bytes=16 << 20)
 
 
-def test_limits_default_to_host_settings(monkeypatch):
+def test_limits_come_from_the_host_settings_passed_in(monkeypatch):
+    # HostSettings is read once at start and passed down (issue 12); load_trace itself no longer
+    # reads the environment. Same host variables, same refusals, through ``settings=``.
     gz = _path(TRACES[0]).read_bytes()
     monkeypatch.setenv("PROFILER_LAB_MAX_TRACE_EVENTS", "10")
     with pytest.raises(TraceError, match="over the limit of 10"):
-        load_trace(gz)
+        load_trace(gz, settings=HostSettings.from_env())
+    assert len(load_trace(gz).events) > 0  # the environment is not read here: defaults apply
     monkeypatch.delenv("PROFILER_LAB_MAX_TRACE_EVENTS")
     monkeypatch.setenv("PROFILER_LAB_MAX_TRACE_DECOMPRESSED_MB", "0")
     with pytest.raises(TraceError, match="limit"):
-        load_trace(gz)
+        load_trace(gz, settings=HostSettings.from_env())
+    # An explicit limit wins over the settings'.
+    assert len(load_trace(gz, settings=HostSettings.from_env(), max_decompressed_bytes=1 << 30).events) > 0
+
+
+def test_default_limits_are_host_settings_defaults(tmp_path):
+    n_events = len(_raw(TRACES[0])["traceEvents"])
+    with pytest.raises(TraceError, match=f"over the limit of {n_events - 1:,}"):
+        load_trace(_path(TRACES[0]), settings=HostSettings(max_trace_events=n_events - 1))
+    # A sparse file one byte over the default cap: refused from its size, before it is read.
+    cap_mb = HostSettings().max_trace_decompressed_mb
+    big = tmp_path / "big.json"
+    with big.open("wb") as f:
+        f.truncate(cap_mb * 2**20 + 1)
+    with pytest.raises(TraceError, match=f"over the {cap_mb} MiB limit"):
+        load_trace(big)
 
 
 # ---- golden file -------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -29,25 +30,27 @@ from lab.trace.records import FLOAT_ARGS, INT_ARGS, Event
 from lab.trace.values import id_str
 from lab.vocab import GPU_ACTIVITY_CATS, GPU_LANE_CATS, LAUNCH_CATS
 
+if TYPE_CHECKING:  # lab.run is imported only when a default limit is needed (see _limits)
+    from lab.run.settings import HostSettings
+
 # GPU_ACTIVITY_CATS is re-exported for callers that import it from here (tests/test_trace.py).
 __all__ = ["GPU_ACTIVITY_CATS", "Trace", "TraceError", "TraceMeta", "load_trace"]
 
 
-def load_trace(source, *, max_decompressed_bytes: int | None = None, max_events: int | None = None) -> Trace:
-    """Parse ``source`` (bytes, or a path) into a ``Trace``; bad input raises ``TraceError``."""
-    if max_decompressed_bytes is None or max_events is None:
-        from lab.run.settings import HostSettings
+def load_trace(source, *, max_decompressed_bytes: int | None = None, max_events: int | None = None,
+               settings: HostSettings | None = None) -> Trace:
+    """Parse ``source`` (bytes, or a path) into a ``Trace``; bad input raises ``TraceError``.
 
-        settings = HostSettings.from_env()
-        if max_decompressed_bytes is None:
-            max_decompressed_bytes = int(settings.max_trace_decompressed_mb * 2**20)
-        if max_events is None:
-            max_events = int(settings.max_trace_events)
+    Limits: an explicit ``max_decompressed_bytes`` / ``max_events`` wins; else ``settings``
+    (the ``HostSettings`` the caller read once at start); else ``HostSettings()``'s defaults.
+    The environment is never read here.
+    """
+    cap_bytes, cap_events = _limits(settings, max_decompressed_bytes, max_events)
     try:
         with _gc_paused():
-            buf = read_json_bytes(source, max_decompressed_bytes)
+            buf = read_json_bytes(source, cap_bytes)
             source_bytes = len(buf)
-            src = decode(buf, max_events)
+            src = decode(buf, cap_events)
             del buf  # the raw events still point into it until their batches are decoded
             return _build(src, source_bytes)
     except TraceError:
@@ -58,6 +61,21 @@ def load_trace(source, *, max_decompressed_bytes: int | None = None, max_events:
         raise TraceError(
             "the trace does not fit in memory; profile fewer steps or upload a smaller trace."
         ) from None
+
+
+def _limits(settings: HostSettings | None, max_bytes: int | None, max_events: int | None) -> tuple[int, int]:
+    if max_bytes is None or max_events is None:
+        if settings is None:
+            # Here, not at module level: importing lab.run (its service, workers, config)
+            # costs ~0.6 s, which reading a trace should not pay just for two defaults.
+            from lab.run.settings import HostSettings
+
+            settings = HostSettings()
+        if max_bytes is None:
+            max_bytes = int(settings.max_trace_decompressed_mb * 2**20)
+        if max_events is None:
+            max_events = int(settings.max_trace_events)
+    return max_bytes, max_events
 
 
 @contextlib.contextmanager
