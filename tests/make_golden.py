@@ -4,7 +4,7 @@ How it was produced: ``python tests/make_golden.py`` run once, then the output w
 eye against the raw trace (20 kernels = 10 steps x (matmul + add), 22 cuda_runtime calls =
 20 launches + 2 cudaDeviceSynchronize). It deliberately does NOT import ``lab``: every number is
 counted by brute force from ``json.loads`` of the raw file, with the naming rules of
-``lab/trace.py``'s docstring written out again here, so that test_trace.py compares two
+``lab/trace/lanes.py`` written out again here, so that test_trace.py compares two
 independent derivations. Re-run it only if the sample trace itself changes.
 """
 

@@ -12,12 +12,14 @@ import math
 from collections import Counter
 from pathlib import Path
 
+import msgspec
 import numpy as np
-import pandas as pd
 import pandas.testing as pdt
 import pytest
 
-import lab.trace.load as trace_mod
+import lab.trace.decode as decode_mod
+import lab.trace.records as records_mod
+from lab.run.settings import HostSettings
 from lab.trace.load import GPU_ACTIVITY_CATS, Trace, TraceError, load_trace
 
 DATA = Path(__file__).parent / "data"
@@ -235,14 +237,47 @@ def test_plain_gzip_bare_list_path_and_bytes_agree(name, tmp_path):
     _assert_same(by_path, load_trace(gzip.compress(plain[:half]) + gzip.compress(plain[half:])))
 
 
+# The one decode path has three routes to the same records (lab/trace/records.py); each must
+# give the same frames. (These replace the tests of the removed orjson / stdlib-only decoders,
+# which monkeypatched msgspec and orjson away: same inputs, same expectations.)
+ROUTES = ["typed", "stdlib document", "python checks"]
+
+
+class _RefusesEverything:
+    """Stands in for msgspec's typed decoders: every batch and every event is refused."""
+
+    def decode(self, buf):
+        raise msgspec.ValidationError("refused for the test")
+
+
+def _take_route(route: str, payload: bytes, monkeypatch) -> bytes:
+    """``payload`` as it must be loaded to take ``route``:
+
+    - typed: as it is (msgspec validates while it parses);
+    - stdlib document: with a NaN token added at the top level, which msgspec refuses, so the
+      whole document is read by stdlib json and every event goes through the Python checks;
+    - python checks: typed decoding refuses every batch and every event, so each event is
+      read alone by stdlib json and checked (the route of an event with an unexpected type).
+    """
+    if route == "stdlib document":
+        doc = json.loads(payload)
+        if isinstance(doc, list):
+            doc = {"traceEvents": doc}
+        return json.dumps({**doc, "note": float("nan")}).encode()
+    if route == "python checks":
+        monkeypatch.setattr(decode_mod, "LIST_DECODER", _RefusesEverything())
+        monkeypatch.setattr(records_mod, "EVENT_DECODER", _RefusesEverything())
+    return payload
+
+
+@pytest.mark.parametrize("route", ROUTES[1:])
 @pytest.mark.parametrize("name", TRACES)
-def test_fallback_decoders_agree_with_msgspec(name, monkeypatch):
-    """The H200 box has neither msgspec nor orjson: the stdlib path must give the same frames."""
-    fast = load_trace(_path(name))
-    monkeypatch.setattr(trace_mod, "msgspec", None)
-    _assert_same(fast, load_trace(_path(name)))  # orjson
-    monkeypatch.setattr(trace_mod, "orjson", None)
-    _assert_same(fast, load_trace(_path(name)))  # stdlib json
+def test_python_checks_agree_with_typed_decoding(name, route, monkeypatch):
+    """Events typed decoding refuses, or a document only stdlib json reads, must give the same
+    frames as the typed route."""
+    plain = gzip.decompress(_path(name).read_bytes())
+    typed = load_trace(plain)
+    _assert_same(typed, load_trace(_take_route(route, plain, monkeypatch)))
 
 
 # ---- small hand-made traces ----------------------------------------------------------------
@@ -332,12 +367,8 @@ def test_flows_from_correlation_alone_and_from_ac2g_alone():
     assert pairs == [(7, 5.0), (42, 6.0)]
 
 
-@pytest.mark.parametrize("decoder", ["msgspec", "orjson", "json"])
-def test_bad_events_are_skipped_and_counted(decoder, monkeypatch):
-    if decoder != "msgspec":
-        monkeypatch.setattr(trace_mod, "msgspec", None)
-    if decoder == "json":
-        monkeypatch.setattr(trace_mod, "orjson", None)
+@pytest.mark.parametrize("route", ROUTES)
+def test_bad_events_are_skipped_and_counted(route, monkeypatch):
     good = [_x_event("a", 0, 5), _x_event("b", 1, 2)]
     bad = [
         _x_event("ts_text", "x", 1),
@@ -351,11 +382,12 @@ def test_bad_events_are_skipped_and_counted(decoder, monkeypatch):
         _x_event("big_ts", 1e300, 1),
         {"ph": "X", "name": "bool_pid", "pid": True, "tid": 1, "ts": 1, "dur": 1},
     ]
-    tr = load_trace(_doc(good + bad))
+    tr = load_trace(_take_route(route, _doc(good + bad), monkeypatch))
     assert tr.skipped_events == len(bad)
     assert tr.events["name"].astype(str).tolist() == ["a", "b"]
     # Unknown phases (instant events) are neither kept nor counted as malformed.
-    tr2 = load_trace(_doc(good + [{"ph": "i", "name": "mark", "pid": 1, "tid": 1, "ts": 3, "s": "g"}]))
+    instant = {"ph": "i", "name": "mark", "pid": 1, "tid": 1, "ts": 3, "s": "g"}
+    tr2 = load_trace(_take_route(route, _doc(good + [instant]), monkeypatch))
     assert tr2.skipped_events == 0 and len(tr2.events) == 2
 
 
@@ -431,15 +463,33 @@ def test_limits_on_size_and_event_count():
         load_trace(bomb, max_decompressed_bytes=16 << 20)
 
 
-def test_limits_default_to_host_settings(monkeypatch):
+def test_limits_come_from_the_host_settings_passed_in(monkeypatch):
+    # HostSettings is read once at start and passed down (issue 12); load_trace itself no longer
+    # reads the environment. Same host variables, same refusals, through ``settings=``.
     gz = _path(TRACES[0]).read_bytes()
     monkeypatch.setenv("PROFILER_LAB_MAX_TRACE_EVENTS", "10")
     with pytest.raises(TraceError, match="over the limit of 10"):
-        load_trace(gz)
+        load_trace(gz, settings=HostSettings.from_env())
+    assert len(load_trace(gz).events) > 0  # the environment is not read here: defaults apply
     monkeypatch.delenv("PROFILER_LAB_MAX_TRACE_EVENTS")
     monkeypatch.setenv("PROFILER_LAB_MAX_TRACE_DECOMPRESSED_MB", "0")
     with pytest.raises(TraceError, match="limit"):
-        load_trace(gz)
+        load_trace(gz, settings=HostSettings.from_env())
+    # An explicit limit wins over the settings'.
+    assert len(load_trace(gz, settings=HostSettings.from_env(), max_decompressed_bytes=1 << 30).events) > 0
+
+
+def test_default_limits_are_host_settings_defaults(tmp_path):
+    n_events = len(_raw(TRACES[0])["traceEvents"])
+    with pytest.raises(TraceError, match=f"over the limit of {n_events - 1:,}"):
+        load_trace(_path(TRACES[0]), settings=HostSettings(max_trace_events=n_events - 1))
+    # A sparse file one byte over the default cap: refused from its size, before it is read.
+    cap_mb = HostSettings().max_trace_decompressed_mb
+    big = tmp_path / "big.json"
+    with big.open("wb") as f:
+        f.truncate(cap_mb * 2**20 + 1)
+    with pytest.raises(TraceError, match=f"over the {cap_mb} MiB limit"):
+        load_trace(big)
 
 
 # ---- golden file -------------------------------------------------------------------------------

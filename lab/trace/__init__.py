@@ -1,9 +1,12 @@
 """Stage 2 of the pipeline: a Chrome trace (a fresh run's export or an upload) → ``Trace``.
 
 ``load_trace`` is the one entry; ``Trace.events`` / ``Trace.flows`` are documented in
-``lab/trace/load.py``.
+``lab/trace/model.py``. Modules, in pipeline order: ``decode`` (bytes / gzip → JSON → records),
+``records`` (the one record schema and its checks), ``columns`` (records → arrays), ``lanes``
+(lanes and metadata), ``flows`` (launch ↔ GPU pairs), ``load`` (``load_trace``).
 """
 
-from lab.trace.load import Trace, TraceError, TraceMeta, load_trace
+from lab.trace.load import load_trace
+from lab.trace.model import Trace, TraceError, TraceMeta
 
 __all__ = ["Trace", "TraceError", "TraceMeta", "load_trace"]

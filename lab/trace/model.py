@@ -1,0 +1,88 @@
+"""What ``load_trace`` returns: ``Trace`` (events, flows, metadata), ``TraceMeta``, ``TraceError``.
+
+The single source of truth for every view: a fresh run's exported trace and a user's upload
+go through ``load_trace`` alike.
+
+``Trace.events`` — one row per complete (``ph == "X"``) event, sorted by (lane_order, ts_us):
+
+=====================  ========  ===========================================================
+column                 dtype     meaning
+=====================  ========  ===========================================================
+name                   category  event name (op, kernel, annotation)
+cat                    category  Kineto category (cpu_op, kernel, cuda_runtime, ...; "" if none)
+pid, tid               category  as in the trace, as strings
+lane                   category  readable row, "CPU thread 417 (python3)" / "GPU 0 stream 7"
+lane_kind              category  "cpu" or "gpu"
+lane_order             int32     sort key of the lane (CPU threads first, then GPU streams)
+ts_us                  float64   start, µs since the trace's first event
+dur_us                 float64   duration, µs (≥ 0)
+depth                  int16     nesting depth within the lane (0 = outermost)
+correlation            int64     CUDA correlation id, -1 if none
+external_id            int64     "External id" (links GPU work to its CPU op), -1 if none
+device                 int16     GPU index, -1 for CPU events
+stream                 int32     CUDA stream, -1 for CPU events
+grid, block            category  "[2, 66, 1]" style text, "" if none
+registers_per_thread   float64   NaN if none
+shared_memory_bytes    float64   NaN if none
+blocks_per_sm          float64   NaN if none
+warps_per_sm           float64   NaN if none
+occupancy_pct          float64   "est. achieved occupancy %", NaN if none
+input_dims             category  "[[1024, 1024], [1024, 1024]]" style text, "" if none
+input_type             category  "['float', 'float']" style text, "" if none
+=====================  ========  ===========================================================
+
+``Trace.flows`` — one row per CPU launch ↔ GPU activity pair:
+``correlation`` (int64), ``launch_row`` and ``gpu_row`` (int64 positions in ``events``),
+``delay_us`` (GPU start − launch start).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+__all__ = ["EVENT_COLUMNS", "Trace", "TraceError", "TraceMeta"]
+
+EVENT_COLUMNS = (
+    "name", "cat", "pid", "tid", "lane", "lane_kind", "lane_order", "ts_us", "dur_us", "depth",
+    "correlation", "external_id", "device", "stream", "grid", "block", "registers_per_thread",
+    "shared_memory_bytes", "blocks_per_sm", "warps_per_sm", "occupancy_pct", "input_dims",
+    "input_type",
+)  # fmt: skip
+
+
+class TraceError(ValueError):
+    """The input is not a trace the lab can read; the message says what is wrong and what to do."""
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    device_properties: tuple[dict, ...] = ()
+    base_time_ns: int | None = None
+    schema_version: int | None = None
+    trace_name: str = ""
+    cuda_driver_version: int | None = None
+    cuda_runtime_version: int | None = None
+    cupti_version: int | None = None
+    record_shapes: bool | None = None
+    with_flops: bool | None = None
+    distributed: dict | None = None
+    rank: int | None = None
+    start_ts_us: float = 0.0  # absolute ts of the first event, as in the file
+    span_us: float = 0.0  # last event end − first event start
+    process_names: dict = field(default_factory=dict)  # pid (str) -> name
+    thread_names: dict = field(default_factory=dict)  # (pid, tid) strings -> name
+
+
+@dataclass(frozen=True)
+class Trace:
+    events: pd.DataFrame
+    flows: pd.DataFrame
+    meta: TraceMeta
+    skipped_events: int = 0  # malformed events dropped while loading
+    source_bytes: int = 0  # size of the JSON text
+
+    @property
+    def has_gpu(self) -> bool:
+        return bool((self.events["lane_kind"] == "gpu").any())

@@ -1,0 +1,208 @@
+"""The one event record schema (msgspec Structs) and the checks that fill it from any JSON.
+
+Every event becomes an ``Event`` (its args an ``Args``), however it was read:
+
+- typed decoding (``LIST_DECODER`` / ``EVENT_DECODER``) validates while it parses: the fast
+  path, taken by every event of a well-formed trace;
+- ``checked`` turns Python objects (events typed decoding refused, or a whole document only
+  the stdlib parser reads) into the same Structs, keeping what is usable and counting what is
+  not. It is the one validate-and-count loop.
+
+Text args (grid, block, Input Dims, Input type) stay raw JSON (``msgspec.Raw``) on both
+routes: they are decoded and formatted once per distinct value, not once per event
+(``columns.text_codes``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Annotated, Any
+
+import msgspec
+
+from lab.trace.values import (
+    INT64_MAX,
+    INT64_MIN,
+    finite,
+    id_value,
+    int_or_none,
+    short_repr,
+)
+from lab.vocab import FLOW_CAT
+
+__all__ = [
+    "ARG_KEYS", "EMPTY_ARGS", "EVENT_DECODER", "FLOAT_ARGS", "INT_ARGS", "LIST_DECODER", "RAW_DOC_DECODER",
+    "RAW_LIST_DECODER", "TEXT_ARGS", "Args", "Event", "RawDoc", "checked", "typed_or_python",
+]  # fmt: skip
+
+ARG_KEYS = {  # attribute -> key in the event's "args"
+    "correlation": "correlation",
+    "external_id": "External id",
+    "device": "device",
+    "stream": "stream",
+    "grid": "grid",
+    "block": "block",
+    "registers": "registers per thread",
+    "shared_memory": "shared memory",
+    "blocks_per_sm": "blocks per SM",
+    "warps_per_sm": "warps per SM",
+    "occupancy": "est. achieved occupancy %",
+    "input_dims": "Input Dims",
+    "input_type": "Input type",
+    "name": "name",  # metadata events: process/thread name
+    "labels": "labels",  # metadata events: process label ("GPU 0", "CPU")
+}
+INT_ARGS = ("correlation", "external_id", "device", "stream")
+FLOAT_ARGS = ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy")
+TEXT_ARGS = ("grid", "block", "input_dims", "input_type")
+_NAN = float("nan")
+_NO_TEXT = msgspec.Raw(b"")
+
+# Ids outside int64 fail validation here and send their batch to per-event decoding.
+_I64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
+
+
+# gc=False: these hold no cycles, and untracked objects keep the cyclic GC from walking
+# millions of events again and again while a large trace loads.
+class Args(msgspec.Struct, rename=ARG_KEYS, gc=False):
+    correlation: _I64 = -1
+    external_id: _I64 = -1
+    device: _I64 = -1
+    stream: _I64 = -1
+    # Text args stay raw JSON: decoded and formatted once per distinct value, not per event.
+    grid: msgspec.Raw = _NO_TEXT
+    block: msgspec.Raw = _NO_TEXT
+    registers: float = _NAN
+    shared_memory: float = _NAN
+    blocks_per_sm: float = _NAN
+    warps_per_sm: float = _NAN
+    occupancy: float = _NAN
+    input_dims: msgspec.Raw = _NO_TEXT
+    input_type: msgspec.Raw = _NO_TEXT
+    name: Any = None
+    labels: Any = None
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    name: str | None = None
+    cat: str = ""
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: float | None = None
+    dur: float | None = None
+    id: int | str | None = None
+    args: Args | None = None
+
+
+class RawDoc(msgspec.Struct):
+    # Events stay raw JSON here and are decoded in batches (decode.typed_batches).
+    traceEvents: list[msgspec.Raw] | msgspec.UnsetType = msgspec.UNSET
+    deviceProperties: Any = None
+    baseTimeNanoseconds: Any = None
+    schemaVersion: Any = None
+    traceName: Any = None
+    cuda_driver_version: Any = None
+    cuda_runtime_version: Any = None
+    cupti_version: Any = None
+    record_shapes: Any = None
+    with_flops: Any = None
+    distributedInfo: Any = None
+
+
+RAW_DOC_DECODER = msgspec.json.Decoder(RawDoc)
+RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+LIST_DECODER = msgspec.json.Decoder(list[Event])
+EVENT_DECODER = msgspec.json.Decoder(Event)
+EMPTY_ARGS = Args()  # stands in for a missing args object
+
+_IGNORED = object()  # events of phases the lab does not use: neither kept nor counted as bad
+
+
+def typed_or_python(raw: msgspec.Raw):
+    """One raw event → a typed ``Event``; else (typed decoding refused it) its Python object
+    for ``checked``; else None (unreadable, counted as malformed)."""
+    try:
+        return EVENT_DECODER.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        pass
+    except RecursionError:
+        return None
+    try:
+        return json.loads(bytes(raw))  # stdlib: also reads NaN and numbers beyond float range
+    except (ValueError, RecursionError):
+        return None
+
+
+def checked(items: Iterable) -> tuple[list[Event], int]:
+    """Typed records pass as they are; anything else goes through ``_validate``. Returns the
+    records, in input order, and the number of items dropped as malformed."""
+    records, skipped = [], 0
+    for item in items:
+        rec = item if type(item) is Event else _validate(item)
+        if rec is None:
+            skipped += 1
+        elif rec is not _IGNORED:
+            records.append(rec)
+    return records, skipped
+
+
+def _validate(obj):
+    """One generic event → Event, _IGNORED, or None (malformed: counted in skipped_events)."""
+    if not isinstance(obj, dict):
+        return None
+    ph = obj.get("ph")
+    if ph not in ("X", "M", "s", "f"):
+        return _IGNORED if isinstance(ph, str) else None
+    if ph in ("s", "f") and obj.get("cat") != FLOW_CAT:
+        return _IGNORED  # other flows (e.g. fwdbwd) are not used
+    if ph == "M":
+        return _metadata_record(obj)
+    args = obj.get("args")
+    if args is not None and not isinstance(args, dict):
+        return None
+    pid, tid, name, cat = id_value(obj.get("pid")), id_value(obj.get("tid")), obj.get("name"), obj.get("cat", "")
+    ts, dur, event_id = finite(obj.get("ts")), finite(obj.get("dur")), id_value(obj.get("id"))
+    if pid is None or tid is None or not isinstance(cat, str) or not isinstance(name, str):
+        return None
+    if ph == "X" and (ts is None or dur is None):
+        return None
+    if ph in ("s", "f") and (ts is None or event_id is None):
+        return None
+    return Event(ph=ph, name=name, cat=cat, pid=pid, tid=tid, ts=ts, dur=dur, id=event_id,
+                 args=None if args is None else _validate_args(args))
+
+
+def _metadata_record(obj: dict) -> Event:
+    """A metadata event, leniently: it only names processes and threads, so a malformed one
+    is ignored rather than counted as a skipped event."""
+    args = obj.get("args")
+    return Event(ph="M", name=obj.get("name"), cat="", pid=id_value(obj.get("pid")), tid=id_value(obj.get("tid")),
+                 args=_validate_args(args) if isinstance(args, dict) else None)
+
+
+def _validate_args(args: dict) -> Args:
+    """Usable args kept, others left at their defaults (a wrong-typed arg does not drop the
+    event)."""
+    values = {}
+    for attr in INT_ARGS:
+        value = int_or_none(args.get(ARG_KEYS[attr]))
+        if value is not None:
+            values[attr] = value
+    for attr in FLOAT_ARGS:
+        value = finite(args.get(ARG_KEYS[attr]))
+        if value is not None:
+            values[attr] = value
+    for attr in TEXT_ARGS:
+        value = args.get(ARG_KEYS[attr])
+        if value is not None:
+            values[attr] = _raw_text(value if isinstance(value, str) else short_repr(value))
+    return Args(name=args.get("name"), labels=args.get("labels"), **values)
+
+
+def _raw_text(text: str) -> msgspec.Raw:
+    """A checked text as raw JSON, as typed decoding keeps text args: a JSON string decodes back
+    to exactly this text (stdlib ``json.dumps`` escapes lone surrogates, which msgspec would
+    refuse to encode)."""
+    return msgspec.Raw(json.dumps(text).encode()) if text else _NO_TEXT

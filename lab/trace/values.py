@@ -1,0 +1,111 @@
+"""Single JSON values of a trace, checked: int64 ids, finite times, bounded texts.
+
+Shared by ``records`` (the Python checks of events msgspec's typed decode refused), ``lanes``
+(numeric pids / tids, metadata) and ``flows`` (flow ids).
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "INT64_MAX", "INT64_MIN", "MAX_ABS_US", "as_int", "finite", "first_int", "id_int", "id_str",
+    "id_value", "int_or_none", "json_type", "opt_bool", "opt_int", "short_repr",
+]  # fmt: skip
+
+# int64 bounds: ids outside them cannot be stored and mean the field is garbage.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Times beyond 1e18 µs (~31,700 years; Unix-epoch µs are ~1.7e15) are garbage, and bounding
+# them keeps every sum and product below float overflow.
+MAX_ABS_US = 1e18
+
+
+def int_or_none(value):
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if INT64_MIN <= value <= INT64_MAX else None
+
+
+def finite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond float range
+        return None
+    return value if math.isfinite(value) else None
+
+
+def id_value(value):
+    if isinstance(value, str):
+        return value
+    return int_or_none(value)
+
+
+def id_str(value) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def as_int(text: str):
+    """A numeric string as an int64-sized int, else None (ids that big are not numbers)."""
+    try:
+        return int_or_none(int(text))
+    except ValueError:  # not digits, or too many digits for int()
+        return None
+
+
+def id_int(value) -> int:
+    """An id (int or numeric string) as an int64, -1 when it is neither."""
+    number = as_int(value) if isinstance(value, str) else value
+    number = int_or_none(number)
+    return -1 if number is None else number
+
+
+def first_int(*candidates) -> int:
+    """The first candidate that is (or spells) a non-negative int64, else -1."""
+    for value in candidates:
+        number = as_int(value) if isinstance(value, str) else int_or_none(value)
+        if number is not None and number >= 0:
+            return number
+    return -1
+
+
+def opt_int(value):
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        return as_int(value.strip())
+    return None
+
+
+def opt_bool(value):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+        return bool(value)
+    return None
+
+
+def short_repr(value) -> str:
+    try:
+        return str(value)[:1000]  # bounded: args can hold anything in a hand-edited file
+    except (RecursionError, ValueError):
+        return "?"
+
+
+def json_type(value) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "object"
+    return "null"
