@@ -95,6 +95,32 @@ def periods(steps: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return [(s, steps[i + 1][0] if i + 1 < len(steps) else e) for i, (s, e) in enumerate(steps)]
 
 
+HOST_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+
+
+def annotation_steps(doc: dict) -> list[dict]:
+    """The step label of a trace without ProfilerStep, by the rule in words: the one repeated
+    user annotation that no other annotation contains, holding at least half of its thread's
+    host events (phases — two such labels — make no step)."""
+    ann = [e for e in complete(doc) if e.get("cat") == "user_annotation"]
+    top = {e["name"] for e in ann if not any(o is not e and o["tid"] == e["tid"] and o["ts"] <= e["ts"]
+                                             and span(o)[1] >= span(e)[1] for o in ann)}
+    top = [n for n in top if sum(e["name"] == n for e in ann) >= 2]
+    if len(top) != 1:
+        return []
+    mine = sorted((e for e in ann if e["name"] == top[0]), key=lambda e: e["ts"])
+    host = [e for e in complete(doc) if e.get("cat") in HOST_CATS and e["tid"] == mine[0]["tid"] and e not in mine]
+    inside = [h for h in host if any(m["ts"] <= h["ts"] < span(m)[1] for m in mine)]
+    return mine if 2 * len(inside) >= len(host) else []
+
+
+def step_periods(doc: dict) -> list[tuple[float, float]]:
+    """Each step's period: to the next step's start, the last one to its own end."""
+    if steps_of(doc):
+        return periods(steps_of(doc))
+    return periods(sorted(span(e) for e in annotation_steps(doc)))
+
+
 def load_raw(path: Path) -> dict:
     return json.loads(gzip.decompress(path.read_bytes()))
 

@@ -23,12 +23,11 @@ from lab.analysis.diag_copies import find_pageable_copies
 from lab.analysis.diag_graphs import find_graph_replays, graph_replay_rows
 from lab.analysis.diag_host import HOST_GAP_MIN_STRETCH_US, HOST_SYNC_CALLS, find_host_gaps, find_host_syncs
 from lab.trace import load_trace
-from tests.test_diagnoses import complete, is_gpu, measure, periods, span, steps_of, uncovered_stretches
+from tests.test_diagnoses import HOST_CATS, complete, is_gpu, measure, span, step_periods, uncovered_stretches
 
 GT = Path(__file__).resolve().parent / "data" / "groundtruth" / "cuda"
 pytestmark = pytest.mark.skipif(not (GT / "manifest.json").exists(),
                                 reason="ground-truth corpus (tests/data/groundtruth/cuda, branch gt-recorder) absent")
-HOST_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
 GPU_SIDE = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 
 
@@ -61,7 +60,7 @@ def inside(e: dict, outer: list[dict]) -> bool:
 
 def brute_syncs(doc: dict) -> dict:
     x = complete(doc)
-    win = periods(steps_of(doc))
+    win = step_periods(doc)
     if not win:  # no steps: the whole trace, syncs that more GPU work follows
         win = [(min(e["ts"] for e in x), max(span(e)[1] for e in x))]
     gpu = [span(e) for e in x if is_gpu(e)]
@@ -72,7 +71,7 @@ def brute_syncs(doc: dict) -> dict:
             continue
         end = span(e)[1]
         later = [s for s, _ in gpu if s >= end]
-        if not steps_of(doc) and not later:
+        if not step_periods(doc) and not later:
             continue
         syncs.append(e)
         idle.append(0.0 if any(s <= end < z for s, z in gpu) or not later else min(later) - end)
@@ -103,7 +102,7 @@ def test_host_syncs_fire_on_the_real_sync_traces(stem):
 def brute_gaps(doc: dict) -> dict:
     x = complete(doc)
     cover = [span(e) for e in x if e.get("cat") in HOST_CATS and not e["name"].startswith("ProfilerStep#")]
-    win = periods(steps_of(doc)) or [(min(s for s, _ in cover), max(z for _, z in cover))]
+    win = step_periods(doc) or [(min(s for s, _ in cover), max(z for _, z in cover))]
     gaps = [g for g in uncovered_stretches(win[0][0], win[-1][1], cover) if g[1] - g[0] >= HOST_GAP_MIN_STRETCH_US]
     gpu = [span(e) for e in x if is_gpu(e)]
     per = [measure(a, z, (gaps, True)) for a, z in win]

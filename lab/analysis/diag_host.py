@@ -226,10 +226,12 @@ def _uncovered_stretches(trace: Trace, steps: StepSpans) -> tuple[np.ndarray, ..
     # the main thread waits with no op open — llama_train's main thread has 64 % of its step
     # time outside ops, all but 22 % covered by the autograd thread's. On the steps' own
     # thread, events enclosing the steps (an outer annotation) do not cover.
+    # ProfilerStep#N is the profiler's wrapper around everything, so it never covers; a step
+    # label of the user's is an annotation like any other and does.
     lane_of = ev["lane_order"].to_numpy()
     covering = mask_in(ev["cat"], OPERATOR_CATS) & mask_in(ev["lane_kind"], ("cpu",))
     covering &= (lane_of != lane) | (ev["depth"].to_numpy() >= min_depth)
-    covering[steps.rows] = False
+    covering &= ~mask_where(ev["name"], lambda n: n.startswith(PROFILER_STEP_PREFIX))
     ts = ev["ts_us"].to_numpy()[covering]
     cs, ce = merge_intervals(ts, ts + ev["dur_us"].to_numpy()[covering])
     if len(steps):
