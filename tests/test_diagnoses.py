@@ -28,7 +28,7 @@ from lab.analysis.diag_host import (
     HOST_SYNC_CALLS,
     find_host_gaps,
     find_host_syncs,
-)  # fmt: skip
+)
 from lab.analysis.diag_steps import STEP_MIN_COVER_PCT, step_spans
 from lab.analysis.insights import SEVERITIES, Insight
 from lab.trace import load_trace

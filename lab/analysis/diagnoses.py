@@ -31,7 +31,7 @@ from lab.analysis.diag_capture import (
     capture_explains_missing_gpu,
     find_empty_capture,
     find_profiler_inflation,
-)  # fmt: skip
+)
 from lab.analysis.diag_comm import COMM_BOUND_PCT, Collectives, find_collectives
 from lab.analysis.diag_copies import COPY_BOUND_PCT, PageableCopies, find_pageable_copies
 from lab.analysis.diag_graphs import GraphReplays, find_graph_replays, graph_replay_rows
@@ -45,7 +45,7 @@ from lab.analysis.diag_text import (
     host_syncs_insight,
     pageable_copies_insight,
     profiler_inflation_insight,
-)  # fmt: skip
+)
 from lab.trace import Trace
 from lab.units import fmt_us
 
