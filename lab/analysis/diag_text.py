@@ -169,7 +169,8 @@ def empty_capture_insight(f: EmptyCapture) -> Insight:
         evidence=(f"The trace holds {f.ops} op(s){': ' + ', '.join(f.op_names) if f.op_names else ''}, "
                   f"{f.gpu_activities} GPU activities and {f.runtime_calls} CUDA runtime calls over "
                   f"{fmt_us(f.span_us)}; it recorded {steps} and {f.overhead_events} profiler overhead event(s) "
-                  f"(by category: {cats}). The schedule's active window opened but no step ran inside it."),
+                  f"(by category: {cats}). No step ran inside the schedule's active window: the profile "
+                  f"ended before it, or as it opened."),
         suggestion=("Call prof.step() once per iteration and run at least wait + warmup + active iterations inside "
                     "the profile (or export from on_trace_ready); the GPU activity is missing because nothing ran, "
                     "not because of CUPTI."),
