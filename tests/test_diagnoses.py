@@ -1,0 +1,454 @@
+"""The diagnoses of lab/analysis/diagnoses.py: each fires on a trace that has its problem and
+stays silent on the seed's matmul samples.
+
+Expectations are computed by brute force from the raw JSON events (plain loops over the
+dicts, time measured on elementary segments between event boundaries), never written in.
+Firing cases use hand-made traces (tests/diagbuild.py); the real H200 traces of the same
+problems are tested in tests/test_diagnoses_real.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lab.analysis import diagnoses as dx
+from lab.analysis.diag_capture import EMPTY_MAX_OPS, find_empty_capture, find_profiler_inflation
+from lab.analysis.diag_comm import find_collectives
+from lab.analysis.diag_copies import PAGEABLE_MIN_PCT, find_pageable_copies
+from lab.analysis.diag_graphs import find_graph_replays, graph_replay_rows
+from lab.analysis.diag_host import (
+    HOST_GAP_MIN_STRETCH_US,
+    HOST_GAP_MIN_US,
+    HOST_SYNC_CALLS,
+    find_host_gaps,
+    find_host_syncs,
+)
+from lab.analysis.diag_steps import STEP_MIN_COVER_PCT, step_spans
+from lab.analysis.insights import SEVERITIES, Insight
+from lab.trace import load_trace
+from tests import diagbuild as b
+from tests import tracebuild
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED_SAMPLES = sorted([*(ROOT / "tests/data").glob("matmul_add_*.json.gz"),
+                       *(ROOT / "lab/samples").glob("matmul_add_*.json.gz")])
+FINDERS = (find_host_syncs, find_host_gaps, find_pageable_copies, find_graph_replays, find_collectives,
+           find_empty_capture, find_profiler_inflation)
+
+
+# --- brute force over raw events ---------------------------------------------------------------
+
+
+def complete(doc: dict) -> list[dict]:
+    return [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+
+
+def span(e: dict) -> tuple[float, float]:
+    return e["ts"], e["ts"] + e["dur"]
+
+
+def is_gpu(e: dict) -> bool:
+    return e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def measure(a: float, b_: float, *conds) -> float:
+    """Time in [a, b_) where every condition holds; each condition is (intervals, wanted)."""
+    points = {a, b_}
+    for intervals, _ in conds:
+        points.update(t for iv in intervals for t in iv if a < t < b_)
+    pts = sorted(points)
+    total = 0.0
+    for lo, hi in zip(pts, pts[1:], strict=False):
+        mid = (lo + hi) / 2
+        if all(any(s <= mid < e for s, e in ivs) == wanted for ivs, wanted in conds):
+            total += hi - lo
+    return total
+
+
+def steps_of(doc: dict) -> list[tuple[float, float]]:
+    """The CPU-side ProfilerStep#N spans (Kineto writes a GPU-side twin of each, too)."""
+    return sorted(span(e) for e in complete(doc)
+                  if e["name"].startswith("ProfilerStep#") and e.get("cat") in ("cpu_op", "user_annotation"))
+
+
+def uncovered_stretches(lo: float, hi: float, covering: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Maximal stretches of [lo, hi] that no interval covers (elementary segments, merged)."""
+    pts = sorted({lo, hi, *(t for iv in covering for t in iv if lo < t < hi)})
+    out: list[list[float]] = []
+    for lo_, hi_ in zip(pts, pts[1:], strict=False):
+        mid = (lo_ + hi_) / 2
+        if not any(s <= mid < e for s, e in covering):
+            if out and out[-1][1] == lo_:
+                out[-1][1] = hi_
+            else:
+                out.append([lo_, hi_])
+    return [(s, e) for s, e in out]
+
+
+def periods(steps: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    return [(s, steps[i + 1][0] if i + 1 < len(steps) else e) for i, (s, e) in enumerate(steps)]
+
+
+HOST_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+
+
+def annotation_steps(doc: dict) -> list[dict]:
+    """The step label of a trace without ProfilerStep, by the rule in words: the one repeated
+    user annotation that no other annotation contains, holding at least half of its thread's
+    host events (phases — two such labels — make no step)."""
+    ann = [e for e in complete(doc) if e.get("cat") == "user_annotation"]
+    top = {e["name"] for e in ann if not any(o is not e and o["tid"] == e["tid"] and o["ts"] <= e["ts"]
+                                             and span(o)[1] >= span(e)[1] for o in ann)}
+    top = [n for n in top if sum(e["name"] == n for e in ann) >= 2]
+    if len(top) != 1:
+        return []
+    mine = sorted((e for e in ann if e["name"] == top[0]), key=lambda e: e["ts"])
+    host = [e for e in complete(doc) if e.get("cat") in HOST_CATS and e["tid"] == mine[0]["tid"] and e not in mine]
+    inside = [h for h in host if any(m["ts"] <= h["ts"] < span(m)[1] for m in mine)]
+    return mine if 2 * len(inside) >= len(host) else []
+
+
+def step_periods(doc: dict) -> list[tuple[float, float]]:
+    """Each step's period: to the next step's start, the last one to its own end."""
+    if steps_of(doc):
+        return periods(steps_of(doc))
+    return periods(sorted(span(e) for e in annotation_steps(doc)))
+
+
+def load_raw(path: Path) -> dict:
+    return json.loads(gzip.decompress(path.read_bytes()))
+
+
+# --- silent on the seed's samples ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", SEED_SAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_diagnosis_is_silent_on_the_seed_samples(path):
+    trace = load_trace(path)
+    assert [f.__name__ for f in FINDERS if f(trace) is not None] == []
+    assert [r.__name__ for r in dx.DIAGNOSIS_RULES if r(trace, None) is not None] == []
+    assert dx.weigh_verdict(trace) is None
+    assert not dx.capture_explains_missing_gpu(trace)
+    assert len(graph_replay_rows(trace)) == 0
+
+
+@pytest.mark.parametrize("path", SEED_SAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_steps_of_the_seed_samples(path):
+    doc = load_raw(path)
+    steps = step_spans(load_trace(path))
+    t0 = min(e["ts"] for e in complete(doc))
+    marked = sorted(e["ts"] - t0 for e in complete(doc) if e["name"].startswith("ProfilerStep#"))
+    if marked:
+        assert steps.source == "ProfilerStep"
+        np.testing.assert_allclose(steps.start_us, marked, atol=1e-3)
+        return
+    # No ProfilerStep: the step is the one top-level annotation; brute force: the user_annotation
+    # names that repeat and that no other user_annotation contains.
+    ann = [e for e in complete(doc) if e.get("cat") == "user_annotation"]
+    top = {e["name"] for e in ann if not any(o is not e and o["ts"] <= e["ts"] and span(o)[1] >= span(e)[1]
+                                             for o in ann)}
+    top = {n for n in top if sum(e["name"] == n for e in ann) >= 2}
+    assert steps.source == "annotation" and {steps.name} == top
+    np.testing.assert_allclose(steps.start_us, sorted(e["ts"] - t0 for e in ann if e["name"] == steps.name), atol=1e-3)
+
+
+# --- steps -------------------------------------------------------------------------------------
+
+
+def test_profiler_step_comes_first_even_when_an_annotation_repeats():
+    steps = step_spans(b.load(b.item_sync()))
+    assert steps.source == "ProfilerStep" and len(steps) == len(steps_of(b.item_sync()))
+
+
+def test_phases_are_not_steps():
+    # 'd2h' covers most of the thread but 'compute' runs between its instances: no step.
+    doc = b.phases(label="d2h")
+    ann = [e for e in complete(doc) if e["name"] == "d2h"]
+    ops = [e for e in complete(doc) if e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime")]
+    lane_span = max(span(e)[1] for e in ops) - min(e["ts"] for e in ops)
+    assert sum(e["dur"] for e in ann) / lane_span > STEP_MIN_COVER_PCT / 100
+    assert step_spans(b.load(doc)).source == ""
+
+
+def test_the_outer_annotation_is_the_step_not_the_repeated_inner_one():
+    steps = step_spans(b.load(b.nested_steps(inner="d2h")))
+    assert (steps.source, steps.name, len(steps)) == ("annotation", "train_step", 3)
+
+
+def test_a_short_repeated_annotation_does_not_cover_the_trace():
+    # One repeated label over a small part of a long thread is not a step.
+    events = [tracebuild.annotation("d2h", 1000 + 10 * i, 5) for i in range(3)]
+    events.append(tracebuild.op("aten::mm", 1100, 1000))
+    assert step_spans(tracebuild.build(events)).source == ""
+
+
+# --- 1. host syncs -----------------------------------------------------------------------------
+
+
+def brute_syncs(doc: dict) -> dict:
+    x = complete(doc)
+    steps = periods(steps_of(doc))
+    gpu = [span(e) for e in x if is_gpu(e)]
+    syncs = [e for e in x if e["name"] in HOST_SYNC_CALLS and any(a <= e["ts"] < z for a, z in steps)]
+    idle = []
+    for e in syncs:
+        end = span(e)[1]
+        later = [s for s, _ in gpu if s >= end]
+        busy_now = any(s <= end < z for s, z in gpu)
+        idle.append(0.0 if busy_now or not later else min(later) - end)
+    items = [e for e in x if e["name"] == "aten::item" and any(a <= e["ts"] < z for a, z in steps)]
+    return dict(count=len(syncs), blocked=sum(e["dur"] for e in syncs), idle=sum(idle), items=len(items),
+                window=steps[-1][1] - steps[0][0])
+
+
+def test_item_every_step_is_found_with_the_idle_gpu_after_it():
+    doc = b.item_sync(n_steps=4, host_work_us=2000)
+    want = brute_syncs(doc)
+    f = find_host_syncs(b.load(doc))
+    assert (f.count, f.item_calls, f.per_step_max) == (want["count"], want["items"], 1)
+    assert f.blocked_us == pytest.approx(want["blocked"], abs=1e-3)
+    assert f.idle_after_us == pytest.approx(want["idle"], abs=1e-3)
+    assert f.idle_pct == pytest.approx(100 * want["idle"] / want["window"], abs=1e-6)
+    assert f.by_source[0][0] == ".item()" and f.severity == "warning"
+    insight = dx.host_syncs_rule(b.load(doc))
+    assert isinstance(insight, Insight) and str(want["count"]) in insight.evidence
+
+
+def test_a_sync_after_the_last_step_is_not_inside_a_step():
+    doc = b.item_sync(n_steps=2)
+    last_end = max(z for _, z in steps_of(doc))
+    doc["traceEvents"].append(b.runtime("cudaDeviceSynchronize", last_end + 50, 300, 9999))
+    f = find_host_syncs(b.load(doc))
+    assert f.count == brute_syncs(doc)["count"]
+    assert "torch.cuda.synchronize()" not in [s for s, *_ in f.by_source]
+
+
+def test_stream_wait_event_is_not_a_host_sync():
+    events = [tracebuild.annotation("step", 1000 + 100 * i, 90) for i in range(3)]
+    events += [b.runtime("cudaStreamWaitEvent", 1010 + 100 * i, 40, 50 + i) for i in range(3)]
+    events += [tracebuild.kernel("k", 1060 + 100 * i, 10, 50 + i) for i in range(3)]
+    assert find_host_syncs(tracebuild.build(events)) is None
+
+
+# --- 2. host work outside any op --------------------------------------------------------------
+
+
+def brute_gaps(doc: dict) -> dict:
+    """Stretches ≥ HOST_GAP_MIN_STRETCH_US with no host op open, per step period, and the GPU
+    idle inside them."""
+    x = complete(doc)
+    steps = periods(steps_of(doc))
+    ops = [span(e) for e in x if e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+           and not e["name"].startswith("ProfilerStep#")]
+    gaps = [g for g in uncovered_stretches(steps[0][0], steps[-1][1], ops) if g[1] - g[0] >= HOST_GAP_MIN_STRETCH_US]
+    gpu = [span(e) for e in x if is_gpu(e)]
+    unc = [measure(a, z, (gaps, True)) for a, z in steps]
+    idle = sum(measure(a, z, (gaps, True), (gpu, False)) for a, z in steps)
+    return dict(uncovered=sum(unc), median=float(np.median(unc)), idle=idle, period=sum(z - a for a, z in steps),
+                stretches=len(gaps))
+
+
+def test_two_ms_of_python_per_step_is_found_with_the_gpu_idle_it_causes():
+    doc = b.item_sync(n_steps=4, host_work_us=2000)
+    want = brute_gaps(doc)
+    f = find_host_gaps(b.load(doc))
+    assert f.stretches == want["stretches"]
+    assert f.uncovered_us == pytest.approx(want["uncovered"], abs=1e-3)
+    assert f.uncovered_median_us == pytest.approx(want["median"], abs=1e-3)
+    assert f.gpu_idle_us == pytest.approx(want["idle"], abs=1e-3)
+    assert f.gpu_idle_pct == pytest.approx(100 * want["idle"] / want["period"], abs=1e-6)
+    assert dx.host_gaps_rule(b.load(doc)).severity == "warning"
+
+
+def test_host_work_below_the_threshold_is_silent():
+    doc = b.item_sync(n_steps=4, host_work_us=HOST_GAP_MIN_US / 2)
+    assert brute_gaps(doc)["median"] < HOST_GAP_MIN_US
+    assert find_host_gaps(b.load(doc)) is None
+
+
+# --- 3. pageable copies ------------------------------------------------------------------------
+
+
+def brute_copies(doc: dict, kind: str) -> dict:
+    x = complete(doc)
+    mine = [e for e in x if e.get("cat") == "gpu_memcpy" and kind in e["name"]]
+    gpu = [span(e) for e in x if is_gpu(e)]
+    lo, hi = min(s for s, _ in gpu), max(z for _, z in gpu)
+    busy = measure(lo, hi, (gpu, True))
+    nbytes = sum(e["args"]["bytes"] for e in mine)
+    return dict(count=len(mine), us=sum(e["dur"] for e in mine), bytes=nbytes,
+                gbps=nbytes / sum(e["dur"] for e in mine) / 1e3,
+                share=100 * measure(lo, hi, ([span(e) for e in mine], True)) / busy)
+
+
+def test_pageable_copies_with_achieved_bandwidth_against_pinned():
+    doc = b.pageable_copies(mb=64, pageable_gbps=6.0, pinned_gbps=50.0)
+    page, pin = brute_copies(doc, "Pageable"), brute_copies(doc, "Pinned")
+    f = find_pageable_copies(b.load(doc))
+    assert (f.count, f.pinned_count, f.directions) == (page["count"], pin["count"], ("HtoD",))
+    assert f.pageable_us == pytest.approx(page["us"], abs=1e-3)
+    assert f.pageable_busy_pct == pytest.approx(page["share"], abs=1e-6)
+    # the bytes come from the copy ops' shapes; the raw trace's 'bytes' args must agree
+    assert f.bytes_source == "shapes"
+    assert (f.pageable_bytes, f.pinned_bytes) == (page["bytes"], pin["bytes"])
+    assert f.pageable_gbps == pytest.approx(page["gbps"]) and f.pinned_gbps == pytest.approx(pin["gbps"])
+    assert f.severity == "critical"
+    verdict = dx.weigh_verdict(b.load(doc))
+    assert verdict.kind == "copy-bound" and "pin_memory()" in verdict.headline
+    insight = dx.pageable_copies_rule(b.load(doc))
+    assert "non_blocking=True" in insight.suggestion and f"{page['gbps']:.1f} GB/s" in insight.evidence
+
+
+def test_copy_sizes_unknown_without_shapes_then_read_from_a_bytes_column():
+    doc = b.pageable_copies(record_shapes=False)
+    trace = b.load(doc)
+    f = find_pageable_copies(trace)
+    assert (f.bytes_source, f.pageable_gbps) == ("", None)
+    assert "bytes unknown" in dx.pageable_copies_insight(f).evidence
+    # once lab.trace keeps Kineto's args["bytes"] as a column, it is used
+    t0 = min(e["ts"] for e in complete(doc))
+    by_start = {round(e["ts"] - t0, 3): e["args"]["bytes"] for e in complete(doc) if e.get("cat") == "gpu_memcpy"}
+    col = [by_start.get(round(ts, 3), np.nan) if cat == "gpu_memcpy" else np.nan
+           for ts, cat in zip(trace.events["ts_us"], trace.events["cat"], strict=True)]
+    f2 = find_pageable_copies(dataclasses.replace(trace, events=trace.events.assign(bytes=col)))
+    assert f2.bytes_source == "trace" and f2.pageable_gbps == pytest.approx(brute_copies(doc, "Pageable")["gbps"])
+
+
+def test_a_tiny_pageable_copy_is_silent():
+    doc = b.pageable_copies(mb=1, pageable_gbps=6.0)
+    for e in complete(doc):
+        if e["name"] == "nvjet_sm90_gemm":
+            e["dur"] = 100_000  # GPU busy dominated by compute
+    assert brute_copies(doc, "Pageable")["share"] < PAGEABLE_MIN_PCT
+    assert find_pageable_copies(b.load(doc)) is None
+
+
+# --- 4. CUDA graphs ----------------------------------------------------------------------------
+
+
+def test_graph_replays_per_replay_not_per_kernel():
+    doc = b.graph_decode(n_steps=3, replays_per_step=4, kernels_per_replay=20)
+    x = complete(doc)
+    launches = [e for e in x if e["name"] == "cudaGraphLaunch"]
+    per = [[k for k in x if k.get("cat") == "kernel" and k["args"]["correlation"] == g["args"]["correlation"]]
+           for g in launches]
+    delays = [min(k["ts"] for k in ks) - g["ts"] for g, ks in zip(launches, per, strict=True)]
+    trace = b.load(doc)
+    f = find_graph_replays(trace)
+    assert (f.launches, f.replays, f.activities) == (len(launches), len(launches), sum(map(len, per)))
+    assert f.kernels_per_replay_median == np.median([len(ks) for ks in per])
+    assert f.launch_delay_median_us == pytest.approx(np.median(delays))
+    assert f.launch_delay_max_us == pytest.approx(max(delays))
+    assert f.replays_per_step == len(launches) / len(steps_of(doc))
+    # the rows to leave out of per-kernel launch delays: exactly the replayed kernels
+    t0 = min(e["ts"] for e in x)
+    rows = graph_replay_rows(trace)
+    want = sorted(round(k["ts"] - t0, 3) for ks in per for k in ks)
+    assert sorted(np.round(trace.events["ts_us"].to_numpy()[rows], 3)) == want
+    verdict = dx.weigh_verdict(trace)
+    assert verdict.kind == "graph-replays" and "overhead-bound" in verdict.replaces
+    assert "gpu-bound" not in verdict.replaces
+
+
+# --- 5. collectives ----------------------------------------------------------------------------
+
+
+def test_nccl_share_overlap_and_the_job():
+    doc = b.ddp_nccl(comm_us=400, compute_us=300, overlap_us=100, rank=1, world_size=2)
+    x = complete(doc)
+    comm = [span(e) for e in x if e["name"].startswith("ncclDevKernel")]
+    compute = [span(e) for e in x if e.get("cat") == "kernel" and not e["name"].startswith("nccl")]
+    gpu = [span(e) for e in x if is_gpu(e)]
+    lo, hi = min(s for s, _ in gpu), max(z for _, z in gpu)
+    f = find_collectives(b.load(doc))
+    assert (f.rank, f.world_size, f.backend) == (1, 2, "nccl")
+    assert f.comm_kernels == len(comm)
+    assert f.comm_busy_pct == pytest.approx(100 * measure(lo, hi, (comm, True)) / measure(lo, hi, (gpu, True)))
+    assert f.overlap_pct == pytest.approx(100 * measure(lo, hi, (comm, True), (compute, True))
+                                          / measure(lo, hi, (comm, True)))
+    assert dict(f.calls)["c10d::allreduce_"] == sum(e["name"] == "c10d::allreduce_" for e in x)
+    verdict = dx.weigh_verdict(b.load(doc))
+    assert verdict.kind == "communication-bound" and "rank 1 of 2" in verdict.headline
+    assert "Rank 1 of 2" in dx.collectives_rule(b.load(doc)).evidence
+
+
+def test_distributed_info_alone_names_the_job():
+    doc = tracebuild.document([tracebuild.op("aten::mm", 1000, 10)])
+    doc["distributedInfo"] = {"backend": "gloo", "rank": 0, "world_size": 2}
+    f = find_collectives(load_trace(json.dumps(doc).encode()))
+    assert (f.rank, f.world_size, f.backend, f.comm_kernels) == (0, 2, "gloo", 0)
+
+
+# --- 6. empty capture window -------------------------------------------------------------------
+
+
+def test_empty_window_is_a_warning_and_explains_the_missing_gpu_activity():
+    doc = b.empty_window()
+    x = complete(doc)
+    f = find_empty_capture(b.load(doc))
+    ops = [e for e in x if e.get("cat") in ("cpu_op", "user_annotation") and not e["name"].startswith("ProfilerStep")]
+    assert f.ops == len(ops) <= EMPTY_MAX_OPS
+    assert f.profiler_steps == tuple(e["name"] for e in x if e["name"].startswith("ProfilerStep"))
+    assert f.runtime_calls == sum(e.get("cat") == "cuda_runtime" for e in x)
+    assert dx.capture_explains_missing_gpu(b.load(doc))
+    insight = dx.empty_capture_rule(b.load(doc))
+    assert insight.severity in ("info", "warning") and "ProfilerStep#3" in insight.evidence
+    assert dx.weigh_verdict(b.load(doc)).kind == "empty-window"
+
+
+def test_ops_without_gpu_activity_are_not_an_empty_window():
+    # The CUPTI-missing case: ops and launches were recorded, kernels were not.
+    events = [tracebuild.op("aten::mm", 1000 + 50 * i, 40) for i in range(4)]
+    events += [tracebuild.launch(1010 + 50 * i, 10, i + 1) for i in range(4)]
+    trace = tracebuild.build(events, device_properties=[tracebuild.H200_PROPS])
+    assert not dx.capture_explains_missing_gpu(trace)
+
+
+# --- 8. with_stack / profile_memory ------------------------------------------------------------
+
+
+def test_with_stack_is_named_with_its_measured_share():
+    doc = b.with_stack(n_steps=3)
+    x = complete(doc)
+    py = [span(e) for e in x if e.get("cat") == "python_function"]
+    ops = [span(e) for e in x if e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime")]
+    lo, hi = min(s for s, _ in ops + py), max(z for _, z in ops + py)
+    f = find_profiler_inflation(b.load(doc))
+    assert f.with_stack and f.python_events == len(py)
+    assert f.python_per_op == len(py) / sum(e.get("cat") == "cpu_op" for e in x)
+    assert f.python_only_pct == pytest.approx(100 * measure(lo, hi, (py, True), (ops, False)) / (hi - lo))
+    assert f.profile_memory is None  # lab.trace keeps neither the flag nor [memory] events yet
+    assert dx.profiler_inflation_rule(b.load(doc)).severity == "info"
+
+
+def test_profile_memory_flag_is_read_once_the_meta_carries_it():
+    trace = b.load(b.pageable_copies())
+
+    @dataclasses.dataclass(frozen=True)
+    class Meta:
+        profile_memory: bool = True
+
+    f = find_profiler_inflation(dataclasses.replace(trace, meta=Meta()))
+    assert f.profile_memory and not f.with_stack
+
+
+# --- 9. verdict ----------------------------------------------------------------------------------
+
+
+def test_item_every_step_is_sync_bound_not_overhead_bound():
+    verdict = dx.weigh_verdict(b.load(b.item_sync(host_work_us=2000)))
+    assert verdict.kind == "sync-bound" and "overhead-bound" in verdict.replaces
+    assert ".item()" in verdict.headline
+
+
+def test_findings_bundle_and_insights_are_valid():
+    for doc in (b.item_sync(), b.pageable_copies(), b.graph_decode(), b.ddp_nccl(), b.empty_window(), b.with_stack()):
+        found = dx.diagnosis_insights(dx.diagnose(b.load(doc)))
+        assert found and all(isinstance(i, Insight) and i.severity in SEVERITIES for i in found)
+        assert all(any(ch.isdigit() for ch in i.evidence) for i in found)
