@@ -1,4 +1,5 @@
-"""lab.analysis.core on the real H200 traces and on small hand-made ones.
+"""The analyses (lab/analysis: operators, gpu, steps, gemm, verdict, analyze) on the real H200
+traces and on small hand-made ones.
 
 Expected numbers come from the raw JSON (gzip + json, plain loops written here), from a
 golden file written by tests/make_golden_analysis.py (also brute force), or from traces
@@ -15,7 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.analysis import core as A
+from lab.analysis import analyze
+from lab.analysis.gemm import _gemm_shape, gemm_efficiency
+from lab.analysis.gpu import covered_us, gpu_utilization, launch_delays
+from lab.analysis.operators import kernel_summary
+from lab.analysis.steps import step_breakdown
+from lab.analysis.verdict import GPU_BOUND_BUSY_PCT, bound_verdict, host_work_us
 from lab.run.config import RunConfig
 from lab.run.devices import DevicePeak, lookup_peak
 from lab.trace.load import load_trace
@@ -39,13 +45,13 @@ def _xs(raw: dict) -> list[dict]:
 def real(request):
     name = request.param
     trace = load_trace(DATA / f"{name}.json.gz")
-    return name, _raw(name), trace, A.analyze(trace)
+    return name, _raw(name), trace, analyze(trace)
 
 
 @pytest.fixture(scope="module")
 def bf16():
     trace = load_trace(DATA / "matmul_add_4096_bf16.json.gz")
-    return _raw("matmul_add_4096_bf16"), trace, A.analyze(trace)
+    return _raw("matmul_add_4096_bf16"), trace, analyze(trace)
 
 
 def naive_union(intervals: list[tuple[float, float]]) -> tuple[float, list[tuple[float, float]]]:
@@ -113,7 +119,7 @@ def test_operator_self_time_matches_golden_brute_force(bf16):
     for name, self_us in golden["self_us_by_name"].items():
         assert ops.loc[name, "self_us"] == pytest.approx(self_us, abs=0.01), name
     assert ops["self_share_pct"].sum() == pytest.approx(100.0)
-    assert A.host_work_us(analysis.operators) == pytest.approx(golden["host_work_us"], abs=0.01)
+    assert host_work_us(analysis.operators) == pytest.approx(golden["host_work_us"], abs=0.01)
 
 
 def test_operator_counts_totals_and_device_time(real):
@@ -181,7 +187,7 @@ def test_kernel_mode_takes_the_most_common_value():
         events += [launch(100 + 50 * i, 5, i + 1),
                    kernel("k", 110 + 50 * i, 5, i + 1)]
         events[-1]["args"]["grid"] = json.loads(grid)
-    table = A.kernel_summary(build(events))
+    table = kernel_summary(build(events))
     assert table["grid"].iloc[0] == "[2, 1, 1]"
 
 
@@ -214,7 +220,7 @@ def test_overlapping_streams_count_once():
               kernel("a", 100, 20, 1), kernel("b", 110, 20, 2), kernel("c", 150, 5, 3)]
     events[4]["tid"] = 8
     events[4]["args"]["stream"] = 8
-    util = A.gpu_utilization(build(events))
+    util = gpu_utilization(build(events))
     assert util.busy_us == pytest.approx(35.0)
     assert util.activity_us == pytest.approx(45.0)
     assert list(util.gaps["dur_us"]) == pytest.approx([20.0])
@@ -222,7 +228,7 @@ def test_overlapping_streams_count_once():
 
 def test_covered_us_clips_to_windows():
     starts, ends = np.array([0.0, 10.0, 30.0]), np.array([5.0, 20.0, 40.0])
-    got = A.covered_us(starts, ends, [0, 3, 12, 25, 45], [50, 12, 35, 28, 60])
+    got = covered_us(starts, ends, [0, 3, 12, 25, 45], [50, 12, 35, 28, 60])
     assert list(got) == pytest.approx([25.0, 4.0, 13.0, 0.0, 0.0])
 
 
@@ -255,7 +261,7 @@ def test_launch_delays_match_brute_force(real):
 
 
 def test_no_flows_gives_nan_delays():
-    stats = A.launch_delays(build([op("aten::mm", 0, 10)]))
+    stats = launch_delays(build([op("aten::mm", 0, 10)]))
     assert stats.count == 0 and np.isnan(stats.delay_median_us)
 
 
@@ -293,7 +299,7 @@ def test_profiler_steps_win_over_annotations():
         t = 100 + 200 * i
         events += [op(f"ProfilerStep#{i + 5}", t, 150, cat="user_annotation"),
                    annotation("inner", t + 10, 100), annotation("inner", t + 20, 10)]
-    steps = A.step_breakdown(build(events))
+    steps = step_breakdown(build(events))
     assert list(steps["name"]) == ["ProfilerStep#5", "ProfilerStep#6", "ProfilerStep#7"]
     assert set(steps["source"]) == {"ProfilerStep"}
     assert list(steps["cpu_us"]) == [150, 150, 150]
@@ -301,13 +307,13 @@ def test_profiler_steps_win_over_annotations():
 
 
 def test_no_repeated_annotation_means_no_steps():
-    steps = A.step_breakdown(build([annotation("once", 0, 10), op("aten::mm", 1, 5)]))
+    steps = step_breakdown(build([annotation("once", 0, 10), op("aten::mm", 1, 5)]))
     assert steps.empty and "gpu_busy_us" in steps.columns
 
 
 def test_launched_gpu_time_per_step():
     trace = matmul_add_steps(3, gemm_us=40.0, add_us=5.0)
-    steps = A.step_breakdown(trace)
+    steps = step_breakdown(trace)
     assert list(steps["launched_gpu_us"]) == [45.0, 45.0, 45.0]
     assert list(steps["launched_count"]) == [2, 2, 2]
 
@@ -338,12 +344,12 @@ def test_gemm_efficiency_4096_bf16_against_independent_tflops(bf16):
 
 def test_gemm_shape_from_config_when_not_recorded():
     trace = load_trace(DATA / "matmul_add_4096_bf16_compiled.json.gz")
-    unknown = A.gemm_efficiency(trace)
+    unknown = gemm_efficiency(trace)
     assert len(unknown) == 10
     assert set(unknown["shape_source"]) == {"unknown"} and unknown["tflops"].isna().all()
     assert set(unknown["op"]) == {"aten::addmm"} and unknown["kernel"].str.contains("bias").all()
     config = RunConfig(m=4096, k=4096, n=4096, dtype="bfloat16", compile=True)
-    known = A.gemm_efficiency(trace, config=config)
+    known = gemm_efficiency(trace, config=config)
     assert set(known["shape_source"]) == {"config"}
     assert (known["flops"] == 2 * 4096**3).all()
     assert set(known["dtype"]) == {"bfloat16"}
@@ -353,8 +359,8 @@ def test_gemm_shape_from_config_when_not_recorded():
 
 def test_gemm_dtype_float_vs_tf32_kernel_name():
     fp32 = dict(input_type=("float", "float"), dims=((512, 256), (256, 128)))
-    plain = A.gemm_efficiency(matmul_add_steps(3, gemm_name="sm80_xmma_gemm_f32f32_ffma", **fp32))
-    tf32 = A.gemm_efficiency(matmul_add_steps(3, gemm_name="cutlass_tensorop_tf32_s1688gemm", **fp32))
+    plain = gemm_efficiency(matmul_add_steps(3, gemm_name="sm80_xmma_gemm_f32f32_ffma", **fp32))
+    tf32 = gemm_efficiency(matmul_add_steps(3, gemm_name="cutlass_tensorop_tf32_s1688gemm", **fp32))
     assert set(plain["dtype"]) == {"float32"} and set(tf32["dtype"]) == {"tf32"}
     assert (plain["m"] == 512).all() and (plain["k"] == 256).all() and (plain["n"] == 128).all()
     peak = lookup_peak("NVIDIA H200")
@@ -365,7 +371,7 @@ def test_gemm_dtype_float_vs_tf32_kernel_name():
 def test_gemm_memory_bound_with_a_thin_shape():
     # 4096×16 @ 16×4096 bf16: 2·4096²·16 FLOPs over (2·4096·16 + 4096²)·2 bytes ≈ 15.5 FLOP/byte.
     trace = matmul_add_steps(3, dims=((4096, 16), (16, 4096)))
-    gemm = A.gemm_efficiency(trace)
+    gemm = gemm_efficiency(trace)
     assert gemm["intensity_flops_per_byte"].iloc[0] == pytest.approx(
         2 * 4096 * 16 * 4096 / ((2 * 4096 * 16 + 4096 * 4096) * 2))
     assert set(gemm["bound"]) == {"memory-bound"}
@@ -373,7 +379,7 @@ def test_gemm_memory_bound_with_a_thin_shape():
 
 def test_gemm_peak_passed_in_wins():
     fake = DevicePeak("Fake", {"bfloat16": 100.0}, 1000.0, "test")
-    gemm = A.gemm_efficiency(matmul_add_steps(3), peak=fake)
+    gemm = gemm_efficiency(matmul_add_steps(3), peak=fake)
     assert (gemm["peak_tflops"] == 100.0).all()
     assert gemm["ridge_flops_per_byte"].iloc[0] == pytest.approx(100e12 / 1e12)
 
@@ -387,7 +393,7 @@ def test_gemm_peak_passed_in_wins():
     ("aten::mm", [[8, 4]], None),
 ])
 def test_gemm_shapes_per_op(op_name, dims, expected):
-    assert A._gemm_shape(op_name, dims) == expected
+    assert _gemm_shape(op_name, dims) == expected
 
 
 # ---- verdict ---------------------------------------------------------------------------------
@@ -400,7 +406,7 @@ def test_verdicts_on_real_traces(real):
     busy_pct = 100 * busy / (max(e for _, e in gpu) - min(s for s, _ in gpu))
     verdict = analysis.verdict
     assert verdict.gpu_busy_pct == pytest.approx(busy_pct, abs=1e-3)
-    assert verdict.kind == ("gpu-bound" if busy_pct >= A.GPU_BOUND_BUSY_PCT else "cpu-bound")
+    assert verdict.kind == ("gpu-bound" if busy_pct >= GPU_BOUND_BUSY_PCT else "cpu-bound")
     expected = {"matmul_add_4096_bf16": "gpu-bound", "matmul_add_1024_fp32": "cpu-bound",
                 "matmul_add_4096_bf16_compiled": "cpu-bound"}
     assert verdict.kind == expected[name]
@@ -409,14 +415,14 @@ def test_verdicts_on_real_traces(real):
 
 def test_verdict_without_gpu():
     cpu_only = build([op("aten::mm", 0, 100), op("aten::add", 120, 10)])
-    assert A.bound_verdict(cpu_only).kind == "cpu-only"
+    assert bound_verdict(cpu_only).kind == "cpu-only"
     launches_only = build([op("aten::mm", 0, 100), launch(10, 5, 1)], device_properties=[H200_PROPS])
-    verdict = A.bound_verdict(launches_only)
+    verdict = bound_verdict(launches_only)
     assert verdict.kind == "no-gpu-events"
 
 
 def test_cpu_only_trace_analyzes_to_empty_tables():
-    analysis = A.analyze(build([annotation("step", 0, 100), op("aten::mm", 10, 50),
+    analysis = analyze(build([annotation("step", 0, 100), op("aten::mm", 10, 50),
                                 annotation("step", 200, 100), op("aten::mm", 210, 50)]))
     assert analysis.kernels.empty and analysis.gemm.empty
     assert analysis.utilization.busy_us == 0 and analysis.utilization.gaps.empty

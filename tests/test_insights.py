@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lab.analysis import insights as I
-from lab.analysis.core import analyze
+from lab.analysis import analyze
 from lab.run.devices import DevicePeak
 from lab.trace.load import load_trace
 from tracebuild import H200_PROPS, annotation, build, gpu_annotation, kernel, launch, matmul_add_steps, op

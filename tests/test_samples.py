@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.analysis.core import analyze
+from lab.analysis import analyze
 from lab.run.config import RunConfig
 from lab.run.lessons import LESSONS
 from lab.samples import MANIFEST, SAMPLES_DIR, Sample, list_samples, sample_for

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lab.analysis.core import Analysis, analyze, host_work_us
+from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.insights import Insight, find_insights
+from lab.analysis.verdict import host_work_us
 from lab.trace.load import Trace
 
 DIFF_COLUMNS = ("name", "cat", "status", "a_count", "b_count", "a_us", "b_us", "delta_us", "ratio")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.analysis.core import Analysis
+from lab.analysis.bundle import Analysis
 from lab.trace.load import Trace
 from lab.units import fmt_us
 from lab.vocab import GEMM_LEAF_OPS
