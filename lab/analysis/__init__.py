@@ -9,12 +9,12 @@ share with the views.
 """
 
 from lab.analysis.bundle import Analysis, analyze
-from lab.analysis.compare import TOTAL_METRICS, Comparison, compare_traces
+from lab.analysis.compare import TOTAL_METRICS, Comparison, compare_analyses, compare_traces
 from lab.analysis.gemm import device_name
 from lab.analysis.insights import Insight, find_insights
 from lab.analysis.signals import Run, Signal, lesson_signals
 
 __all__ = [
     "TOTAL_METRICS", "Analysis", "Comparison", "Insight", "Run", "Signal", "analyze",
-    "compare_traces", "device_name", "find_insights", "lesson_signals",
+    "compare_analyses", "compare_traces", "device_name", "find_insights", "lesson_signals",
 ]  # fmt: skip
