@@ -11,13 +11,14 @@ from __future__ import annotations
 import gzip
 import json
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from lab.analysis import analyze
-from lab.analysis.gemm import _gemm_shape, gemm_efficiency
+from lab.analysis.gemm import ABOVE_PEAK_NOTE, _gemm_shape, gemm_efficiency, gemm_figures
 from lab.analysis.gpu import covered_us, gpu_utilization, launch_delays
 from lab.analysis.operators import kernel_summary
 from lab.analysis.steps import step_breakdown
@@ -25,6 +26,7 @@ from lab.analysis.verdict import GPU_BOUND_BUSY_PCT, bound_verdict, host_work_us
 from lab.run.config import RunConfig
 from lab.run.devices import DevicePeak, lookup_peak
 from lab.trace.load import load_trace
+from lab.vocab import gemm_kernel_dtype, is_gemm_kernel
 from tracebuild import H200_PROPS, annotation, build, kernel, launch, matmul_add_steps, op
 
 DATA = Path(__file__).parent / "data"
@@ -382,6 +384,136 @@ def test_gemm_peak_passed_in_wins():
     gemm = gemm_efficiency(matmul_add_steps(3), peak=fake)
     assert (gemm["peak_tflops"] == 100.0).all()
     assert gemm["ridge_flops_per_byte"].iloc[0] == pytest.approx(100e12 / 1e12)
+
+
+# ---- GEMM figures from GEMM kernels only (issue 11) ------------------------------------------
+
+CAST_KERNEL = "void at::native::vectorized_elementwise_kernel<4, at::native::bfloat16_copy_kernel_cuda>"
+BF16_GEMM_KERNEL = "nvjet_sm90_tst_128x128_64x6_2x1_v_bz_NTT"
+BIG = dict(dims=((4096, 4096), (4096, 4096)))
+BIG_FLOPS = 2 * 4096**3
+
+
+def _autocast_linear_steps(n_steps: int = 3):
+    """nn.Linear under bf16 autocast as torch records it: an outer aten::linear with the float32
+    inputs, the casts (aten::to → a copy kernel) inside it, then the inner aten::linear →
+    aten::addmm on bfloat16 inputs, which launches the GEMM kernel."""
+    f32 = {"Input Dims": [[4096, 1024], [1024, 1024], [1024]], "Input type": ["float"] * 3}
+    bf16 = {"Input Dims": [[1024], [4096, 1024], [1024, 1024]], "Input type": ["c10::BFloat16"] * 3}
+    events, t = [], 1000.0
+    for i in range(n_steps):
+        corr = 2 * i + 1
+        events += [op("aten::linear", t, 200, **f32), op("aten::to", t + 5, 30), op("aten::_to_copy", t + 6, 28),
+                   op("aten::copy_", t + 8, 24), launch(t + 10, 5, corr), kernel(CAST_KERNEL, t + 20, 2.5, corr),
+                   op("aten::linear", t + 50, 120, **{**bf16, "Input Dims": [[4096, 1024], [1024, 1024], [1024]]}),
+                   op("aten::addmm", t + 55, 100, **bf16), launch(t + 60, 10, corr + 1),
+                   kernel(BF16_GEMM_KERNEL, t + 80, 30, corr + 1)]
+        t += 300
+    return build(events, device_properties=[H200_PROPS])
+
+
+def test_autocast_gemm_rows_name_the_gemm_kernel_not_the_cast():
+    # Before: the outer linear paired its float32 shape with the 2.5 µs cast kernel, "GEMM
+    # 4096×1024×1024 float32: 3436 TFLOP/s, 5128 % of peak — vectorized_elementwise_kernel".
+    figures = gemm_figures(_autocast_linear_steps(), peak=lookup_peak("NVIDIA H200"))
+    gemm = figures.rows
+    assert len(gemm) == 3 and figures.above_peak == 0
+    assert set(gemm["kernel"]) == {BF16_GEMM_KERNEL} and set(gemm["op"]) == {"aten::addmm"}
+    assert set(gemm["dtype"]) == {"bfloat16"}
+    assert list(gemm["tflops"]) == pytest.approx([2 * 4096 * 1024 * 1024 / 30e-6 / 1e12] * 3)
+    assert (gemm["tflops"] <= gemm["peak_tflops"]).all()
+
+
+def test_tf32_tensor_op_kernel_is_tf32():
+    # A CUTLASS s1688gemm on float32 inputs runs TF32 tensor cores: judged by the TF32 peak (it
+    # was called float32 and shown at 512 % of the FP32 peak).
+    peak = lookup_peak("NVIDIA H200")
+    trace = matmul_add_steps(3, gemm_name="cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4", gemm_us=400,
+                             input_type=("float", "float"), **BIG)
+    gemm = gemm_efficiency(trace)
+    assert set(gemm["dtype"]) == {"tf32"} and (gemm["peak_tflops"] == peak.tflops["tf32"]).all()
+    assert gemm["pct_of_peak"].iloc[0] == pytest.approx(100 * BIG_FLOPS / 400e-6 / 1e12 / peak.tflops["tf32"])
+
+
+def test_figure_above_peak_is_dropped_and_noted():
+    # 4096³ bf16 in 40 µs would be 3,436 TFLOP/s on a 989 TFLOP/s GPU: not a measurement.
+    trace = matmul_add_steps(3, gemm_us=40, **BIG)
+    figures = gemm_figures(trace)
+    assert figures.rows.empty and figures.above_peak == 3
+    assert figures.above_peak_max_pct == pytest.approx(100 * BIG_FLOPS / 40e-6 / 1e12 / 989.0, rel=1e-3)
+    analysis = analyze(trace)
+    assert analysis.gemm.empty
+    (note,) = analysis.gemm_notes
+    assert note.startswith(ABOVE_PEAK_NOTE) and "3 GEMM instance(s)" in note
+    # The same kernel at a possible speed stays, and leaves no note.
+    ok = analyze(matmul_add_steps(3, gemm_us=400, **BIG))
+    assert len(ok.gemm) == 3 and not ok.gemm_notes
+    # Without a known peak nothing can be judged: the rows stay, without a % of peak.
+    mystery = [{**H200_PROPS, "name": "Mystery"}]
+    unknown = gemm_figures(matmul_add_steps(3, gemm_us=40, device_properties=mystery, **BIG))
+    assert len(unknown.rows) == 3 and unknown.rows["pct_of_peak"].isna().all() and not unknown.notes
+
+
+def test_float_inputs_run_as_tf32_when_the_run_enabled_it():
+    # An nvjet kernel does not name its dtype: float32 inputs are FP32, unless the run's config
+    # enabled TF32. As FP32 the figure exceeds the FP32 peak, so it is dropped rather than shown.
+    trace = matmul_add_steps(3, gemm_name=BF16_GEMM_KERNEL, gemm_us=400, input_type=("float", "float"), **BIG)
+    as_fp32 = gemm_figures(trace)
+    assert as_fp32.rows.empty and as_fp32.above_peak == 3
+    config = RunConfig(m=4096, k=4096, n=4096, dtype="tf32")
+    as_tf32 = gemm_efficiency(trace, config=config)
+    assert set(as_tf32["dtype"]) == {"tf32"} and (as_tf32["tflops"] < as_tf32["peak_tflops"]).all()
+
+
+def test_gemm_flops_from_the_trace_when_the_shape_is_unknown():
+    events = []
+    for i in range(3):
+        t = 1000.0 + 200 * i
+        events += [op("aten::mm", t, 40, **{"Input type": ["c10::BFloat16"] * 2}), launch(t + 20, 10, i + 1),
+                   kernel(BF16_GEMM_KERNEL, t + 35, 50, i + 1)]
+    trace = build(events, device_properties=[H200_PROPS])
+    assert gemm_efficiency(trace)["flops"].isna().all()
+    # profile(with_flops=True) writes a "flops" arg on the op; a trace model that keeps it as a column
+    # gives the FLOPs when Input Dims are missing.
+    flops = np.where(trace.events["name"].astype(str) == "aten::mm", 2.0 * 512**3, 0.0)
+    gemm = gemm_efficiency(replace(trace, events=trace.events.assign(flops=flops)))
+    assert set(gemm["shape_source"]) == {"unknown"} and (gemm["flops"] == 2 * 512**3).all()
+    assert list(gemm["tflops"]) == pytest.approx([2 * 512**3 / 50e-6 / 1e12] * 3)
+
+
+def test_attention_kernels_are_not_gemms_even_with_a_config():
+    flash = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, cutlass::bfloat16_t>>"
+    events = [op("aten::_flash_attention_forward", 1000, 100), launch(1020, 10, 1), kernel(flash, 1040, 50, 1)]
+    trace = build(events, device_properties=[H200_PROPS])
+    assert gemm_efficiency(trace, config=RunConfig(workload="attention_flash")).empty
+
+
+@pytest.mark.parametrize("name, is_gemm, dtype", [
+    ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", True, None),
+    ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_NNT", True, None),
+    ("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas",
+     True, "tf32"),
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x64x8_stage3_warpsize2x2x1_ffma_aligna4", True, "float32"),
+    ("sm90_xmma_gemm_bf16bf16_bf16f32", True, "bfloat16"),
+    ("cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4", True, "tf32"),
+    ("void cutlass::Kernel2<cutlass_80_tensorop_f16_s16816gemm_f16_128x64_64x3_tn_align8>", True, "float16"),
+    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>", True, "float32"),
+    ("volta_h884gemm_64x64_ldg8_nn", True, "float16"),
+    ("ampere_sgemm_128x64_nn", True, "float32"),
+    ("void gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4, true>", True, None),
+    ("triton_tem_fused_addmm_0", True, None),
+    ("triton_poi_fused_mm_0", False, None),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, cutlass::bfloat16_t>>", False, None),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_kernel0_0", False, None),
+    ("sm80_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nchw", False, None),
+    ("void splitKreduce_kernel<32, 16, int, float, float, float, float, true, false, false>", False, None),
+    (CAST_KERNEL, False, None),
+    ("void at::native::elementwise_kernel<128, 4, at::native::CUDAFunctor_add<c10::BFloat16>>", False, None),
+])
+def test_gemm_kernel_recogniser(name, is_gemm, dtype):
+    assert is_gemm_kernel(name) is is_gemm
+    if is_gemm:
+        assert gemm_kernel_dtype(name) == dtype
 
 
 @pytest.mark.parametrize("op_name, dims, expected", [

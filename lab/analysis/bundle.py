@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from lab.analysis.gemm import gemm_efficiency, peak_for
+from lab.analysis.gemm import gemm_figures, peak_for
 from lab.analysis.gpu import GpuUtilization, LaunchStats, gpu_utilization, launch_delays
 from lab.analysis.operators import Links, build_links, kernel_summary, operator_summary
 from lab.analysis.steps import step_breakdown
@@ -37,6 +37,8 @@ class Analysis:
     verdict: Verdict
     peak: DevicePeak | None
     links: Links
+    # What the GEMM table left out and why (a figure above the device's peak is never shown).
+    gemm_notes: tuple[str, ...] = ()
 
 
 def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig | None = None) -> Analysis:
@@ -45,6 +47,7 @@ def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig |
     utilization = gpu_utilization(trace)
     launches = launch_delays(trace)
     peak = peak if peak is not None else peak_for(trace)
+    gemm = gemm_figures(trace, peak=peak, config=config, links=links)
     return Analysis(
         operators=operators,
         operators_by_shape=operator_summary(trace, group_by_shape=True, links=links),
@@ -52,8 +55,9 @@ def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig |
         utilization=utilization,
         launches=launches,
         steps=step_breakdown(trace, links=links, utilization=utilization),
-        gemm=gemm_efficiency(trace, peak=peak, config=config, links=links),
+        gemm=gemm.rows,
         verdict=bound_verdict(trace, operators=operators, utilization=utilization, launches=launches),
         peak=peak,
         links=links,
+        gemm_notes=gemm.notes,
     )

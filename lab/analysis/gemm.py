@@ -1,6 +1,9 @@
 """GEMM efficiency: achieved TFLOP/s of each GEMM op instance against the device's peak.
 
-Also the trace's device (name, compute capability, datasheet peak), which the rate is judged by.
+Figures come from GEMM kernels only (recognised by name, ``lab.vocab.is_gemm_kernel``), with the
+dtype the kernel's name states before the op's input types; a figure above the device's peak is
+never shown (``GemmFigures`` counts it). Also the trace's device (name, compute capability,
+datasheet peak), which the rate is judged by.
 """
 
 from __future__ import annotations
@@ -12,15 +15,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lab.analysis.columns import codes, frame, group_ids, mask_in, mask_where
+from lab.analysis.columns import codes, frame, group_ids, mask_in, mask_where, texts
 from lab.analysis.operators import Links, build_links
 from lab.run.config import RunConfig
 from lab.run.devices import DevicePeak, lookup_peak
 from lab.trace.load import Trace
-from lab.vocab import ELEMENT_BYTES, GEMM_KERNEL_PATTERN, GEMM_OPS, INPUT_TYPE_DTYPES
+from lab.vocab import ELEMENT_BYTES, GEMM_OPS, INPUT_TYPE_DTYPES, gemm_kernel_dtype, is_gemm_kernel
 
 __all__ = [
-    "CONFIG_GEMM_WORKLOADS", "GEMM_COLUMNS", "compute_capability", "device_name", "gemm_efficiency", "peak_for",
+    "ABOVE_PEAK_NOTE", "CONFIG_GEMM_WORKLOADS", "GEMM_COLUMNS", "GemmFigures", "compute_capability", "device_name",
+    "gemm_efficiency", "gemm_figures", "peak_for",
 ]  # fmt: skip
 
 # Workloads whose one GEMM is M×K @ K×N, so a RunConfig gives its shape when the trace lacks it.
@@ -110,15 +114,38 @@ def _dtype_of(input_type: str) -> str:
 
 # --------------------------------------------------------------------------- GEMM efficiency
 
+ABOVE_PEAK_NOTE = "GEMM figure above peak — shape or kernel unrecognised"
+
+
+@dataclass(frozen=True)
+class GemmFigures:
+    """``gemm_efficiency``'s rows, and what was left out of them.
+
+    A rate above the device's peak cannot have been measured: the shape (or the kernel paired
+    with it) was not the one that ran. Such rows are dropped, never shown; ``above_peak``
+    counts them and ``notes`` says so.
+    """
+
+    rows: pd.DataFrame  # columns GEMM_COLUMNS
+    above_peak: int = 0
+    above_peak_max_pct: float = float("nan")  # the highest dropped figure, % of its peak
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        if not self.above_peak:
+            return ()
+        return (f"{ABOVE_PEAK_NOTE}: {self.above_peak} GEMM instance(s) left out "
+                f"(up to {self.above_peak_max_pct:,.0f} % of peak)",)
+
 
 @dataclass(frozen=True)
 class _Gemms:
     """One entry per GEMM group (an op instance, or a lone kernel): positions into the events."""
 
-    kernel: np.ndarray  # the group's main (longest) kernel
+    kernel: np.ndarray  # the group's main kernel: its longest GEMM-named kernel
     op: np.ndarray  # the GEMM op (0 where ``has_op`` is False)
     has_op: np.ndarray
-    kernels_launched: np.ndarray
+    kernels_launched: np.ndarray  # every kernel of the group, helpers and casts included
 
 
 def _nearest_gemm_op(trace: Trace, links: Links, kernels: np.ndarray) -> np.ndarray:
@@ -136,30 +163,37 @@ def _nearest_gemm_op(trace: Trace, links: Links, kernels: np.ndarray) -> np.ndar
 
 
 def _gemm_groups(trace: Trace, links: Links, config: RunConfig | None) -> _Gemms | None:
-    """Kernels of GEMM ops (and, with a config, lone kernels with a GEMM name), grouped per op."""
+    """Kernels of GEMM ops (and, with a config, lone GEMM kernels), grouped per op instance.
+
+    Only a GEMM kernel (``lab.vocab.is_gemm_kernel``) can be a group's main kernel: an op whose
+    kernels are all something else (the dtype casts autocast runs inside an outer aten::linear)
+    is no GEMM figure; its matrix multiply shows under the inner op that launched the GEMM kernel.
+    """
     ev = trace.events
     kernels = np.flatnonzero(mask_in(ev["cat"], ("kernel",)))
     if not len(kernels):
         return None
     gemm_op = _nearest_gemm_op(trace, links, kernels)
-    unlinked = np.zeros(len(kernels), dtype=bool)
-    if config is not None:
-        looks_gemm = mask_where(ev["name"], lambda name: GEMM_KERNEL_PATTERN.search(name))
-        unlinked = (gemm_op < 0) & looks_gemm[kernels]
-    keep = (gemm_op >= 0) | unlinked
+    gemm_named = mask_where(ev["name"], is_gemm_kernel)[kernels]
+    keep = (gemm_op >= 0) | (gemm_named if config is not None else False)
     if not keep.any():
         return None
     dur = ev["dur_us"].to_numpy()
-    k_rows = kernels[keep]
+    k_rows, named = kernels[keep], gemm_named[keep]
     # Group key: the op instance, or the kernel itself when no op is known.
     group = np.where(gemm_op[keep] >= 0, gemm_op[keep], -1 - k_rows)
-    order = np.lexsort((-dur[k_rows], group))  # per group, longest kernel first
+    order = np.lexsort((-dur[k_rows], ~named, group))  # per group, GEMM kernels first, longest first
     g_sorted = group[order]
     starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]])
+    launched = np.diff(np.r_[starts, len(order)])
+    starts_ok = named[order][starts]
+    starts, launched = starts[starts_ok], launched[starts_ok]
+    if not len(starts):
+        return None
     op_row = g_sorted[starts]
     has_op = op_row >= 0
     return _Gemms(kernel=k_rows[order][starts], op=np.where(has_op, op_row, 0), has_op=has_op,
-                  kernels_launched=np.diff(np.r_[starts, len(order)]))
+                  kernels_launched=launched)
 
 
 def _shapes(trace: Trace, gemms: _Gemms) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -184,20 +218,45 @@ def _shapes(trace: Trace, gemms: _Gemms) -> tuple[np.ndarray, np.ndarray, np.nda
     return table[combo], combo_dtype[combo], op_names
 
 
-def _fill_from_config(config: RunConfig, shape: np.ndarray, dtype: np.ndarray, op_names: np.ndarray,
-                      source: np.ndarray) -> None:
-    """Shapes the trace lacks from the run's config (its one GEMM), dtypes it lacks likewise; in place."""
+def _op_flops(trace: Trace, gemms: _Gemms) -> np.ndarray:
+    """The op's recorded ``flops`` (profile(with_flops=True)) per group, NaN where absent."""
+    ev = trace.events
+    if "flops" not in ev.columns:
+        return np.full(len(gemms.op), np.nan)
+    flops = ev["flops"].to_numpy(dtype=float)[gemms.op]
+    return np.where(gemms.has_op & (flops > 0), flops, np.nan)
+
+
+def _dtypes(trace: Trace, gemms: _Gemms, op_dtype: np.ndarray, config: RunConfig | None) -> np.ndarray:
+    """Per group: the dtype the kernel's name states, else the op's input type, else the config's.
+
+    Float32 inputs run as TF32 when the run enabled it (config dtype "tf32") and the kernel's
+    name does not say otherwise.
+    """
+    name_codes, labels = codes(trace.events["name"])
+    kernel_names, which = np.unique(name_codes[gemms.kernel], return_inverse=True)  # once per distinct name
+    named = np.array([gemm_kernel_dtype(str(labels[c])) or "" for c in kernel_names], dtype=object)[which.reshape(-1)]
+    dtype = np.where(named != "", named, op_dtype).astype(object)
+    if config is not None:
+        dtype[dtype == ""] = config.dtype
+        dtype[(named == "") & (op_dtype == "float32") & (config.dtype == "tf32")] = "tf32"
+    return dtype
+
+
+def _fill_from_config(config: RunConfig, shape: np.ndarray, op_names: np.ndarray, source: np.ndarray) -> None:
+    """Shapes the trace lacks from the run's config (its one GEMM); in place."""
     if config.workload in CONFIG_GEMM_WORKLOADS:
         fill = np.isnan(shape[:, 1])
         shape[fill, :4] = (1, config.m, config.k, config.n)
         # A fused op (addmm) also reads the bias vector of N elements.
         shape[fill, 4] = np.where(np.isin(op_names[fill], _BIAS_GEMM_OPS), config.n, 0)
         source[fill] = "config"
-    dtype[dtype == ""] = config.dtype
 
 
-def _rates(shape: np.ndarray, dtype: np.ndarray, kernel_us: np.ndarray, peak: DevicePeak | None) -> dict:
-    """FLOPs, bytes, TFLOP/s, % of peak, intensity and the roofline verdict per group."""
+def _rates(shape: np.ndarray, op_flops: np.ndarray, dtype: np.ndarray, kernel_us: np.ndarray,
+           peak: DevicePeak | None) -> dict:
+    """FLOPs (from the shape, else the op's recorded flops), bytes, TFLOP/s, % of peak, intensity
+    and the roofline verdict per group."""
     batch, m, k, n, extra = (shape[:, i] for i in range(5))
     extra = np.nan_to_num(extra)
     # Per-dtype constants, looked up once per distinct dtype.
@@ -206,7 +265,7 @@ def _rates(shape: np.ndarray, dtype: np.ndarray, kernel_us: np.ndarray, peak: De
     peak_tflops = np.array([peak.tflops.get(d, np.nan) if peak else np.nan for d in kinds], dtype=float)[which]
     ridge = np.array([(peak.ridge_flops_per_byte(d) or np.nan) if peak else np.nan for d in kinds],
                      dtype=float)[which]
-    flops = 2.0 * batch * m * k * n
+    flops = np.where(np.isnan(m), op_flops, 2.0 * batch * m * k * n)
     bytes_moved = elem * (batch * (m * k + k * n + m * n) + extra)
     with np.errstate(divide="ignore", invalid="ignore"):
         tflops = np.where(kernel_us > 0, flops / kernel_us / 1e6, np.nan)
@@ -218,36 +277,57 @@ def _rates(shape: np.ndarray, dtype: np.ndarray, kernel_us: np.ndarray, peak: De
                 intensity_flops_per_byte=intensity, ridge_flops_per_byte=ridge, bound=bound)
 
 
-def gemm_efficiency(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig | None = None,
-                    links: Links | None = None) -> pd.DataFrame:
-    """One row per GEMM op instance that ran on the GPU: achieved TFLOP/s vs the device's peak.
+def gemm_figures(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig | None = None,
+                 links: Links | None = None) -> GemmFigures:
+    """One row per GEMM op instance that ran a GEMM kernel: achieved TFLOP/s vs the device's peak.
 
-    A GEMM is a kernel owned by (launched inside) one of ``GEMM_OPS``, or, when ``config`` is
-    given, a kernel whose name matches ``GEMM_KERNEL_PATTERN``. Its shape comes from the op's
-    recorded Input Dims, else from ``config`` (``shape_source`` says which; "unknown" leaves
-    FLOP columns NaN). ``kernel`` is the op's longest kernel and ``kernel_us`` its duration
-    (memsets and helper kernels excluded). FLOPs = 2·batch·M·K·N; bytes_moved = inputs read
-    once + output written once; ``bound`` compares FLOPs/byte with the roofline ridge point.
-    dtype from "Input type" (float → float32, or tf32 when the kernel name says so).
+    A row is an op of ``GEMM_OPS`` that launched (itself or through its descendants) a GEMM
+    kernel — recognised by name, ``lab.vocab.is_gemm_kernel`` — or, when ``config`` is given, a
+    GEMM kernel no op owns. ``kernel`` is the op's longest GEMM kernel and ``kernel_us`` its
+    duration (memsets, casts and helper kernels excluded). The shape comes from the op's recorded
+    Input Dims, else from ``config`` (``shape_source`` says which; "unknown" leaves the FLOP
+    columns NaN unless the op recorded ``flops``). FLOPs = 2·batch·M·K·N; bytes_moved = inputs
+    read once + output written once; ``bound`` compares FLOPs/byte with the roofline ridge point.
+    dtype: the one the kernel's name states (``lab.vocab.gemm_kernel_dtype``: TF32 tensor-op
+    kernels are tf32), else the op's "Input type", else the config's. Rows above the peak are
+    dropped and counted (``GemmFigures``).
     """
     links = links or build_links(trace)
     peak = peak if peak is not None else peak_for(trace)
     gemms = _gemm_groups(trace, links, config)
     if gemms is None:
-        return pd.DataFrame({c: pd.Series(dtype=float) for c in GEMM_COLUMNS})
+        return GemmFigures(pd.DataFrame({c: pd.Series(dtype=float) for c in GEMM_COLUMNS}))
     ev = trace.events
     kr = gemms.kernel
-    shape, dtype, op_names = _shapes(trace, gemms)
+    shape, op_dtype, op_names = _shapes(trace, gemms)
     source = np.where(np.isnan(shape[:, 1]), "unknown", "trace").astype(object)
     if config is not None:
-        _fill_from_config(config, shape, dtype, op_names, source)
-    kernel_tf32 = mask_where(ev["name"], lambda name: "tf32" in name.lower())[kr]
-    dtype[(dtype == "float32") & kernel_tf32] = "tf32"
+        _fill_from_config(config, shape, op_names, source)
+    dtype = _dtypes(trace, gemms, op_dtype, config)
     kernel_us = ev["dur_us"].to_numpy()[kr]
-    name_codes, name_text = codes(ev["name"])
     columns = dict(
-        op=op_names, kernel=name_text[name_codes[kr]], ts_us=ev["ts_us"].to_numpy()[kr],
+        op=op_names, kernel=texts(ev["name"], kr), ts_us=ev["ts_us"].to_numpy()[kr],
         device=ev["device"].to_numpy()[kr], kernel_us=kernel_us, kernels_launched=gemms.kernels_launched,
-        dtype=dtype, shape_source=source, **_rates(shape, dtype, kernel_us, peak),
+        dtype=dtype, shape_source=source, **_rates(shape, _op_flops(trace, gemms), dtype, kernel_us, peak),
     )
-    return frame({c: columns[c] for c in GEMM_COLUMNS}, sort_by="ts_us", descending=False)
+    rows = frame({c: columns[c] for c in GEMM_COLUMNS}, sort_by="ts_us", descending=False)
+    return _drop_above_peak(rows, peak)
+
+
+def _drop_above_peak(rows: pd.DataFrame, peak: DevicePeak | None) -> GemmFigures:
+    """Rows whose TFLOP/s exceed the peak of their dtype (or, for a dtype the peak table lacks,
+    the device's highest peak) left out and counted."""
+    if peak is None or rows.empty or not peak.tflops:
+        return GemmFigures(rows)
+    ceiling = rows["peak_tflops"].fillna(max(peak.tflops.values())).to_numpy(dtype=float)
+    above = rows["tflops"].to_numpy(dtype=float) > ceiling
+    if not above.any():
+        return GemmFigures(rows)
+    worst = float(np.max(100.0 * rows["tflops"].to_numpy(dtype=float)[above] / ceiling[above]))
+    return GemmFigures(rows[~above].reset_index(drop=True), int(above.sum()), worst)
+
+
+def gemm_efficiency(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig | None = None,
+                    links: Links | None = None) -> pd.DataFrame:
+    """``gemm_figures``' rows (columns ``GEMM_COLUMNS``), figures above the peak left out."""
+    return gemm_figures(trace, peak=peak, config=config, links=links).rows

@@ -19,7 +19,7 @@ from lab.analysis.gpu import covered_us
 from lab.analysis.verdict import host_work_us, used_gpu
 from lab.trace.load import Trace
 from lab.units import fmt_us_fixed
-from lab.vocab import GEMM_KERNEL_PATTERN, GPU_ACTIVITY_CATS, SYNC_NAMES
+from lab.vocab import GPU_ACTIVITY_CATS, SYNC_NAMES, is_gemm_kernel
 
 SEVERITIES = ("critical", "warning", "info")
 
@@ -202,7 +202,7 @@ def unfused_bias_add(trace: Trace, analysis: Analysis) -> Insight | None:
     if len(rows) < 2:
         return None
     links = analysis.links
-    is_gemm_name = mask_where(ev["name"], lambda name: GEMM_KERNEL_PATTERN.search(name))
+    is_gemm_name = mask_where(ev["name"], is_gemm_kernel)
     gemm_kernels = set(analysis.gemm["kernel"]) if len(analysis.gemm) else set()
     is_kernel = mask_in(ev["cat"], ("kernel",))
     rows = rows[is_kernel[rows]]  # memsets between a GEMM and its add do not break the pattern

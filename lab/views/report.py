@@ -97,6 +97,7 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
             "median_gpu_busy_pct": float(steps["gpu_busy_pct"].median()) if len(steps) else None,
         },
         "gemm": _gemm_rows(analysis.gemm),
+        "gemm_notes": list(analysis.gemm_notes),
         "verdict": {"kind": analysis.verdict.kind, "explanation": analysis.verdict.explanation},
         "insights": [{"severity": i.severity, "title": i.title, "evidence": i.evidence,
                       "suggestion": i.suggestion, "learn_more": i.learn_more} for i in insights],
@@ -161,13 +162,7 @@ def format_report(report: dict) -> str:
             lines.append(f"  {fmt_us(row['self_us']):>10}  {fmt_pct(row['self_share_pct']):>8}  ×{row['count']:<5} "
                          f"{_short(row['name'])}")
         lines.append("")
-    for row in report["gemm"]:
-        if row["tflops_median"] is not None:
-            lines.append(f"GEMM {row['m']:.0f}×{row['k']:.0f}×{row['n']:.0f} {row['dtype']}: "
-                         f"{fmt_tflops(row['tflops_median'])}, {fmt_pct(row['pct_of_peak_median'])} of peak "
-                         f"({row['bound'] or 'peak unknown'}) — {_short(row['kernel'], 50)}")
-    if report["gemm"]:
-        lines.append("")
+    lines += _gemm_lines(report)
     lines.append(f"Insights ({len(report['insights'])})")
     for item in report["insights"]:
         lines += [f"  [{item['severity']}] {item['title']}", f"      {item['evidence']}",
@@ -175,6 +170,18 @@ def format_report(report: dict) -> str:
     if not report["insights"]:
         lines.append("  none: nothing stands out")
     return "\n".join(lines)
+
+
+def _gemm_lines(report: dict) -> list[str]:
+    """One line per GEMM (kernel, shape, dtype) with a rate, then what was left out, then a blank."""
+    lines = []
+    for row in report["gemm"]:
+        if row["tflops_median"] is not None:
+            lines.append(f"GEMM {row['m']:.0f}×{row['k']:.0f}×{row['n']:.0f} {row['dtype']}: "
+                         f"{fmt_tflops(row['tflops_median'])}, {fmt_pct(row['pct_of_peak_median'])} of peak "
+                         f"({row['bound'] or 'peak unknown'}) — {_short(row['kernel'], 50)}")
+    lines += [f"Note: {note}" for note in report.get("gemm_notes", [])]
+    return lines + [""] if lines or report["gemm"] else lines
 
 
 def _short(text: str, width: int = 70) -> str:
