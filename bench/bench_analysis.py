@@ -31,8 +31,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from benchmarks_md import write_section  # noqa: E402
 from make_large_trace import repeated_events  # noqa: E402
 
-from lab.analysis.core import analyze  # noqa: E402
-from lab.analysis.insights import find_insights  # noqa: E402
+from lab.analysis import analyze, find_insights  # noqa: E402
 from lab.trace.load import load_trace  # noqa: E402
 
 REAL_TRACE = ROOT / "bench" / "data" / "transformer_step_h200.json.gz"

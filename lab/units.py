@@ -1,8 +1,14 @@
-"""Human-readable numbers with their units, for every view and report."""
+"""Human-readable numbers with their units, for every view and report.
+
+Durations: ``fmt_us`` picks the unit (µs, ms, s) for cards and reports; ``fmt_us_fixed`` always
+writes µs, for text that compares durations side by side (insight evidence, timeline notes).
+"""
 
 from __future__ import annotations
 
 import math
+
+__all__ = ["fmt_pct", "fmt_tflops", "fmt_us", "fmt_us_fixed"]
 
 
 def fmt_us(us: float | None) -> str:
@@ -16,13 +22,17 @@ def fmt_us(us: float | None) -> str:
     return f"{us / 1e6:.2f} s"
 
 
-def fmt_bytes(n: float | None) -> str:
-    if n is None or (isinstance(n, float) and math.isnan(n)):
-        return "—"
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n:.0f} B"
+def fmt_us_fixed(us: float, *, sig_below_10: bool = False) -> str:
+    """A duration kept in µs, thousands separated: "3,597 µs", "12.5 µs", "3.0 µs" (insight evidence).
+
+    ``sig_below_10`` keeps two significant digits under 10 µs instead of one decimal: "0.047 µs"
+    (the timeline's merge threshold, often a small fraction of a µs).
+    """
+    if us >= 100:
+        return f"{us:,.0f} µs"
+    if sig_below_10 and us < 10:
+        return f"{us:.2g} µs"
+    return f"{us:,.1f} µs"
 
 
 def fmt_pct(pct: float | None, digits: int = 1) -> str:

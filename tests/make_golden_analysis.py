@@ -1,7 +1,7 @@
 """Write tests/data/golden_analysis_4096_bf16.json: aggregate facts of the 4096³ bf16 trace.
 
 Brute force on the raw JSON (gzip + json, plain Python loops, no lab code), so that
-tests/test_analysis.py can compare lab.analysis.core with numbers derived independently.
+tests/test_analysis.py can compare lab/analysis with numbers derived independently.
 Run: python tests/make_golden_analysis.py
 """
 

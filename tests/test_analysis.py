@@ -1,4 +1,5 @@
-"""lab.analysis.core on the real H200 traces and on small hand-made ones.
+"""The analyses (lab/analysis: operators, gpu, steps, gemm, verdict, analyze) on the real H200
+traces and on small hand-made ones.
 
 Expected numbers come from the raw JSON (gzip + json, plain loops written here), from a
 golden file written by tests/make_golden_analysis.py (also brute force), or from traces
@@ -10,15 +11,22 @@ from __future__ import annotations
 import gzip
 import json
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from lab.analysis import core as A
+from lab.analysis import analyze
+from lab.analysis.gemm import ABOVE_PEAK_NOTE, _gemm_shape, gemm_efficiency, gemm_figures
+from lab.analysis.gpu import covered_us, gpu_utilization, launch_delays
+from lab.analysis.operators import kernel_summary
+from lab.analysis.steps import step_breakdown
+from lab.analysis.verdict import GPU_BOUND_BUSY_PCT, bound_verdict, host_work_us
 from lab.run.config import RunConfig
 from lab.run.devices import DevicePeak, lookup_peak
 from lab.trace.load import load_trace
+from lab.vocab import gemm_kernel_dtype, is_gemm_kernel
 from tracebuild import H200_PROPS, annotation, build, kernel, launch, matmul_add_steps, op
 
 DATA = Path(__file__).parent / "data"
@@ -39,13 +47,13 @@ def _xs(raw: dict) -> list[dict]:
 def real(request):
     name = request.param
     trace = load_trace(DATA / f"{name}.json.gz")
-    return name, _raw(name), trace, A.analyze(trace)
+    return name, _raw(name), trace, analyze(trace)
 
 
 @pytest.fixture(scope="module")
 def bf16():
     trace = load_trace(DATA / "matmul_add_4096_bf16.json.gz")
-    return _raw("matmul_add_4096_bf16"), trace, A.analyze(trace)
+    return _raw("matmul_add_4096_bf16"), trace, analyze(trace)
 
 
 def naive_union(intervals: list[tuple[float, float]]) -> tuple[float, list[tuple[float, float]]]:
@@ -113,7 +121,7 @@ def test_operator_self_time_matches_golden_brute_force(bf16):
     for name, self_us in golden["self_us_by_name"].items():
         assert ops.loc[name, "self_us"] == pytest.approx(self_us, abs=0.01), name
     assert ops["self_share_pct"].sum() == pytest.approx(100.0)
-    assert A.host_work_us(analysis.operators) == pytest.approx(golden["host_work_us"], abs=0.01)
+    assert host_work_us(analysis.operators) == pytest.approx(golden["host_work_us"], abs=0.01)
 
 
 def test_operator_counts_totals_and_device_time(real):
@@ -181,7 +189,7 @@ def test_kernel_mode_takes_the_most_common_value():
         events += [launch(100 + 50 * i, 5, i + 1),
                    kernel("k", 110 + 50 * i, 5, i + 1)]
         events[-1]["args"]["grid"] = json.loads(grid)
-    table = A.kernel_summary(build(events))
+    table = kernel_summary(build(events))
     assert table["grid"].iloc[0] == "[2, 1, 1]"
 
 
@@ -214,7 +222,7 @@ def test_overlapping_streams_count_once():
               kernel("a", 100, 20, 1), kernel("b", 110, 20, 2), kernel("c", 150, 5, 3)]
     events[4]["tid"] = 8
     events[4]["args"]["stream"] = 8
-    util = A.gpu_utilization(build(events))
+    util = gpu_utilization(build(events))
     assert util.busy_us == pytest.approx(35.0)
     assert util.activity_us == pytest.approx(45.0)
     assert list(util.gaps["dur_us"]) == pytest.approx([20.0])
@@ -222,7 +230,7 @@ def test_overlapping_streams_count_once():
 
 def test_covered_us_clips_to_windows():
     starts, ends = np.array([0.0, 10.0, 30.0]), np.array([5.0, 20.0, 40.0])
-    got = A.covered_us(starts, ends, [0, 3, 12, 25, 45], [50, 12, 35, 28, 60])
+    got = covered_us(starts, ends, [0, 3, 12, 25, 45], [50, 12, 35, 28, 60])
     assert list(got) == pytest.approx([25.0, 4.0, 13.0, 0.0, 0.0])
 
 
@@ -255,7 +263,7 @@ def test_launch_delays_match_brute_force(real):
 
 
 def test_no_flows_gives_nan_delays():
-    stats = A.launch_delays(build([op("aten::mm", 0, 10)]))
+    stats = launch_delays(build([op("aten::mm", 0, 10)]))
     assert stats.count == 0 and np.isnan(stats.delay_median_us)
 
 
@@ -293,7 +301,7 @@ def test_profiler_steps_win_over_annotations():
         t = 100 + 200 * i
         events += [op(f"ProfilerStep#{i + 5}", t, 150, cat="user_annotation"),
                    annotation("inner", t + 10, 100), annotation("inner", t + 20, 10)]
-    steps = A.step_breakdown(build(events))
+    steps = step_breakdown(build(events))
     assert list(steps["name"]) == ["ProfilerStep#5", "ProfilerStep#6", "ProfilerStep#7"]
     assert set(steps["source"]) == {"ProfilerStep"}
     assert list(steps["cpu_us"]) == [150, 150, 150]
@@ -301,13 +309,13 @@ def test_profiler_steps_win_over_annotations():
 
 
 def test_no_repeated_annotation_means_no_steps():
-    steps = A.step_breakdown(build([annotation("once", 0, 10), op("aten::mm", 1, 5)]))
+    steps = step_breakdown(build([annotation("once", 0, 10), op("aten::mm", 1, 5)]))
     assert steps.empty and "gpu_busy_us" in steps.columns
 
 
 def test_launched_gpu_time_per_step():
     trace = matmul_add_steps(3, gemm_us=40.0, add_us=5.0)
-    steps = A.step_breakdown(trace)
+    steps = step_breakdown(trace)
     assert list(steps["launched_gpu_us"]) == [45.0, 45.0, 45.0]
     assert list(steps["launched_count"]) == [2, 2, 2]
 
@@ -338,12 +346,12 @@ def test_gemm_efficiency_4096_bf16_against_independent_tflops(bf16):
 
 def test_gemm_shape_from_config_when_not_recorded():
     trace = load_trace(DATA / "matmul_add_4096_bf16_compiled.json.gz")
-    unknown = A.gemm_efficiency(trace)
+    unknown = gemm_efficiency(trace)
     assert len(unknown) == 10
     assert set(unknown["shape_source"]) == {"unknown"} and unknown["tflops"].isna().all()
     assert set(unknown["op"]) == {"aten::addmm"} and unknown["kernel"].str.contains("bias").all()
     config = RunConfig(m=4096, k=4096, n=4096, dtype="bfloat16", compile=True)
-    known = A.gemm_efficiency(trace, config=config)
+    known = gemm_efficiency(trace, config=config)
     assert set(known["shape_source"]) == {"config"}
     assert (known["flops"] == 2 * 4096**3).all()
     assert set(known["dtype"]) == {"bfloat16"}
@@ -353,8 +361,8 @@ def test_gemm_shape_from_config_when_not_recorded():
 
 def test_gemm_dtype_float_vs_tf32_kernel_name():
     fp32 = dict(input_type=("float", "float"), dims=((512, 256), (256, 128)))
-    plain = A.gemm_efficiency(matmul_add_steps(3, gemm_name="sm80_xmma_gemm_f32f32_ffma", **fp32))
-    tf32 = A.gemm_efficiency(matmul_add_steps(3, gemm_name="cutlass_tensorop_tf32_s1688gemm", **fp32))
+    plain = gemm_efficiency(matmul_add_steps(3, gemm_name="sm80_xmma_gemm_f32f32_ffma", **fp32))
+    tf32 = gemm_efficiency(matmul_add_steps(3, gemm_name="cutlass_tensorop_tf32_s1688gemm", **fp32))
     assert set(plain["dtype"]) == {"float32"} and set(tf32["dtype"]) == {"tf32"}
     assert (plain["m"] == 512).all() and (plain["k"] == 256).all() and (plain["n"] == 128).all()
     peak = lookup_peak("NVIDIA H200")
@@ -365,7 +373,7 @@ def test_gemm_dtype_float_vs_tf32_kernel_name():
 def test_gemm_memory_bound_with_a_thin_shape():
     # 4096×16 @ 16×4096 bf16: 2·4096²·16 FLOPs over (2·4096·16 + 4096²)·2 bytes ≈ 15.5 FLOP/byte.
     trace = matmul_add_steps(3, dims=((4096, 16), (16, 4096)))
-    gemm = A.gemm_efficiency(trace)
+    gemm = gemm_efficiency(trace)
     assert gemm["intensity_flops_per_byte"].iloc[0] == pytest.approx(
         2 * 4096 * 16 * 4096 / ((2 * 4096 * 16 + 4096 * 4096) * 2))
     assert set(gemm["bound"]) == {"memory-bound"}
@@ -373,9 +381,139 @@ def test_gemm_memory_bound_with_a_thin_shape():
 
 def test_gemm_peak_passed_in_wins():
     fake = DevicePeak("Fake", {"bfloat16": 100.0}, 1000.0, "test")
-    gemm = A.gemm_efficiency(matmul_add_steps(3), peak=fake)
+    gemm = gemm_efficiency(matmul_add_steps(3), peak=fake)
     assert (gemm["peak_tflops"] == 100.0).all()
     assert gemm["ridge_flops_per_byte"].iloc[0] == pytest.approx(100e12 / 1e12)
+
+
+# ---- GEMM figures from GEMM kernels only (issue 11) ------------------------------------------
+
+CAST_KERNEL = "void at::native::vectorized_elementwise_kernel<4, at::native::bfloat16_copy_kernel_cuda>"
+BF16_GEMM_KERNEL = "nvjet_sm90_tst_128x128_64x6_2x1_v_bz_NTT"
+BIG = dict(dims=((4096, 4096), (4096, 4096)))
+BIG_FLOPS = 2 * 4096**3
+
+
+def _autocast_linear_steps(n_steps: int = 3):
+    """nn.Linear under bf16 autocast as torch records it: an outer aten::linear with the float32
+    inputs, the casts (aten::to → a copy kernel) inside it, then the inner aten::linear →
+    aten::addmm on bfloat16 inputs, which launches the GEMM kernel."""
+    f32 = {"Input Dims": [[4096, 1024], [1024, 1024], [1024]], "Input type": ["float"] * 3}
+    bf16 = {"Input Dims": [[1024], [4096, 1024], [1024, 1024]], "Input type": ["c10::BFloat16"] * 3}
+    events, t = [], 1000.0
+    for i in range(n_steps):
+        corr = 2 * i + 1
+        events += [op("aten::linear", t, 200, **f32), op("aten::to", t + 5, 30), op("aten::_to_copy", t + 6, 28),
+                   op("aten::copy_", t + 8, 24), launch(t + 10, 5, corr), kernel(CAST_KERNEL, t + 20, 2.5, corr),
+                   op("aten::linear", t + 50, 120, **{**bf16, "Input Dims": [[4096, 1024], [1024, 1024], [1024]]}),
+                   op("aten::addmm", t + 55, 100, **bf16), launch(t + 60, 10, corr + 1),
+                   kernel(BF16_GEMM_KERNEL, t + 80, 30, corr + 1)]
+        t += 300
+    return build(events, device_properties=[H200_PROPS])
+
+
+def test_autocast_gemm_rows_name_the_gemm_kernel_not_the_cast():
+    # Before: the outer linear paired its float32 shape with the 2.5 µs cast kernel, "GEMM
+    # 4096×1024×1024 float32: 3436 TFLOP/s, 5128 % of peak — vectorized_elementwise_kernel".
+    figures = gemm_figures(_autocast_linear_steps(), peak=lookup_peak("NVIDIA H200"))
+    gemm = figures.rows
+    assert len(gemm) == 3 and figures.above_peak == 0
+    assert set(gemm["kernel"]) == {BF16_GEMM_KERNEL} and set(gemm["op"]) == {"aten::addmm"}
+    assert set(gemm["dtype"]) == {"bfloat16"}
+    assert list(gemm["tflops"]) == pytest.approx([2 * 4096 * 1024 * 1024 / 30e-6 / 1e12] * 3)
+    assert (gemm["tflops"] <= gemm["peak_tflops"]).all()
+
+
+def test_tf32_tensor_op_kernel_is_tf32():
+    # A CUTLASS s1688gemm on float32 inputs runs TF32 tensor cores: judged by the TF32 peak (it
+    # was called float32 and shown at 512 % of the FP32 peak).
+    peak = lookup_peak("NVIDIA H200")
+    trace = matmul_add_steps(3, gemm_name="cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4", gemm_us=400,
+                             input_type=("float", "float"), **BIG)
+    gemm = gemm_efficiency(trace)
+    assert set(gemm["dtype"]) == {"tf32"} and (gemm["peak_tflops"] == peak.tflops["tf32"]).all()
+    assert gemm["pct_of_peak"].iloc[0] == pytest.approx(100 * BIG_FLOPS / 400e-6 / 1e12 / peak.tflops["tf32"])
+
+
+def test_figure_above_peak_is_dropped_and_noted():
+    # 4096³ bf16 in 40 µs would be 3,436 TFLOP/s on a 989 TFLOP/s GPU: not a measurement.
+    trace = matmul_add_steps(3, gemm_us=40, **BIG)
+    figures = gemm_figures(trace)
+    assert figures.rows.empty and figures.above_peak == 3
+    assert figures.above_peak_max_pct == pytest.approx(100 * BIG_FLOPS / 40e-6 / 1e12 / 989.0, rel=1e-3)
+    analysis = analyze(trace)
+    assert analysis.gemm.empty
+    (note,) = analysis.gemm_notes
+    assert note.startswith(ABOVE_PEAK_NOTE) and "3 GEMM instance(s)" in note
+    # The same kernel at a possible speed stays, and leaves no note.
+    ok = analyze(matmul_add_steps(3, gemm_us=400, **BIG))
+    assert len(ok.gemm) == 3 and not ok.gemm_notes
+    # Without a known peak nothing can be judged: the rows stay, without a % of peak.
+    mystery = [{**H200_PROPS, "name": "Mystery"}]
+    unknown = gemm_figures(matmul_add_steps(3, gemm_us=40, device_properties=mystery, **BIG))
+    assert len(unknown.rows) == 3 and unknown.rows["pct_of_peak"].isna().all() and not unknown.notes
+
+
+def test_float_inputs_run_as_tf32_when_the_run_enabled_it():
+    # An nvjet kernel does not name its dtype: float32 inputs are FP32, unless the run's config
+    # enabled TF32. As FP32 the figure exceeds the FP32 peak, so it is dropped rather than shown.
+    trace = matmul_add_steps(3, gemm_name=BF16_GEMM_KERNEL, gemm_us=400, input_type=("float", "float"), **BIG)
+    as_fp32 = gemm_figures(trace)
+    assert as_fp32.rows.empty and as_fp32.above_peak == 3
+    config = RunConfig(m=4096, k=4096, n=4096, dtype="tf32")
+    as_tf32 = gemm_efficiency(trace, config=config)
+    assert set(as_tf32["dtype"]) == {"tf32"} and (as_tf32["tflops"] < as_tf32["peak_tflops"]).all()
+
+
+def test_gemm_flops_from_the_trace_when_the_shape_is_unknown():
+    events = []
+    for i in range(3):
+        t = 1000.0 + 200 * i
+        events += [op("aten::mm", t, 40, **{"Input type": ["c10::BFloat16"] * 2}), launch(t + 20, 10, i + 1),
+                   kernel(BF16_GEMM_KERNEL, t + 35, 50, i + 1)]
+    trace = build(events, device_properties=[H200_PROPS])
+    assert gemm_efficiency(trace)["flops"].isna().all()
+    # profile(with_flops=True) writes a "flops" arg on the op; a trace model that keeps it as a column
+    # gives the FLOPs when Input Dims are missing.
+    flops = np.where(trace.events["name"].astype(str) == "aten::mm", 2.0 * 512**3, 0.0)
+    gemm = gemm_efficiency(replace(trace, events=trace.events.assign(flops=flops)))
+    assert set(gemm["shape_source"]) == {"unknown"} and (gemm["flops"] == 2 * 512**3).all()
+    assert list(gemm["tflops"]) == pytest.approx([2 * 512**3 / 50e-6 / 1e12] * 3)
+
+
+def test_attention_kernels_are_not_gemms_even_with_a_config():
+    flash = "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, cutlass::bfloat16_t>>"
+    events = [op("aten::_flash_attention_forward", 1000, 100), launch(1020, 10, 1), kernel(flash, 1040, 50, 1)]
+    trace = build(events, device_properties=[H200_PROPS])
+    assert gemm_efficiency(trace, config=RunConfig(workload="attention_flash")).empty
+
+
+@pytest.mark.parametrize("name, is_gemm, dtype", [
+    ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", True, None),
+    ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_NNT", True, None),
+    ("sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas",
+     True, "tf32"),
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x64x8_stage3_warpsize2x2x1_ffma_aligna4", True, "float32"),
+    ("sm90_xmma_gemm_bf16bf16_bf16f32", True, "bfloat16"),
+    ("cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4", True, "tf32"),
+    ("void cutlass::Kernel2<cutlass_80_tensorop_f16_s16816gemm_f16_128x64_64x3_tn_align8>", True, "float16"),
+    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>", True, "float32"),
+    ("volta_h884gemm_64x64_ldg8_nn", True, "float16"),
+    ("ampere_sgemm_128x64_nn", True, "float32"),
+    ("void gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4, true>", True, None),
+    ("triton_tem_fused_addmm_0", True, None),
+    ("triton_poi_fused_mm_0", False, None),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, cutlass::bfloat16_t>>", False, None),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_kernel0_0", False, None),
+    ("sm80_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nchw", False, None),
+    ("void splitKreduce_kernel<32, 16, int, float, float, float, float, true, false, false>", False, None),
+    (CAST_KERNEL, False, None),
+    ("void at::native::elementwise_kernel<128, 4, at::native::CUDAFunctor_add<c10::BFloat16>>", False, None),
+])
+def test_gemm_kernel_recogniser(name, is_gemm, dtype):
+    assert is_gemm_kernel(name) is is_gemm
+    if is_gemm:
+        assert gemm_kernel_dtype(name) == dtype
 
 
 @pytest.mark.parametrize("op_name, dims, expected", [
@@ -387,7 +525,7 @@ def test_gemm_peak_passed_in_wins():
     ("aten::mm", [[8, 4]], None),
 ])
 def test_gemm_shapes_per_op(op_name, dims, expected):
-    assert A._gemm_shape(op_name, dims) == expected
+    assert _gemm_shape(op_name, dims) == expected
 
 
 # ---- verdict ---------------------------------------------------------------------------------
@@ -400,7 +538,7 @@ def test_verdicts_on_real_traces(real):
     busy_pct = 100 * busy / (max(e for _, e in gpu) - min(s for s, _ in gpu))
     verdict = analysis.verdict
     assert verdict.gpu_busy_pct == pytest.approx(busy_pct, abs=1e-3)
-    assert verdict.kind == ("gpu-bound" if busy_pct >= A.GPU_BOUND_BUSY_PCT else "cpu-bound")
+    assert verdict.kind == ("gpu-bound" if busy_pct >= GPU_BOUND_BUSY_PCT else "cpu-bound")
     expected = {"matmul_add_4096_bf16": "gpu-bound", "matmul_add_1024_fp32": "cpu-bound",
                 "matmul_add_4096_bf16_compiled": "cpu-bound"}
     assert verdict.kind == expected[name]
@@ -409,14 +547,14 @@ def test_verdicts_on_real_traces(real):
 
 def test_verdict_without_gpu():
     cpu_only = build([op("aten::mm", 0, 100), op("aten::add", 120, 10)])
-    assert A.bound_verdict(cpu_only).kind == "cpu-only"
+    assert bound_verdict(cpu_only).kind == "cpu-only"
     launches_only = build([op("aten::mm", 0, 100), launch(10, 5, 1)], device_properties=[H200_PROPS])
-    verdict = A.bound_verdict(launches_only)
+    verdict = bound_verdict(launches_only)
     assert verdict.kind == "no-gpu-events"
 
 
 def test_cpu_only_trace_analyzes_to_empty_tables():
-    analysis = A.analyze(build([annotation("step", 0, 100), op("aten::mm", 10, 50),
+    analysis = analyze(build([annotation("step", 0, 100), op("aten::mm", 10, 50),
                                 annotation("step", 200, 100), op("aten::mm", 210, 50)]))
     assert analysis.kernels.empty and analysis.gemm.empty
     assert analysis.utilization.busy_us == 0 and analysis.utilization.gaps.empty

@@ -1,4 +1,5 @@
-"""compare_traces: eager vs compiled bf16 (the add kernel goes, the GEMM gains a bias epilogue)."""
+"""compare_traces / compare_analyses: eager vs compiled bf16 (the add kernel goes, the GEMM gains a
+bias epilogue), and the page's Compare against its Insights tabs."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from lab.analysis.compare import TOTAL_METRICS, compare_traces
+from lab.analysis import analyze, find_insights
+from lab.analysis.compare import TOTAL_METRICS, compare_analyses, compare_traces
+from lab.run.config import RunConfig
+from lab.run.devices import lookup_peak
+from lab.samples import list_samples
 from lab.trace.load import load_trace
-from tracebuild import build, kernel, launch, matmul_add_steps, op
+from tracebuild import H200_PROPS, build, kernel, launch, matmul_add_steps, op
 
 DATA = Path(__file__).parent / "data"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -100,3 +105,65 @@ def test_gpu_vs_cpu_only_trace():
     diff = compare_traces(gpu, cpu)
     assert diff.kernels.set_index("name").loc["gemm", "status"] == "gone"
     assert diff.total("gpu_busy_us") == (30.0, 0.0)
+
+
+# ---- the page's Compare uses the Insights tabs' analyses ----------------------------------------
+
+FP32_NO_TF32 = "FP32 matmul without TF32 on a tensor-core GPU"
+
+
+def _insights_tab(trace, config):
+    """What ui/cache.py computes for a run's Insights tab: analysed with its config and the device's peak."""
+    analysis = analyze(trace, peak=lookup_peak("NVIDIA H200"), config=config)
+    return analysis, find_insights(trace, analysis)
+
+
+def _compiled_fp32_steps():
+    """A compiled fp32 GEMM (3 ms for 4096³: 46 TFLOP/s, under the H200's FP32 peak): the kernel
+    runs inside a graph op that records no shapes or dtypes, so only the run's config says it is
+    a 4096³ float32 GEMM."""
+    events = []
+    for i in range(3):
+        t = 1000.0 + 4000.0 * i
+        events += [op("CompiledFunction", t, 100), launch(t + 20, 10, i + 1),
+                   kernel("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_ffma", t + 40, 3000, i + 1)]
+    return build(events, device_properties=[H200_PROPS])
+
+
+def _pairs():
+    by_file = {s.file: s for s in list_samples()}
+    for a, b in (("matmul_add_4096_bf16.json.gz", "matmul_add_4096_bf16_compiled.json.gz"),
+                 ("matmul_add_4096x4096x4096_bfloat16_cuda.json.gz",
+                  "matmul_add_compiled_4096x4096x4096_bfloat16_cuda.json.gz")):
+        sa, sb = by_file[a], by_file[b]
+        yield (load_trace(sa.path), RunConfig(**sa.config)), (load_trace(sb.path), RunConfig(**sb.config))
+    bf16 = load_trace(DATA / "matmul_add_4096_bf16.json.gz")
+    yield ((bf16, RunConfig(m=4096, k=4096, n=4096, dtype="bfloat16")),
+           (_compiled_fp32_steps(), RunConfig(m=4096, k=4096, n=4096, dtype="float32", compile=True)))
+
+
+@pytest.mark.parametrize("pair", list(_pairs()), ids=["samples-seed", "samples-recorded", "fp32-compiled"])
+def test_compare_insights_are_the_difference_of_the_insights_tabs(pair):
+    (trace_a, config_a), (trace_b, config_b) = pair
+    analysis_a, tab_a = _insights_tab(trace_a, config_a)
+    analysis_b, tab_b = _insights_tab(trace_b, config_b)
+    cmp = compare_analyses(analysis_a, analysis_b, insights_a=tab_a, insights_b=tab_b)
+    titles_a, titles_b = [i.title for i in tab_a], [i.title for i in tab_b]
+    assert cmp.insights_gone == tuple(t for t in titles_a if t not in titles_b)
+    assert cmp.insights_new == tuple(t for t in titles_b if t not in titles_a)
+    assert cmp.insights_kept == tuple(t for t in titles_a if t in titles_b)
+    # The same analyses give the same tables as comparing the traces.
+    plain = compare_traces(trace_a, trace_b)
+    assert cmp.kernels.equals(plain.kernels) and cmp.operators.equals(plain.operators)
+
+
+def test_compare_without_the_config_would_miss_an_insight_the_tab_shows():
+    # Why the page passes its cached analyses: re-analysing the traces alone (no config) finds no
+    # GEMM in the compiled fp32 run, so the FP32 insight of its Insights tab would not be "new".
+    bf16 = load_trace(DATA / "matmul_add_4096_bf16.json.gz")
+    fp32 = _compiled_fp32_steps()
+    analysis_a, tab_a = _insights_tab(bf16, RunConfig(m=4096, k=4096, n=4096, dtype="bfloat16"))
+    analysis_b, tab_b = _insights_tab(fp32, RunConfig(m=4096, k=4096, n=4096, dtype="float32", compile=True))
+    assert FP32_NO_TF32 in [i.title for i in tab_b]
+    assert FP32_NO_TF32 in compare_analyses(analysis_a, analysis_b, insights_a=tab_a, insights_b=tab_b).insights_new
+    assert FP32_NO_TF32 not in compare_traces(bf16, fp32).insights_new

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lab.analysis import insights as I
-from lab.analysis.core import analyze
+from lab.analysis import analyze
 from lab.run.devices import DevicePeak
 from lab.trace.load import load_trace
 from tracebuild import H200_PROPS, annotation, build, gpu_annotation, kernel, launch, matmul_add_steps, op
@@ -224,7 +224,11 @@ def test_fp32_without_tf32_silent_for_bf16_tf32_and_old_gpus(real):
     assert fire(I.fp32_without_tf32, matmul_add_steps(3, gemm_name="cutlass_tf32_gemm", **fp32)) is None
     volta = [{**H200_PROPS, "name": "Tesla V100", "computeMajor": 7}]
     assert fire(I.fp32_without_tf32, matmul_add_steps(3, device_properties=volta, **fp32)) is None
-    assert fire(I.fp32_without_tf32, matmul_add_steps(3, **fp32)) is not None
+    # A float32 GEMM kernel (the kernel name decides the dtype when it names one: a bf16 kernel
+    # under float inputs is autocast at work, not FP32 math).
+    fp32_kernel = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x64x8_stage3_warpsize2x2x1_ffma"
+    assert fire(I.fp32_without_tf32, matmul_add_steps(3, gemm_name=fp32_kernel, **fp32)) is not None
+    assert fire(I.fp32_without_tf32, matmul_add_steps(3, **fp32)) is None  # the default kernel is bf16
 
 
 # ---- GEMM below peak -----------------------------------------------------------------------

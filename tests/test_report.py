@@ -11,6 +11,7 @@ import pytest
 
 from lab.views import report as R
 from lab.trace.load import load_trace
+from tracebuild import matmul_add_steps
 
 DATA = Path(__file__).parent / "data"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -33,7 +34,7 @@ def test_report_is_strict_json(report):
     text = json.dumps(rep, allow_nan=False)
     assert json.loads(text) == rep
     for key in ("events", "by_category", "gpu", "top_kernels", "top_ops", "launch_delay_us", "insights",
-                "verdict", "steps", "gemm"):
+                "verdict", "steps", "gemm", "gemm_notes"):
         assert key in rep
 
 
@@ -111,6 +112,17 @@ def test_gemm_summary_of_the_bf16_trace():
     assert row["count"] == 10 and (row["m"], row["k"], row["n"]) == (4096, 4096, 4096)
     assert row["tflops_median"] == pytest.approx(statistics.median(2 * 4096**3 / (d * 1e-6) / 1e12 for d in durs))
     assert rep["device"] == "NVIDIA H200" and rep["peak"] == "H200 SXM"
+    assert rep["gemm_notes"] == []
+
+
+def test_gemm_figure_above_peak_is_a_note_not_a_line():
+    # 4096³ bf16 in 40 µs would be 3,436 TFLOP/s, 347 % of the H200's peak: left out, and said so.
+    rep = R.build_report(matmul_add_steps(3, gemm_us=40, dims=((4096, 4096), (4096, 4096))))
+    assert rep["gemm"] == []
+    (note,) = rep["gemm_notes"]
+    assert note.startswith("GEMM figure above peak — shape or kernel unrecognised") and "347 % of peak" in note
+    text = R.format_report(rep)
+    assert f"Note: {note}" in text and "TFLOP/s" not in text
 
 
 def test_format_report_mentions_the_essentials():

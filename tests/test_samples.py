@@ -1,4 +1,5 @@
-"""The bundled GPU samples (lab/samples) and the script that records them.
+"""The bundled GPU samples (lab/samples) and the script that records them; GEMM figures on every
+real trace (samples, the shared traces in tests/data, the ground-truth corpus).
 
 Every sample in the manifest must be a real GPU trace the lab can read: kernels, at least one
 GPU stream lane, and launch → kernel links. ``scripts/record_samples.py --device cpu --quick``
@@ -17,19 +18,32 @@ import sys
 import tarfile
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
-from lab.analysis.core import analyze
+from lab.analysis import analyze
+from lab.analysis.gemm import gemm_figures
 from lab.run.config import RunConfig
 from lab.run.lessons import LESSONS
 from lab.samples import MANIFEST, SAMPLES_DIR, Sample, list_samples, sample_for
 from lab.analysis.signals import Run, lesson_signals
 from lab.trace.load import load_trace
+from lab.vocab import GEMM_LEAF_OPS, is_gemm_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRIES = json.loads(MANIFEST.read_text(encoding="utf-8"))["samples"]
 CONFIG_FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
 TIMING_KEYS = {"profiled_median_us", "unprofiled_median_us", "method", "compile_s"}
+SHARED_TRACES = sorted((ROOT / "tests" / "data").glob("*.json.gz"))
+# Real programs recorded on the H200 with torch's key_averages beside each trace
+# (scripts/record_groundtruth.py): the committed subset, and the whole corpus where
+# LAB_GROUNDTRUTH_DIR points at it.
+GROUNDTRUTH_DIRS = [ROOT / "tests" / "data" / "groundtruth",
+                    *([Path(os.environ["LAB_GROUNDTRUTH_DIR"])] if os.environ.get("LAB_GROUNDTRUTH_DIR") else [])]
+GROUNDTRUTH = sorted({p for d in GROUNDTRUTH_DIRS for p in d.glob("*.json.gz")})
+# Lab TFLOP/s vs torch's flops over the GEMM kernels' time, where the trace was recorded with_flops.
+GEMM_TFLOPS_REL_TOL = 0.03
 
 
 def check_entry(entry: dict, folder: Path) -> None:
@@ -149,3 +163,57 @@ def test_lesson_signals_fire_on_the_h200_samples(key):
         runs.append(Run(lesson_run.name, trace, analyze(trace)))
     signals = lesson_signals(key, runs)
     assert signals and all(s.present for s in signals), [(s.title, s.evidence) for s in signals]
+
+
+# ---- GEMM figures on real traces (issue 11) ----------------------------------------------------
+
+
+def _check_gemm_figures(trace, config=None):
+    """No GEMM figure above the device's peak, none even needing to be dropped, and every row a
+    GEMM kernel's; returns the rows."""
+    analysis = analyze(trace, config=config)
+    figures = gemm_figures(trace, peak=analysis.peak, config=config, links=analysis.links)
+    assert figures.above_peak == 0, figures.notes
+    gemm = analysis.gemm
+    assert not analysis.gemm_notes
+    assert all(is_gemm_kernel(k) for k in gemm["kernel"]), set(gemm["kernel"])
+    rated = gemm.dropna(subset=["tflops", "peak_tflops"])
+    assert (rated["tflops"] <= rated["peak_tflops"]).all()
+    return gemm
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"] for e in ENTRIES])
+def test_sample_gemm_figures_come_from_gemm_kernels_below_peak(entry):
+    trace = load_trace(SAMPLES_DIR / entry["file"])
+    kernels = set(trace.events.loc[trace.events["cat"] == "kernel", "name"].astype(str))
+    for config in (None, *([RunConfig.from_dict(entry["config"])] if entry.get("config") else [])):
+        gemm = _check_gemm_figures(trace, config)
+        # Every GEMM kernel of these single-op programs is some row's, and nothing else is.
+        assert set(gemm["kernel"]) == {k for k in kernels if is_gemm_kernel(k)}
+
+
+@pytest.mark.parametrize("path", SHARED_TRACES, ids=[p.name for p in SHARED_TRACES])
+def test_shared_trace_gemm_figures_come_from_gemm_kernels_below_peak(path):
+    gemm = _check_gemm_figures(load_trace(path))
+    assert len(gemm) == 10
+
+
+def _torch_gemm_tflops(key_averages: pd.DataFrame) -> float:
+    """torch's answer: the GEMM ops' flops over the GEMM kernels' device time (NaN without flops)."""
+    ops = key_averages[(key_averages["device_type"] == "CPU") & key_averages["name"].isin(GEMM_LEAF_OPS)]
+    labels = key_averages.get("is_user_annotation", pd.Series(False, index=key_averages.index)).astype(bool)
+    kernels = key_averages[(key_averages["device_type"] != "CPU") & ~labels & key_averages["name"].map(is_gemm_kernel)]
+    flops, kernel_us = float(ops["flops"].sum()), float(kernels["self_device_us"].sum())
+    return flops / kernel_us / 1e6 if flops > 0 and kernel_us > 0 else float("nan")
+
+
+@pytest.mark.parametrize("path", GROUNDTRUTH, ids=[p.name for p in GROUNDTRUTH])
+def test_groundtruth_gemm_figures_below_peak_and_as_torch_counts_them(path):
+    trace = load_trace(path)
+    gemm = _check_gemm_figures(trace)
+    csv = path.with_name(path.name.removesuffix(".json.gz") + ".key_averages.csv")
+    expected = _torch_gemm_tflops(pd.read_csv(csv)) if csv.exists() else float("nan")
+    if np.isnan(expected):
+        return  # recorded without with_flops: torch has no FLOPs to compare with
+    got = float(gemm["flops"].sum() / gemm["kernel_us"].sum() / 1e6)
+    assert got == pytest.approx(expected, rel=GEMM_TFLOPS_REL_TOL)

@@ -169,7 +169,7 @@ def test_format_units_scale_back_to_raw(profile):
 
 
 def test_operator_summary_from_a_trace_uses_the_same_views():
-    from lab.analysis.core import operator_summary
+    from lab.analysis.operators import operator_summary
     from lab.trace.load import load_trace
 
     trace = load_trace(DATA / "matmul_add_1024_fp32.json.gz")
@@ -227,7 +227,7 @@ def test_trace_derived_table_shares_device_time_over_the_launching_ops():
     import gzip
     import json
 
-    from lab.analysis.core import analyze
+    from lab.analysis import analyze
     from lab.trace.load import load_trace
 
     path = Path(__file__).parent / "data" / "matmul_add_4096_bf16.json.gz"

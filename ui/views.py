@@ -12,7 +12,7 @@ import gzip
 import streamlit as st
 
 from lab import views as lv
-from lab.analysis import TOTAL_METRICS, Insight, Run, compare_traces, lesson_signals
+from lab.analysis import TOTAL_METRICS, Insight, Run, compare_analyses, lesson_signals
 from lab.run import LESSONS, DeviceInfo
 from lab.samples import Sample
 from lab.views import SORT_KEYS, TORCH_SORT_KEYS, category_counts, comparison_totals, fmt_us, is_device_sort, summarize
@@ -178,7 +178,9 @@ def compare_view(subjects: list[Subject], load) -> None:
     la, lb = load(a), load(b)
     if la is None or lb is None:
         return
-    cmp = compare_traces(la.trace, lb.trace, label_a="A", label_b="B")
+    # The cached analyses and insights (run config and peak included): what the two Insights tabs show.
+    cmp = compare_analyses(la.analysis, lb.analysis, insights_a=la.insights, insights_b=lb.insights,
+                           label_a="A", label_b="B")
     st.markdown("**Totals** (delta = B − A; ratio = B / A)")
     totals = comparison_totals(cmp.totals, TOTAL_METRICS)
     st.dataframe(totals, hide_index=True, width="stretch", column_config=_float_formats(totals))

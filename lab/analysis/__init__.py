@@ -1,15 +1,20 @@
 """Stage 3 of the pipeline: a ``Trace`` → analyses (operators, kernels, GPU use, steps, GEMMs,
 the verdict), insights (rules that cite numbers), lesson signals and comparisons.
 
-Each analysis is a pure function of a ``Trace`` returning plain data.
+Each analysis is a pure function of a ``Trace`` returning plain data, one concern per module:
+``operators`` (launch links, the operator and kernel tables), ``gpu`` (utilization, idle gaps,
+launch delays), ``steps``, ``gemm`` (efficiency against the device's peak), ``verdict``; ``bundle``
+is the facade (``analyze`` → ``Analysis``). ``columns`` holds the code/group-by helpers they
+share with the views.
 """
 
-from lab.analysis.compare import TOTAL_METRICS, Comparison, compare_traces
-from lab.analysis.core import Analysis, analyze, device_name
+from lab.analysis.bundle import Analysis, analyze
+from lab.analysis.compare import TOTAL_METRICS, Comparison, compare_analyses, compare_traces
+from lab.analysis.gemm import device_name
 from lab.analysis.insights import Insight, find_insights
 from lab.analysis.signals import Run, Signal, lesson_signals
 
 __all__ = [
     "TOTAL_METRICS", "Analysis", "Comparison", "Insight", "Run", "Signal", "analyze",
-    "compare_traces", "device_name", "find_insights", "lesson_signals",
+    "compare_analyses", "compare_traces", "device_name", "find_insights", "lesson_signals",
 ]  # fmt: skip

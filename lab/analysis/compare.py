@@ -1,6 +1,7 @@
 """Two traces side by side: what got faster, what appeared or vanished, which insights changed.
 
-``compare_traces(a, b)`` treats A as the baseline: ``delta = B − A`` and ``ratio = B / A``.
+``compare_analyses(a, b, ...)`` (analyses already computed) and ``compare_traces(a, b)`` (two
+traces, analysed once each) treat A as the baseline: ``delta = B − A`` and ``ratio = B / A``.
 Rows are an outer join on the name; a name missing from one trace counts as 0 there
 (``status`` says "both", "gone" = only in A, or "new" = only in B; ``ratio`` is NaN when A is 0).
 """
@@ -13,8 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lab.analysis.core import Analysis, analyze, host_work_us
+from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.insights import Insight, find_insights
+from lab.analysis.verdict import host_work_us
 from lab.trace.load import Trace
 
 DIFF_COLUMNS = ("name", "cat", "status", "a_count", "b_count", "a_us", "b_us", "delta_us", "ratio")
@@ -81,7 +83,7 @@ def _diff(a: pd.DataFrame, b: pd.DataFrame, value: str) -> pd.DataFrame:
     return out[list(DIFF_COLUMNS)].reset_index(drop=True)
 
 
-def _totals(analysis: Analysis, trace: Trace) -> dict[str, float]:
+def _totals(analysis: Analysis) -> dict[str, float]:
     kernels = analysis.kernels
     by_cat = kernels.groupby("cat")["total_us"].sum() if len(kernels) else pd.Series(dtype=float)
     steps = analysis.steps
@@ -100,15 +102,14 @@ def _totals(analysis: Analysis, trace: Trace) -> dict[str, float]:
     }
 
 
-def compare_traces(a: Trace, b: Trace, *, label_a: str = "A", label_b: str = "B",
-                   analysis_a: Analysis | None = None, analysis_b: Analysis | None = None,
-                   insights_a: list[Insight] | None = None, insights_b: list[Insight] | None = None) -> Comparison:
-    """Compare trace ``b`` with the baseline ``a`` (pass analyses/insights already computed to reuse them)."""
-    analysis_a = analysis_a or analyze(a)
-    analysis_b = analysis_b or analyze(b)
-    insights_a = insights_a if insights_a is not None else find_insights(a, analysis_a)
-    insights_b = insights_b if insights_b is not None else find_insights(b, analysis_b)
-    totals_a, totals_b = _totals(analysis_a, a), _totals(analysis_b, b)
+def compare_analyses(analysis_a: Analysis, analysis_b: Analysis, *, insights_a: list[Insight],
+                     insights_b: list[Insight], label_a: str = "A", label_b: str = "B") -> Comparison:
+    """Compare B with the baseline A from analyses and insights already computed.
+
+    The page passes its cached ones (``ui/cache.py``: analysed with the run's config and peak),
+    so "insights that changed" are exactly the difference of the two Insights tabs.
+    """
+    totals_a, totals_b = _totals(analysis_a), _totals(analysis_b)
     rows = []
     for metric in TOTAL_METRICS:
         va, vb = totals_a[metric], totals_b[metric]
@@ -126,3 +127,14 @@ def compare_traces(a: Trace, b: Trace, *, label_a: str = "A", label_b: str = "B"
         insights_new=tuple(t for t in titles_b if t not in titles_a),
         insights_kept=tuple(t for t in titles_a if t in titles_b),
     )
+
+
+def compare_traces(a: Trace, b: Trace, *, label_a: str = "A", label_b: str = "B") -> Comparison:
+    """Compare trace ``b`` with the baseline ``a``, analysing each once (the CLI's ``compare``).
+
+    Traces alone carry no run config, so GEMM shapes come from the traces only; a caller that
+    has analyses already (the page) uses ``compare_analyses``.
+    """
+    analysis_a, analysis_b = analyze(a), analyze(b)
+    return compare_analyses(analysis_a, analysis_b, insights_a=find_insights(a, analysis_a),
+                            insights_b=find_insights(b, analysis_b), label_a=label_a, label_b=label_b)

@@ -12,21 +12,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.analysis.core import (
-    GEMM_KERNEL_PATTERN,
-    SYNC_NAMES,
-    Analysis,
-    analyze,
-    compute_capability,
-    covered_us,
-    host_work_us,
-    mask_in,
-    mask_where,
-    texts,
-    used_gpu,
-)
+from lab.analysis.bundle import Analysis, analyze
+from lab.analysis.columns import mask_in, mask_where, texts
+from lab.analysis.gemm import compute_capability
+from lab.analysis.gpu import covered_us
+from lab.analysis.verdict import host_work_us, used_gpu
 from lab.trace.load import Trace
-from lab.vocab import GPU_ACTIVITY_CATS
+from lab.units import fmt_us_fixed
+from lab.vocab import GPU_ACTIVITY_CATS, SYNC_NAMES, is_gemm_kernel
 
 SEVERITIES = ("critical", "warning", "info")
 
@@ -72,7 +65,6 @@ PROFILER_RECIPE = "https://pytorch.org/tutorials/recipes/recipes/profiler_recipe
 PROFILER_SCHEDULE = "https://pytorch.org/docs/stable/profiler.html#torch.profiler.schedule"
 TUNING_GUIDE = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
 BRRR = "https://horace.io/brrr_intro.html"
-HTA_DOCS = "https://hta.readthedocs.io/en/latest/"
 TF32_NOTES = "https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices"
 COMPILE_TUTORIAL = "https://pytorch.org/tutorials/intermediate/torch_compile_tutorial.html"
 CUPTI_DOCS = "https://docs.nvidia.com/cupti/"
@@ -92,10 +84,6 @@ class Insight:
             raise ValueError(f"severity must be one of {SEVERITIES}, got {self.severity!r}")
 
 
-def _us(value: float) -> str:
-    return f"{value:,.0f} µs" if value >= 100 else f"{value:,.1f} µs"
-
-
 # --- rules -----------------------------------------------------------------------------------
 
 
@@ -109,8 +97,8 @@ def overhead_bound(trace: Trace, analysis: Analysis) -> Insight | None:
     return Insight(
         severity="critical" if ratio >= OVERHEAD_CRITICAL_RATIO else "warning",
         title="Overhead-bound: the CPU does far more work than the GPU",
-        evidence=(f"Ops spent {_us(cpu_us)} of self CPU time (synchronize waits excluded) for "
-                  f"{_us(gpu_us)} of GPU activity: {ratio:.1f}× more host time than device time; "
+        evidence=(f"Ops spent {fmt_us_fixed(cpu_us)} of self CPU time (synchronize waits excluded) for "
+                  f"{fmt_us_fixed(gpu_us)} of GPU activity: {ratio:.1f}× more host time than device time; "
                   f"the GPU was busy {analysis.utilization.active_busy_pct:.0f} % of its active window."),
         suggestion=("Give the GPU more work per launch: larger batches or shapes, fewer and bigger ops "
                     "(torch.compile fuses them), or CUDA graphs to replay many launches with one call."),
@@ -131,18 +119,19 @@ def cold_first_step(trace: Trace, analysis: Analysis) -> Insight | None:
     if np.isfinite(gaps[0]) and np.isfinite(gaps[1:]).any():
         later_gap = float(np.nanmedian(gaps[1:]))
         slow_gap = (gaps[0] >= COLD_STEP_RATIO * later_gap and gaps[0] - later_gap >= COLD_GAP_MIN_EXTRA_US)
-        gap_text = (f" Its label started {_us(gaps[0])} before its first op, against a median "
-                    f"{_us(later_gap)} later.")
+        gap_text = (f" Its label started {fmt_us_fixed(gaps[0])} before its first op, against a median "
+                    f"{fmt_us_fixed(later_gap)} later.")
     if not (slow_step or slow_gap):
         return None
     overhead = _profiler_overhead_in(trace, float(first["start_us"]), float(first["end_us"]))
-    overhead_text = (f" The profiler's own '{overhead[0]}' ({_us(overhead[1])}) overlaps it." if overhead else "")
+    overhead_text = (f" The profiler's own '{overhead[0]}' ({fmt_us_fixed(overhead[1])}) overlaps it."
+                     if overhead else "")
     label = "ProfilerStep" if first["source"] == "ProfilerStep" else f"'{first['name']}'"
     return Insight(
         severity="warning",
         title="Cold first step: one-time start-up costs inside the measurement",
-        evidence=(f"The first {label} step took {_us(float(first['cpu_us']))} of CPU time, "
-                  f"{first['cpu_us'] / later_us:.1f}× the median {_us(later_us)} of the "
+        evidence=(f"The first {label} step took {fmt_us_fixed(float(first['cpu_us']))} of CPU time, "
+                  f"{first['cpu_us'] / later_us:.1f}× the median {fmt_us_fixed(later_us)} of the "
                   f"{len(steps) - 1} later steps.{gap_text}{overhead_text}"),
         suggestion=("Run a few un-profiled warm-up iterations first, or use "
                     "torch.profiler.schedule(wait=1, warmup=1, active=N) so start-up costs (CUDA context, "
@@ -173,8 +162,8 @@ def long_synchronize(trace: Trace, analysis: Analysis) -> Insight | None:
     return Insight(
         severity="warning",
         title="Long synchronize while the GPU had little work",
-        evidence=(f"{len(rows)} synchronize call(s) kept the host waiting {_us(waited)} "
-                  f"(longest: {longest_name}, {_us(float(end[longest] - start[longest]))}), "
+        evidence=(f"{len(rows)} synchronize call(s) kept the host waiting {fmt_us_fixed(waited)} "
+                  f"(longest: {longest_name}, {fmt_us_fixed(float(end[longest] - start[longest]))}), "
                   f"but the GPU was busy only {busy_pct:.0f} % of that time."),
         suggestion=("Remove synchronizations you do not need (.item(), .cpu(), print of a CUDA tensor, "
                     "torch.cuda.synchronize() in the loop); sync once at the end of the measured region."),
@@ -194,11 +183,11 @@ def many_tiny_kernels(trace: Trace, analysis: Analysis) -> Insight | None:
     if median_us >= TINY_KERNEL_US or idle_pct < LAUNCH_BOUND_IDLE_PCT:
         return None
     launch = analysis.launches.launch_median_us
-    launch_text = f" against a median launch call of {_us(launch)} on the host" if launch == launch else ""
+    launch_text = f" against a median launch call of {fmt_us_fixed(launch)} on the host" if launch == launch else ""
     return Insight(
         severity="warning",
         title="Many tiny kernels: launch-bound",
-        evidence=(f"{count} kernels with a median duration of {_us(median_us)}{launch_text}; "
+        evidence=(f"{count} kernels with a median duration of {fmt_us_fixed(median_us)}{launch_text}; "
                   f"the GPU sat idle {idle_pct:.0f} % of its active window."),
         suggestion=("Fuse small ops (torch.compile), batch work into fewer larger kernels, or capture the "
                     "step in a CUDA graph (torch.compile(mode='reduce-overhead')) to cut launch cost."),
@@ -213,7 +202,7 @@ def unfused_bias_add(trace: Trace, analysis: Analysis) -> Insight | None:
     if len(rows) < 2:
         return None
     links = analysis.links
-    is_gemm_name = mask_where(ev["name"], lambda name: GEMM_KERNEL_PATTERN.search(name))
+    is_gemm_name = mask_where(ev["name"], is_gemm_kernel)
     gemm_kernels = set(analysis.gemm["kernel"]) if len(analysis.gemm) else set()
     is_kernel = mask_in(ev["cat"], ("kernel",))
     rows = rows[is_kernel[rows]]  # memsets between a GEMM and its add do not break the pattern
@@ -237,8 +226,8 @@ def unfused_bias_add(trace: Trace, analysis: Analysis) -> Insight | None:
     return Insight(
         severity="warning" if share >= UNFUSED_ADD_WARN_PCT else "info",
         title="Bias add runs as a separate kernel after the GEMM",
-        evidence=(f"{int(hits.sum())} add kernel(s) ({_us(add_us)}, {share:.1f} % of GPU time) each follow a GEMM "
-                  f"kernel on the same stream; each re-reads and re-writes the whole GEMM output."),
+        evidence=(f"{int(hits.sum())} add kernel(s) ({fmt_us_fixed(add_us)}, {share:.1f} % of GPU time) each "
+                  f"follow a GEMM kernel on the same stream; each re-reads and re-writes the whole GEMM output."),
         suggestion=("Fuse the bias into the GEMM: torch.addmm(b, x, w) (or nn.Linear / F.linear) runs the add "
                     "in cuBLAS's epilogue, and torch.compile picks that fused GEMM too (its kernel name carries "
                     "'bias' and the add kernel disappears)."),
@@ -280,7 +269,7 @@ def profiler_overhead_event(trace: Trace, analysis: Analysis) -> Insight | None:
     return Insight(
         severity="info",
         title="Profiler overhead in the timeline",
-        evidence=(f"{len(rows)} profiler event(s) ({', '.join(names)}) take {_us(float(dur.sum()))} on their "
+        evidence=(f"{len(rows)} profiler event(s) ({', '.join(names)}) take {fmt_us_fixed(float(dur.sum()))} on their "
                   f"own lane{overlap_text}. This is Kineto/CUPTI allocating its activity buffers, not your code."),
         suggestion=("Ignore this lane when reading the timeline; with torch.profiler.schedule's warmup steps the "
                     "buffer requests happen before the active steps you measure."),
@@ -306,8 +295,8 @@ def annotation_over_100_pct(trace: Trace, analysis: Analysis) -> Insight | None:
     return Insight(
         severity="info",
         title="The annotation's GPU row exceeds 100 % in key_averages",
-        evidence=(f"record_function '{uniq[best]}' spans {_us(float(sums[best]))} on the GPU "
-                  f"(gpu_user_annotation), {pct:.0f} % of the {_us(total)} of kernel/memcpy/memset time "
+        evidence=(f"record_function '{uniq[best]}' spans {fmt_us_fixed(float(sums[best]))} on the GPU "
+                  f"(gpu_user_annotation), {pct:.0f} % of the {fmt_us_fixed(total)} of kernel/memcpy/memset time "
                   f"that the table uses as its total."),
         suggestion=("Read that row as 'wall time from the label's first to last GPU work', gaps included, not as "
                     "GPU work: annotations are left out of the total. Use the kernel rows (or this lab's kernel "

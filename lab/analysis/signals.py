@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.analysis.core import Analysis
+from lab.analysis.bundle import Analysis
 from lab.trace.load import Trace
 from lab.units import fmt_us
-from lab.vocab import GEMM_LEAF_OPS
+from lab.vocab import GEMM_LEAF_OPS, is_gemm_kernel
 
 # CPU traces: the GEMM op must take at least this share of a large run's step to count as
 # compute-bound, and under the lower share of a tiny run's step for overhead-bound: at 64³ the
@@ -164,8 +164,8 @@ def _cold_vs_warm(runs: list[Run]) -> list[Signal]:
 
 def _fp32_vs_tf32(runs: list[Run]) -> list[Signal]:
     fp32, tf32 = runs
-    k32 = [n for n in _names(_kernels(fp32.trace)) if "gemm" in n.lower() or "nvjet" in n.lower()]
-    ktf = [n for n in _names(_kernels(tf32.trace)) if "gemm" in n.lower() or "nvjet" in n.lower()]
+    k32 = [n for n in _names(_kernels(fp32.trace)) if is_gemm_kernel(n)]
+    ktf = [n for n in _names(_kernels(tf32.trace)) if is_gemm_kernel(n)]
     if not k32 or not ktf:
         return [Signal("GEMM kernels recorded", False, "no GEMM kernel in one of the traces (CPU run?)")]
     t32 = float(fp32.analysis.kernels["total_us"].max())

@@ -15,12 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from lab.analysis.core import Analysis, analyze, device_name
-from lab.analysis.compare import Comparison, compare_traces
-from lab.analysis.insights import Insight, find_insights
-from lab.views.summary import category_counts
+from lab.analysis import Analysis, Comparison, Insight, analyze, compare_traces, device_name, find_insights
 from lab.trace.load import Trace, TraceError, load_trace
 from lab.units import fmt_pct, fmt_tflops, fmt_us
+from lab.views.summary import category_counts
 
 EXIT_BAD_INPUT = 2
 TOP_ROWS = 10  # rows of top_kernels / top_ops in a report
@@ -66,20 +64,6 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
     util = analysis.utilization
     launches = analysis.launches
     steps = analysis.steps
-    gemm = analysis.gemm
-    gemm_rows = []
-    if len(gemm):
-        grouped = gemm.assign(shape=gemm["m"].astype(str) + "×" + gemm["k"].astype(str) + "×" + gemm["n"].astype(str))
-        for (kernel, shape, dtype), rows in grouped.groupby(["kernel", "shape", "dtype"], sort=False, dropna=False):
-            gemm_rows.append({
-                "kernel": kernel, "op": rows["op"].iloc[0], "count": len(rows),
-                "m": rows["m"].iloc[0], "k": rows["k"].iloc[0], "n": rows["n"].iloc[0], "dtype": dtype,
-                "shape_source": rows["shape_source"].iloc[0],
-                "kernel_median_us": _median(rows["kernel_us"]),
-                "tflops_median": _median(rows["tflops"]),
-                "pct_of_peak_median": _median(rows["pct_of_peak"]),
-                "bound": rows["bound"].iloc[0],
-            })
     report = {
         "trace_name": trace.meta.trace_name,
         "device": device_name(trace) or None,
@@ -112,12 +96,32 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
             "median_cpu_us": float(steps["cpu_us"].median()) if len(steps) else None,
             "median_gpu_busy_pct": float(steps["gpu_busy_pct"].median()) if len(steps) else None,
         },
-        "gemm": gemm_rows,
+        "gemm": _gemm_rows(analysis.gemm),
+        "gemm_notes": list(analysis.gemm_notes),
         "verdict": {"kind": analysis.verdict.kind, "explanation": analysis.verdict.explanation},
         "insights": [{"severity": i.severity, "title": i.title, "evidence": i.evidence,
                       "suggestion": i.suggestion, "learn_more": i.learn_more} for i in insights],
     }
     return _plain(report)
+
+
+def _gemm_rows(gemm) -> list[dict]:
+    """One entry per (kernel, shape, dtype) of the GEMM table, with the medians of its instances."""
+    rows_out = []
+    if not len(gemm):
+        return rows_out
+    grouped = gemm.assign(shape=gemm["m"].astype(str) + "×" + gemm["k"].astype(str) + "×" + gemm["n"].astype(str))
+    for (kernel, _, dtype), rows in grouped.groupby(["kernel", "shape", "dtype"], sort=False, dropna=False):
+        rows_out.append({
+            "kernel": kernel, "op": rows["op"].iloc[0], "count": len(rows),
+            "m": rows["m"].iloc[0], "k": rows["k"].iloc[0], "n": rows["n"].iloc[0], "dtype": dtype,
+            "shape_source": rows["shape_source"].iloc[0],
+            "kernel_median_us": _median(rows["kernel_us"]),
+            "tflops_median": _median(rows["tflops"]),
+            "pct_of_peak_median": _median(rows["pct_of_peak"]),
+            "bound": rows["bound"].iloc[0],
+        })
+    return rows_out
 
 
 def _by_category(trace: Trace) -> dict:
@@ -158,13 +162,7 @@ def format_report(report: dict) -> str:
             lines.append(f"  {fmt_us(row['self_us']):>10}  {fmt_pct(row['self_share_pct']):>8}  ×{row['count']:<5} "
                          f"{_short(row['name'])}")
         lines.append("")
-    for row in report["gemm"]:
-        if row["tflops_median"] is not None:
-            lines.append(f"GEMM {row['m']:.0f}×{row['k']:.0f}×{row['n']:.0f} {row['dtype']}: "
-                         f"{fmt_tflops(row['tflops_median'])}, {fmt_pct(row['pct_of_peak_median'])} of peak "
-                         f"({row['bound'] or 'peak unknown'}) — {_short(row['kernel'], 50)}")
-    if report["gemm"]:
-        lines.append("")
+    lines += _gemm_lines(report)
     lines.append(f"Insights ({len(report['insights'])})")
     for item in report["insights"]:
         lines += [f"  [{item['severity']}] {item['title']}", f"      {item['evidence']}",
@@ -172,6 +170,18 @@ def format_report(report: dict) -> str:
     if not report["insights"]:
         lines.append("  none: nothing stands out")
     return "\n".join(lines)
+
+
+def _gemm_lines(report: dict) -> list[str]:
+    """One line per GEMM (kernel, shape, dtype) with a rate, then what was left out, then a blank."""
+    lines = []
+    for row in report["gemm"]:
+        if row["tflops_median"] is not None:
+            lines.append(f"GEMM {row['m']:.0f}×{row['k']:.0f}×{row['n']:.0f} {row['dtype']}: "
+                         f"{fmt_tflops(row['tflops_median'])}, {fmt_pct(row['pct_of_peak_median'])} of peak "
+                         f"({row['bound'] or 'peak unknown'}) — {_short(row['kernel'], 50)}")
+    lines += [f"Note: {note}" for note in report.get("gemm_notes", [])]
+    return lines + [""] if lines or report["gemm"] else lines
 
 
 def _short(text: str, width: int = 70) -> str:

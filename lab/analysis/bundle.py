@@ -1,0 +1,63 @@
+"""The facade: ``analyze`` runs every analysis of one trace once and bundles the results.
+
+One analyzer per concern, each a pure function of a ``Trace`` (HTA-style):
+``operators`` (links, operator and kernel tables), ``gpu`` (utilization, gaps, launch delays),
+``steps``, ``gemm`` (efficiency against the device's peak) and ``verdict``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from lab.analysis.gemm import gemm_figures, peak_for
+from lab.analysis.gpu import GpuUtilization, LaunchStats, gpu_utilization, launch_delays
+from lab.analysis.operators import Links, build_links, kernel_summary, operator_summary
+from lab.analysis.steps import step_breakdown
+from lab.analysis.verdict import Verdict, bound_verdict
+from lab.run.config import RunConfig
+from lab.run.devices import DevicePeak
+from lab.trace.load import Trace
+
+__all__ = ["Analysis", "analyze"]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Every analysis of one trace, computed once by ``analyze``."""
+
+    operators: pd.DataFrame
+    operators_by_shape: pd.DataFrame
+    kernels: pd.DataFrame
+    utilization: GpuUtilization
+    launches: LaunchStats
+    steps: pd.DataFrame
+    gemm: pd.DataFrame
+    verdict: Verdict
+    peak: DevicePeak | None
+    links: Links
+    # What the GEMM table left out and why (a figure above the device's peak is never shown).
+    gemm_notes: tuple[str, ...] = ()
+
+
+def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig | None = None) -> Analysis:
+    links = build_links(trace)
+    operators = operator_summary(trace, links=links)
+    utilization = gpu_utilization(trace)
+    launches = launch_delays(trace)
+    peak = peak if peak is not None else peak_for(trace)
+    gemm = gemm_figures(trace, peak=peak, config=config, links=links)
+    return Analysis(
+        operators=operators,
+        operators_by_shape=operator_summary(trace, group_by_shape=True, links=links),
+        kernels=kernel_summary(trace),
+        utilization=utilization,
+        launches=launches,
+        steps=step_breakdown(trace, links=links, utilization=utilization),
+        gemm=gemm.rows,
+        verdict=bound_verdict(trace, operators=operators, utilization=utilization, launches=launches),
+        peak=peak,
+        links=links,
+        gemm_notes=gemm.notes,
+    )

@@ -1,0 +1,197 @@
+"""Who launched what, and the two per-name tables: operators (key_averages-like) and kernels.
+
+Every function reads only ``Trace.events``, ``Trace.flows`` and ``Trace.meta`` (see
+``lab/trace/load.py`` for the columns) and works the same on a fresh run and on an uploaded trace.
+
+* *self time* — an event's duration minus the durations of its direct children in the same
+  lane (nesting from the ``depth`` column), as key_averages' "Self CPU".
+* *owner* of GPU activity — the CPU op that launched it: the parent of the launching runtime
+  call (``cudaLaunchKernel`` …) found through ``Trace.flows``, or, when a trace has no flows,
+  the CPU op carrying the same "External id".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from lab.analysis.columns import codes, frame, group_ids, group_min_max, group_mode, group_mode_values, mask_in, texts
+from lab.trace.load import Trace
+from lab.vocab import GPU_ACTIVITY_CATS, LAUNCH_CATS, OPERATOR_CATS
+
+__all__ = ["KERNEL_COLUMNS", "OPERATOR_COLUMNS", "Links", "build_links", "kernel_summary", "operator_summary"]
+
+# --------------------------------------------------------------------------- links
+
+
+@dataclass(frozen=True)
+class Links:
+    """Who contains whom and who launched what, as positions into ``trace.events``.
+
+    ``parent[i]``: direct parent of event i in its lane (-1 at the top).
+    ``launch[i]``: for GPU activity i, the CPU row that launched it (-1 if unknown).
+    ``owner[i]``: for GPU activity i, the CPU op it belongs to (parent of the launch call), -1 if none.
+    """
+
+    parent: np.ndarray
+    launch: np.ndarray
+    owner: np.ndarray
+
+
+def build_links(trace: Trace) -> Links:
+    ev = trace.events
+    n = len(ev)
+    parent = _parents(ev["depth"].to_numpy(), ev["lane_order"].to_numpy())
+    launch = np.full(n, -1, dtype=np.int64)
+    flows = trace.flows
+    if len(flows):
+        launch[flows["gpu_row"].to_numpy(dtype=np.int64)] = flows["launch_row"].to_numpy(dtype=np.int64)
+    is_launch_call = mask_in(ev["cat"], LAUNCH_CATS)
+    owner = launch.copy()
+    has = owner >= 0
+    # The op that owns GPU work is the one around its launch call, not the call itself.
+    via_call = has & is_launch_call[np.where(has, owner, 0)]
+    owner[via_call] = parent[owner[via_call]]
+    # Traces without flows (older Kineto, stripped uploads): fall back to the shared External id.
+    is_gpu = mask_in(ev["cat"], GPU_ACTIVITY_CATS)
+    orphan = np.flatnonzero(is_gpu & (launch < 0) & (ev["external_id"].to_numpy() >= 0))
+    if len(orphan):
+        is_op = mask_in(ev["cat"], ("cpu_op", "user_annotation")) & mask_in(ev["lane_kind"], ("cpu",))
+        op_ids = pd.Series(np.flatnonzero(is_op), index=ev["external_id"].to_numpy()[is_op])
+        op_ids = op_ids[~op_ids.index.duplicated(keep="last")]  # innermost op wins on ties
+        found = op_ids.reindex(ev["external_id"].to_numpy()[orphan]).to_numpy()
+        ok = ~np.isnan(found)
+        owner[orphan[ok]] = found[ok].astype(np.int64)
+    return Links(parent=parent, launch=launch, owner=owner)
+
+
+def _parents(depth: np.ndarray, lane: np.ndarray) -> np.ndarray:
+    """Direct parent per row: the nearest earlier row of the same lane one level up.
+
+    Rows are sorted by (lane, start), so a row's parent is the last row before it at
+    depth − 1; one searchsorted per depth level instead of a stack walk per event.
+    """
+    n = len(depth)
+    parent = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return parent
+    order = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[order], np.arange(int(depth.max()) + 2))
+    for d in range(1, int(depth.max()) + 1):
+        above = order[bounds[d - 1]:bounds[d]]  # positions at depth d-1, ascending
+        here = order[bounds[d]:bounds[d + 1]]
+        if not len(above) or not len(here):
+            continue
+        at = np.searchsorted(above, here, side="right") - 1
+        ok = at >= 0
+        cand = above[np.where(ok, at, 0)]
+        ok &= lane[cand] == lane[here]
+        parent[here[ok]] = cand[ok]
+    return parent
+
+
+def _device_times(trace: Trace, links: Links) -> tuple[np.ndarray, np.ndarray]:
+    """(self, total) GPU activity µs per CPU row: launched by the row / by it or its descendants."""
+    ev = trace.events
+    n = len(ev)
+    dur = ev["dur_us"].to_numpy()
+    rows = np.flatnonzero(links.owner >= 0)
+    cur = links.owner[rows]
+    weights = dur[rows]
+    self_us = np.bincount(cur, weights=weights, minlength=n) if len(cur) else np.zeros(n)
+    total_us = np.zeros(n)
+    while len(cur):
+        total_us += np.bincount(cur, weights=weights, minlength=n)
+        cur = links.parent[cur]
+        keep = cur >= 0
+        cur, weights = cur[keep], weights[keep]
+    return self_us, total_us
+
+
+def _self_us(trace: Trace, links: Links) -> np.ndarray:
+    dur = trace.events["dur_us"].to_numpy()
+    has_parent = links.parent >= 0
+    children = np.bincount(links.parent[has_parent], weights=dur[has_parent], minlength=len(dur))
+    return np.maximum(dur - children, 0.0)
+
+
+# --------------------------------------------------------------------------- operators
+
+OPERATOR_COLUMNS = ("name", "cat", "count", "self_us", "total_us", "mean_us", "self_share_pct",
+                    "device_us", "self_device_us")
+
+
+def operator_summary(trace: Trace, *, group_by_shape: bool = False, links: Links | None = None) -> pd.DataFrame:
+    """key_averages-like table of CPU-side rows (ops, annotations, runtime calls).
+
+    Columns: name, cat, [input_dims], count, self_us, total_us, mean_us, self_share_pct
+    (of all rows' self time, like "Self CPU %"), device_us (GPU activity launched by the op
+    or its descendants, like "CUDA total"), self_device_us (launched by the op itself).
+    Sorted by self_us, largest first.
+    """
+    links = links or build_links(trace)
+    ev = trace.events
+    keys = ["name", "cat"] + (["input_dims"] if group_by_shape else [])
+    columns = list(OPERATOR_COLUMNS[:2]) + keys[2:] + list(OPERATOR_COLUMNS[2:])
+    rows = np.flatnonzero(mask_in(ev["cat"], OPERATOR_CATS) & mask_in(ev["lane_kind"], ("cpu",)))
+    if not len(rows):
+        return pd.DataFrame({c: pd.Series(dtype=object if c in keys else float) for c in columns})
+    coded = {k: codes(ev[k]) for k in keys}
+    gid, first = group_ids(*(coded[k][0][rows] for k in keys))
+    n_groups = len(first)
+    self_dev, total_dev = _device_times(trace, links)
+
+    def total(values):
+        return np.bincount(gid, weights=values[rows], minlength=n_groups)
+
+    out = {k: coded[k][1][coded[k][0][rows[first]]] for k in keys}
+    count = np.bincount(gid, minlength=n_groups)
+    self_us = total(_self_us(trace, links))
+    total_us = total(ev["dur_us"].to_numpy())
+    total_self = self_us.sum()
+    out.update(
+        count=count, self_us=self_us, total_us=total_us, mean_us=total_us / count,
+        self_share_pct=100.0 * self_us / total_self if total_self > 0 else np.zeros(n_groups),
+        device_us=total(total_dev), self_device_us=total(self_dev),
+    )
+    return frame({c: out[c] for c in columns}, sort_by="self_us")
+
+
+# --------------------------------------------------------------------------- kernels
+
+KERNEL_COLUMNS = ("name", "cat", "count", "total_us", "mean_us", "min_us", "max_us", "share_pct",
+                  "grid", "block", "registers_per_thread", "shared_memory_bytes", "occupancy_pct")
+
+
+def kernel_summary(trace: Trace) -> pd.DataFrame:
+    """One row per GPU activity name: kernels, memcpys and memsets.
+
+    Columns: name, cat, count, total_us, mean_us, min_us, max_us, share_pct (of the summed
+    duration of all GPU activity), and the most common grid, block, registers_per_thread,
+    shared_memory_bytes, occupancy_pct of its launches. Sorted by total_us, largest first.
+    """
+    ev = trace.events
+    rows = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    if not len(rows):
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("name", "cat", "grid", "block") else float)
+                             for c in KERNEL_COLUMNS})
+    name_codes, name_text = codes(ev["name"])
+    gid, first = group_ids(name_codes[rows])
+    n_groups = len(first)
+    dur = ev["dur_us"].to_numpy()[rows]
+    out = {"name": name_text[name_codes[rows[first]]], "cat": texts(ev["cat"], rows[first])}
+    count = np.bincount(gid, minlength=n_groups)
+    total_us = np.bincount(gid, weights=dur, minlength=n_groups)
+    total = total_us.sum()
+    min_us, max_us = group_min_max(gid, dur, n_groups)
+    out.update(count=count, total_us=total_us, mean_us=total_us / count, min_us=min_us, max_us=max_us,
+               share_pct=100.0 * total_us / total if total > 0 else np.zeros(n_groups))
+    for col in ("grid", "block"):
+        col_codes, text = codes(ev[col])
+        out[col] = text[group_mode(gid, col_codes[rows], n_groups)]
+    for col in ("registers_per_thread", "shared_memory_bytes", "occupancy_pct"):
+        out[col] = group_mode_values(gid, ev[col].to_numpy(dtype=float)[rows], n_groups)
+    return frame({c: out[c] for c in KERNEL_COLUMNS}, sort_by="total_us")
+

@@ -1,0 +1,104 @@
+"""Steps: ``ProfilerStep#N`` events, else the outermost repeated annotation, with the GPU work
+inside each step's CPU window and the GPU work it launched."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from lab.analysis.columns import codes, group_ids, mask_in, mask_where, texts
+from lab.analysis.gpu import GpuUtilization, covered_us, gpu_utilization
+from lab.analysis.operators import Links, build_links
+from lab.trace.load import Trace
+from lab.vocab import PROFILER_STEP_PREFIX
+
+__all__ = ["STEP_COLUMNS", "step_breakdown", "step_rows"]
+
+STEP_COLUMNS = ("step", "name", "source", "start_us", "end_us", "cpu_us", "first_child_gap_us",
+                "gpu_busy_us", "gpu_idle_us", "gpu_busy_pct", "launched_gpu_us", "launched_count")
+
+
+def step_rows(trace: Trace) -> tuple[np.ndarray, str]:
+    """Positions of the step events and where they came from ("ProfilerStep", "annotation" or "")."""
+    ev = trace.events
+    on_cpu = mask_in(ev["lane_kind"], ("cpu",))
+    marked = (on_cpu & mask_where(ev["name"], lambda name: name.startswith(PROFILER_STEP_PREFIX))
+              & mask_in(ev["cat"], ("cpu_op", "user_annotation")))
+    if marked.any():
+        return np.flatnonzero(marked), "ProfilerStep"
+    is_ann = on_cpu & mask_in(ev["cat"], ("user_annotation",))
+    if not is_ann.any():
+        return np.array([], dtype=np.int64), ""
+    name_codes, _ = codes(ev["name"])
+    rows = np.flatnonzero(is_ann)
+    depth_all = ev["depth"].to_numpy()
+    gid, first = group_ids(name_codes[rows])
+    count = np.bincount(gid)
+    depth = np.full(len(first), np.iinfo(np.int64).max)
+    np.minimum.at(depth, gid, depth_all[rows].astype(np.int64))
+    dur = np.bincount(gid, weights=ev["dur_us"].to_numpy()[rows])
+    repeated = np.flatnonzero(count >= 2)
+    if not len(repeated):
+        return np.array([], dtype=np.int64), ""
+    # The outermost repeated label is the step; among equals, the most frequent, then the longest.
+    best = repeated[np.lexsort((-dur[repeated], -count[repeated], depth[repeated]))[0]]
+    pick = is_ann & (name_codes == name_codes[rows[first[best]]]) & (depth_all == depth[best])
+    return np.flatnonzero(pick), "annotation"
+
+
+def step_breakdown(trace: Trace, *, links: Links | None = None,
+                   utilization: GpuUtilization | None = None) -> pd.DataFrame:
+    """Per step: CPU time, GPU busy/idle inside the step's window, GPU work it launched.
+
+    Steps are ``ProfilerStep#N`` events when the trace has them, else the outermost
+    user annotation that repeats (the ``source`` column says which). ``gpu_busy_us`` is the
+    union of all GPU activity clipped to [start_us, end_us] (the CPU window of the step);
+    ``launched_gpu_us`` sums the GPU activity whose launch call lies inside the step, wherever
+    it ran. ``first_child_gap_us`` = first child's start − the step's start.
+    """
+    rows, source = step_rows(trace)
+    if not len(rows):
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("name", "source") else float) for c in STEP_COLUMNS})
+    links = links or build_links(trace)
+    utilization = utilization or gpu_utilization(trace)
+    ev = trace.events
+    ts = ev["ts_us"].to_numpy()
+    dur = ev["dur_us"].to_numpy()
+    start, end = ts[rows], ts[rows] + dur[rows]
+    order = np.argsort(start, kind="stable")
+    rows, start, end = rows[order], start[order], end[order]
+    # First child: rows are sorted by start inside a lane, so the first row naming the step as parent.
+    kids = np.flatnonzero(np.isin(links.parent, rows))
+    first_kid = np.full(len(ev), len(ev), dtype=np.int64)
+    np.minimum.at(first_kid, links.parent[kids], kids)
+    first_kid = first_kid[rows]
+    has_kid = first_kid < len(ev)
+    gap = np.full(len(rows), np.nan)
+    gap[has_kid] = ts[first_kid[has_kid]] - start[has_kid]
+    busy = covered_us(utilization.busy_intervals["start_us"].to_numpy(),
+                      utilization.busy_intervals["end_us"].to_numpy(), start, end)
+    # GPU work launched from inside each step (same lane, launch start within the window).
+    launched_us = np.zeros(len(rows))
+    launched_n = np.zeros(len(rows), dtype=np.int64)
+    gpu_rows = np.flatnonzero(links.launch >= 0)
+    if len(gpu_rows):
+        lrow = links.launch[gpu_rows]
+        lts = ts[lrow]
+        k = np.searchsorted(start, lts, side="right") - 1
+        ok = k >= 0
+        kk = np.where(ok, k, 0)
+        lane = ev["lane_order"].to_numpy()
+        ok &= (lts <= end[kk]) & (lane[lrow] == lane[rows[kk]])
+        launched_us = np.bincount(kk[ok], weights=dur[gpu_rows][ok], minlength=len(rows))
+        launched_n = np.bincount(kk[ok], minlength=len(rows))
+    cpu = end - start
+    return pd.DataFrame({
+        "step": np.arange(len(rows)),
+        "name": texts(ev["name"], rows),
+        "source": source,
+        "start_us": start, "end_us": end, "cpu_us": cpu, "first_child_gap_us": gap,
+        "gpu_busy_us": busy, "gpu_idle_us": np.maximum(cpu - busy, 0.0),
+        "gpu_busy_pct": np.where(cpu > 0, 100.0 * busy / np.where(cpu > 0, cpu, 1.0), 0.0),
+        "launched_gpu_us": launched_us, "launched_count": launched_n,
+    })
+

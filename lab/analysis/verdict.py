@@ -1,0 +1,85 @@
+"""The verdict: what limits the run (the GPU, or the host feeding it), with the numbers behind it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from lab.analysis.columns import mask_in
+from lab.analysis.gpu import GpuUtilization, LaunchStats, gpu_utilization, launch_delays
+from lab.analysis.operators import operator_summary
+from lab.trace.load import Trace
+from lab.vocab import LAUNCH_CATS, SYNC_NAMES
+
+__all__ = ["GPU_BOUND_BUSY_PCT", "Verdict", "bound_verdict", "host_work_us", "used_gpu"]
+
+# A GPU that is busy at least this share of its active window is the bottleneck: the host
+# keeps a queue of work ahead of it. Below it the GPU waits for the host between kernels.
+# 80 % follows HTA's temporal breakdown practice of treating sustained idle > 20 % as host-bound
+# (https://hta.readthedocs.io/en/latest/source/features/temporal_breakdown.html).
+GPU_BOUND_BUSY_PCT = 80.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What limits the run, with the numbers behind it.
+
+    kind: "gpu-bound" (GPU busy ≥ GPU_BOUND_BUSY_PCT of its active window), "cpu-bound" (the
+    GPU waits for the host), "no-gpu-events" (GPU used, no GPU activity recorded) or "cpu-only".
+    """
+
+    kind: str
+    explanation: str
+    gpu_busy_pct: float  # busy / GPU-active window
+    gpu_busy_us: float
+    gpu_activity_us: float
+    cpu_self_us: float  # self time of CPU-side rows, synchronize waits excluded
+    launch_delay_median_us: float
+
+
+def host_work_us(operators: pd.DataFrame) -> float:
+    """Self time of CPU-side rows of ``operator_summary`` minus time spent waiting in synchronize calls."""
+    if operators.empty:
+        return 0.0
+    waiting = operators["name"].isin(SYNC_NAMES)
+    return float(operators.loc[~waiting, "self_us"].sum())
+
+
+def bound_verdict(trace: Trace, *, operators: pd.DataFrame | None = None,
+                  utilization: GpuUtilization | None = None, launches: LaunchStats | None = None) -> Verdict:
+    operators = operators if operators is not None else operator_summary(trace)
+    utilization = utilization or gpu_utilization(trace)
+    launches = launches or launch_delays(trace)
+    cpu_us = host_work_us(operators)
+    numbers = dict(gpu_busy_pct=utilization.active_busy_pct, gpu_busy_us=utilization.busy_us,
+                   gpu_activity_us=utilization.activity_us, cpu_self_us=cpu_us,
+                   launch_delay_median_us=launches.delay_median_us)
+    if utilization.per_device.empty:  # no kernel, memcpy or memset at all
+        if used_gpu(trace):
+            return Verdict(kind="no-gpu-events", explanation=(
+                "The run used a GPU (launch calls or device properties are in the trace) but recorded "
+                "no GPU activity, so GPU time cannot be judged."), **numbers)
+        return Verdict(kind="cpu-only", explanation=(
+            f"No GPU in this trace: the {cpu_us:,.0f} µs of self CPU time in ops is the whole story."),
+            **numbers)
+    busy_pct = utilization.active_busy_pct
+    delay = launches.delay_median_us
+    delay_text = f", median launch delay {delay:,.1f} µs" if delay == delay else ""
+    if busy_pct >= GPU_BOUND_BUSY_PCT:
+        return Verdict(kind="gpu-bound", explanation=(
+            f"GPU-bound: the GPU was busy {busy_pct:.0f} % of its active window "
+            f"({utilization.busy_us:,.0f} µs of {utilization.active_span_us:,.0f} µs){delay_text}; "
+            f"the host keeps work queued, so faster kernels are what would help."), **numbers)
+    return Verdict(kind="cpu-bound", explanation=(
+        f"CPU-bound: the GPU was busy only {busy_pct:.0f} % of its active window "
+        f"({utilization.busy_us:,.0f} µs of {utilization.active_span_us:,.0f} µs) while ops spent "
+        f"{cpu_us:,.0f} µs of self CPU time{delay_text}; the GPU waits for the host between kernels."),
+        **numbers)
+
+
+def used_gpu(trace: Trace) -> bool:
+    """True when the trace shows a GPU was in use (launch calls or device properties)."""
+    has_calls = bool(mask_in(trace.events["cat"], LAUNCH_CATS).any())
+    return has_calls or bool(trace.meta.device_properties)
+
