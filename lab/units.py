@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["fmt_pct", "fmt_tflops", "fmt_us", "fmt_us_fixed"]
+__all__ = ["fmt_bytes", "fmt_pct", "fmt_tflops", "fmt_us", "fmt_us_fixed"]
 
 
 def fmt_us(us: float | None) -> str:
@@ -33,6 +33,16 @@ def fmt_us_fixed(us: float, *, sig_below_10: bool = False) -> str:
     if sig_below_10 and us < 10:
         return f"{us:.2g} µs"
     return f"{us:,.1f} µs"
+
+
+def fmt_bytes(n: float | None) -> str:
+    """Decimal units (1 GB = 1e9 B), as copy bandwidths in GB/s are quoted."""
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "—"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
 
 
 def fmt_pct(pct: float | None, digits: int = 1) -> str:
