@@ -222,8 +222,6 @@ def test_with_stack_fires_on_the_real_stack_traces(stem):
     assert f.python_events == sum(e.get("cat") == "python_function" for e in x)
 
 
-@pytest.mark.xfail(strict=True, reason="lab.trace keeps neither the top-level 'profile_memory' flag nor the "
-                                       "[memory] instant events; TraceMeta.profile_memory would make this pass")
 @pytest.mark.parametrize("stem", tagged("profile_memory")[:1])
 def test_profile_memory_fires_on_the_real_memory_traces(stem):
     assert raw(stem).get("profile_memory") == 1

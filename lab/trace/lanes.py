@@ -106,6 +106,8 @@ def trace_meta(top: dict, names: dict, start_ts: float, span_us: float) -> Trace
         cupti_version=opt_int(top.get("cupti_version")),
         record_shapes=opt_bool(top.get("record_shapes")),
         with_flops=opt_bool(top.get("with_flops")),
+        profile_memory=opt_bool(top.get("profile_memory")),
+        with_stack=opt_bool(top.get("with_stack")),
         distributed=dist,
         rank=opt_int(dist.get("rank")) if dist else None,
         start_ts_us=start_ts,

@@ -29,6 +29,8 @@ warps_per_sm           float64   NaN if none
 occupancy_pct          float64   "est. achieved occupancy %", NaN if none
 input_dims             category  "[[1024, 1024], [1024, 1024]]" style text, "" if none
 input_type             category  "['float', 'float']" style text, "" if none
+copy_bytes             float64   bytes of a gpu_memcpy / gpu_memset ("bytes"), NaN if none
+flops                  float64   the op's FLOP estimate ("flops", with_flops), NaN if none
 =====================  ========  ===========================================================
 
 ``Trace.flows`` — one row per CPU launch ↔ GPU activity pair:
@@ -48,7 +50,7 @@ EVENT_COLUMNS = (
     "name", "cat", "pid", "tid", "lane", "lane_kind", "lane_order", "ts_us", "dur_us", "depth",
     "correlation", "external_id", "device", "stream", "grid", "block", "registers_per_thread",
     "shared_memory_bytes", "blocks_per_sm", "warps_per_sm", "occupancy_pct", "input_dims",
-    "input_type",
+    "input_type", "copy_bytes", "flops",
 )  # fmt: skip
 
 
@@ -67,6 +69,8 @@ class TraceMeta:
     cupti_version: int | None = None
     record_shapes: bool | None = None
     with_flops: bool | None = None
+    profile_memory: bool | None = None
+    with_stack: bool | None = None
     distributed: dict | None = None
     rank: int | None = None
     start_ts_us: float = 0.0  # absolute ts of the first event, as in the file

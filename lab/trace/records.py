@@ -50,11 +50,13 @@ ARG_KEYS = {  # attribute -> key in the event's "args"
     "occupancy": "est. achieved occupancy %",
     "input_dims": "Input Dims",
     "input_type": "Input type",
+    "copy_bytes": "bytes",  # gpu_memcpy / gpu_memset size
+    "flops": "flops",  # cpu_op FLOPs estimate under with_flops
     "name": "name",  # metadata events: process/thread name
     "labels": "labels",  # metadata events: process label ("GPU 0", "CPU")
 }
 INT_ARGS = ("correlation", "external_id", "device", "stream")
-FLOAT_ARGS = ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy")
+FLOAT_ARGS = ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "copy_bytes", "flops")
 TEXT_ARGS = ("grid", "block", "input_dims", "input_type")
 _NAN = float("nan")
 _NO_TEXT = msgspec.Raw(b"")
@@ -78,6 +80,8 @@ class Args(msgspec.Struct, rename=ARG_KEYS, gc=False):
     blocks_per_sm: float = _NAN
     warps_per_sm: float = _NAN
     occupancy: float = _NAN
+    copy_bytes: float = _NAN
+    flops: float = _NAN
     input_dims: msgspec.Raw = _NO_TEXT
     input_type: msgspec.Raw = _NO_TEXT
     name: Any = None
@@ -108,6 +112,8 @@ class RawDoc(msgspec.Struct):
     cupti_version: Any = None
     record_shapes: Any = None
     with_flops: Any = None
+    profile_memory: Any = None
+    with_stack: Any = None
     distributedInfo: Any = None
 
 
