@@ -157,7 +157,7 @@ def test_columns_and_dtypes_follow_the_contract(real):
         "device": "int16", "stream": "int32", "grid": "category", "block": "category",
         "registers_per_thread": "float64", "shared_memory_bytes": "float64",
         "blocks_per_sm": "float64", "warps_per_sm": "float64", "occupancy_pct": "float64",
-        "input_dims": "category", "input_type": "category", "copy_bytes": "float64", "flops": "float64",
+        "input_dims": "category", "input_type": "category", "copy_bytes": "float64",
     }  # fmt: skip
     assert {c: str(t) for c, t in ev.dtypes.items()} == expected
     assert list(tr.flows.columns) == ["correlation", "launch_row", "gpu_row", "delay_us"]
@@ -514,17 +514,17 @@ GROUNDTRUTH = DATA / "groundtruth" / "cuda"
 
 @pytest.mark.parametrize("stem", ["copies_mixed", "seed_flops", "seed_mem", "seed_stack"])
 def test_copy_bytes_flops_and_recording_flags_match_the_json(stem):
-    """Memcpy "bytes", op "flops" and the top-level profile_memory / with_stack flags, read
-    by brute force from the JSON of real H200 traces."""
+    """Memcpy "bytes" and the top-level profile_memory / with_stack flags, read by brute force
+    from the JSON of real H200 traces. (Kineto writes no per-op "flops" arg, even under
+    with_flops: torch's flops column comes from shapes, as the lab's GEMM figures do.)"""
     path = GROUNDTRUTH / f"{stem}.json.gz"
     if not path.exists():
         pytest.skip(f"{path} is not in this checkout")
     raw = json.loads(gzip.decompress(path.read_bytes()))
     tr = load_trace(path)
     x = [e for e in raw["traceEvents"] if e.get("ph") == "X"]
-    for key, column in (("bytes", "copy_bytes"), ("flops", "flops")):
-        want = sorted(float(e["args"][key]) for e in x if key in e.get("args", {}))
-        got = sorted(tr.events[column].dropna().tolist())
-        assert got == want
+    want = sorted(float(e["args"]["bytes"]) for e in x if e.get("cat") in ("gpu_memcpy", "gpu_memset"))
+    assert sorted(tr.events["copy_bytes"].dropna().tolist()) == want
+    assert len(want) or stem != "copies_mixed"
     assert tr.meta.profile_memory == (bool(raw["profile_memory"]) if "profile_memory" in raw else None)
     assert tr.meta.with_stack == (bool(raw["with_stack"]) if "with_stack" in raw else None)

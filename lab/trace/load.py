@@ -226,7 +226,6 @@ def _events_frame(order: np.ndarray, cats: dict, cols: dict, lane_cols: dict, so
         "input_dims": category("input_dims"),
         "input_type": category("input_type"),
         "copy_bytes": cols["copy_bytes"][order],
-        "flops": cols["flops"][order],
     }
     return pd.DataFrame(frame, columns=list(EVENT_COLUMNS))
 

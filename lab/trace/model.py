@@ -30,7 +30,6 @@ occupancy_pct          float64   "est. achieved occupancy %", NaN if none
 input_dims             category  "[[1024, 1024], [1024, 1024]]" style text, "" if none
 input_type             category  "['float', 'float']" style text, "" if none
 copy_bytes             float64   bytes of a gpu_memcpy / gpu_memset ("bytes"), NaN if none
-flops                  float64   the op's FLOP estimate ("flops", with_flops), NaN if none
 =====================  ========  ===========================================================
 
 ``Trace.flows`` — one row per CPU launch ↔ GPU activity pair:
@@ -50,7 +49,7 @@ EVENT_COLUMNS = (
     "name", "cat", "pid", "tid", "lane", "lane_kind", "lane_order", "ts_us", "dur_us", "depth",
     "correlation", "external_id", "device", "stream", "grid", "block", "registers_per_thread",
     "shared_memory_bytes", "blocks_per_sm", "warps_per_sm", "occupancy_pct", "input_dims",
-    "input_type", "copy_bytes", "flops",
+    "input_type", "copy_bytes",
 )  # fmt: skip
 
 

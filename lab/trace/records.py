@@ -51,12 +51,11 @@ ARG_KEYS = {  # attribute -> key in the event's "args"
     "input_dims": "Input Dims",
     "input_type": "Input type",
     "copy_bytes": "bytes",  # gpu_memcpy / gpu_memset size
-    "flops": "flops",  # cpu_op FLOPs estimate under with_flops
     "name": "name",  # metadata events: process/thread name
     "labels": "labels",  # metadata events: process label ("GPU 0", "CPU")
 }
 INT_ARGS = ("correlation", "external_id", "device", "stream")
-FLOAT_ARGS = ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "copy_bytes", "flops")
+FLOAT_ARGS = ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "copy_bytes")
 TEXT_ARGS = ("grid", "block", "input_dims", "input_type")
 _NAN = float("nan")
 _NO_TEXT = msgspec.Raw(b"")
@@ -81,7 +80,6 @@ class Args(msgspec.Struct, rename=ARG_KEYS, gc=False):
     warps_per_sm: float = _NAN
     occupancy: float = _NAN
     copy_bytes: float = _NAN
-    flops: float = _NAN
     input_dims: msgspec.Raw = _NO_TEXT
     input_type: msgspec.Raw = _NO_TEXT
     name: Any = None
