@@ -41,7 +41,7 @@ SHARED_TRACES = sorted((ROOT / "tests" / "data").glob("*.json.gz"))
 # LAB_GROUNDTRUTH_DIR points at it.
 GROUNDTRUTH_DIRS = [ROOT / "tests" / "data" / "groundtruth",
                     *([Path(os.environ["LAB_GROUNDTRUTH_DIR"])] if os.environ.get("LAB_GROUNDTRUTH_DIR") else [])]
-GROUNDTRUTH = sorted({p for d in GROUNDTRUTH_DIRS for p in d.glob("*.json.gz")})
+GROUNDTRUTH = sorted({p for d in GROUNDTRUTH_DIRS for p in d.rglob("*.json.gz")})
 # Lab TFLOP/s vs torch's flops over the GEMM kernels' time, where the trace was recorded with_flops.
 GEMM_TFLOPS_REL_TOL = 0.03
 
