@@ -20,6 +20,8 @@ to take host times with care.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,11 +35,14 @@ __all__ = [
     "find_empty_capture", "find_profiler_inflation",
 ]  # fmt: skip
 
-# A window that holds at most 2 operator events (cpu_op / user_annotation other than
-# ProfilerStep#N) and no GPU activity captured no step: the smallest real step in the seed's
-# samples has 4 (the 'matmul_add' label, aten::matmul, aten::mm, aten::add).
-EMPTY_MAX_OPS = 2
+# A window with no operator event (cpu_op / user_annotation other than ProfilerStep#N) and no
+# GPU activity captured no step. The corpus's real empty windows hold 0 (H200: ProfilerStep#2
+# and the profiler's exit cudaDeviceSynchronize; CPU: one ProfilerStep or nothing), while a
+# tiny program of one or two ops is a real capture, to be judged like any other.
+EMPTY_MAX_OPS = 0
 MEMORY_EVENT_NAME = "[memory]"
+# Runtime/driver calls that start GPU work (kernels, graphs, copies, memsets).
+_LAUNCH_CALL = re.compile(r"Launch|Memcpy|Memset", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -93,9 +98,15 @@ def find_empty_capture(trace: Trace) -> EmptyCapture | None:
 
 
 def capture_explains_missing_gpu(trace: Trace) -> bool:
-    """True when a trace without GPU activity captured no ops either: the window was empty, so
-    "No GPU activity although a GPU was used — check CUPTI" must not fire."""
-    return find_empty_capture(trace) is not None
+    """True when a trace without GPU activity captured no ops either and launched nothing: the
+    window was empty, so "No GPU activity although a GPU was used — check CUPTI" must not fire.
+    Launch calls without GPU activity still point at CUPTI (the real empty windows of the
+    corpus hold only the profiler's exit cudaDeviceSynchronize, no launch)."""
+    if find_empty_capture(trace) is None:
+        return False
+    ev = trace.events
+    calls = texts(ev["name"], np.flatnonzero(mask_in(ev["cat"], ("cuda_runtime", "cuda_driver"))))
+    return not any(_LAUNCH_CALL.search(name) for name in set(calls))
 
 
 def _python_only_pct(trace: Trace, py: np.ndarray) -> float:

@@ -6,17 +6,13 @@ numbers go into ``evidence``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from lab.analysis.diag_capture import EmptyCapture, ProfilerInflation
 from lab.analysis.diag_comm import Collectives
 from lab.analysis.diag_copies import PageableCopies
 from lab.analysis.diag_graphs import GraphReplays
 from lab.analysis.diag_host import HOST_GAP_MIN_STRETCH_US, HostGaps, HostSyncs
+from lab.analysis.insight import Insight
 from lab.units import fmt_bytes, fmt_us
-
-if TYPE_CHECKING:
-    from lab.analysis.insights import Insight
 
 __all__ = [
     "collectives_insight", "empty_capture_insight", "graph_replays_insight", "host_gaps_insight",
@@ -31,16 +27,6 @@ CUDA_GRAPHS = "https://pytorch.org/docs/stable/notes/cuda.html#cuda-graphs"
 HTA_OVERLAP = "https://hta.readthedocs.io/en/latest/source/features/comm_comp_overlap.html"
 PROFILER_SCHEDULE = "https://pytorch.org/docs/stable/profiler.html#torch.profiler.schedule"
 PROFILER_RECIPE = "https://pytorch.org/tutorials/recipes/recipes/profiler_recipe.html"
-
-
-def _make_insight(**fields) -> Insight:
-    """``lab.analysis.insights.Insight``, imported at call time: insights.py will import these
-    rules, so a module-level import here would be an import circle (insights → diagnoses →
-    diag_text → insights, with ``Insight`` not yet defined). Move ``Insight`` to a leaf module
-    at merge and import it normally."""
-    from lab.analysis.insights import Insight as _Insight
-
-    return _Insight(**fields)
 
 
 def _pct(value: float) -> str:
@@ -62,7 +48,7 @@ def host_syncs_insight(f: HostSyncs) -> Insight:
                       for src, n, blocked, idle in f.by_source[:3])
     item = f" {f.item_calls} of them are .item() calls that copy a scalar to the host." if f.item_calls else ""
     per_step = f" (median {f.per_step_median:g}, max {f.per_step_max} per step)" if f.step_source else ""
-    return _make_insight(
+    return Insight(
         severity=f.severity,
         title="Host syncs inside steps leave the GPU idle",
         evidence=(f"{f.count} blocking sync(s) {_per_step(f.steps, f.step_source)}{per_step} held the host "
@@ -81,7 +67,7 @@ def host_gaps_insight(f: HostGaps) -> Insight:
     idle = (f" The GPU was idle {fmt_us(f.gpu_idle_us)} of that time, {_pct(f.gpu_idle_pct)} of "
             f"{_step_time(f.step_source)}." if f.gpu_idle_us is not None and f.gpu_idle_pct is not None else "")
     per_step = f"median {fmt_us(f.uncovered_median_us)} per step, " if f.step_source else ""
-    return _make_insight(
+    return Insight(
         severity=f.severity,
         title="Host work outside any op between steps",
         evidence=(f"{fmt_us(f.uncovered_us)} of host time {_per_step(f.steps, f.step_source)} passed with no op "
@@ -105,7 +91,7 @@ def pageable_copies_insight(f: PageableCopies) -> Insight:
               if f.pinned_count else " No copy used pinned memory.")
     bytes_note = ("" if f.bytes_source else " (this trace's memcpy sizes are not read: record_shapes=True, or "
                   "a loader that keeps Kineto's 'bytes' arg, gives GB/s)")
-    return _make_insight(
+    return Insight(
         severity=f.severity,
         title="Copies from pageable host memory",
         evidence=(f"{f.count} {'/'.join(f.directions)} memcpy(s) to or from pageable memory took "
@@ -122,7 +108,7 @@ def pageable_copies_insight(f: PageableCopies) -> Insight:
 
 def graph_replays_insight(f: GraphReplays) -> Insight:
     per_step = f" ({f.replays_per_step:.1f} per step)" if f.replays_per_step is not None else ""
-    return _make_insight(
+    return Insight(
         severity=f.severity,
         title="CUDA graph replays",
         evidence=(f"{f.replays} cudaGraphLaunch replay(s){per_step} ran {f.activities} GPU activities: "
@@ -147,7 +133,7 @@ def collectives_insight(f: Collectives) -> Insight:
                if f.overlap_pct is not None else "")
     gpu = (f"{f.comm_kernels} NCCL kernel(s) and the copies comm ops launched" if f.comm_kernels
            else "no NCCL kernel; the copies comm ops launched (gloo stages CUDA tensors through the host)")
-    return _make_insight(
+    return Insight(
         severity=f.severity,
         title="Collective communication",
         evidence=(f"{who}{backend}: {gpu} took {fmt_us(f.comm_gpu_us)}, {_pct(f.comm_busy_pct)} of GPU busy "
@@ -163,7 +149,7 @@ def collectives_insight(f: Collectives) -> Insight:
 def empty_capture_insight(f: EmptyCapture) -> Insight:
     steps = ", ".join(f.profiler_steps) if f.profiler_steps else "no ProfilerStep"
     cats = ", ".join(f"{n} {c}" for c, n in f.categories)
-    return _make_insight(
+    return Insight(
         severity=f.severity,
         title="The capture window recorded no ops",
         evidence=(f"The trace holds {f.ops} op(s){': ' + ', '.join(f.op_names) if f.op_names else ''}, "
@@ -186,7 +172,7 @@ def profiler_inflation_insight(f: ProfilerInflation) -> Insight:
     if f.profile_memory:
         said.append(f"profile_memory recorded {f.memory_events:,} allocation events" if f.memory_events
                     else "profile_memory was on")
-    return _make_insight(
+    return Insight(
         severity=f.severity,
         title="Profiler options inflate host times",
         evidence=("; ".join(said) + ". Each op's CPU time includes the cost of recording its stack / allocations "

@@ -23,8 +23,9 @@ CPU-bound / overhead-bound".
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from lab.analysis.insight import Insight
 from lab.analysis.diag_capture import (
     EmptyCapture,
     ProfilerInflation,
@@ -49,8 +50,6 @@ from lab.analysis.diag_text import (
 from lab.trace import Trace
 from lab.units import fmt_us
 
-if TYPE_CHECKING:
-    from lab.analysis.insights import Insight
 
 __all__ = [
     "DIAGNOSIS_RULES", "HOST_BOUND_PCT", "SYNC_BOUND_PCT", "Findings", "WeighedVerdict",

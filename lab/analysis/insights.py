@@ -8,20 +8,19 @@ insight across traces by title; the numbers go into ``evidence``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.columns import mask_in, mask_where, texts
 from lab.analysis.gemm import compute_capability
+from lab.analysis.diagnoses import DIAGNOSIS_RULES, capture_explains_missing_gpu, find_host_syncs
 from lab.analysis.gpu import covered_us
+from lab.analysis.insight import SEVERITIES, Insight
 from lab.analysis.verdict import host_work_us, used_gpu
 from lab.trace.load import Trace
 from lab.units import fmt_us_fixed
 from lab.vocab import GPU_ACTIVITY_CATS, SYNC_NAMES, is_gemm_kernel
 
-SEVERITIES = ("critical", "warning", "info")
 
 # --- thresholds ------------------------------------------------------------------------------
 # Host work this many times the GPU work means the GPU idles most of the time, however fast its
@@ -71,24 +70,15 @@ CUPTI_DOCS = "https://docs.nvidia.com/cupti/"
 CUDA_BEST_PRACTICES = "https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/"
 
 
-@dataclass(frozen=True)
-class Insight:
-    severity: str  # "critical" | "warning" | "info"
-    title: str  # constant per rule
-    evidence: str  # the numbers that triggered it
-    suggestion: str  # what to do
-    learn_more: str  # a URL or a document title
-
-    def __post_init__(self) -> None:
-        if self.severity not in SEVERITIES:
-            raise ValueError(f"severity must be one of {SEVERITIES}, got {self.severity!r}")
-
-
 # --- rules -----------------------------------------------------------------------------------
 
 
 def overhead_bound(trace: Trace, analysis: Analysis) -> Insight | None:
-    """Host (CPU) work far larger than the GPU work it produces."""
+    """Host (CPU) work far larger than the GPU work it produces — unless the verdict already
+    named the cause (syncs, host work between ops, copies, communication, CUDA graphs, an empty
+    window): "give the GPU more work per launch" would be the wrong advice then."""
+    if analysis.verdict.cause:
+        return None
     gpu_us = analysis.utilization.activity_us
     cpu_us = host_work_us(analysis.operators)
     if gpu_us <= 0 or cpu_us < OVERHEAD_BOUND_RATIO * gpu_us:
@@ -142,7 +132,10 @@ def cold_first_step(trace: Trace, analysis: Analysis) -> Insight | None:
 
 
 def long_synchronize(trace: Trace, analysis: Analysis) -> Insight | None:
-    """The host waited in synchronize calls while the GPU had little to do."""
+    """The host waited in synchronize calls while the GPU had little to do (a sync inside the
+    steps that empties the GPU's queue is the host-sync diagnosis's, which says more)."""
+    if find_host_syncs(trace) is not None:
+        return None
     ev = trace.events
     rows = np.flatnonzero(mask_in(ev["name"], SYNC_NAMES) & mask_in(ev["lane_kind"], ("cpu",)))
     if not len(rows):
@@ -307,7 +300,9 @@ def annotation_over_100_pct(trace: Trace, analysis: Analysis) -> Insight | None:
 
 def cupti_missing(trace: Trace, analysis: Analysis) -> Insight | None:
     """A GPU was used but no GPU activity was recorded."""
-    if len(analysis.kernels) or not used_gpu(trace):
+    # A schedule whose active window recorded (almost) nothing is not a CUPTI problem: the
+    # empty-capture diagnosis says what the window held.
+    if len(analysis.kernels) or not used_gpu(trace) or capture_explains_missing_gpu(trace):
         return None
     ev = trace.events
     calls = int(mask_in(ev["cat"], ("cuda_runtime", "cuda_driver")).sum())
@@ -380,6 +375,7 @@ def gemm_below_peak(trace: Trace, analysis: Analysis) -> Insight | None:
 
 RULES = (
     cupti_missing,
+    *DIAGNOSIS_RULES,
     overhead_bound,
     many_tiny_kernels,
     long_synchronize,

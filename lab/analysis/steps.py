@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from lab.analysis.diag_steps import step_spans
 from lab.analysis.columns import codes, group_ids, mask_in, mask_where, texts
 from lab.analysis.gpu import GpuUtilization, covered_us, gpu_utilization
 from lab.analysis.operators import Links, build_links
@@ -56,7 +57,8 @@ def step_breakdown(trace: Trace, *, links: Links | None = None,
     ``launched_gpu_us`` sums the GPU activity whose launch call lies inside the step, wherever
     it ran. ``first_child_gap_us`` = first child's start − the step's start.
     """
-    rows, source = step_rows(trace)
+    spans = step_spans(trace)
+    rows, source = spans.rows, spans.source
     if not len(rows):
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("name", "source") else float) for c in STEP_COLUMNS})
     links = links or build_links(trace)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from lab.analysis.columns import mask_in
+from lab.analysis.diagnoses import weigh_verdict
 from lab.analysis.gpu import GpuUtilization, LaunchStats, gpu_utilization, launch_delays
 from lab.analysis.operators import operator_summary
 from lab.trace.load import Trace
@@ -26,7 +27,10 @@ class Verdict:
     """What limits the run, with the numbers behind it.
 
     kind: "gpu-bound" (GPU busy ≥ GPU_BOUND_BUSY_PCT of its active window), "cpu-bound" (the
-    GPU waits for the host), "no-gpu-events" (GPU used, no GPU activity recorded) or "cpu-only".
+    GPU waits for the host), "no-gpu-events" (GPU used, no GPU activity recorded) or "cpu-only";
+    or, when a diagnosis names the cause first (``lab.analysis.diagnoses.weigh_verdict``),
+    "empty-window", "copy-bound", "communication-bound", "sync-bound", "host-bound" or
+    "graph-replays", with that cause's numbers in ``cause``.
     """
 
     kind: str
@@ -36,6 +40,7 @@ class Verdict:
     gpu_activity_us: float
     cpu_self_us: float  # self time of CPU-side rows, synchronize waits excluded
     launch_delay_median_us: float
+    cause: dict = field(default_factory=dict)  # the weighed cause's numbers (empty: generic verdict)
 
 
 def host_work_us(operators: pd.DataFrame) -> float:
@@ -48,6 +53,20 @@ def host_work_us(operators: pd.DataFrame) -> float:
 
 def bound_verdict(trace: Trace, *, operators: pd.DataFrame | None = None,
                   utilization: GpuUtilization | None = None, launches: LaunchStats | None = None) -> Verdict:
+    """The generic verdict, unless a diagnosis names the cause first (pageable copies that fill
+    the GPU's busy time are not "GPU-bound, faster kernels would help")."""
+    verdict = _generic_verdict(trace, operators=operators, utilization=utilization, launches=launches)
+    weighed = weigh_verdict(trace)
+    if weighed is None or verdict.kind not in weighed.replaces:
+        return verdict
+    return Verdict(kind=weighed.kind, explanation=weighed.headline, gpu_busy_pct=verdict.gpu_busy_pct,
+                   gpu_busy_us=verdict.gpu_busy_us, gpu_activity_us=verdict.gpu_activity_us,
+                   cpu_self_us=verdict.cpu_self_us, launch_delay_median_us=verdict.launch_delay_median_us,
+                   cause=dict(weighed.numbers))
+
+
+def _generic_verdict(trace: Trace, *, operators: pd.DataFrame | None,
+                     utilization: GpuUtilization | None, launches: LaunchStats | None) -> Verdict:
     operators = operators if operators is not None else operator_summary(trace)
     utilization = utilization or gpu_utilization(trace)
     launches = launches or launch_delays(trace)
