@@ -20,6 +20,7 @@ from lab.analysis.compare import Comparison, compare_traces
 from lab.analysis.insights import Insight, find_insights
 from lab.views.summary import category_counts
 from lab.trace.load import Trace, TraceError, load_trace
+from lab.stats import median as _median
 from lab.units import fmt_pct, fmt_tflops, fmt_us
 
 EXIT_BAD_INPUT = 2
@@ -40,13 +41,6 @@ def _plain(value):
     if isinstance(value, np.bool_):
         return bool(value)
     return value
-
-
-def _median(values) -> float:
-    """Median of the finite values; NaN (→ None in JSON) when there are none."""
-    values = np.asarray(values, dtype=float)
-    values = values[np.isfinite(values)]
-    return float(np.median(values)) if len(values) else float("nan")
 
 
 def _records(frame, columns, limit=None) -> list[dict]:
