@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from lab.run import HostSettings, ProfileService
+from lab.run import HostSettings, ProfileService, host_environment
 from ui import cache, controls, state, upload, views
 from ui.run import await_worker, open_recording, run_lesson, run_submitted
 
@@ -18,15 +18,22 @@ VIEWS = ("Summary", "Table", "Timeline", "Insights", "Trace", "Compare")
 
 
 @st.cache_resource(show_spinner=False)
-def get_service() -> ProfileService:
-    """One worker pool per server, shared by every visitor; started (and warmed up) once."""
-    service = ProfileService(settings=HostSettings.from_env())
+def get_settings(environment: tuple[tuple[str, str], ...]) -> HostSettings:
+    """The host's settings, parsed once per server (keyed by its PROFILER_LAB_* variables)."""
+    return HostSettings.from_env(dict(environment))
+
+
+@st.cache_resource(show_spinner=False)
+def get_service(_settings: HostSettings) -> ProfileService:
+    """One worker pool per server, shared by every visitor; started (and warmed up) once, with
+    the settings of the first page run (``_settings`` is not part of the cache key)."""
+    service = ProfileService(settings=_settings)
     service.start()
     return service
 
 
-settings = HostSettings.from_env()
-service = get_service()
+settings = get_settings(host_environment())
+service = get_service(settings)
 device = service.device_info()
 
 with st.sidebar:

@@ -31,9 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
-from lab.run.config import RunConfig  # noqa: E402
-from lab.run.service import ProfileService  # noqa: E402
-from lab.run.settings import HostSettings  # noqa: E402
+from lab.run import HostSettings, ProfileService, RunConfig  # noqa: E402
 
 SECTION = "## Click to result"
 HEADER = "# Benchmarks\n\nMeasured figures, one section per bench, with command and method.\n"

@@ -16,14 +16,12 @@ import math
 import sys
 from pathlib import Path
 
-from lab.run.config import DEVICES, DTYPES, ConfigError, RunConfig, check_device, check_limits
+from lab.run.config import OPTIONS, ConfigError, Option, RunConfig, check_device, check_limits
 from lab.run.settings import HostSettings, SettingsError
 
 EXIT_BAD_INPUT = 2
 # The classic table as torch's tutorial prints it.
 PRINT_ROW_LIMIT = 15
-
-_DEFAULTS = RunConfig()
 
 
 class _UsageError(Exception):
@@ -42,26 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("profile", help="profile one run and write its trace, table and summary")
-    p.add_argument("--workload", default=_DEFAULTS.workload, help="exercise to run (default %(default)s)")
-    p.add_argument("--m", type=int, default=_DEFAULTS.m, help="rows of x (default %(default)s)")
-    p.add_argument("--k", type=int, default=_DEFAULTS.k, help="inner dimension (default %(default)s)")
-    p.add_argument("--n", type=int, default=_DEFAULTS.n, help="columns of w (default %(default)s)")
-    p.add_argument("--dtype", default=_DEFAULTS.dtype, help=f"one of {', '.join(DTYPES)} (default %(default)s)")
-    p.add_argument("--device", default=_DEFAULTS.device, help=f"one of {', '.join(DEVICES)} (default %(default)s)")
-    p.add_argument("--label", default=_DEFAULTS.step_label, help="record_function label of the step")
-    p.add_argument("--matmul-label", default=None, help="record_function label around the matmul")
-    p.add_argument("--add-label", default=None, help="record_function label around the bias add")
-    p.add_argument("--steps", type=int, default=_DEFAULTS.active, help="active (recorded) steps per cycle")
-    p.add_argument("--warmup-iters", type=int, default=_DEFAULTS.warmup_iters,
-                   help="un-profiled iterations before profiling; 0 = cold run")
-    p.add_argument("--wait", type=int, default=_DEFAULTS.wait, help="schedule: skipped steps per cycle")
-    p.add_argument("--warmup", type=int, default=_DEFAULTS.warmup, help="schedule: traced-but-dropped steps")
-    p.add_argument("--repeat", type=int, default=_DEFAULTS.repeat, help="schedule: cycles")
-    p.add_argument("--compile", action="store_true", help="run the step through torch.compile")
-    p.add_argument("--record-shapes", action=argparse.BooleanOptionalAction, default=_DEFAULTS.record_shapes)
-    p.add_argument("--profile-memory", action="store_true")
-    p.add_argument("--with-stack", action="store_true")
-    p.add_argument("--with-flops", action="store_true")
+    for option in OPTIONS.values():  # every RunConfig field, as its Option declares it
+        _add_flag(p, option)
     p.add_argument("--out", type=Path, default=None, help="folder for trace.json.gz, key_averages.csv, summary.json")
 
     for name, text in (("analyze", "read one trace and print its insights"),):
@@ -75,21 +55,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_flag(parser: argparse.ArgumentParser, option: Option) -> None:
+    """One RunConfig field as a flag: ``--name`` (or ``option.flag``), its default and help."""
+    extra: dict = {"help": option.help} if option.help else {}
+    if option.kind == "bool":
+        # A flag on by default can be turned off (--no-record-shapes); one off by default is a switch.
+        action = argparse.BooleanOptionalAction if option.default else "store_true"
+        parser.add_argument(option.cli_flag, action=action, default=option.default, **extra)
+    else:
+        kind = int if option.kind == "int" else str
+        parser.add_argument(option.cli_flag, type=kind, default=option.default, **extra)
+
+
+def _dest(option: Option) -> str:
+    # argparse names the attribute after the flag: --steps → args.steps (RunConfig.active).
+    return option.cli_flag.lstrip("-").replace("-", "_")
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    return RunConfig(
-        workload=args.workload, m=args.m, k=args.k, n=args.n, dtype=args.dtype, device=args.device,
-        step_label=args.label, matmul_label=args.matmul_label, add_label=args.add_label,
-        wait=args.wait, warmup=args.warmup, active=args.steps, repeat=args.repeat,
-        warmup_iters=args.warmup_iters, compile=args.compile, record_shapes=args.record_shapes,
-        profile_memory=args.profile_memory, with_stack=args.with_stack, with_flops=args.with_flops,
-    )
+    return RunConfig(**{name: getattr(args, _dest(option)) for name, option in OPTIONS.items()})
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command == "profile":
-            return _profile(args)
+            config = config_from_args(args)
+            # Read once, here, after the config's own checks (so their message comes first).
+            return _profile(args, config, HostSettings.from_env())
         report = _import_report(args.command)
 
         if args.command == "analyze":
@@ -121,16 +114,15 @@ def _import_report(command: str):
         raise _UsageError(f"{command} needs lab/report.py, which this checkout lacks") from None
 
 
-def _profile(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
+def _profile(args: argparse.Namespace, config: RunConfig, settings: HostSettings) -> int:
     # Refuse what needs no torch before importing it (run_profile checks all of it again).
-    check_limits(config, HostSettings.from_env())
+    check_limits(config, settings)
     if config.device == "cpu":
         check_device(config, kind="cpu", compute_capability=None)
     from lab.run.runner import default_sort_key, run_profile
     from lab.views.tables import limit_text_table
 
-    result = run_profile(config)
+    result = run_profile(config, settings=settings)
     if args.out is not None:
         write_artifacts(result, args.out)
     key = default_sort_key(result.device.kind)

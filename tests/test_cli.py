@@ -13,6 +13,7 @@ import pytest
 
 from conftest import read_trace
 from lab import cli
+from lab.run import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -111,3 +112,43 @@ def test_config_from_args_maps_every_flag():
         "repeat": 2, "warmup_iters": 0, "record_shapes": False, "profile_memory": True,
         "with_stack": True, "with_flops": True, "compile": True,
     }
+
+
+# Every flag of ``profile`` with its help line, as the hand-written parser had them: the parser
+# is now built from RunConfig's Options, and must say the same.
+PROFILE_FLAG_HELP = {
+    "--workload": "exercise to run (default %(default)s)",
+    "--m": "rows of x (default %(default)s)",
+    "--k": "inner dimension (default %(default)s)",
+    "--n": "columns of w (default %(default)s)",
+    "--dtype": "one of float32, tf32, bfloat16, float16 (default %(default)s)",
+    "--device": "one of auto, cpu, cuda (default %(default)s)",
+    "--label": "record_function label of the step",
+    "--matmul-label": "record_function label around the matmul",
+    "--add-label": "record_function label around the bias add",
+    "--steps": "active (recorded) steps per cycle",
+    "--warmup-iters": "un-profiled iterations before profiling; 0 = cold run",
+    "--wait": "schedule: skipped steps per cycle",
+    "--warmup": "schedule: traced-but-dropped steps",
+    "--repeat": "schedule: cycles",
+    "--compile": "run the step through torch.compile",
+    "--record-shapes": None,
+    "--profile-memory": None,
+    "--with-stack": None,
+    "--with-flops": None,
+    "--out": "folder for trace.json.gz, key_averages.csv, summary.json",
+}
+
+
+def _profile_parser():
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
+    return sub.choices["profile"]
+
+
+def test_profile_flags_defaults_and_help_are_as_before():
+    actions = {a.option_strings[0]: a for a in _profile_parser()._actions if a.option_strings[0] != "-h"}
+    assert {flag: a.help for flag, a in actions.items()} == PROFILE_FLAG_HELP
+    defaults = cli.config_from_args(cli.build_parser().parse_args(["profile"]))
+    assert defaults == RunConfig()
+    assert actions["--record-shapes"].option_strings == ["--record-shapes", "--no-record-shapes"]
+    assert actions["--matmul-label"].default is None and actions["--steps"].type is int

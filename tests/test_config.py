@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+import dataclasses
+import inspect
+
 from lab.run.config import (
+    OPTIONS,
     ConfigError,
     RunConfig,
     check_device,
     check_limits,
     check_memory,
 )
-from lab.run.settings import HostSettings, SettingsError
+from lab.run.settings import HostSettings, SettingsError, host_environment
 
 
 # --- RunConfig: refusals that need no context ---------------------------------------------
@@ -187,3 +191,42 @@ def test_from_env_bad_values_name_the_variable(raw, reason):
 def test_from_env_bad_float_names_the_variable():
     with pytest.raises(SettingsError, match="PROFILER_LAB_RUN_TIMEOUT_S='soon' is not a number"):
         HostSettings.from_env({"PROFILER_LAB_RUN_TIMEOUT_S": "soon"})
+
+
+def test_host_environment_is_the_prefixed_variables_sorted():
+    env = {"PROFILER_LAB_WORKERS": "2", "HOME": "/root", "PROFILER_LAB_MAX_DIM": "8192"}
+    assert host_environment(env) == (("PROFILER_LAB_MAX_DIM", "8192"), ("PROFILER_LAB_WORKERS", "2"))
+    assert HostSettings.from_env(dict(host_environment(env))) == HostSettings.from_env(env)
+
+
+# --- Each field's Option: declared once, on the field -----------------------------------------
+
+def test_every_field_declares_its_option_once():
+    names = [f.name for f in dataclasses.fields(RunConfig)]
+    assert list(OPTIONS) == names
+    for name, option in OPTIONS.items():
+        assert option.name == name and option.label
+        assert option.default == getattr(RunConfig(), name)
+        assert option.group in {"what", "labels", "schedule", "profiler"}
+        if option.kind == "int":
+            assert option.low is not None, name  # RunConfig refuses values below it
+        assert not option.inline or option.group == "schedule"
+    # The CLI's renames live on the fields too.
+    assert OPTIONS["active"].cli_flag == "--steps" and OPTIONS["step_label"].cli_flag == "--label"
+    assert OPTIONS["warmup_iters"].cli_flag == "--warmup-iters"
+
+
+@pytest.mark.parametrize("name", [n for n, o in OPTIONS.items() if o.group == "schedule"])
+def test_schedule_counts_are_refused_below_their_option_low(name):
+    low = OPTIONS[name].low
+    RunConfig(**{name: low})
+    with pytest.raises(ConfigError, match=f"{name} must be a whole number ≥ {low}"):
+        RunConfig(**{name: low - 1})
+
+
+def test_profiler_args_are_the_keywords_of_torch_profiler_profile():
+    torch_profiler = pytest.importorskip("torch.profiler")
+    keywords = set(inspect.signature(torch_profiler.profile).parameters)
+    args = RunConfig(with_stack=True).profiler_args()
+    assert args == {"record_shapes": True, "profile_memory": False, "with_stack": True, "with_flops": False}
+    assert set(args) <= keywords

@@ -19,22 +19,22 @@ from lab.trace.load import load_trace
 CPU_LESSONS = [k for k, lesson in LESSONS.items() if lesson.cpu_refusal is None]
 
 
-def _run_lesson(key: str) -> list[Run]:
+def _run_lesson(key: str, settings) -> list[Run]:
     runs = []
     for name, config in lesson_configs(LESSONS[key], "cpu"):
-        result = run_profile(config)
+        result = run_profile(config, settings=settings)
         trace = load_trace(result.trace_gz)
         runs.append(Run(name, trace, analyze(trace, config=config)))
     return runs
 
 
 @pytest.fixture(scope="module")
-def lesson_runs(warm_cpu):
+def lesson_runs(warm_cpu, host_settings):
     cache: dict[str, list[Run]] = {}
 
     def get(key: str) -> list[Run]:
         if key not in cache:
-            cache[key] = _run_lesson(key)
+            cache[key] = _run_lesson(key, host_settings)
         return cache[key]
 
     return get

@@ -130,6 +130,28 @@ def test_timing_has_one_sample_per_active_step(small_cpu_result):
     assert t.compile_s is None
 
 
+def test_one_median_for_timings_the_runner_and_the_report():
+    import math
+
+    from lab.run.result import Timing
+    from lab.stats import median
+
+    assert median([3.0, 1.0, 2.0]) == 2.0 and median([4.0, 1.0, 3.0, 2.0]) == 2.5
+    assert median([1.0, float("nan"), 3.0, float("inf")]) == 2.0  # only finite values count
+    assert math.isnan(median([])) and math.isnan(median([float("nan")]))
+    timing = Timing(method="wall clock", profiled_us=(5.0, 1.0, 3.0), unprofiled_us=())
+    assert timing.profiled_median_us == 3.0 and math.isnan(timing.unprofiled_median_us)
+
+
+def test_run_profile_never_reads_the_environment(monkeypatch, warm_cpu):
+    # The host's limits come from the caller (read once, at start); None means the defaults.
+    monkeypatch.setenv("PROFILER_LAB_MAX_DIM", "32")
+    result = run_profile(RunConfig(device="cpu", m=64, k=64, n=64, wait=0, warmup=1, active=1, warmup_iters=0))
+    assert result.config.m == 64
+    with pytest.raises(ConfigError, match="above this host's limit of 32"):
+        run_profile(RunConfig(device="cpu", m=64, k=64, n=64), settings=HostSettings(max_dim=32))
+
+
 def test_unprofiled_iterations_fit_the_budget():
     assert UNPROFILED_BUDGET_S == 1.0 and UNPROFILED_MAX_ITERS == 10
     assert unprofiled_iterations(100.0) == 10  # 0.1 ms: ten fit many times over

@@ -1,9 +1,11 @@
 """ProfileService: real worker processes running real (tiny, CPU) profiles.
 
-Worker start-up costs several seconds here (torch import + warm-up profile), so the whole
-file shares one two-worker service: the queue test runs first, while it is not started yet
-(queued tickets stay put, so positions are exact), and the fault tests come last (a killed
-or timed-out worker is replaced in the background while the other one keeps serving).
+Worker start-up costs several seconds here (torch import + warm-up profile), so the tests
+that need a warm service share one two-worker pool, and the ``service`` fixture hands it over
+only once both workers are warm and idle with nothing queued: a test starts from that state
+whatever ran before it (a killed or timed-out worker is replaced in the background). The
+tests pass in any order (``-p randomly``, or the node ids reversed); the queue test uses the
+pool while it is still cold, or a fresh service of its own.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def page_as_main(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def shared(page_as_main):
-    """The file's service, not started: the first test that needs it warm starts it.
+    """The file's pool, not started: the first test that needs it warm starts it.
     Every worker it starts (and restarts) does so with a page script as ``__main__``."""
     svc = ProfileService(
         settings=HostSettings(run_timeout_s=RUN_TIMEOUT_S, queue_max=QUEUE_MAX, reuse_window_s=600.0),
@@ -115,8 +117,19 @@ def unstarted(shared):
 
 @pytest.fixture()
 def service(shared):
+    """The pool, warm: every worker alive and idle, nothing queued."""
     shared.start(wait=True)
-    return shared
+    return settled(shared)
+
+
+def settled(svc, deadline_s: float = RESULT_WAIT_S):
+    deadline = time.monotonic() + deadline_s
+    while True:
+        health = svc.health()
+        if health.queue_length == 0 and all(w.alive and w.state == "idle" for w in health.workers):
+            return svc
+        assert time.monotonic() < deadline, health
+        time.sleep(0.05)
 
 
 # ---------------------------------------------------------------- device discovery (no processes)
@@ -353,7 +366,15 @@ def test_run_over_the_time_limit_fails_and_the_next_succeeds(service):
 
 
 def test_workers_never_run_the_main_script(service, page_as_main):
-    # Every worker of the shared service, restarts included, started with the page as __main__.
+    # Every worker of the pool, restarts included, started with the page as __main__. The fault
+    # tests restart workers; if they have not run yet, idle workers are killed (and replaced) here.
+    for old in service.health().workers:
+        if sum(w.restarts for w in service.health().workers) >= 2:
+            break
+        os.kill(old.pid, signal.SIGKILL)
+        wait_for_new_worker(service, old)
+    if service.health().runs_served == 0:
+        service.submit(tiny(label="before_the_check")).result(timeout=RESULT_WAIT_S)
     assert service.health().runs_served > 0
     assert sum(w.restarts for w in service.health().workers) >= 2
     assert not page_as_main.exists()
@@ -397,3 +418,25 @@ def test_cpu_worker_leaves_one_core_to_the_server():
     from lab.run.service import cpu_worker_threads
 
     assert [cpu_worker_threads(n) for n in (None, 1, 2, 16)] == [1, 1, 1, 15]
+
+
+# ---------------------------------------------------------------- the protocol, as data
+
+
+def test_protocol_messages_are_frozen_dataclasses_and_states_read_as_strings():
+    import dataclasses
+    import pickle
+
+    from lab.run.protocol import TICKET_STATES, FailureKind, RunFailure, TicketState, WorkerState
+    from lab.run.worker import WORKER_CODE, _worker_entry
+
+    message = RunFailure(run_id=1, kind=FailureKind.CONFIG, error_type="ConfigError", message="m", fatal=False)
+    assert pickle.loads(pickle.dumps(message)) == message  # what crosses the pipe
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        message.run_id = 2
+    assert TICKET_STATES == ("queued", "running", "done", "failed", "cancelled")
+    assert TicketState.QUEUED == "queued" and f"{TicketState.DONE}" == "done"
+    assert str(WorkerState.NOT_STARTED) == "not started" and {WorkerState.IDLE} <= {"idle", "busy"}
+    assert RunFailed("x", kind="crash").kind is FailureKind.CRASH
+    # Workers start as ``python -c WORKER_CODE``: its entry point must stay importable there.
+    assert "from lab.run.worker import _worker_entry" in WORKER_CODE and callable(_worker_entry)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from lab.run import (
-    DTYPES, LESSONS, WORKLOADS, ConfigError, DeviceInfo, HostSettings, RunConfig, dtype_refusal, lesson_configs,
+    DEVICES, DTYPES, LESSONS, MAX_LABEL_CHARS, OPTIONS, WORKLOADS, ConfigError, DeviceInfo, HostSettings, Option,
+    RunConfig, dtype_refusal, lesson_configs,
 )
 from lab.samples import lesson_samples
 
@@ -13,27 +14,27 @@ from lab.samples import lesson_samples
 SIZES = [2**p for p in range(4, 15)]  # 16 … 16384, the slider's stops
 FORM_KEY = "run_form"
 FORCE_FRESH_KEY = "cfg_force_fresh"
-# Widget keys: stable, so a preset can fill them and a rerun keeps them.
-K = {name: f"cfg_{name}" for name in (
-    "workload", "m", "k", "n", "exact", "dtype", "device", "step_label", "matmul_label",
-    "add_label", "warmup_iters", "wait", "warmup", "active", "repeat", "record_shapes",
-    "profile_memory", "with_stack", "with_flops", "compile")}
+DIMS = ("m", "k", "n")
+# Widget keys, one per RunConfig field and the exact-sizes box: stable, so a preset can fill
+# them and a rerun keeps them.
+K = {name: f"cfg_{name}" for name in (*OPTIONS, "exact")}
+# The form's expanders, in order: the options of each group (Option.group) under its title. The
+# "what" group (workload, sizes, dtype, device) is drawn by hand above them.
+EXPANDERS = {"labels": "record_function labels", "schedule": "Steps and schedule", "profiler": "Profiler options"}
 
 
 def fill_form(config: RunConfig) -> None:
     """Put ``config`` into the form's widgets (used by presets, before the widgets are drawn)."""
     state = st.session_state
-    for dim in ("m", "k", "n"):
+    for dim in DIMS:
         value = getattr(config, dim)
         state[K[dim]] = value if value in SIZES else SIZES[0]
-    exact = any(getattr(config, d) not in SIZES for d in ("m", "k", "n"))
+    exact = any(getattr(config, d) not in SIZES for d in DIMS)
     state[K["exact"]] = config.shape_text.replace("x", ",") if exact else ""
-    for name in ("workload", "dtype", "device", "step_label", "warmup_iters", "wait", "warmup",
-                 "active", "repeat", "record_shapes", "profile_memory", "with_stack", "with_flops",
-                 "compile"):
-        state[K[name]] = getattr(config, name)
-    state[K["matmul_label"]] = config.matmul_label or ""
-    state[K["add_label"]] = config.add_label or ""
+    for name, option in OPTIONS.items():
+        if name not in DIMS:
+            value = getattr(config, name)
+            state[K[name]] = (value or "") if option.kind == "optional text" else value
 
 
 def _defaults() -> None:
@@ -82,46 +83,23 @@ def parse_exact(text: str) -> tuple[int, int, int] | None:
 def run_form(device: DeviceInfo | None, settings: HostSettings) -> RunConfig | ConfigError | None:
     """Draw the form; on submit return the RunConfig, or the ConfigError to show; else None."""
     _defaults()
-    s = st.session_state
     # Outside the form so that the slider names follow the workload at once.
-    workload = st.selectbox("Workload", list(WORKLOADS), key=K["workload"],
+    workload = st.selectbox(OPTIONS["workload"].label, list(WORKLOADS), key=K["workload"],
                             format_func=lambda w: WORKLOADS[w].title)
-    names = WORKLOADS[workload].dim_names
     st.caption(WORKLOADS[workload].formula)
+    values: dict = {"workload": workload}
     with st.form(FORM_KEY, border=False):
-        m = st.select_slider(names[0], SIZES, key=K["m"])
-        k = st.select_slider(names[1], SIZES, key=K["k"])
-        n = st.select_slider(names[2], SIZES, key=K["n"])
+        for dim, label in zip(DIMS, WORKLOADS[workload].dim_names):
+            values[dim] = st.select_slider(label, SIZES, key=K[dim])
         exact = st.text_input("Exact sizes (optional)", key=K["exact"], placeholder="e.g. 1000,3000,500",
                               help="Overrides the sliders with any sizes up to the host's limit "
                                    f"({settings.max_dim}).")
-        refusals = _dtype_refusals(device)
-        why = "  \n".join(f"**{d}**: {r}" for d, r in refusals.items())
-        dtype = st.radio("dtype", DTYPES, key=K["dtype"], horizontal=True,
-                         format_func=lambda d: _dtype_label(d, device),
-                         help=("Element type of x, w and b. tf32 is float32 storage with tensor-core "
-                               "matmuls." + (f"  \n{why}" if why else "")))
-        dev = st.radio("Device", ("auto", "cpu", "cuda"), key=K["device"], horizontal=True)
+        values["dtype"] = _dtype_radio(device)
+        values["device"] = st.radio(OPTIONS["device"].label, DEVICES, key=K["device"], horizontal=True)
         st.caption(_device_caption(device))
-        with st.expander("record_function labels", expanded=False):
-            step_label = st.text_input("Whole step", key=K["step_label"], max_chars=64)
-            matmul_label = st.text_input("Around the matmul (optional)", key=K["matmul_label"], max_chars=64)
-            add_label = st.text_input("Around the bias add (optional)", key=K["add_label"], max_chars=64)
-        with st.expander("Steps and schedule", expanded=False):
-            warmup_iters = st.number_input("Warm-up iterations before profiling (0 = cold)", 0, 16,
-                                           key=K["warmup_iters"])
-            c1, c2, c3, c4 = st.columns(4)
-            wait = c1.number_input("wait", 0, 8, key=K["wait"])
-            warmup = c2.number_input("warmup", 0, 8, key=K["warmup"])
-            active = c3.number_input("active", 1, 32, key=K["active"])
-            repeat = c4.number_input("repeat", 1, 8, key=K["repeat"])
-        with st.expander("Profiler options", expanded=False):
-            record_shapes = st.checkbox("record_shapes", key=K["record_shapes"])
-            profile_memory = st.checkbox("profile_memory", key=K["profile_memory"])
-            with_stack = st.checkbox("with_stack", key=K["with_stack"])
-            with_flops = st.checkbox("with_flops", key=K["with_flops"])
-            compile_ = st.checkbox("torch.compile the step", key=K["compile"],
-                                   help="Compile time is measured apart and kept out of the profile.")
+        for group, title in EXPANDERS.items():
+            with st.expander(title, expanded=False):
+                values.update(_group_widgets(group))
         if settings.reuse_window_s > 0:
             st.checkbox("Force a fresh run", key=FORCE_FRESH_KEY,
                         help=f"This host reuses the result of an identical run made in the last "
@@ -130,16 +108,49 @@ def run_form(device: DeviceInfo | None, settings: HostSettings) -> RunConfig | C
     if not submitted:
         return None
     try:
-        sizes = parse_exact(exact) or (m, k, n)
-        return RunConfig(
-            workload=workload, m=sizes[0], k=sizes[1], n=sizes[2], dtype=dtype, device=dev,
-            step_label=step_label, matmul_label=matmul_label or None, add_label=add_label or None,
-            warmup_iters=int(warmup_iters), wait=int(wait), warmup=int(warmup), active=int(active),
-            repeat=int(repeat), record_shapes=record_shapes, profile_memory=profile_memory,
-            with_stack=with_stack, with_flops=with_flops, compile=compile_,
-        )
+        values.update(zip(DIMS, parse_exact(exact) or (values["m"], values["k"], values["n"])))
+        return RunConfig(**{name: _config_value(OPTIONS[name], value) for name, value in values.items()})
     except ConfigError as exc:
         return exc
+
+
+def _dtype_radio(device: DeviceInfo | None) -> str:
+    option = OPTIONS["dtype"]
+    refusals = _dtype_refusals(device)
+    why = "  \n".join(f"**{d}**: {r}" for d, r in refusals.items())
+    return st.radio(option.label, DTYPES, key=K["dtype"], horizontal=True,
+                    format_func=lambda d: _dtype_label(d, device),
+                    help=option.tip + (f"  \n{why}" if why else ""))
+
+
+def _group_widgets(group: str) -> dict:
+    """The widgets of one group's options, in field order; inline ones share the last row."""
+    options = [o for o in OPTIONS.values() if o.group == group]
+    rows = [o for o in options if not o.inline]
+    inline = [o for o in options if o.inline]
+    values = {o.name: _widget(st, o) for o in rows}
+    if inline:
+        values.update({o.name: _widget(col, o) for o, col in zip(inline, st.columns(len(inline)))})
+    return values
+
+
+def _widget(where, option: Option):
+    """The widget of one option in ``where`` (``st`` or a column): a checkbox, number or text box."""
+    key = K[option.name]
+    if option.kind == "bool":
+        return where.checkbox(option.label, key=key, help=option.tip)
+    if option.kind == "int":
+        return where.number_input(option.label, option.low, option.high, key=key, help=option.tip)
+    return where.text_input(option.label, key=key, max_chars=MAX_LABEL_CHARS, help=option.tip)
+
+
+def _config_value(option: Option, value):
+    """A widget's value as RunConfig takes it: whole numbers as int, an empty optional label as None."""
+    if option.kind == "int":
+        return int(value)
+    if option.kind == "optional text":
+        return value or None
+    return value
 
 
 def lesson_picker(device: DeviceInfo | None) -> tuple[str, str] | None:

@@ -8,7 +8,7 @@ import streamlit as st
 
 from lab.run import (
     LESSONS, STAGE_TEXT, WORKER_START_TIMEOUT_S, ConfigError, DeviceInfo, HostSettings, ProfileService, RunConfig, RunFailed,
-    RunResult, ServiceBusy, TicketStatus, check_device, check_limits, lesson_configs,
+    RunResult, ServiceBusy, TicketState, TicketStatus, check_device, check_limits, lesson_configs,
 )
 from lab.samples import lesson_samples
 
@@ -25,12 +25,12 @@ FIRST_RUN_NOTE = (
 
 def describe(status: TicketStatus, name: str) -> str:
     """One status line for a run: its queue position, or its stage, and the time so far."""
-    if status.state == "queued":
+    if status.state == TicketState.QUEUED:
         eta = f", result in about {status.estimate_s:.0f} s" if status.estimate_s is not None else ""
         pos = status.queue_position
         ahead = "next to run" if pos == 1 else f"{pos - 1} runs ahead" if pos else "waiting"
         return f"{name}: queued — position {pos} ({ahead}){eta} · {status.elapsed_s:.1f} s"
-    if status.state == "running":
+    if status.state == TicketState.RUNNING:
         stage = STAGE_TEXT.get(status.stage or "", status.stage or "starting")
         where = f" on {status.device}" if status.device else ""
         return f"{name}: {stage}{where} · {status.elapsed_s:.1f} s"

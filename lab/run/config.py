@@ -11,10 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from lab.run import workloads
 from lab.run.settings import HostSettings
 from lab.vocab import DTYPE_BYTES, DTYPE_INFO, DTYPES
+
+__all__ = [
+    "DEVICES", "DTYPES", "MAX_LABEL_CHARS", "MEMORY_HEADROOM", "OPTIONS", "ConfigError", "Option", "RunConfig",
+    "check_device", "check_label", "check_limits", "check_memory", "dtype_refusal",
+]  # fmt: skip
 
 DEVICES = ("auto", "cpu", "cuda")
 MAX_LABEL_CHARS = 64
@@ -35,39 +41,92 @@ def check_label(label: str, what: str) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Option:
+    """What the form, the CLI and the summary say about one ``RunConfig`` field.
+
+    Declared once, on the field (``_option`` below); ``OPTIONS`` collects them with each field's
+    name and default. A field of the "profiler" group with ``profiler_arg`` is passed as is to
+    ``torch.profiler.profile``: a new one of those is one field here and nothing else.
+    """
+
+    label: str  # the form's widget label
+    # Where the form puts it: "labels", "schedule" and "profiler" are expanders built from the
+    # Options; "what" (workload, sizes, dtype, device) has widgets of its own in ui/controls.py.
+    group: str
+    help: str | None = None  # the CLI's help line (argparse's %(default)s is the default)
+    tip: str | None = None  # the form's hover help
+    flag: str | None = None  # the CLI flag when it is not --<name-with-dashes>, e.g. "--steps"
+    low: int | None = None  # smallest whole number RunConfig accepts
+    high: int | None = None  # the form's largest value (the host's limits apply on top)
+    inline: bool = False  # the form puts it in one row with its group's other inline options
+    profiler_arg: bool = False  # a keyword of torch.profiler.profile; the summary names it when on
+    name: str = ""  # filled in by OPTIONS: the field's name
+    default: object = None  # filled in by OPTIONS: the field's default
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def kind(self) -> str:
+        """"bool", "int", "text" or "optional text" (a label that may be left out: None)."""
+        if isinstance(self.default, bool):
+            return "bool"
+        if isinstance(self.default, int):
+            return "int"
+        return "optional text" if self.default is None else "text"
+
+
+def _option(default, **spec):
+    return dataclasses.field(default=default, metadata={"option": Option(**spec)})
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunConfig:
-    workload: str = "matmul_add"
-    m: int = 1024
-    k: int = 1024
-    n: int = 1024
-    dtype: str = "float32"
-    device: str = "auto"
+    workload: str = _option("matmul_add", label="Workload", group="what",
+                            help="exercise to run (default %(default)s)")
+    m: int = _option(1024, label="M", group="what", low=1, help="rows of x (default %(default)s)")
+    k: int = _option(1024, label="K", group="what", low=1, help="inner dimension (default %(default)s)")
+    n: int = _option(1024, label="N", group="what", low=1, help="columns of w (default %(default)s)")
+    dtype: str = _option("float32", label="dtype", group="what",
+                         help=f"one of {', '.join(DTYPES)} (default %(default)s)",
+                         tip="Element type of x, w and b. tf32 is float32 storage with tensor-core matmuls.")
+    device: str = _option("auto", label="Device", group="what",
+                          help=f"one of {', '.join(DEVICES)} (default %(default)s)")
     # record_function labels: the whole step, and optional ones around the matmul and the add.
-    step_label: str = "matmul_add"
-    matmul_label: str | None = None
-    add_label: str | None = None
+    step_label: str = _option("matmul_add", label="Whole step", group="labels", flag="--label",
+                              help="record_function label of the step")
+    matmul_label: str | None = _option(None, label="Around the matmul (optional)", group="labels",
+                                       help="record_function label around the matmul")
+    add_label: str | None = _option(None, label="Around the bias add (optional)", group="labels",
+                                    help="record_function label around the bias add")
     # torch.profiler.schedule; the seed's defaults. One cycle = wait + warmup + active steps.
-    wait: int = 1
-    warmup: int = 1
-    active: int = 3
-    repeat: int = 1
+    wait: int = _option(1, label="wait", group="schedule", low=0, high=8, inline=True,
+                        help="schedule: skipped steps per cycle")
+    warmup: int = _option(1, label="warmup", group="schedule", low=0, high=8, inline=True,
+                          help="schedule: traced-but-dropped steps")
+    active: int = _option(3, label="active", group="schedule", low=1, high=32, inline=True, flag="--steps",
+                          help="active (recorded) steps per cycle")
+    repeat: int = _option(1, label="repeat", group="schedule", low=1, high=8, inline=True,
+                          help="schedule: cycles")
     # Un-profiled iterations before the profiler starts; 0 = a cold run (first-step costs show).
-    warmup_iters: int = 2
-    record_shapes: bool = True
-    profile_memory: bool = False
-    with_stack: bool = False
-    with_flops: bool = False
+    warmup_iters: int = _option(2, label="Warm-up iterations before profiling (0 = cold)", group="schedule",
+                                low=0, high=16, help="un-profiled iterations before profiling; 0 = cold run")
+    record_shapes: bool = _option(True, label="record_shapes", group="profiler", profiler_arg=True)
+    profile_memory: bool = _option(False, label="profile_memory", group="profiler", profiler_arg=True)
+    with_stack: bool = _option(False, label="with_stack", group="profiler", profiler_arg=True)
+    with_flops: bool = _option(False, label="with_flops", group="profiler", profiler_arg=True)
     # Run the step through torch.compile; compile time is measured apart from the profile.
-    compile: bool = False
+    compile: bool = _option(False, label="torch.compile the step", group="profiler",
+                            help="run the step through torch.compile",
+                            tip="Compile time is measured apart and kept out of the profile.")
 
     def __post_init__(self) -> None:
         if self.workload not in workloads.WORKLOADS:
             known = ", ".join(workloads.WORKLOADS)
             raise ConfigError(f"unknown workload {self.workload!r}; choose one of: {known}")
         for dim in ("m", "k", "n"):
-            value = getattr(self, dim)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{dim.upper()} must be a whole number ≥ 1 (got {value!r})")
+            _check_count(dim.upper(), getattr(self, dim), OPTIONS[dim].low or 0)
         if self.dtype not in DTYPE_BYTES:
             raise ConfigError(f"unknown dtype {self.dtype!r}; choose one of: {', '.join(DTYPES)}")
         if self.device not in DEVICES:
@@ -76,14 +135,10 @@ class RunConfig:
         for name, what in (("matmul_label", "the matmul label"), ("add_label", "the bias-add label")):
             if getattr(self, name) is not None:
                 check_label(getattr(self, name), what)
-        for name in ("wait", "warmup", "warmup_iters"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"{name} must be a whole number ≥ 0 (got {value!r})")
-        for name in ("active", "repeat"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a whole number ≥ 1 (got {value!r})")
+        # The first problem found is the one refused: the ≥ 0 counts first, then the ≥ 1 ones.
+        counts = sorted((o for o in OPTIONS.values() if o.group == "schedule"), key=lambda o: o.low or 0)
+        for option in counts:
+            _check_count(option.name, getattr(self, option.name), option.low or 0)
 
     @property
     def profiled_steps(self) -> int:
@@ -116,6 +171,22 @@ class RunConfig:
         if unknown:
             raise ConfigError(f"unknown config fields {unknown}; remove them")
         return cls(**data)
+
+    def profiler_args(self) -> dict[str, Any]:
+        """The keywords of ``torch.profiler.profile`` this config sets (record_shapes, …)."""
+        return {name: getattr(self, name) for name, o in OPTIONS.items() if o.profiler_arg}
+
+
+# Every field's Option, with its name and default, in field order.
+OPTIONS: dict[str, Option] = {
+    f.name: dataclasses.replace(f.metadata["option"], name=f.name, default=f.default)
+    for f in dataclasses.fields(RunConfig)
+}
+
+
+def _check_count(what: str, value, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{what} must be a whole number ≥ {low} (got {value!r})")
 
 
 def check_limits(config: RunConfig, settings: HostSettings) -> None:

@@ -40,7 +40,7 @@ def lesson_configs(lesson: Lesson, device_kind: str) -> tuple[tuple[str, RunConf
         return tuple((r.name, r.gpu) for r in lesson.runs)
     if lesson.cpu_refusal or any(r.cpu is None for r in lesson.runs):
         raise ConfigError(lesson.cpu_refusal or f"the lesson '{lesson.title}' needs a CUDA GPU")
-    return tuple((r.name, r.cpu) for r in lesson.runs)
+    return tuple((r.name, r.cpu) for r in lesson.runs if r.cpu is not None)
 
 
 def _gpu(**kw) -> RunConfig:

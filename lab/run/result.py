@@ -11,6 +11,7 @@ import pandas as pd
 
 from lab.run.config import RunConfig
 from lab.run.devices import DeviceInfo
+from lab.stats import median
 
 # Columns of ``RunResult.key_averages`` (one row per FunctionEventAvg), units in the names.
 KEY_AVERAGES_COLUMNS = (
@@ -39,11 +40,11 @@ class Timing:
 
     @property
     def profiled_median_us(self) -> float:
-        return _median(self.profiled_us)
+        return median(self.profiled_us)
 
     @property
     def unprofiled_median_us(self) -> float:
-        return _median(self.unprofiled_us)
+        return median(self.unprofiled_us)
 
     @property
     def overhead_pct(self) -> float:
@@ -71,10 +72,3 @@ class RunResult:
         tag = "_compiled" if c.compile else ""
         return f"{c.workload}{tag}_{c.shape_text}_{c.dtype}_{self.device.kind}"
 
-
-def _median(values: tuple[float, ...]) -> float:
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2

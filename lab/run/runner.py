@@ -34,7 +34,13 @@ from lab.run.config import RunConfig, check_device, check_limits, check_memory
 from lab.run.devices import DeviceInfo, detect_device
 from lab.run.result import KEY_AVERAGES_COLUMNS, RunError, RunResult, Timing
 from lab.run.settings import HostSettings
+from lab.stats import median
 from lab.vocab import GPU_ONLY_SORT_KEYS, LEGACY_SORT_KEYS, PROFILER_STEP_NAME, STAGES, TABLE_SORT_KEYS, torch_dtype_name
+
+__all__ = [
+    "STAGES", "TABLE_SORT_KEYS", "TRACE_GZIP_LEVEL", "UNPROFILED_BUDGET_S", "UNPROFILED_MAX_ITERS",
+    "default_sort_key", "run_profile", "unprofiled_iterations", "warm_up",
+]  # fmt: skip
 
 # Kineto prints "profiler_start/stop" lines to stderr at its default level; it reads this
 # variable when a profile starts, so setting it here (before any profile) silences them.
@@ -56,12 +62,12 @@ def default_sort_key(kind: str) -> str:
     return "device_time_total" if kind == "cuda" else "cpu_time_total"
 
 
-def warm_up(device: str = "auto") -> DeviceInfo:
+def warm_up(device: str = "auto", *, settings: HostSettings | None = None) -> DeviceInfo:
     """Run one tiny profile so that the first real run does not pay the profiler's start-up
     (~1.1 s on CPU: torch._inductor imports; ~7 s on an H200: CUPTI initialisation)."""
     # warmup=1: torch warns when a schedule has no warm-up step.
     config = RunConfig(m=64, k=64, n=64, device=device, wait=0, warmup=1, active=1, warmup_iters=1)
-    return run_profile(config).device
+    return run_profile(config, settings=settings).device
 
 
 def run_profile(
@@ -72,6 +78,8 @@ def run_profile(
 ) -> RunResult:
     """Check, allocate, profile and summarize one run of ``config``.
 
+    ``settings`` are the host's limits, read once by the caller (the service, the CLI); None
+    means the defaults, ``HostSettings()``: this function never reads the environment.
     Raises ``ConfigError`` (before allocating anything) for a run that cannot be made as
     asked, and ``RunError`` for a run that started but ran out of memory or failed to compile.
     """
@@ -79,7 +87,7 @@ def run_profile(
 
     clock = _StageClock(on_stage)
     clock.enter("checking")
-    settings = settings if settings is not None else HostSettings.from_env()
+    settings = settings if settings is not None else HostSettings()
     check_limits(config, settings)
     info = detect_device(config.device)
     check_device(config, kind=info.kind, compute_capability=info.compute_capability)
@@ -119,28 +127,9 @@ def run_profile(
 
 
 def _run(torch, config: RunConfig, info: DeviceInfo, clock: "_StageClock", notes: list[str]) -> RunResult:
-    from torch.profiler import record_function
-
     cuda = info.kind == "cuda"
-    device = torch.device("cuda", info.index) if cuda else torch.device("cpu")
-    dtype = getattr(torch, torch_dtype_name(config.dtype))
     timer = _StepTimer(torch, cuda)
-
-    clock.enter("allocating")
-    inner = workloads.WORKLOADS[config.workload].build(config, device, dtype)
-    timer.sync()
-
-    compile_s = None
-    if config.compile:
-        clock.enter("compiling")
-        inner, compile_s = _compile(torch, inner, timer)
-
-    label = config.step_label
-
-    def step():
-        # The step label stays outside any compiled function so it is always a CPU annotation.
-        with record_function(label):
-            return inner()
+    step, compile_s = _prepare_step(torch, config, info, clock, timer)
 
     clock.enter("warming up")
     for _ in range(config.warmup_iters):
@@ -162,7 +151,7 @@ def _run(torch, config: RunConfig, info: DeviceInfo, clock: "_StageClock", notes
     key_averages = _averages_frame(averages, labels, with_shapes=False)
     by_shape = _averages_frame(prof.key_averages(group_by_input_shape=True), labels, with_shapes=True)
     tables = _tables(averages, cuda=cuda)
-    del prof, averages, step, inner  # drop the tensors before the result travels on
+    del prof, averages, step  # drop the tensors before the result travels on
 
     timing = Timing(
         method=timer.method,
@@ -181,6 +170,32 @@ def _run(torch, config: RunConfig, info: DeviceInfo, clock: "_StageClock", notes
         stage_s=clock.finish(),
         warnings=tuple(notes),
     )
+
+
+def _prepare_step(torch, config: RunConfig, info: DeviceInfo, clock: "_StageClock", timer: "_StepTimer"):
+    """Allocate the workload's tensors (and compile its step): (labelled step, compile seconds)."""
+    from torch.profiler import record_function
+
+    device = torch.device("cuda", info.index) if info.kind == "cuda" else torch.device("cpu")
+    dtype = getattr(torch, torch_dtype_name(config.dtype))
+
+    clock.enter("allocating")
+    inner = workloads.WORKLOADS[config.workload].build(config, device, dtype)
+    timer.sync()
+
+    compile_s = None
+    if config.compile:
+        clock.enter("compiling")
+        inner, compile_s = _compile(torch, inner, timer)
+
+    label = config.step_label
+
+    def step():
+        # The step label stays outside any compiled function so it is always a CPU annotation.
+        with record_function(label):
+            return inner()
+
+    return step, compile_s
 
 
 def _compile(torch, inner, timer: "_StepTimer"):
@@ -219,10 +234,7 @@ def _profile(torch, config: RunConfig, step, timer: "_StepTimer", *, cupti: bool
         with profile(
             activities=activities,
             schedule=schedule(wait=config.wait, warmup=config.warmup, active=config.active, repeat=config.repeat),
-            record_shapes=config.record_shapes,
-            profile_memory=config.profile_memory,
-            with_stack=config.with_stack,
-            with_flops=config.with_flops,
+            **config.profiler_args(),  # record_shapes, profile_memory, with_stack, with_flops
         ) as prof:
             for i in range(config.profiled_steps):
                 mark = timer.measure(step)
@@ -250,7 +262,7 @@ def _export_trace_gz(prof) -> bytes:
 def _time_unprofiled(step, timer: "_StepTimer", profiled_us: list[float]) -> list[float]:
     step()  # one untimed iteration: the profiler's teardown may have evicted caches
     timer.sync()
-    iters = unprofiled_iterations(_median(profiled_us) if profiled_us else 0.0)
+    iters = unprofiled_iterations(median(profiled_us) if profiled_us else 0.0)
     marks = [timer.measure(step) for _ in range(iters)]
     timer.sync()
     return timer.elapsed_us(marks)
@@ -417,8 +429,3 @@ def _release_memory(torch) -> None:
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
 
-
-def _median(values: list[float]) -> float:
-    s = sorted(values)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2

@@ -10,6 +10,9 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, fields
+from typing import Any
+
+__all__ = ["ENV_PREFIX", "HostSettings", "SettingsError", "host_environment"]
 
 ENV_PREFIX = "PROFILER_LAB_"
 
@@ -41,8 +44,10 @@ class HostSettings:
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "HostSettings":
+        """The settings the ``PROFILER_LAB_*`` variables give. Read once, at start (the page, the
+        CLI's ``main``), and passed down: nothing below reads the environment again."""
         env = os.environ if environ is None else environ
-        values = {}
+        values: dict[str, Any] = {}
         for f in fields(cls):
             key = ENV_PREFIX + f.name.upper()
             if key not in env:
@@ -60,3 +65,13 @@ class HostSettings:
 
     def replace(self, **changes) -> "HostSettings":
         return dataclasses.replace(self, **changes)
+
+
+def host_environment(environ: dict[str, str] | None = None) -> tuple[tuple[str, str], ...]:
+    """The ``PROFILER_LAB_*`` variables, sorted: all that ``from_env`` reads, as a cache key.
+
+    A server's environment does not change, so the page parses it once; a test that sets a
+    variable between two page sessions in one process gets settings of its own.
+    """
+    env = os.environ if environ is None else environ
+    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(ENV_PREFIX)))

@@ -1,17 +1,37 @@
 """The exercises: name → how to build inputs and one step, and what the step costs.
 
-A new exercise is one ``Workload`` entry here (plus its lesson text in ``lab/lessons.py``).
-Builders import torch lazily so that ``lab.run.config`` stays importable without torch.
+A new exercise is one ``Workload`` entry here (plus, if it gets a lesson, its text in
+``lab/run/lessons.py``). Builders import torch lazily so that ``lab.run.config`` stays
+importable without torch. This module never imports ``lab.run.config`` (which imports it):
+a workload reads only the fields that ``WorkloadConfig`` below names.
 """
 
 from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
-if TYPE_CHECKING:  # pragma: no cover
-    from lab.run.config import RunConfig
+__all__ = ["WORKLOADS", "Workload", "WorkloadConfig"]
+
+
+class WorkloadConfig(Protocol):
+    """What a workload reads of ``lab.run.config.RunConfig``: its sizes, labels and element size."""
+
+    @property
+    def workload(self) -> str: ...
+    @property
+    def m(self) -> int: ...
+    @property
+    def k(self) -> int: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def matmul_label(self) -> str | None: ...
+    @property
+    def add_label(self) -> str | None: ...
+    @property
+    def element_bytes(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -23,9 +43,9 @@ class Workload:
     # (config, torch.device, torch.dtype) -> a zero-argument callable running one step.
     build: Callable
     # Bytes of tensors alive at once during a step.
-    estimate_bytes: Callable[["RunConfig"], int]
+    estimate_bytes: Callable[[WorkloadConfig], int]
     # Useful floating-point operations per step (2·M·K·N for a GEMM), for TFLOP/s.
-    flops: Callable[["RunConfig"], int]
+    flops: Callable[[WorkloadConfig], int]
     # What M, K and N mean for this workload (the page labels its sliders with these).
     dim_names: tuple[str, str, str] = ("M", "K", "N")
     # (device kind, compute capability) -> why this workload cannot run there, or None.
@@ -41,7 +61,7 @@ def _random(torch, shape, device, dtype):
     return torch.randn(*shape, device=device, dtype=torch.float32).to(dtype)
 
 
-def _build_matmul_add(config: "RunConfig", device, dtype) -> Callable[[], object]:
+def _build_matmul_add(config: WorkloadConfig, device, dtype) -> Callable[[], object]:
     import torch
 
     x = _random(torch, (config.m, config.k), device, dtype)
@@ -57,7 +77,7 @@ def _build_matmul_add(config: "RunConfig", device, dtype) -> Callable[[], object
     return step
 
 
-def _build_linear(config: "RunConfig", device, dtype) -> Callable[[], object]:
+def _build_linear(config: WorkloadConfig, device, dtype) -> Callable[[], object]:
     import torch
 
     layer = torch.nn.Linear(config.k, config.n, bias=True).to(device=device, dtype=dtype)
@@ -72,7 +92,7 @@ def _build_linear(config: "RunConfig", device, dtype) -> Callable[[], object]:
     return step
 
 
-def _build_geglu_mlp(config: "RunConfig", device, dtype) -> Callable[[], object]:
+def _build_geglu_mlp(config: WorkloadConfig, device, dtype) -> Callable[[], object]:
     import torch
     import torch.nn.functional as F
 
@@ -101,7 +121,7 @@ def _attention_inputs(torch, config, device, dtype):
     return tuple(_random(torch, shape, device, dtype) for _ in range(3))
 
 
-def _build_attention_naive(config: "RunConfig", device, dtype) -> Callable[[], object]:
+def _build_attention_naive(config: WorkloadConfig, device, dtype) -> Callable[[], object]:
     import torch
 
     q, k, v = _attention_inputs(torch, config, device, dtype)
@@ -117,7 +137,7 @@ def _build_attention_naive(config: "RunConfig", device, dtype) -> Callable[[], o
     return step
 
 
-def _build_attention_sdpa(config: "RunConfig", device, dtype) -> Callable[[], object]:
+def _build_attention_sdpa(config: WorkloadConfig, device, dtype) -> Callable[[], object]:
     import torch
     import torch.nn.functional as F
 
@@ -141,13 +161,13 @@ def _build_attention_sdpa(config: "RunConfig", device, dtype) -> Callable[[], ob
     return step
 
 
-def _attention_bytes(config: "RunConfig") -> int:
+def _attention_bytes(config: WorkloadConfig) -> int:
     qkvo = 4 * config.n * config.m * config.k
     scores = 2 * config.n * config.m * config.m  # naive: scores and probabilities
     return (qkvo + scores) * config.element_bytes
 
 
-def _attention_flops(config: "RunConfig") -> int:
+def _attention_flops(config: WorkloadConfig) -> int:
     return 4 * config.n * config.m * config.m * config.k
 
 
@@ -163,17 +183,17 @@ def _flash_refusal(kind: str, cc) -> "str | None":
     return None
 
 
-def _geglu_bytes(config: "RunConfig") -> int:
+def _geglu_bytes(config: WorkloadConfig) -> int:
     m, k, n = config.m, config.k, config.n
     return (2 * m * k + 3 * k * n + 4 * m * n) * config.element_bytes
 
 
-def _matmul_add_bytes(config: "RunConfig") -> int:
+def _matmul_add_bytes(config: WorkloadConfig) -> int:
     elements = config.m * config.k + config.k * config.n + config.n + 2 * config.m * config.n
     return elements * config.element_bytes
 
 
-def _gemm_flops(config: "RunConfig") -> int:
+def _gemm_flops(config: WorkloadConfig) -> int:
     return 2 * config.m * config.k * config.n
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from lab.analysis import Analysis, Comparison, Insight, analyze, compare_traces, device_name, find_insights
 from lab.trace.load import Trace, TraceError, load_trace
+from lab.stats import median as _median
 from lab.units import fmt_pct, fmt_tflops, fmt_us
 from lab.views.summary import category_counts
 
@@ -38,13 +39,6 @@ def _plain(value):
     if isinstance(value, np.bool_):
         return bool(value)
     return value
-
-
-def _median(values) -> float:
-    """Median of the finite values; NaN (→ None in JSON) when there are none."""
-    values = np.asarray(values, dtype=float)
-    values = values[np.isfinite(values)]
-    return float(np.median(values)) if len(values) else float("nan")
 
 
 def _records(frame, columns, limit=None) -> list[dict]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from lab.analysis.core import Analysis, device_name
 from lab.analysis.insights import Insight
+from lab.run.config import OPTIONS
 from lab.run.result import RunResult
 from lab.trace.load import Trace
 from lab.units import fmt_pct, fmt_tflops, fmt_us
@@ -117,15 +118,17 @@ def _device_text(trace: Trace, run: RunResult | None) -> str:
 
 
 def _config_text(run: RunResult | None) -> str:
+    """One line of what ran; the schedule and the profiler options come from RunConfig's Options."""
     if run is None:
         return ""
     c = run.config
-    parts = [f"{WORKLOADS[c.workload].title}", f"{c.shape_text}", c.dtype,
-             f"schedule wait={c.wait} warmup={c.warmup} active={c.active} repeat={c.repeat}",
+    schedule = " ".join(f"{o.name}={getattr(c, o.name)}" for o in OPTIONS.values()
+                        if o.group == "schedule" and o.inline)
+    parts = [f"{WORKLOADS[c.workload].title}", f"{c.shape_text}", c.dtype, f"schedule {schedule}",
              f"{c.warmup_iters} warm-up iterations" if c.warmup_iters else "cold (no warm-up)"]
     if c.compile:
         parts.append("torch.compile")
-    options = [o for o in ("record_shapes", "profile_memory", "with_stack", "with_flops") if getattr(c, o)]
+    options = [name for name, on in c.profiler_args().items() if on]
     if options:
         parts.append(", ".join(options))
     return " · ".join(parts)

@@ -1,0 +1,348 @@
+"""The service's shared state: tickets, the FIFO queue, worker records and counters.
+
+One lock (``RunQueue.lock``) guards all of it; ``RunQueue.changed`` is notified whenever the
+queue, a worker's state or the stop flag changes. The public ``ProfileService`` methods and
+the per-worker supervisor threads both go through ``RunQueue``; a ``RunTicket`` changes state
+only through its own methods, which the queue calls with the lock held.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import subprocess
+import threading
+import time
+from collections import deque
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
+
+from lab.run.config import RunConfig
+from lab.run.devices import DeviceInfo
+from lab.run.protocol import FailureKind, RunFailed, ServiceBusy, TicketState, TicketStatus, WorkerState
+from lab.run.settings import HostSettings
+from lab.run.spawn import exit_text
+from lab.stats import median
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lab.run.result import RunResult
+
+__all__ = [
+    "ABANDONED_TICKET_S", "IDLE_WAIT_S", "RECENT_RUNS_FOR_ESTIMATE", "RunQueue", "RunTicket", "WorkerRecord",
+    "describe_config",
+]  # fmt: skip
+
+# A queued ticket nobody has polled for this long belongs to a closed browser tab; it is
+# dropped when it reaches the head of the queue instead of occupying a worker. Streamlit
+# pages poll every second or so while they wait, so two minutes is generous.
+ABANDONED_TICKET_S = 120.0
+# Queue-time estimates use the median of this many recent run durations.
+RECENT_RUNS_FOR_ESTIMATE = 20
+# How long an idle supervisor waits on the queue before it checks its worker and the stop flag.
+IDLE_WAIT_S = 1.0
+
+
+class RunTicket:
+    """A caller's handle on one submitted run. Cheap to poll from any thread.
+
+    Callers use ``poll``, ``result``, ``cancel`` and ``done``; the ``mark_*`` and ``settle``
+    methods belong to the queue, which calls them with its lock held.
+    """
+
+    def __init__(self, queue: "RunQueue", ticket_id: int, config: RunConfig, *, reused: bool = False):
+        self._queue = queue
+        self.id = ticket_id
+        self.config = config
+        self.reused = reused
+        now = time.monotonic()
+        # All fields below are guarded by the queue's lock.
+        self._state = TicketState.QUEUED
+        self._stage: str | None = None
+        self._submitted_at = now
+        self._started_at: float | None = None
+        self._last_seen = now
+        self._worker: int | None = None
+        self._device: str | None = None
+        self._result: "RunResult | None" = None
+        self._error: RunFailed | None = None
+        self._finished = threading.Event()
+
+    # ------------------------------------------------------------------ callers
+
+    def poll(self) -> TicketStatus:
+        return self._queue.status(self)
+
+    def result(self, timeout: float | None = None) -> "RunResult":
+        """Wait for the result. Raises ``RunFailed`` if the run failed or was cancelled, and
+        ``TimeoutError`` if ``timeout`` seconds pass first (the run goes on)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self._queue.touch(self)  # a caller waiting here is not an abandoned tab
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                if self._finished.is_set():
+                    break
+                raise TimeoutError(f"run {self.id} is not finished after {timeout:g} s; it is still "
+                                   f"{self.poll().state}")
+            wait_s = ABANDONED_TICKET_S / 4 if remaining is None else min(remaining, ABANDONED_TICKET_S / 4)
+            if self._finished.wait(wait_s):
+                break
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def cancel(self) -> bool:
+        """Cancel: a queued run is removed from the queue; a running one finishes but its
+        result is dropped. Returns False if the ticket had already finished."""
+        return self._queue.cancel(self)
+
+    def done(self) -> bool:
+        """Whether the ticket has settled (done, failed or cancelled); never blocks."""
+        return self._finished.is_set()
+
+    def __repr__(self) -> str:
+        return f"RunTicket(id={self.id}, state={str(self._state)!r}, reused={self.reused})"
+
+    # ------------------------------------------------------------------ the queue (lock held)
+
+    @property
+    def state(self) -> TicketState:
+        return self._state
+
+    def mark_seen(self, now: float) -> None:
+        self._last_seen = now
+
+    def unseen_for(self, now: float) -> float:
+        return now - self._last_seen
+
+    def mark_running(self, worker: int, device: str) -> None:
+        self._state, self._stage = TicketState.RUNNING, "dispatched"
+        self._started_at = time.monotonic()
+        self._worker, self._device = worker, device
+
+    def mark_queued(self) -> None:
+        """Back to waiting: its worker died before the run started."""
+        self._state, self._stage, self._worker, self._device = TicketState.QUEUED, None, None, None
+
+    def mark_stage(self, stage: str) -> None:
+        self._stage = stage
+
+    def settle(self, *, result=None, error: RunFailed | None = None, state: TicketState | None = None) -> None:
+        """Record the outcome. A ticket settles once; later outcomes are dropped."""
+        if self._finished.is_set():
+            return
+        self._result = result
+        self._error = error
+        self._state = state or (TicketState.DONE if error is None else TicketState.FAILED)
+        self._finished.set()
+
+    def status(self, now: float, *, queue_position: int | None, estimate_s: float | None) -> TicketStatus:
+        return TicketStatus(
+            id=self.id, state=self._state, stage=self._stage, queue_position=queue_position,
+            elapsed_s=now - self._submitted_at, estimate_s=estimate_s, worker=self._worker,
+            device=self._device, reused=self.reused,
+            message=None if self._error is None else self._error.message)
+
+    def running_for(self, now: float) -> float:
+        return now - (self._started_at or now)
+
+
+class WorkerRecord:
+    """Server-side record of one worker process; fields guarded by the queue's lock except
+    ``process`` and ``conn``, which only its supervisor thread touches."""
+
+    def __init__(self, index: int, device: str, visible_id: str, physical_index: int):
+        self.index = index
+        self.device = device
+        self.visible_id = visible_id
+        self.physical_index = physical_index
+        self.state = WorkerState.NOT_STARTED
+        self.process: subprocess.Popen | None = None
+        self.conn: Connection | None = None
+        self.pid: int | None = None
+        self.info: DeviceInfo | None = None
+        self.ever_ready = False
+        self.runs_served = 0
+        self.restarts = 0
+        self.thread: threading.Thread | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def label(self) -> str:
+        return f"worker {self.index} ({self.device})"
+
+
+def describe_config(config: RunConfig) -> str:
+    return f"{config.workload} {config.shape_text} {config.dtype} (device {config.device})"
+
+
+class RunQueue:
+    """Tickets waiting and running, the workers' records and the service's counters."""
+
+    def __init__(self, settings: HostSettings, workers: list[WorkerRecord], *, abandon_after_s: float):
+        self.settings = settings
+        self.workers = workers
+        self.abandon_after_s = abandon_after_s
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)  # queue, worker state or stop changed
+        self.pending: deque[RunTicket] = deque()
+        self.stopping = False
+        self.runs_served = 0
+        self.runs_failed = 0
+        self.last_error: str | None = None
+        self._ids = itertools.count(1)
+        self._durations_s: deque[float] = deque(maxlen=RECENT_RUNS_FOR_ESTIMATE)
+        self._recent: dict[RunConfig, tuple[float, "RunResult"]] = {}  # reuse cache
+
+    # ------------------------------------------------------------------ callers
+
+    def submit(self, config: RunConfig, *, force_fresh: bool) -> RunTicket:
+        """Queue ``config`` (or hand back a recent identical run); see ProfileService.submit."""
+        with self.lock:
+            if self.stopping:
+                raise RuntimeError("this ProfileService was shut down; create a new one")
+            now = time.monotonic()
+            reuse_s = self.settings.reuse_window_s
+            if not force_fresh and reuse_s > 0:
+                hit = self._recent.get(config)
+                if hit is not None and now - hit[0] <= reuse_s:
+                    ticket = RunTicket(self, next(self._ids), config, reused=True)
+                    ticket.settle(result=hit[1])
+                    return ticket
+            self._drop_abandoned(now)
+            # queue_max counts runs waiting beyond those a free worker picks up right away.
+            idle = sum(w.state == WorkerState.IDLE for w in self.workers)
+            if len(self.pending) + 1 - idle > self.settings.queue_max:
+                raise ServiceBusy(f"{len(self.pending)} runs are queued; try again in a moment")
+            ticket = RunTicket(self, next(self._ids), config)
+            self.pending.append(ticket)
+            self.changed.notify_all()
+            return ticket
+
+    def touch(self, ticket: RunTicket) -> None:
+        with self.lock:
+            ticket.mark_seen(time.monotonic())
+
+    def status(self, ticket: RunTicket) -> TicketStatus:
+        with self.lock:
+            now = time.monotonic()
+            ticket.mark_seen(now)
+            position = None
+            estimate = None
+            typical_s = median(self._durations_s) if self._durations_s else None
+            if ticket.state == TicketState.QUEUED:
+                try:
+                    position = self.pending.index(ticket) + 1
+                except ValueError:  # between dequeue and dispatch
+                    position = 1
+                if typical_s is not None:
+                    workers = max(1, len(self.workers))
+                    estimate = typical_s * (math.ceil(position / workers) + 1)
+            elif ticket.state == TicketState.RUNNING and typical_s is not None:
+                estimate = max(0.0, typical_s - ticket.running_for(now))
+            return ticket.status(now, queue_position=position, estimate_s=estimate)
+
+    def cancel(self, ticket: RunTicket) -> bool:
+        with self.lock:
+            if ticket.state == TicketState.QUEUED:
+                try:
+                    self.pending.remove(ticket)
+                except ValueError:
+                    pass
+            elif ticket.state != TicketState.RUNNING:
+                return False
+            # A running ticket keeps its worker busy until the run ends; its result is dropped.
+            ticket.settle(error=RunFailed("the run was cancelled", kind=FailureKind.CANCELLED),
+                          state=TicketState.CANCELLED)
+            self.changed.notify_all()
+            return True
+
+    def stop(self) -> bool:
+        """Set the stop flag and cancel every queued ticket; False if it was already set."""
+        with self.lock:
+            if self.stopping:
+                return False
+            self.stopping = True
+            while self.pending:
+                self.pending.popleft().settle(error=RunFailed(
+                    "the profiling service is shutting down; reload the page and run again",
+                    kind=FailureKind.SHUTDOWN), state=TicketState.CANCELLED)
+            self.changed.notify_all()
+            return True
+
+    # ------------------------------------------------------------------ supervisors
+
+    def next_ticket(self, worker: WorkerRecord) -> RunTicket | None:
+        """Wait for the next live queued ticket and mark it running on ``worker``; None when
+        the service stops or the idle worker died (e.g. the OOM killer): it gets replaced now,
+        not when the next user clicks."""
+        with self.lock:
+            worker.state = WorkerState.IDLE
+            self.changed.notify_all()
+            process = worker.process
+            assert process is not None, "next_ticket() runs only while the worker's process is up"
+            while not self.stopping:
+                if process.poll() is not None:  # Popen.poll is safe from any thread
+                    self.last_error = (f"{worker.label} died while idle "
+                                       f"({exit_text(process.returncode)}); restarting it")
+                    return None
+                self._drop_abandoned(time.monotonic())
+                if self.pending:
+                    ticket = self.pending.popleft()
+                    ticket.mark_running(worker.index, worker.device)
+                    worker.state = WorkerState.BUSY
+                    return ticket
+                self.changed.wait(IDLE_WAIT_S)
+            return None
+
+    def requeue(self, ticket: RunTicket) -> None:
+        """Put a ticket whose run never started back at the front of the queue."""
+        with self.lock:
+            if not ticket.done():
+                ticket.mark_queued()
+                self.pending.appendleft(ticket)
+                self.changed.notify_all()
+
+    def set_stage(self, ticket: RunTicket, run_id: int, stage: str) -> None:
+        with self.lock:
+            if run_id == ticket.id:
+                ticket.mark_stage(stage)
+
+    def record_done(self, worker: WorkerRecord, ticket: RunTicket, result, duration_s: float) -> None:
+        with self.lock:
+            now = time.monotonic()
+            self._durations_s.append(duration_s)
+            self.runs_served += 1
+            worker.runs_served += 1
+            reuse_s = self.settings.reuse_window_s
+            if reuse_s > 0:
+                self._recent = {c: hit for c, hit in self._recent.items() if now - hit[0] <= reuse_s}
+                self._recent[ticket.config] = (now, result)
+            ticket.settle(result=result)  # a no-op if cancelled meanwhile
+            self.changed.notify_all()
+
+    def record_failure(self, ticket: RunTicket, error: RunFailed) -> None:
+        with self.lock:
+            self.runs_failed += 1
+            self.last_error = f"run {ticket.id} ({describe_config(ticket.config)}): {error.message}"
+            ticket.settle(error=error)
+            self.changed.notify_all()
+
+    def note_error(self, text: str) -> None:
+        with self.lock:
+            self.last_error = text
+
+    # ------------------------------------------------------------------ (lock held)
+
+    def _drop_abandoned(self, now: float) -> None:
+        """Drop queued tickets nobody has polled for ``abandon_after_s``."""
+        stale = [t for t in self.pending if t.unseen_for(now) > self.abandon_after_s]
+        for ticket in stale:
+            self.pending.remove(ticket)
+            ticket.settle(state=TicketState.CANCELLED, error=RunFailed(
+                f"the run was dropped from the queue: nobody checked on it for {self.abandon_after_s:g} s "
+                "(page closed?); run again", kind=FailureKind.CANCELLED))
