@@ -6,6 +6,8 @@ every number shown is computed in ``lab/``; the views live in ``ui/``.
 
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 
 from lab.run import HostSettings, ProfileService, host_environment
@@ -61,14 +63,15 @@ if lesson_click is not None:
 upload.upload_box(settings)
 
 subjects = state.all_subjects()
-views.lesson_check(subjects, cache.load)
+load = functools.partial(cache.load, settings=settings)
+views.lesson_check(subjects, load)
 subject = state.current_subject(subjects)
 st.selectbox("Showing", [s.key for s in subjects], key="subject",
              format_func={s.key: s.title for s in subjects}.get,
              help="Your runs of this session (newest first), your uploads, and GPU traces recorded on an H200.")
 if subject is not None and subject.sample is not None:
     views.sample_note(subject.sample, device)
-loaded = cache.load(subject) if subject else None
+loaded = load(subject) if subject else None
 
 if loaded is not None:
     # Only the open tab's code runs (on_change="rerun" + .open): each view parses nothing twice.
@@ -79,7 +82,7 @@ if loaded is not None:
         "Timeline": lambda: views.timeline_view(subject, loaded),
         "Insights": lambda: views.insights_view(loaded),
         "Trace": lambda: views.trace_view(subject, loaded),
-        "Compare": lambda: views.compare_view(subjects, cache.load),
+        "Compare": lambda: views.compare_view(subjects, load),
     }
     for name, tab in zip(VIEWS, tabs):
         if tab.open:

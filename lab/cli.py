@@ -85,9 +85,10 @@ def main(argv: list[str] | None = None) -> int:
             return _profile(args, config, HostSettings.from_env())
         report = _import_report(args.command)
 
+        settings = HostSettings.from_env()  # the trace limits (max events, decompressed size)
         if args.command == "analyze":
-            return report.analyze_main(args.trace, as_json=args.json)
-        return report.compare_main(args.a, args.b, as_json=args.json)
+            return report.analyze_main(args.trace, as_json=args.json, settings=settings)
+        return report.compare_main(args.a, args.b, as_json=args.json, settings=settings)
     except Exception as exc:
         if not isinstance(exc, _refusals()):
             raise  # a bug: keep its traceback

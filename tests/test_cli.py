@@ -152,3 +152,10 @@ def test_profile_flags_defaults_and_help_are_as_before():
     assert defaults == RunConfig()
     assert actions["--record-shapes"].option_strings == ["--record-shapes", "--no-record-shapes"]
     assert actions["--matmul-label"].default is None and actions["--steps"].type is int
+
+
+def test_analyze_honours_the_hosts_trace_limits():
+    # 126 events in the H200 seed trace: a host limit of 50 refuses it, the default reads it.
+    trace = str(REPO / "tests" / "data" / "groundtruth" / "cuda" / "seed.json.gz")
+    _assert_one_line_refusal(_lab("analyze", trace, env={"PROFILER_LAB_MAX_TRACE_EVENTS": "50"}), "50")
+    assert _lab("analyze", trace).returncode == 0

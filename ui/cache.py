@@ -30,10 +30,9 @@ class Loaded:
 
 
 @st.cache_resource(max_entries=MAX_CACHED_TRACES, show_spinner=False)
-def _load(digest: str, config_key: str, _data: bytes, _run) -> Loaded:
-    settings = HostSettings.from_env()
-    trace = load_trace(_data, max_decompressed_bytes=settings.max_trace_decompressed_mb * 2**20,
-                       max_events=settings.max_trace_events)
+def _load(digest: str, config_key: str, _data: bytes, _run, settings: HostSettings) -> Loaded:
+    # The host's settings are part of the key: a trace refused under one limit is re-read under another.
+    trace = load_trace(_data, settings=settings)
     config = _run.config if _run is not None else None
     peak = _run.device.peak if _run is not None else None
     analysis = analyze(trace, peak=peak, config=config)
@@ -50,22 +49,22 @@ def _why_unreadable(exc: Exception) -> str:
     return f"the lab could not analyse it ({type(exc).__name__}: {exc}); the file may be from an unusual profiler setup"
 
 
-def check_readable(digest: str, data: bytes) -> str | None:
+def check_readable(digest: str, data: bytes, settings: HostSettings) -> str | None:
     """None if ``data`` parses and analyses (the result stays cached for the views), else why not."""
     try:
         with st.spinner("Reading the trace…"):
-            _load(digest, "", data, None)
+            _load(digest, "", data, None, settings)
     except Exception as exc:  # noqa: BLE001 - untrusted input: every failure becomes a message
         return _why_unreadable(exc)
     return None
 
 
-def load(subject: Subject) -> Loaded | None:
+def load(subject: Subject, settings: HostSettings) -> Loaded | None:
     """The subject's trace, analysis and insights; shows the reason and returns None if unreadable."""
     config_key = repr(subject.run.config) if subject.run is not None else ""
     try:
         with st.spinner("Reading the trace…"):
-            return _load(subject.digest, config_key, subject.trace_bytes, subject.run)
+            return _load(subject.digest, config_key, subject.trace_bytes, subject.run, settings)
     except Exception as exc:  # noqa: BLE001 - see check_readable
         messages.error(f"{subject.title} cannot be shown: {_why_unreadable(exc)}")
         return None

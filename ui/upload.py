@@ -44,7 +44,7 @@ def accept_upload(name: str, data: bytes, settings: HostSettings) -> str | None:
         return rejected[digest]
     if state.has_upload(digest):
         return None
-    reason = cache.check_readable(digest, data)
+    reason = cache.check_readable(digest, data, settings)
     if reason:
         rejected[digest] = f"{name} cannot be opened: {reason}"
         while len(rejected) > MAX_REMEMBERED_REFUSALS:

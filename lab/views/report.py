@@ -17,6 +17,7 @@ import numpy as np
 
 from lab.analysis import Analysis, Comparison, Insight, analyze, compare_traces, device_name, find_insights
 from lab.trace.load import Trace, TraceError, load_trace
+from lab.run.settings import HostSettings
 from lab.stats import median as _median
 from lab.units import fmt_pct, fmt_tflops, fmt_us
 from lab.views.summary import category_counts
@@ -219,17 +220,17 @@ def format_comparison(data: dict) -> str:
     return "\n".join(lines)
 
 
-def _load(path: str) -> Trace | None:
+def _load(path: str, settings: HostSettings | None) -> Trace | None:
     try:
-        return load_trace(path)
+        return load_trace(path, settings=settings)
     except TraceError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return None
 
 
-def analyze_main(path: str, *, as_json: bool) -> int:
+def analyze_main(path: str, *, as_json: bool, settings: HostSettings | None = None) -> int:
     """``python -m lab analyze TRACE [--json]``."""
-    trace = _load(path)
+    trace = _load(path, settings)
     if trace is None:
         return EXIT_BAD_INPUT
     report = build_report(trace)
@@ -237,12 +238,12 @@ def analyze_main(path: str, *, as_json: bool) -> int:
     return 0
 
 
-def compare_main(a: str, b: str, *, as_json: bool) -> int:
+def compare_main(a: str, b: str, *, as_json: bool, settings: HostSettings | None = None) -> int:
     """``python -m lab compare A B [--json]``: B against the baseline A."""
-    trace_a = _load(a)
+    trace_a = _load(a, settings)
     if trace_a is None:
         return EXIT_BAD_INPUT
-    trace_b = _load(b)
+    trace_b = _load(b, settings)
     if trace_b is None:
         return EXIT_BAD_INPUT
     label_a, label_b = _label(a), _label(b)
