@@ -49,7 +49,7 @@ def pipeline_steps():
     except ImportError:
         missing.append("lab.trace.load_trace")
     try:
-        from lab.analysis.core import analyze
+        from lab.analysis import analyze
 
         steps.append(("analyze", lambda result, state: state.__setitem__(
             "analysis", analyze(state["trace"], config=result.config))))

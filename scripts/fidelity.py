@@ -86,7 +86,7 @@ def shape_text(m: int, k: int, n: int) -> str:
 
 def profiled_gemm_us(config, result) -> dict:
     """The lab's own reading of its trace: GEMM kernel durations (GPU) or aten::mm ops (CPU)."""
-    from lab.analysis.core import gemm_efficiency
+    from lab.analysis.gemm import gemm_efficiency
     from lab.trace.load import load_trace
 
     trace = load_trace(result.trace_gz)

@@ -2,7 +2,7 @@
 
 Run with ``python -m pytest tests/test_gpu.py -q -m gpu``; every test skips, saying why, on a
 host without CUDA. Facts are checked from the raw Chrome trace independently of
-``lab.analysis.core`` where possible (kernels, flows, the launching op by time containment).
+``lab.analysis`` where possible (kernels, flows, the launching op by time containment).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.analysis.core import analyze
+from lab.analysis import analyze
 from lab.views.timeline import DEFAULT_MAX_MARKS, build_timeline
 from lab.trace.load import load_trace
 

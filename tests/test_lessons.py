@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.analysis.core import analyze
+from lab.analysis import analyze
 from lab.run.config import ConfigError
 from lab.run.lessons import LESSONS, lesson_configs
 from lab.run.runner import run_profile

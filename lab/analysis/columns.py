@@ -172,3 +172,31 @@ def group_mode_values(gid: np.ndarray, values: np.ndarray, n_groups: int) -> np.
     value_codes[ok] = inverse.reshape(-1)
     mode = group_mode(gid, value_codes, n_groups)
     return np.where(mode >= 0, uniques[np.maximum(mode, 0)] if len(uniques) else np.nan, np.nan)
+
+
+# --------------------------------------------------------------------------- nesting
+
+
+def parent_rows(depth: np.ndarray, lane: np.ndarray) -> np.ndarray:
+    """Direct parent per row: the nearest earlier row of the same lane one level up.
+
+    Rows are sorted by (lane, start), so a row's parent is the last row before it at
+    depth − 1; one searchsorted per depth level instead of a stack walk per event.
+    """
+    n = len(depth)
+    parent = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return parent
+    order = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[order], np.arange(int(depth.max()) + 2))
+    for d in range(1, int(depth.max()) + 1):
+        above = order[bounds[d - 1]:bounds[d]]  # positions at depth d-1, ascending
+        here = order[bounds[d]:bounds[d + 1]]
+        if not len(above) or not len(here):
+            continue
+        at = np.searchsorted(above, here, side="right") - 1
+        ok = at >= 0
+        cand = above[np.where(ok, at, 0)]
+        ok &= lane[cand] == lane[here]
+        parent[here[ok]] = cand[ok]
+    return parent

@@ -1,10 +1,8 @@
 """Small helpers the diagnoses (``lab/analysis/diag_*.py``) share.
 
-Deliberately local: the diagnoses import only ``lab.trace``, ``lab.vocab``, ``lab.units``,
-numpy and pandas while ``lab/analysis/core.py`` is being split in other branches. Several of
-these re-implement a helper of ``core`` with the same contract — ``mask_in``, ``texts``,
-``merge_intervals``, ``covered_us`` — and are meant to be de-duplicated at merge (keep one,
-import it from both). Everything works on row positions of ``Trace.events``.
+The column and interval helpers are the analyses' own (``lab/analysis/columns.py``,
+``lab/analysis/intervals.py``), re-exported here for the diagnoses. Everything works on row
+positions of ``Trace.events``.
 """
 
 from __future__ import annotations
@@ -14,6 +12,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from lab.analysis.columns import mask_in, mask_where, parent_rows, texts
+from lab.analysis.intervals import covered_us, merge_intervals
 from lab.trace import Trace
 from lab.vocab import GPU_ACTIVITY_CATS
 
@@ -23,35 +23,16 @@ __all__ = [
 ]  # fmt: skip
 
 
-def _codes(column: pd.Series) -> np.ndarray:
-    # The Categorical's own code array: ``column.cat.codes`` builds a new Series each call
-    # (a third of diagnose()'s time on the 52k-event transformer trace).
-    return column.array.codes
 
 
-def mask_in(column: pd.Series, values) -> np.ndarray:
-    """Boolean mask: the categorical column's value is one of ``values`` (core.mask_in)."""
-    cats = np.asarray(column.cat.categories, dtype=object)
-    hit = np.isin(cats, list(values))
-    return np.append(hit, False)[_codes(column)]  # code -1 (missing) indexes the appended False
 
 
-def mask_where(column: pd.Series, predicate: Callable[[str], object]) -> np.ndarray:
-    """Boolean mask from a predicate evaluated once per distinct value (core.mask_where)."""
-    cats = column.cat.categories
-    hit = np.array([bool(predicate(str(c))) for c in cats] + [False], dtype=bool)
-    return hit[_codes(column)]
 
 
 def rows_in(trace: Trace, column: str, values) -> np.ndarray:
     return np.flatnonzero(mask_in(trace.events[column], values))
 
 
-def texts(column: pd.Series, rows: np.ndarray) -> np.ndarray:
-    """The text values of a categorical column at ``rows`` (core.texts)."""
-    cats = np.asarray(column.cat.categories, dtype=object)
-    codes = _codes(column)[rows]
-    return np.where(codes >= 0, cats[np.maximum(codes, 0)], "")
 
 
 def pct(part: float, whole: float) -> float:
@@ -61,37 +42,8 @@ def pct(part: float, whole: float) -> float:
 # --- intervals -------------------------------------------------------------------------------
 
 
-def merge_intervals(starts, ends) -> tuple[np.ndarray, np.ndarray]:
-    """Union of [start, end) intervals as sorted, disjoint (starts, ends) (core.merge_intervals)."""
-    starts = np.asarray(starts, dtype=float)
-    ends = np.asarray(ends, dtype=float)
-    if len(starts) == 0:
-        return np.array([], dtype=float), np.array([], dtype=float)
-    order = np.argsort(starts, kind="stable")
-    s = starts[order]
-    run_end = np.maximum.accumulate(ends[order])
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > run_end[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(s) - 1)
-    return s[first], run_end[last]
 
 
-def covered_us(starts: np.ndarray, ends: np.ndarray, win_start, win_end) -> np.ndarray:
-    """Time covered by merged intervals inside each window [win_start, win_end] (core.covered_us)."""
-    win_start = np.atleast_1d(np.asarray(win_start, dtype=float))
-    win_end = np.atleast_1d(np.asarray(win_end, dtype=float))
-    if len(starts) == 0:
-        return np.zeros(len(win_start))
-    cum = np.concatenate(([0.0], np.cumsum(ends - starts)))
-
-    def upto(t):  # covered time in (-inf, t]
-        k = np.searchsorted(starts, t, side="right")
-        last_end = ends[np.maximum(k - 1, 0)]
-        return cum[k] - np.where(k > 0, np.clip(last_end - t, 0.0, None), 0.0)
-
-    return np.maximum(upto(win_end) - upto(win_start), 0.0)
 
 
 def intersect_us(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray],
@@ -150,30 +102,6 @@ def gpu_busy(trace: Trace, rows: np.ndarray | None = None) -> GpuBusy:
 # --- nesting ---------------------------------------------------------------------------------
 
 
-def parents(trace: Trace) -> np.ndarray:
-    """Row of each event's direct parent on its lane (-1 for outermost events).
-
-    Rows are sorted by (lane, start, −duration) and ``depth`` counts enclosing events, so the
-    parent of a row at depth d is the last earlier row of the same lane at depth d − 1: one
-    binary search per depth level (core._parents computes the same).
-    """
-    ev = trace.events
-    depth = ev["depth"].to_numpy().astype(np.int64)
-    lane = ev["lane_order"].to_numpy()
-    parent = np.full(len(depth), -1, dtype=np.int64)
-    if not len(depth):
-        return parent
-    for d in range(1, int(depth.max()) + 1):
-        kids = np.flatnonzero(depth == d)
-        above = np.flatnonzero(depth == d - 1)
-        if not len(kids) or not len(above):
-            continue
-        k = np.searchsorted(above, kids, side="left") - 1
-        ok = k >= 0
-        cand = above[np.maximum(k, 0)]
-        ok &= lane[cand] == lane[kids]
-        parent[kids[ok]] = cand[ok]
-    return parent
 
 
 def ancestor_in(parent: np.ndarray, wanted: np.ndarray, rows: np.ndarray, *, self_too: bool = False) -> np.ndarray:
@@ -190,3 +118,9 @@ def ancestor_in(parent: np.ndarray, wanted: np.ndarray, rows: np.ndarray, *, sel
         cur[idx] = parent[cur[idx]]
         live[idx] = cur[idx] >= 0
     return found
+
+
+def parents(trace: Trace) -> np.ndarray:
+    """Row of each event's direct parent on its lane (-1 for outermost events)."""
+    ev = trace.events
+    return parent_rows(ev["depth"].to_numpy(), ev["lane_order"].to_numpy())

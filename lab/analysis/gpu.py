@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.diag_graphs import graph_replay_rows
+from lab.analysis.intervals import covered_us, merge_intervals
 from lab.analysis.columns import as_category, codes, frame, group_ids, group_median, group_min_max, mask_in
 from lab.trace.load import Trace
 from lab.vocab import GPU_ACTIVITY_CATS
@@ -54,37 +55,6 @@ class GpuUtilization:
     busy_intervals: pd.DataFrame  # start_us, end_us: the union over all devices, sorted
     gaps: pd.DataFrame  # device, start_us, end_us, dur_us: idle time between activity, per device
     largest_gaps: pd.DataFrame  # the LARGEST_GAPS longest rows of ``gaps``
-
-
-def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of [start, end) intervals as sorted, disjoint (starts, ends); touching ones merge."""
-    if len(starts) == 0:
-        return np.array([], dtype=float), np.array([], dtype=float)
-    order = np.argsort(starts, kind="stable")
-    s = np.asarray(starts, dtype=float)[order]
-    run_end = np.maximum.accumulate(np.asarray(ends, dtype=float)[order])
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > run_end[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(s) - 1)
-    return s[first], run_end[last]
-
-
-def covered_us(starts: np.ndarray, ends: np.ndarray, win_start, win_end) -> np.ndarray:
-    """Time covered by merged intervals (from ``merge_intervals``) inside each window [win_start, win_end]."""
-    win_start = np.atleast_1d(np.asarray(win_start, dtype=float))
-    win_end = np.atleast_1d(np.asarray(win_end, dtype=float))
-    if len(starts) == 0:
-        return np.zeros(len(win_start))
-    cum = np.concatenate(([0.0], np.cumsum(ends - starts)))
-
-    def upto(t):  # covered time in (-inf, t]
-        k = np.searchsorted(starts, t, side="right")
-        last_end = ends[np.maximum(k - 1, 0)]
-        return cum[k] - np.where(k > 0, np.clip(last_end - t, 0.0, None), 0.0)
-
-    return np.maximum(upto(win_end) - upto(win_start), 0.0)
 
 
 def trace_span_us(trace: Trace) -> float:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lab.analysis.columns import codes, frame, group_ids, group_min_max, group_mode, group_mode_values, mask_in, texts
+from lab.analysis.columns import codes, parent_rows, frame, group_ids, group_min_max, group_mode, group_mode_values, mask_in, texts
 from lab.trace.load import Trace
 from lab.vocab import GPU_ACTIVITY_CATS, LAUNCH_CATS, OPERATOR_CATS
 
@@ -43,7 +43,7 @@ class Links:
 def build_links(trace: Trace) -> Links:
     ev = trace.events
     n = len(ev)
-    parent = _parents(ev["depth"].to_numpy(), ev["lane_order"].to_numpy())
+    parent = parent_rows(ev["depth"].to_numpy(), ev["lane_order"].to_numpy())
     launch = np.full(n, -1, dtype=np.int64)
     flows = trace.flows
     if len(flows):
@@ -65,31 +65,6 @@ def build_links(trace: Trace) -> Links:
         ok = ~np.isnan(found)
         owner[orphan[ok]] = found[ok].astype(np.int64)
     return Links(parent=parent, launch=launch, owner=owner)
-
-
-def _parents(depth: np.ndarray, lane: np.ndarray) -> np.ndarray:
-    """Direct parent per row: the nearest earlier row of the same lane one level up.
-
-    Rows are sorted by (lane, start), so a row's parent is the last row before it at
-    depth − 1; one searchsorted per depth level instead of a stack walk per event.
-    """
-    n = len(depth)
-    parent = np.full(n, -1, dtype=np.int64)
-    if n == 0:
-        return parent
-    order = np.argsort(depth, kind="stable")
-    bounds = np.searchsorted(depth[order], np.arange(int(depth.max()) + 2))
-    for d in range(1, int(depth.max()) + 1):
-        above = order[bounds[d - 1]:bounds[d]]  # positions at depth d-1, ascending
-        here = order[bounds[d]:bounds[d + 1]]
-        if not len(above) or not len(here):
-            continue
-        at = np.searchsorted(above, here, side="right") - 1
-        ok = at >= 0
-        cand = above[np.where(ok, at, 0)]
-        ok &= lane[cand] == lane[here]
-        parent[here[ok]] = cand[ok]
-    return parent
 
 
 def _device_times(trace: Trace, links: Links) -> tuple[np.ndarray, np.ndarray]:

@@ -7,44 +7,17 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.diag_steps import step_spans
-from lab.analysis.columns import codes, group_ids, mask_in, mask_where, texts
+from lab.analysis.columns import texts
 from lab.analysis.gpu import GpuUtilization, covered_us, gpu_utilization
 from lab.analysis.operators import Links, build_links
 from lab.trace.load import Trace
-from lab.vocab import PROFILER_STEP_PREFIX
 
-__all__ = ["STEP_COLUMNS", "step_breakdown", "step_rows"]
+__all__ = ["STEP_COLUMNS", "step_breakdown"]
 
 STEP_COLUMNS = ("step", "name", "source", "start_us", "end_us", "cpu_us", "first_child_gap_us",
                 "gpu_busy_us", "gpu_idle_us", "gpu_busy_pct", "launched_gpu_us", "launched_count")
 
 
-def step_rows(trace: Trace) -> tuple[np.ndarray, str]:
-    """Positions of the step events and where they came from ("ProfilerStep", "annotation" or "")."""
-    ev = trace.events
-    on_cpu = mask_in(ev["lane_kind"], ("cpu",))
-    marked = (on_cpu & mask_where(ev["name"], lambda name: name.startswith(PROFILER_STEP_PREFIX))
-              & mask_in(ev["cat"], ("cpu_op", "user_annotation")))
-    if marked.any():
-        return np.flatnonzero(marked), "ProfilerStep"
-    is_ann = on_cpu & mask_in(ev["cat"], ("user_annotation",))
-    if not is_ann.any():
-        return np.array([], dtype=np.int64), ""
-    name_codes, _ = codes(ev["name"])
-    rows = np.flatnonzero(is_ann)
-    depth_all = ev["depth"].to_numpy()
-    gid, first = group_ids(name_codes[rows])
-    count = np.bincount(gid)
-    depth = np.full(len(first), np.iinfo(np.int64).max)
-    np.minimum.at(depth, gid, depth_all[rows].astype(np.int64))
-    dur = np.bincount(gid, weights=ev["dur_us"].to_numpy()[rows])
-    repeated = np.flatnonzero(count >= 2)
-    if not len(repeated):
-        return np.array([], dtype=np.int64), ""
-    # The outermost repeated label is the step; among equals, the most frequent, then the longest.
-    best = repeated[np.lexsort((-dur[repeated], -count[repeated], depth[repeated]))[0]]
-    pick = is_ann & (name_codes == name_codes[rows[first[best]]]) & (depth_all == depth[best])
-    return np.flatnonzero(pick), "annotation"
 
 
 def step_breakdown(trace: Trace, *, links: Links | None = None,

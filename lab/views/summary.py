@@ -11,7 +11,8 @@ import math
 import pandas as pd
 from dataclasses import dataclass
 
-from lab.analysis.core import Analysis, device_name
+from lab.analysis.bundle import Analysis
+from lab.analysis.gemm import device_name
 from lab.analysis.insights import Insight
 from lab.run.config import OPTIONS
 from lab.run.result import RunResult

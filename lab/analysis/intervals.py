@@ -1,0 +1,41 @@
+"""Time intervals: the union of [start, end) intervals, and how much of a window they cover.
+
+Leaf helpers (numpy only), shared by the GPU analysis, the steps, the insights and the diagnoses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["covered_us", "merge_intervals"]
+
+
+def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of [start, end) intervals as sorted, disjoint (starts, ends); touching ones merge."""
+    if len(starts) == 0:
+        return np.array([], dtype=float), np.array([], dtype=float)
+    order = np.argsort(starts, kind="stable")
+    s = np.asarray(starts, dtype=float)[order]
+    run_end = np.maximum.accumulate(np.asarray(ends, dtype=float)[order])
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_end[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return s[first], run_end[last]
+
+
+def covered_us(starts: np.ndarray, ends: np.ndarray, win_start, win_end) -> np.ndarray:
+    """Time covered by merged intervals (from ``merge_intervals``) inside each window [win_start, win_end]."""
+    win_start = np.atleast_1d(np.asarray(win_start, dtype=float))
+    win_end = np.atleast_1d(np.asarray(win_end, dtype=float))
+    if len(starts) == 0:
+        return np.zeros(len(win_start))
+    cum = np.concatenate(([0.0], np.cumsum(ends - starts)))
+
+    def upto(t):  # covered time in (-inf, t]
+        k = np.searchsorted(starts, t, side="right")
+        last_end = ends[np.maximum(k - 1, 0)]
+        return cum[k] - np.where(k > 0, np.clip(last_end - t, 0.0, None), 0.0)
+
+    return np.maximum(upto(win_end) - upto(win_start), 0.0)
