@@ -1,4 +1,4 @@
-"""Command line: ``python -m lab profile|analyze|compare``.
+"""Command line: ``python -m lab profile|analyze|compare|table``.
 
 ``profile`` runs in this process (``run_profile`` directly) and writes the run's artifacts:
 ``trace.json.gz`` (the Chrome trace as torch exported it), ``key_averages.csv`` and
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         a = sub.add_parser(name, help=text)
         a.add_argument("trace", help="a Chrome trace (.json or .json.gz)")
         a.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _add_table_parser(sub)
     c = sub.add_parser("compare", help="compare two traces")
     c.add_argument("a", help="baseline trace")
     c.add_argument("b", help="trace to compare with the baseline")
@@ -83,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             config = config_from_args(args)
             # Read once, here, after the config's own checks (so their message comes first).
             return _profile(args, config, HostSettings.from_env())
+        if args.command == "table":
+            return _table(args, HostSettings.from_env())
         report = _import_report(args.command)
 
         settings = HostSettings.from_env()  # the trace limits (max events, decompressed size)
@@ -101,8 +104,9 @@ def _refusals() -> tuple[type[Exception], ...]:
     # RunError lives with the result (pandas): imported only once something went wrong, so a
     # refused command line answers without loading pandas or torch.
     from lab.run.result import RunError
+    from lab.trace import TraceError
 
-    return (_UsageError, ConfigError, SettingsError, RunError, OSError)
+    return (_UsageError, ConfigError, SettingsError, RunError, TraceError, OSError)
 
 
 def _import_report(command: str):
@@ -136,6 +140,50 @@ def _profile(args: argparse.Namespace, config: RunConfig, settings: HostSettings
         print(f"warning: {warning}", file=sys.stderr)
     if args.out is not None:
         print(f"wrote {args.out / 'trace.json.gz'}, key_averages.csv, summary.json")
+    return 0
+
+
+# ``table --csv``: the CPU-side rows, one per name, these columns exactly.
+TABLE_CSV_COLUMNS = ("name", "count", "self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us")
+TORCH_TABLE_ROW_LIMIT = 100  # torch's table() default
+
+
+def _add_table_parser(sub) -> None:
+    t = sub.add_parser("table", help="print torch's key_averages table of a trace, derived from its events")
+    t.add_argument("trace", help="a Chrome trace (.json or .json.gz)")
+    t.add_argument("--csv", action="store_true",
+                   help=f"CSV of the CPU-side rows: {','.join(TABLE_CSV_COLUMNS)} (+ input_shapes when grouped)")
+    t.add_argument("--sort", default=None, metavar="KEY",
+                   help="torch's sort key (self_cpu_time_total, cpu_time_total, device_time_total, "
+                        "self_device_time_total, count, ...); default: device total on a GPU trace, else CPU total")
+    t.add_argument("--row-limit", type=int, default=None, metavar="N",
+                   help=f"rows to print (negative: all); default {TORCH_TABLE_ROW_LIMIT} as torch's table(), all for --csv")
+    t.add_argument("--group-by-shape", action="store_true", help="one row per (name, input shapes)")
+    t.add_argument("--python-functions", action="store_true",
+                   help="count with_stack's python frames as events, as torch 2.12-2.13 do")
+
+
+def _table(args: argparse.Namespace, settings: HostSettings) -> int:
+    from lab.analysis import trace_key_averages
+    from lab.trace import load_trace
+    from lab.views import TORCH_SORT_COLUMNS, torch_sorted, torch_table_text
+
+    trace = load_trace(args.trace, settings=settings)
+    sort_by = args.sort or ("device_time_total" if trace.has_gpu else "cpu_time_total")
+    if sort_by not in TORCH_SORT_COLUMNS:
+        raise _UsageError(f"--sort {sort_by!r} is not a sort key; use one of {', '.join(TORCH_SORT_COLUMNS)}")
+    frame = trace_key_averages(trace, group_by_input_shape=args.group_by_shape,
+                               include_python_functions=args.python_functions)
+    if not args.csv:
+        limit = TORCH_TABLE_ROW_LIMIT if args.row_limit is None else args.row_limit
+        print(torch_table_text(frame, sort_by=sort_by, row_limit=limit, use_device="cuda" if trace.has_gpu else None,
+                               with_flops=bool(trace.meta.with_flops)), end="")
+        return 0
+    rows = torch_sorted(frame[frame["device_type"] == "cpu"], sort_by)
+    if args.row_limit is not None and args.row_limit >= 0:
+        rows = rows.head(args.row_limit)
+    columns = list(TABLE_CSV_COLUMNS[:1]) + (["input_shapes"] if args.group_by_shape else []) + list(TABLE_CSV_COLUMNS[1:])
+    rows[columns].to_csv(sys.stdout, index=False, float_format="%.3f")  # µs to the ns, as traced
     return 0
 
 

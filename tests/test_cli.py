@@ -159,3 +159,58 @@ def test_analyze_honours_the_hosts_trace_limits():
     trace = str(REPO / "tests" / "data" / "groundtruth" / "cuda" / "seed.json.gz")
     _assert_one_line_refusal(_lab("analyze", trace, env={"PROFILER_LAB_MAX_TRACE_EVENTS": "50"}), "50")
     assert _lab("analyze", trace).returncode == 0
+
+
+# ---- python -m lab table --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def torch_profile(tmp_path_factory):
+    """A real CPU profile (the seed's labels under a schedule) and torch's key_averages of it."""
+    import ka_programs as kp
+
+    rec, prof = kp.record("seed", "cpu", tmp_path_factory.mktemp("table"), keep_profile=True)
+    return rec, prof.key_averages()
+
+
+def test_table_prints_torchs_table(torch_profile):
+    rec, averages = torch_profile
+    for sort_by, limit in (("self_cpu_time_total", "3"), ("cpu_time_total", "-1")):
+        proc = _lab("table", str(rec.trace_path), "--sort", sort_by, "--row-limit", limit)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == averages.table(sort_by=sort_by, row_limit=int(limit))
+
+
+def test_table_csv_has_the_cpu_rows_with_torchs_numbers(torch_profile):
+    rec, averages = torch_profile
+    proc = _lab("table", str(rec.trace_path), "--csv")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(proc.stdout.splitlines()))
+    assert list(rows[0]) == ["name", "count", "self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us"]
+    want = {e.key: e for e in averages if str(e.device_type).endswith("CPU")}
+    assert sorted(r["name"] for r in rows) == sorted(want)  # one row per name
+    for r in rows:
+        e = want[r["name"]]
+        assert int(r["count"]) == e.count
+        assert float(r["self_cpu_us"]) == pytest.approx(e.self_cpu_time_total, abs=1e-3)
+        assert float(r["cpu_total_us"]) == pytest.approx(e.cpu_time_total, abs=1e-3)
+    totals = [float(r["cpu_total_us"]) for r in rows]
+    assert totals == sorted(totals, reverse=True)  # CPU trace: sorted by CPU total
+
+
+def test_table_csv_by_shape(torch_profile):
+    rec, _ = torch_profile
+    proc = _lab("table", str(rec.trace_path), "--csv", "--group-by-shape", "--row-limit", "2")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(proc.stdout.splitlines()))
+    assert len(rows) == 2 and list(rows[0])[:3] == ["name", "input_shapes", "count"]
+    want = {(r["name"], r["input_shapes"]) for r in rec.by_shape}
+    assert all((r["name"], r["input_shapes"]) in want for r in rows)
+
+
+def test_table_refuses_bad_input_with_one_line(torch_profile, tmp_path):
+    rec, _ = torch_profile
+    _assert_one_line_refusal(_lab("table", str(rec.trace_path), "--sort", "bogus"), "not a sort key")
+    _assert_one_line_refusal(_lab("table", str(tmp_path / "missing.json")), "cannot read")
+    (tmp_path / "junk.json").write_text("{not json")
+    _assert_one_line_refusal(_lab("table", str(tmp_path / "junk.json")), "not valid JSON")

@@ -10,6 +10,7 @@ import gzip
 import json
 import math
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 import msgspec
@@ -145,6 +146,20 @@ def test_kernel_args_parsed(real):
         raw_add = next(e for e in _x(raw) if e["name"] == "aten::add")
         assert cpu.iloc[0]["input_dims"] == str(raw_add["args"]["Input Dims"])
         assert cpu.iloc[0]["input_type"] == str(raw_add["args"]["Input type"])
+        assert cpu.iloc[0]["concrete_inputs"] == str(raw_add["args"]["Concrete Inputs"])
+
+
+def test_times_are_exact_to_the_ns(real):
+    """ts_us/dur_us hold the written ns exactly: equal ends in the file stay equal (nesting and
+    torch's table compare them). Brute force: the file's decimals, read as Decimal."""
+    name, _, tr = real
+    raw = json.loads(gzip.decompress(_path(name).read_bytes()), parse_float=Decimal)
+    xs = [e for e in raw["traceEvents"] if e.get("ph") == "X"]
+    first = min(e["ts"] for e in xs)
+    want = Counter((e["name"], int((e["ts"] - first) * 1000), int((e["ts"] - first + e["dur"]) * 1000)) for e in xs)
+    start = np.rint(tr.events["ts_us"].to_numpy() * 1000).astype(np.int64)
+    end = start + np.rint(tr.events["dur_us"].to_numpy() * 1000).astype(np.int64)
+    assert Counter(zip(tr.events["name"].astype(str), start.tolist(), end.tolist())) == want
 
 
 def test_columns_and_dtypes_follow_the_contract(real):
@@ -157,7 +172,8 @@ def test_columns_and_dtypes_follow_the_contract(real):
         "device": "int16", "stream": "int32", "grid": "category", "block": "category",
         "registers_per_thread": "float64", "shared_memory_bytes": "float64",
         "blocks_per_sm": "float64", "warps_per_sm": "float64", "occupancy_pct": "float64",
-        "input_dims": "category", "input_type": "category", "copy_bytes": "float64",
+        "input_dims": "category", "input_type": "category", "concrete_inputs": "category",
+        "copy_bytes": "float64",
     }  # fmt: skip
     assert {c: str(t) for c, t in ev.dtypes.items()} == expected
     assert list(tr.flows.columns) == ["correlation", "launch_row", "gpu_row", "delay_us"]

@@ -12,9 +12,10 @@ from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.compare import TOTAL_METRICS, Comparison, compare_analyses, compare_traces
 from lab.analysis.gemm import device_name
 from lab.analysis.insights import Insight, find_insights
+from lab.analysis.key_averages import trace_key_averages
 from lab.analysis.signals import Run, Signal, lesson_signals
 
 __all__ = [
     "TOTAL_METRICS", "Analysis", "Comparison", "Insight", "Run", "Signal", "analyze",
-    "compare_analyses", "compare_traces", "device_name", "find_insights", "lesson_signals",
+    "compare_analyses", "compare_traces", "device_name", "find_insights", "trace_key_averages", "lesson_signals",
 ]  # fmt: skip

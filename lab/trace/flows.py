@@ -12,7 +12,7 @@ import pandas as pd
 
 from lab.trace.columns import grouped_keys
 from lab.trace.lanes import Lane
-from lab.trace.values import MAX_ABS_US, id_int
+from lab.trace.values import MAX_ABS_US, id_int, relative_us
 
 __all__ = ["build_flows"]
 
@@ -87,7 +87,7 @@ def _link_by_ac2g(ev: dict, flows: dict, start_ts: float, lanes: dict, launch_of
         return skipped
     f_lane = _flow_lanes(flows, usable, lanes)
     in_range = np.abs(f_ts) <= MAX_ABS_US  # False for NaN; beyond it, no event sits there
-    f_rel = np.round(np.where(in_range, f_ts, start_ts) - start_ts, 3)
+    f_rel = relative_us(np.where(in_range, f_ts, start_ts), start_ts)
     valid = usable & (f_lane >= 0) & in_range & (f_rel >= 0)
     s_ids, s_rows = _last_per_id(id_c, valid & is_start)
     f_ids, f_rows = _last_per_id(id_c, valid & ~is_start)

@@ -27,7 +27,7 @@ from lab.trace.flows import build_flows
 from lab.trace.lanes import Lane, lanes_for, metadata_names, trace_meta
 from lab.trace.model import EVENT_COLUMNS, Trace, TraceError, TraceMeta
 from lab.trace.records import FLOAT_ARGS, INT_ARGS, Event
-from lab.trace.values import id_str
+from lab.trace.values import id_str, relative_us
 from lab.vocab import GPU_ACTIVITY_CATS, GPU_LANE_CATS, LAUNCH_CATS
 
 if TYPE_CHECKING:  # lab.run is imported only when a default limit is needed (see _limits)
@@ -135,9 +135,7 @@ def _sort(cols: dict, lane_order: np.ndarray) -> tuple[np.ndarray, dict, float, 
     ``cols``; returns the order, the sorted lane_order / ts_us / dur_us / depth / correlation
     columns, the first event's absolute ts and the span."""
     start_ts = float(cols["ts"].min())
-    # Kineto writes µs with 3 decimals (ns). Absolute ts near 5e12 µs parse with ~0.0005 µs
-    # float error; rounding the difference to ns gives back the exact relative times.
-    ts_rel = np.round(cols.pop("ts") - start_ts, 3)  # < 2e21 after the magnitude check: no overflow
+    ts_rel = relative_us(cols.pop("ts"), start_ts)
     dur = cols.pop("dur")
     order = np.lexsort((-dur, ts_rel, lane_order))
     span_us = float((ts_rel + dur).max())
@@ -225,6 +223,7 @@ def _events_frame(order: np.ndarray, cats: dict, cols: dict, lane_cols: dict, so
         "occupancy_pct": cols["occupancy"][order],
         "input_dims": category("input_dims"),
         "input_type": category("input_type"),
+        "concrete_inputs": category("concrete_inputs"),
         "copy_bytes": cols["copy_bytes"][order],
     }
     return pd.DataFrame(frame, columns=list(EVENT_COLUMNS))

@@ -50,13 +50,14 @@ ARG_KEYS = {  # attribute -> key in the event's "args"
     "occupancy": "est. achieved occupancy %",
     "input_dims": "Input Dims",
     "input_type": "Input type",
+    "concrete_inputs": "Concrete Inputs",  # conv2d stride/padding/… for torch's FLOP formulas
     "copy_bytes": "bytes",  # gpu_memcpy / gpu_memset size
     "name": "name",  # metadata events: process/thread name
     "labels": "labels",  # metadata events: process label ("GPU 0", "CPU")
 }
 INT_ARGS = ("correlation", "external_id", "device", "stream")
 FLOAT_ARGS = ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "copy_bytes")
-TEXT_ARGS = ("grid", "block", "input_dims", "input_type")
+TEXT_ARGS = ("grid", "block", "input_dims", "input_type", "concrete_inputs")
 _NAN = float("nan")
 _NO_TEXT = msgspec.Raw(b"")
 
@@ -82,6 +83,7 @@ class Args(msgspec.Struct, rename=ARG_KEYS, gc=False):
     copy_bytes: float = _NAN
     input_dims: msgspec.Raw = _NO_TEXT
     input_type: msgspec.Raw = _NO_TEXT
+    concrete_inputs: msgspec.Raw = _NO_TEXT
     name: Any = None
     labels: Any = None
 
