@@ -15,7 +15,7 @@ from lab.views import tables
 from lab.run.result import KEY_AVERAGES_COLUMNS
 from lab.views.tables import (CPU_ANNOTATION_NOTE, GPU_ANNOTATION_NOTE, SORT_KEYS, TORCH_SORT_KEYS,
                         format_key_averages, key_averages_view, limit_text_table,
-                        operator_summary_as_key_averages, sort_column, to_csv_bytes)
+                        sort_column, to_csv_bytes, trace_table)
 
 torch = pytest.importorskip("torch")  # conftest sets KINETO_LOG_LEVEL=6 before any profile
 
@@ -168,19 +168,25 @@ def test_format_units_scale_back_to_raw(profile):
     assert "Note" in data.columns
 
 
-def test_operator_summary_from_a_trace_uses_the_same_views():
-    from lab.analysis.operators import operator_summary
+def test_the_table_from_a_trace_uses_the_same_views():
+    from lab.analysis import trace_key_averages
     from lab.trace.load import load_trace
 
     trace = load_trace(DATA / "matmul_add_1024_fp32.json.gz")
-    df = operator_summary_as_key_averages(operator_summary(trace))
+    df = trace_table(trace_key_averages(trace))
     assert list(df.columns) == list(KEY_AVERAGES_COLUMNS)
     view = key_averages_view(df, sort_by="Device total", row_limit=-1, show_annotations=False)
     assert "matmul_add" not in set(view["name"]) and (np.diff(view["device_total_us"]) <= 0).all()
-    # A trace has no memory or FLOP counts: those columns are absent, not zeros.
+    # Memory columns are not read from a trace yet: absent, not zeros. FLOPs are there when the
+    # trace was recorded with_flops (torch computes them from the recorded shapes, and so does the lab).
     table = format_key_averages(view)
     assert {"Self device", "Device total"} <= set(table.data.columns)
-    assert not {"CPU mem", "Self CPU mem", "FLOPs"} & set(table.data.columns)
+    assert not {"CPU mem", "Self CPU mem"} & set(table.data.columns)
+    assert trace.meta.with_flops and "FLOPs" in table.data.columns
+    mm = view[view["name"] == "aten::mm"]
+    shapes = trace.events.loc[trace.events["name"] == "aten::mm", "input_dims"].astype(str)
+    (m, k), (_, n) = eval(shapes.iloc[0])[:2]  # [[M, K], [K, N]] as recorded
+    assert int(mm["flops"].iloc[0]) == 2 * m * k * n * int(mm["count"].iloc[0])
 
 
 def test_csv_round_trip(profile):
@@ -222,8 +228,9 @@ def test_limit_text_table_with_stacks_and_header():
     assert limit_text_table("not a table", 3) == "not a table"
 
 
-def test_trace_derived_table_shares_device_time_over_the_launching_ops():
-    """Uploaded traces have no kernel rows: the ops' Self device % must still add up to 100 %."""
+def test_trace_derived_table_shares_device_time_as_torch_does():
+    """The table rebuilt from a trace has torch's kernel rows: their Self device % adds up to
+    100 %, over exactly the GPU activity of the trace, and the GEMM op carries most of it."""
     import gzip
     import json
 
@@ -234,9 +241,10 @@ def test_trace_derived_table_shares_device_time_over_the_launching_ops():
     raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     gpu_us = sum(e["dur"] for e in raw if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
     trace = load_trace(path)
-    df = tables.operator_summary_as_key_averages(analyze(trace).operators)
+    df = tables.trace_table(analyze(trace).key_averages)
     view = tables.key_averages_view(df, sort_by="Self device", row_limit=-1, show_annotations=False)
-    assert view["self_device_us"].sum() == pytest.approx(gpu_us, rel=1e-6)
-    assert view["self_device_pct"].sum() == pytest.approx(100.0, abs=1e-6)
+    kernels = view[view["device_type"] != "cpu"]
+    assert kernels["self_device_us"].sum() == pytest.approx(gpu_us, rel=1e-6)
+    assert kernels["self_device_pct"].sum() == pytest.approx(100.0, abs=1e-6)
     mm = view[view["name"] == "aten::mm"]
     assert float(mm["self_device_pct"].iloc[0]) > 50  # the GEMM dominates the 4096³ bf16 step

@@ -86,10 +86,12 @@ def table_view(subject: Subject, loaded: Loaded) -> None:
         st.caption("key_averages() of the run, as torch computed it.")
         df = run.key_averages_by_shape if by_shape else run.key_averages
     else:
-        st.caption("A trace file has no key_averages: this table is derived from its events "
-                   "(self time = duration minus direct children), the same way.")
-        ops = loaded.analysis.operators_by_shape if by_shape else loaded.analysis.operators
-        df = lv.operator_summary_as_key_averages(ops)
+        st.caption("A trace file has no key_averages: this table rebuilds it from the trace's events with "
+                   "torch's own rules (python frames are call stacks, not ops; same-name nesting counted once; "
+                   "device time through the launch links) — equal to key_averages() on the lab's ground-truth "
+                   "corpus. Memory columns need the trace's [memory] events and are not shown yet.")
+        ka = loaded.analysis.key_averages_by_shape if by_shape else loaded.analysis.key_averages
+        df = lv.trace_table(ka)
     view = lv.key_averages_view(df, sort_by=sort_label, row_limit=row_limit, show_annotations=show_ann)
     shown = lv.format_key_averages(view)
     st.dataframe(shown.data, column_config=_number_formats(shown.column_formats), hide_index=True,

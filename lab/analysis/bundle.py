@@ -13,6 +13,7 @@ import pandas as pd
 
 from lab.analysis.gemm import gemm_figures, peak_for
 from lab.analysis.gpu import GpuUtilization, LaunchStats, gpu_utilization, launch_delays
+from lab.analysis.key_averages import trace_key_averages
 from lab.analysis.operators import Links, build_links, kernel_summary, operator_summary
 from lab.analysis.steps import step_breakdown
 from lab.analysis.verdict import Verdict, bound_verdict
@@ -27,7 +28,9 @@ __all__ = ["Analysis", "analyze"]
 class Analysis:
     """Every analysis of one trace, computed once by ``analyze``."""
 
-    operators: pd.DataFrame
+    key_averages: pd.DataFrame  # torch's key_averages() rebuilt from the trace (every row)
+    key_averages_by_shape: pd.DataFrame
+    operators: pd.DataFrame  # its CPU-side rows, with categories (lab.analysis.operators)
     operators_by_shape: pd.DataFrame
     kernels: pd.DataFrame
     utilization: GpuUtilization
@@ -43,14 +46,18 @@ class Analysis:
 
 def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig | None = None) -> Analysis:
     links = build_links(trace)
-    operators = operator_summary(trace, links=links)
+    key_averages = trace_key_averages(trace)
+    by_shape = trace_key_averages(trace, group_by_input_shape=True)
+    operators = operator_summary(trace, key_averages=key_averages)
     utilization = gpu_utilization(trace)
     launches = launch_delays(trace)
     peak = peak if peak is not None else peak_for(trace)
     gemm = gemm_figures(trace, peak=peak, config=config, links=links)
     return Analysis(
+        key_averages=key_averages,
+        key_averages_by_shape=by_shape,
         operators=operators,
-        operators_by_shape=operator_summary(trace, group_by_shape=True, links=links),
+        operators_by_shape=operator_summary(trace, group_by_shape=True, key_averages=by_shape),
         kernels=kernel_summary(trace),
         utilization=utilization,
         launches=launches,

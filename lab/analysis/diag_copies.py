@@ -6,10 +6,9 @@ staged by the driver through a pinned bounce buffer: it reaches a fraction of th
 bandwidth, and ``non_blocking=True`` cannot make it asynchronous (the host waits in
 cudaMemcpyAsync for the whole copy).
 
-Bytes: Kineto writes ``args["bytes"]`` on every memcpy, but ``lab.trace`` does not keep it
-yet. When ``Trace.events`` has a ``bytes`` column it is used; else the bytes come from the
-enclosing copy op's input shape and dtype (``record_shapes=True``); else they are unknown and
-no GB/s is claimed.
+Bytes: Kineto writes ``args["bytes"]`` on every memcpy (``Trace.events["copy_bytes"]``); a
+trace without it (older Kineto, a stripped upload) falls back to the enclosing copy op's input
+shape and dtype (``record_shapes=True``); else they are unknown and no GB/s is claimed.
 """
 
 from __future__ import annotations
@@ -76,8 +75,9 @@ def _op_bytes(dims_text: str, type_text: str, index: int) -> float:
 def memcpy_bytes(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, str]:
     """Bytes of each memcpy row (NaN when unknown) and where they came from."""
     ev = trace.events
-    if "bytes" in ev.columns:
-        return ev["bytes"].to_numpy(dtype=float)[rows], "trace"
+    given = ev["copy_bytes"].to_numpy(dtype=float)[rows]
+    if np.isfinite(given).all() and len(given):
+        return given, "trace"
     flows = trace.flows
     launch_of = np.full(len(ev), -1, dtype=np.int64)
     launch_of[flows["gpu_row"].to_numpy()] = flows["launch_row"].to_numpy()

@@ -19,7 +19,8 @@ import pandas as pd
 
 from lab.analysis.columns import codes, parent_rows, frame, group_ids, group_min_max, group_mode, group_mode_values, mask_in, texts
 from lab.trace.load import Trace
-from lab.vocab import GPU_ACTIVITY_CATS, LAUNCH_CATS, OPERATOR_CATS
+from lab.analysis.key_averages import trace_key_averages
+from lab.vocab import GPU_ACTIVITY_CATS, LAUNCH_CATS, PROFILER_STEP_NAME, PROFILER_STEP_PREFIX
 
 __all__ = ["KERNEL_COLUMNS", "OPERATOR_COLUMNS", "Links", "build_links", "kernel_summary", "operator_summary"]
 
@@ -67,29 +68,8 @@ def build_links(trace: Trace) -> Links:
     return Links(parent=parent, launch=launch, owner=owner)
 
 
-def _device_times(trace: Trace, links: Links) -> tuple[np.ndarray, np.ndarray]:
-    """(self, total) GPU activity µs per CPU row: launched by the row / by it or its descendants."""
-    ev = trace.events
-    n = len(ev)
-    dur = ev["dur_us"].to_numpy()
-    rows = np.flatnonzero(links.owner >= 0)
-    cur = links.owner[rows]
-    weights = dur[rows]
-    self_us = np.bincount(cur, weights=weights, minlength=n) if len(cur) else np.zeros(n)
-    total_us = np.zeros(n)
-    while len(cur):
-        total_us += np.bincount(cur, weights=weights, minlength=n)
-        cur = links.parent[cur]
-        keep = cur >= 0
-        cur, weights = cur[keep], weights[keep]
-    return self_us, total_us
 
 
-def _self_us(trace: Trace, links: Links) -> np.ndarray:
-    dur = trace.events["dur_us"].to_numpy()
-    has_parent = links.parent >= 0
-    children = np.bincount(links.parent[has_parent], weights=dur[has_parent], minlength=len(dur))
-    return np.maximum(dur - children, 0.0)
 
 
 # --------------------------------------------------------------------------- operators
@@ -98,40 +78,50 @@ OPERATOR_COLUMNS = ("name", "cat", "count", "self_us", "total_us", "mean_us", "s
                     "device_us", "self_device_us")
 
 
-def operator_summary(trace: Trace, *, group_by_shape: bool = False, links: Links | None = None) -> pd.DataFrame:
-    """key_averages-like table of CPU-side rows (ops, annotations, runtime calls).
+def operator_summary(trace: Trace, *, group_by_shape: bool = False,
+                     key_averages: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The CPU-side rows of torch's ``key_averages()`` rebuilt from the trace
+    (``lab.analysis.key_averages``: python frames are call stacks, not ops; same-name nesting
+    collapsed; ``ProfilerStep*``; device time through torch's links), plus each row's category.
 
     Columns: name, cat, [input_dims], count, self_us, total_us, mean_us, self_share_pct
-    (of all rows' self time, like "Self CPU %"), device_us (GPU activity launched by the op
-    or its descendants, like "CUDA total"), self_device_us (launched by the op itself).
-    Sorted by self_us, largest first.
+    (of all rows' self time, like "Self CPU %"), device_us (torch's device total: GPU activity
+    launched by the op or its descendants), self_device_us (launched by the op itself).
+    Sorted by self_us, largest first. ``key_averages``: that table, when already computed
+    (grouped by input shape when ``group_by_shape``).
     """
-    links = links or build_links(trace)
-    ev = trace.events
     keys = ["name", "cat"] + (["input_dims"] if group_by_shape else [])
     columns = list(OPERATOR_COLUMNS[:2]) + keys[2:] + list(OPERATOR_COLUMNS[2:])
-    rows = np.flatnonzero(mask_in(ev["cat"], OPERATOR_CATS) & mask_in(ev["lane_kind"], ("cpu",)))
-    if not len(rows):
+    ka = key_averages if key_averages is not None else trace_key_averages(trace, group_by_input_shape=group_by_shape)
+    cpu = ka[ka["device_type"] == "cpu"]
+    if cpu.empty:
         return pd.DataFrame({c: pd.Series(dtype=object if c in keys else float) for c in columns})
-    coded = {k: codes(ev[k]) for k in keys}
-    gid, first = group_ids(*(coded[k][0][rows] for k in keys))
-    n_groups = len(first)
-    self_dev, total_dev = _device_times(trace, links)
-
-    def total(values):
-        return np.bincount(gid, weights=values[rows], minlength=n_groups)
-
-    out = {k: coded[k][1][coded[k][0][rows[first]]] for k in keys}
-    count = np.bincount(gid, minlength=n_groups)
-    self_us = total(_self_us(trace, links))
-    total_us = total(ev["dur_us"].to_numpy())
+    self_us = cpu["self_cpu_us"].to_numpy(dtype=float)
     total_self = self_us.sum()
-    out.update(
-        count=count, self_us=self_us, total_us=total_us, mean_us=total_us / count,
-        self_share_pct=100.0 * self_us / total_self if total_self > 0 else np.zeros(n_groups),
-        device_us=total(total_dev), self_device_us=total(self_dev),
-    )
+    count = cpu["count"].to_numpy(dtype=np.int64)
+    total_us = cpu["cpu_total_us"].to_numpy(dtype=float)
+    out = {
+        "name": cpu["name"].to_numpy(dtype=object), "cat": _category_of(trace, cpu["name"]),
+        "input_dims": cpu["input_shapes"].to_numpy(dtype=object),
+        "count": count, "self_us": self_us, "total_us": total_us, "mean_us": total_us / np.maximum(count, 1),
+        "self_share_pct": 100.0 * self_us / total_self if total_self > 0 else np.zeros(len(cpu)),
+        "device_us": cpu["device_total_us"].to_numpy(dtype=float),
+        "self_device_us": cpu["self_device_us"].to_numpy(dtype=float),
+    }
     return frame({c: out[c] for c in columns}, sort_by="self_us")
+
+
+def _category_of(trace: Trace, names: pd.Series) -> np.ndarray:
+    """Each row name's trace category (its CPU events' most common one; ``ProfilerStep*`` is the
+    steps' own)."""
+    ev = trace.events
+    rows = np.flatnonzero(mask_in(ev["lane_kind"], ("cpu",)) & ~mask_in(ev["cat"], ("python_function",)))
+    names_at = texts(ev["name"], rows).astype(str)
+    steps = np.char.startswith(names_at, PROFILER_STEP_PREFIX)
+    names_at[steps] = PROFILER_STEP_NAME
+    by_name = (pd.DataFrame({"name": names_at, "cat": texts(ev["cat"], rows).astype(str)})
+               .groupby("name")["cat"].agg(lambda c: c.value_counts().index[0]))
+    return by_name.reindex(names.to_numpy()).fillna("").to_numpy(dtype=object)
 
 
 # --------------------------------------------------------------------------- kernels

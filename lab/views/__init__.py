@@ -7,7 +7,7 @@ Nothing here imports streamlit; ``ui/`` lays these out.
 from lab.units import fmt_us
 from lab.views.summary import category_counts, comparison_totals, summarize
 from lab.views.tables import (
-    format_key_averages, key_averages_view, limit_text_table, operator_summary_as_key_averages, to_csv_bytes,
+    format_key_averages, key_averages_view, limit_text_table, trace_table, to_csv_bytes,
 )
 from lab.views.timeline import build_timeline, timeline_chart
 from lab.views.torch_table import TORCH_SORT_COLUMNS, torch_sorted, torch_table_text
@@ -16,5 +16,5 @@ from lab.vocab import SORT_KEYS, TORCH_SORT_KEYS, is_device_sort
 __all__ = [
     "SORT_KEYS", "TORCH_SORT_COLUMNS", "TORCH_SORT_KEYS", "build_timeline", "category_counts", "comparison_totals",
     "fmt_us", "format_key_averages", "is_device_sort", "key_averages_view", "limit_text_table",
-    "operator_summary_as_key_averages", "summarize", "timeline_chart", "to_csv_bytes", "torch_sorted", "torch_table_text",
+    "trace_table", "summarize", "timeline_chart", "to_csv_bytes", "torch_sorted", "torch_table_text",
 ]  # fmt: skip

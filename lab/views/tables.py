@@ -1,8 +1,8 @@
 """key_averages table views: sort, limit, hide annotations, format units, CSV, text tables.
 
 Pure functions of ``RunResult.key_averages`` (columns ``KEY_AVERAGES_COLUMNS``) or of the
-trace-derived operator summary (``lab.analysis.operator_summary``, converted with
-``operator_summary_as_key_averages``), so a fresh run and an uploaded trace share one view.
+trace-derived table (``lab.analysis.trace_key_averages``, through ``trace_table``), so a fresh
+run and an uploaded trace share one view.
 No streamlit here: ``format_key_averages`` returns data plus per-column printf formats that
 the UI turns into ``st.column_config.NumberColumn(format=...)``.
 """
@@ -84,7 +84,7 @@ def key_averages_view(df: pd.DataFrame, *, sort_by: str, row_limit: int, show_an
     missing = [c for c in ("name", column) if c not in df.columns]
     if missing:
         raise ValueError(f"the table has no {missing} column; pass RunResult.key_averages "
-                         "or operator_summary_as_key_averages(...)")
+                         "or trace_table(trace_key_averages(...))")
     view = _with_shares(df)
     # Stable descending sort: equal keys keep their order, as in torch's sorted(reverse=True).
     order = np.argsort(-_sort_values(view[column]), kind="stable")
@@ -130,30 +130,17 @@ def format_key_averages(df: pd.DataFrame) -> FormattedTable:
     return FormattedTable(pd.DataFrame(data), formats, units)
 
 
-def operator_summary_as_key_averages(summary: pd.DataFrame) -> pd.DataFrame:
-    """``lab.analysis.operator_summary`` (from a trace) → ``KEY_AVERAGES_COLUMNS``.
+def trace_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """A trace-derived key_averages frame (``lab.analysis.trace_key_averages``) for the views.
 
-    A trace has no memory or FLOP counts: those columns are NaN (shown as absent, not zero).
+    The memory columns are left NaN (shown as absent, not zero): a trace's ``[memory]`` events
+    are not read into them yet. FLOPs stay where torch would count them (``with_flops``).
     """
-    n = len(summary)
-    cat = summary["cat"].astype(str) if "cat" in summary.columns else pd.Series([""] * n)
-    shapes = summary["input_dims"].astype(str) if "input_dims" in summary.columns else ""
-    out = pd.DataFrame({
-        "name": summary["name"].astype(str).to_numpy(dtype=object),
-        "input_shapes": shapes,
-        "count": summary["count"].to_numpy(dtype=np.int64),
-        "self_cpu_us": summary["self_us"].to_numpy(dtype=np.float64),
-        "cpu_total_us": summary["total_us"].to_numpy(dtype=np.float64),
-        "self_device_us": summary["self_device_us"].to_numpy(dtype=np.float64),
-        "device_total_us": summary["device_us"].to_numpy(dtype=np.float64),
-        "self_cpu_memory_bytes": np.nan,
-        "cpu_memory_bytes": np.nan,
-        "self_device_memory_bytes": np.nan,
-        "device_memory_bytes": np.nan,
-        "flops": np.nan,
-        "is_user_annotation": cat.isin(["user_annotation"]).to_numpy(dtype=bool),
-        "device_type": "cpu",
-    })
+    out = frame.copy()
+    for column in ("self_cpu_memory_bytes", "cpu_memory_bytes", "self_device_memory_bytes", "device_memory_bytes"):
+        out[column] = np.nan
+    if not (out["flops"] > 0).any():
+        out["flops"] = np.nan
     return out[list(KEY_AVERAGES_COLUMNS)]
 
 
