@@ -188,15 +188,16 @@ def test_page_end_to_end(playwright_api, page, tmp_path):
     status_box = main(page).locator('[data-testid="stExpander"]').filter(has_text="Profiled cold and warm in")
     expect(status_box).to_be_attached(timeout=RUN_S * 1000)
     wait_idle(page)
-    # The box collapses once the pair is back; it holds each run's last status line. Those are
-    # asserted, not the lines seen while the runs were live: a live line is drawn only if the
-    # browser renders between two of the script's 0.2 s polls. Measured on this 2-core box with
-    # a MutationObserver reading the page's text: with the renderer free, 4 of 4 pair runs
-    # showed live cold:/warm: lines; with its main thread held for 1.5 s right after the click
-    # (what a CPU-starved Chromium does), 2 of 4 showed none, as this test once saw; in 8 of 8
-    # the collapsed box held "cold: done · N s" and "warm: done · N s". Queue positions in real
-    # pages are evidenced by bench/load_test.py (highest position seen); the wording of the
-    # queued and running lines by test_app's status test.
+    # The box collapses once the pair is back; it holds each run's last status line, and those
+    # are asserted here, not lines caught live. A live line is drawn only if the browser renders
+    # between the script's 0.2 s polls (ui/run.py POLL_S): a pair done by the first poll sends its
+    # lines already "done", with the box's collapse, and they are never drawn expanded. Measured
+    # on this 2-core box (10 pair runs, a MutationObserver reading the page's text): with the
+    # renderer free, 2 of 5 showed no live cold:/warm: line (both "Profiled cold and warm in
+    # 0.1 s"); with its main thread held 1.5 s after the click (a CPU-starved Chromium), 4 of 5;
+    # in 10 of 10 the collapsed box held "cold: done · N s" and "warm: done · N s". Queue
+    # positions in real pages are evidenced by bench/load_test.py (highest position seen), the
+    # wording of the queued and running lines by test_app's status test.
     open_expander(page, status_box)
     for name in ("cold", "warm"):
         expect(status_box.get_by_text(re.compile(rf"^{name}: done · [0-9.]+ s$"))).to_be_visible()
