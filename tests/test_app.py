@@ -68,12 +68,18 @@ def plain(markdown: str) -> str:
     return re.sub(r"\\(.)", r"\1", markdown)
 
 
+def magic_writes(at) -> list[str]:
+    """What Streamlit's magic wrote for a bare expression's value (e.g. a stray ``None``)."""
+    return [m.value for m in at.markdown if m.value in ("`None`", "None")]
+
+
 def errors(at) -> list[str]:
     return [plain(e.value) for e in at.error]
 
 
 def assert_healthy(at) -> None:
     assert not at.exception, [e.value for e in at.exception]
+    assert not magic_writes(at)
     # Streamlit shows misuse (e.g. a widget given a default and a session-state value) as warnings.
     assert not at.warning, [w.value for w in at.warning]
 
@@ -463,6 +469,22 @@ def test_each_session_keeps_its_own_results(at):
 
 
 # ------------------------------------------------------------------------------ status lines
+
+
+def test_page_script_has_no_bare_expression_for_magic_to_write():
+    # Streamlit's magic st.writes the value of every expression statement of the page script
+    # that is not a plain call (a conditional expression of two calls writes "None"). ruff's
+    # B018 flags constants and names, not those; this finds them all.
+    import ast
+
+    tree = ast.parse(Path(APP).read_text())
+    docstrings = {id(node.body[0]) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and ast.get_docstring(node, clean=False) is not None}
+    written = [f"line {node.lineno}: {ast.unparse(node)[:60]}" for node in ast.walk(tree)
+               if isinstance(node, ast.Expr) and id(node) not in docstrings
+               and not isinstance(node.value, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom))]
+    assert written == []
 
 
 def test_status_lines_say_queue_position_and_stage():
