@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tracebuild import H200_PROPS, annotation, build, kernel, launch, matmul_add_steps, op
 
 from lab.analysis import core as A
 from lab.run.config import RunConfig
 from lab.run.devices import DevicePeak, lookup_peak
 from lab.trace.load import load_trace
-from tracebuild import H200_PROPS, annotation, build, kernel, launch, matmul_add_steps, op
 
 DATA = Path(__file__).parent / "data"
 TRACES = ["matmul_add_1024_fp32", "matmul_add_4096_bf16", "matmul_add_4096_bf16_compiled"]

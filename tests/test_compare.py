@@ -8,10 +8,10 @@ import math
 from pathlib import Path
 
 import pytest
+from tracebuild import build, kernel, launch, matmul_add_steps, op
 
 from lab.analysis.compare import TOTAL_METRICS, compare_traces
 from lab.trace.load import load_trace
-from tracebuild import build, kernel, launch, matmul_add_steps, op
 
 DATA = Path(__file__).parent / "data"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")

@@ -13,7 +13,6 @@ from lab.run.config import (
 )
 from lab.run.settings import HostSettings, SettingsError
 
-
 # --- RunConfig: refusals that need no context ---------------------------------------------
 
 @pytest.mark.parametrize("field, value", [

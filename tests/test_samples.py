@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from lab.analysis.core import analyze
+from lab.analysis.signals import Run, lesson_signals
 from lab.run.config import RunConfig
 from lab.run.lessons import LESSONS
 from lab.samples import MANIFEST, SAMPLES_DIR, Sample, list_samples, sample_for
-from lab.analysis.signals import Run, lesson_signals
 from lab.trace.load import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,10 +5,17 @@ from __future__ import annotations
 import streamlit as st
 
 from lab.run import (
-    DTYPES, LESSONS, WORKLOADS, ConfigError, DeviceInfo, HostSettings, RunConfig, dtype_refusal, lesson_configs,
+    DTYPES,
+    LESSONS,
+    WORKLOADS,
+    ConfigError,
+    DeviceInfo,
+    HostSettings,
+    RunConfig,
+    dtype_refusal,
+    lesson_configs,
 )
 from lab.samples import lesson_samples
-
 
 SIZES = [2**p for p in range(4, 15)]  # 16 … 16384, the slider's stops
 FORM_KEY = "run_form"
@@ -82,7 +89,6 @@ def parse_exact(text: str) -> tuple[int, int, int] | None:
 def run_form(device: DeviceInfo | None, settings: HostSettings) -> RunConfig | ConfigError | None:
     """Draw the form; on submit return the RunConfig, or the ConfigError to show; else None."""
     _defaults()
-    s = st.session_state
     # Outside the form so that the slider names follow the workload at once.
     workload = st.selectbox("Workload", list(WORKLOADS), key=K["workload"],
                             format_func=lambda w: WORKLOADS[w].title)
