@@ -58,7 +58,12 @@ if submitted is not None:
     run_submitted(service, settings, device, submitted)
 if lesson_click is not None:
     action, lesson_key = lesson_click
-    run_lesson(service, device, lesson_key) if action == "run" else open_recording(lesson_key)
+    # Statements, not a conditional expression: Streamlit's magic writes an expression's value
+    # to the page (here a stray "None" below the results).
+    if action == "run":
+        run_lesson(service, device, lesson_key)
+    else:
+        open_recording(lesson_key)
 
 upload.upload_box(settings)
 

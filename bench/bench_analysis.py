@@ -80,7 +80,7 @@ def main() -> int:
     scaling = []
     for n in ((1_000, 10_000) if args.quick else (1_000, 10_000, 100_000, 1_000_000)):
         trace = repeated_trace(n)
-        _, wall, cpu = timed(lambda: analyze_and_insights(trace), 3 if n >= 1_000_000 else repeats)
+        _, wall, cpu = timed(lambda trace=trace: analyze_and_insights(trace), 3 if n >= 1_000_000 else repeats)
         scaling.append((len(trace.events), wall, cpu))
         del trace
 

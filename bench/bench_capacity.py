@@ -114,7 +114,8 @@ def main() -> int:
             oom_lines.append("- OOM-sized run: unexpectedly succeeded")
         except RunFailed as exc:
             oom_lines.append(f"- OOM-sized run (150000³ float32): refused — “{exc}” (kind {exc.kind})")
-        after = service.submit(RunConfig(m=1024, k=1024, n=1024, device="cuda", step_label="after_oom")).result(timeout=120)
+        after_oom = RunConfig(m=1024, k=1024, n=1024, device="cuda", step_label="after_oom")
+        after = service.submit(after_oom).result(timeout=120)
         oom_lines.append(f"- next run: ok on {after.device.label}, labels {sorted(labels_in(after.trace_gz))}")
     service.shutdown()
 

@@ -167,7 +167,8 @@ def report(args, config, start_s, first_s, rows, direct_s, missing) -> str:
         "",
         "Worker stages (median): " + ", ".join(f"{k} {_ms(v)}" for k, v in stage_med.items()) + ".",
         "",
-        f"Cold start, for contrast: `ProfileService.start(wait=True)` (new interpreters, torch import, warm-up profile) "
+        "Cold start, for contrast: `ProfileService.start(wait=True)` (new interpreters, torch import, "
+        f"warm-up profile) "
         f"took {start_s:.1f} s; the first click after it {_ms(first_s)} (not in the medians). "
         f"Trace: {rows[0]['_events']} events; insights found: {rows[0]['_insights']}.",
         "",

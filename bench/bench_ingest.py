@@ -282,7 +282,8 @@ def main() -> None:
     for n in ingest_events:
         plain = made(n)
         mb = plain.stat().st_size / 1e6
-        files += [(f"{n:,} events, {mb:.1f} MB .json", str(plain)), (f"same, .json.gz", str(plain.with_suffix(".json.gz")))]
+        files += [(f"{n:,} events, {mb:.1f} MB .json", str(plain)),
+                  ("same, .json.gz", str(plain.with_suffix(".json.gz")))]
     real = ROOT / "bench" / "data" / "transformer_step_h200.json.gz"  # a real H200 trace, if recorded
     if real.exists() and not args.quick:
         files.append((f"real transformer step, {len(_read(str(real))) / 1e6:.1f} MB .json.gz", str(real)))

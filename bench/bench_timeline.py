@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from benchmarks_md import write_section  # noqa: E402
 from make_large_trace import tile_trace  # noqa: E402
 
-from lab.views.timeline import build_timeline, timeline_chart  # noqa: E402
 from lab.trace.load import Trace, load_trace  # noqa: E402
+from lab.views.timeline import build_timeline, timeline_chart  # noqa: E402
 
 SOURCE = ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz"
 CHROMIUM = "/usr/bin/chromium"
@@ -79,8 +79,9 @@ def bench_build(trace: Trace, repeats: int) -> list[dict]:
     rows = []
     for label, lo, hi in WINDOWS:
         w0, w1 = span * lo, span * hi
-        build_s, build_cpu_s, data = median_s(lambda: build_timeline(trace, start_us=w0, end_us=w1), repeats)
-        chart_s, chart_cpu_s, _ = median_s(lambda: timeline_chart(data).to_dict(), repeats)
+        build_s, build_cpu_s, data = median_s(lambda w0=w0, w1=w1: build_timeline(trace, start_us=w0, end_us=w1),
+                                                repeats)
+        chart_s, chart_cpu_s, _ = median_s(lambda data=data: timeline_chart(data).to_dict(), repeats)
         rows.append({
             "window": label, "events": data.total_events, "bars": len(data.marks),
             "links": len(data.links), "merged": data.merged_events, "build_s": build_s,
@@ -221,7 +222,8 @@ def report(args, n_events: int, build_rows: list[dict], paint_rows: list[dict] |
         f"{args.copies:,}× → {n_events:,} events. `build_timeline` (default 5,000-mark budget, "
         f"1,200 px) and `timeline_chart(...).to_dict()`: median of {args.repeats} runs each.",
         "",
-        "| window | events in window | bars sent | links sent | events merged | build_timeline wall (CPU) | chart + to_dict wall (CPU) |",
+        "| window | events in window | bars sent | links sent | events merged | build_timeline wall (CPU) | "
+        "chart + to_dict wall (CPU) |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in build_rows:

@@ -46,7 +46,8 @@ def golden_facts(raw_events: list[dict]) -> dict:
             named_lanes.append(f"CPU thread {tid} ({process_part})")
 
     # ac2g flow pairs whose start sits on a CPU launch and whose end on a kernel.
-    starts = {e["id"]: (e["pid"], e["tid"], e["ts"]) for e in raw_events if e.get("ph") == "s" and e.get("cat") == "ac2g"}
+    starts = {e["id"]: (e["pid"], e["tid"], e["ts"]) for e in raw_events
+              if e.get("ph") == "s" and e.get("cat") == "ac2g"}
     ends = {e["id"]: (e["pid"], e["tid"], e["ts"]) for e in raw_events if e.get("ph") == "f" and e.get("cat") == "ac2g"}
     at = {(e["pid"], e["tid"], e["ts"]): e for e in complete}
     linked = sorted(i for i in starts if i in ends and starts[i] in at and ends[i] in at)

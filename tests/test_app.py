@@ -1,8 +1,10 @@
 """The Streamlit page through AppTest: real script runs, a real worker process, real traces.
 
-One AppTest (one browser session) is shared by the tests of this module, in file order, and
-the page's ProfileService is one per process (st.cache_resource): a worker start costs
-seconds. ``submit`` fills the whole form each time, so tests do not leak form values.
+Each test gets its own AppTest (its own browser session, ``at``), so the tests pass in any order
+(checked with pytest-randomly and in reverse); what a test needs first (a run, a lesson pair)
+it does itself. The page's ProfileService is one per process (st.cache_resource), shared by
+every AppTest: the worker starts once (seconds), and a fresh page costs a script run (~0.3 s).
+``submit`` fills the whole form each time, as a visitor's click sends it.
 
 How AppTest exposes what the browser would get (Streamlit 1.67):
 - tabs: ``st.tabs(key="view", on_change="rerun")`` is a widget; ``at.session_state["view"] = …``
@@ -45,25 +47,30 @@ pytestmark = pytest.mark.timeout(1200)
 class _KeepStorage(MemoryMediaFileStorage):
     """AppTest makes a fresh media storage per run and drops it; keep the latest to read downloads."""
 
-    latest: "MemoryMediaFileStorage | None" = None
+    latest: MemoryMediaFileStorage | None = None
 
     def __init__(self, media_endpoint: str) -> None:
         super().__init__(media_endpoint)
         type(self).latest = self
 
 
-@pytest.fixture(scope="module")
-def at():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", _KeepStorage)
-        app = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
-        app.run()
-        yield app
+@pytest.fixture
+def at(monkeypatch):
+    """A first visit in a session of its own."""
+    monkeypatch.setattr("streamlit.testing.v1.app_test.MemoryMediaFileStorage", _KeepStorage)
+    app = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    app.run()
+    return app
 
 
 def plain(markdown: str) -> str:
     """Undo md_escape: the text a reader sees."""
     return re.sub(r"\\(.)", r"\1", markdown)
+
+
+def magic_writes(at) -> list[str]:
+    """What Streamlit's magic wrote for a bare expression's value (e.g. a stray ``None``)."""
+    return [m.value for m in at.markdown if m.value in ("`None`", "None")]
 
 
 def errors(at) -> list[str]:
@@ -72,6 +79,7 @@ def errors(at) -> list[str]:
 
 def assert_healthy(at) -> None:
     assert not at.exception, [e.value for e in at.exception]
+    assert not magic_writes(at)
     # Streamlit shows misuse (e.g. a widget given a default and a session-state value) as warnings.
     assert not at.warning, [w.value for w in at.warning]
 
@@ -139,8 +147,9 @@ def runs_served(at) -> int:
 
 # cfg_device "cpu": the page's form runs stay on the CPU whatever the host has, so these tests
 # mean the same on a GPU box (the page on CUDA is tested in test_gpu.py).
-FORM_DEFAULTS = {"cfg_device": "cpu", "cfg_exact": "", "cfg_step_label": "matmul_add", "cfg_matmul_label": "", "cfg_add_label": "",
-                 "cfg_dtype": "float32", "cfg_active": 3, "cfg_repeat": 1, "cfg_m": 64, "cfg_k": 64, "cfg_n": 64}
+FORM_DEFAULTS = {"cfg_device": "cpu", "cfg_exact": "", "cfg_step_label": "matmul_add", "cfg_matmul_label": "",
+                 "cfg_add_label": "", "cfg_dtype": "float32", "cfg_active": 3, "cfg_repeat": 1,
+                 "cfg_m": 64, "cfg_k": 64, "cfg_n": 64}
 
 
 def set_form(at, **values) -> None:
@@ -353,9 +362,6 @@ def test_oversized_upload_is_refused(at):
         at.run()  # the page reads host settings on every run
         big = b'{"traceEvents": [], "pad": "' + b"x" * (3 * 2**19) + b'"}'  # 1.5 MiB
         _bad_upload_then_page_still_works(at, "big.json", big, "this host accepts traces up to 1 MB")
-    # The uploader's own limit is part of its identity: redraw it with the host's usual one
-    # before the next test uploads (a host does not change limits mid-session).
-    at.run()
 
 
 def test_gzip_bombs_are_refused(at):
@@ -373,11 +379,15 @@ def test_gzip_bombs_are_refused(at):
 # ------------------------------------------------------------------------------ lessons, compare, sessions
 
 
-def test_lesson_pair_opens_compare_with_both_timelines(at):
-    at.selectbox(key="lesson_key").set_value("cold_vs_warm")
+def run_lesson(at, lesson_key: str) -> None:
+    at.selectbox(key="lesson_key").set_value(lesson_key)
     at.run()
     at.button(key="run_lesson").click()
     at.run()
+
+
+def test_lesson_pair_opens_compare_with_both_timelines(at):
+    run_lesson(at, "cold_vs_warm")
     assert_healthy(at)
     assert errors(at) == []
     assert at.session_state["view"] == "Compare"
@@ -398,7 +408,9 @@ def test_lesson_pair_opens_compare_with_both_timelines(at):
 
 
 def test_lesson_pair_run_reports_its_lesson_signals(at):
-    # The cold vs warm lesson just ran (previous test): the lesson check reads both traces.
+    # The cold vs warm lesson runs; then the lesson check reads both traces.
+    run_lesson(at, "cold_vs_warm")
+    assert_healthy(at)
     checks = [plain(m.value) for m in at.markdown if any(
         icon in m.value for icon in (":material/check_circle:", ":material/cancel:", ":material/info:"))]
     assert any("first step" in c for c in checks), checks
@@ -435,6 +447,10 @@ def test_compare_two_h200_samples_diffs_their_kernels(at):
 
 
 def test_after_refusals_a_valid_run_still_works(at):
+    wait_for_device(at)
+    for values, _expected in ((p.values[0], p.values[1]) for p in REFUSALS[:2]):
+        submit(at, **values)
+        assert len(errors(at)) == 1, errors(at)
     submit(at, cfg_m=32, cfg_k=32, cfg_n=32, cfg_step_label="after_refusals")
     assert_healthy(at)
     assert errors(at) == []
@@ -442,15 +458,33 @@ def test_after_refusals_a_valid_run_still_works(at):
 
 
 def test_each_session_keeps_its_own_results(at):
+    submit(at, cfg_m=32, cfg_k=32, cfg_n=32, cfg_step_label="first_session")
+    assert_healthy(at)
     other = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
     other.run()
     assert not other.exception
     assert not other.session_state.get("runs")
     assert other.session_state["subject"].startswith("sample:")
-    assert at.session_state["runs"]  # the first session's runs are untouched
+    assert [r.run.config.step_label for r in at.session_state["runs"]] == ["first_session"]  # untouched
 
 
 # ------------------------------------------------------------------------------ status lines
+
+
+def test_page_script_has_no_bare_expression_for_magic_to_write():
+    # Streamlit's magic st.writes the value of every expression statement of the page script
+    # that is not a plain call (a conditional expression of two calls writes "None"). ruff's
+    # B018 flags constants and names, not those; this finds them all.
+    import ast
+
+    tree = ast.parse(Path(APP).read_text())
+    docstrings = {id(node.body[0]) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and ast.get_docstring(node, clean=False) is not None}
+    written = [f"line {node.lineno}: {ast.unparse(node)[:60]}" for node in ast.walk(tree)
+               if isinstance(node, ast.Expr) and id(node) not in docstrings
+               and not isinstance(node.value, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom))]
+    assert written == []
 
 
 def test_status_lines_say_queue_position_and_stage():

@@ -13,71 +13,42 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
-import signal
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from browser_harness import (  # noqa: E402  (shared with bench/load_test.py)
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    IDLE_JS,
+    SERVER_START_S,
+    ServerFailed,
+    require_browser,
+    streamlit_server,
+)
+
 ARTIFACTS = ROOT / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking"]
 H200_TRACE = ROOT / "tests" / "data" / "matmul_add_4096_bf16.json.gz"
 LABEL = "browser_step_label"
 # Generous: 2 shared cores, and the first run may wait for the worker's torch import and warm-up.
-SERVER_START_S = 180
 RUN_S = 300
 UI_S = 120
+# Tries at opening an expander: a click that lands while the page redraws can be lost.
+EXPANDER_CLICKS = 5
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def _require(condition: bool, reason: str) -> None:
-    if condition:
-        return
-    if IN_CI:
-        pytest.fail(f"CI=true but {reason}; .ci/run installs it")
-    pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_healthy(url: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + SERVER_START_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"streamlit exited with {process.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=5) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    pytest.fail(f"streamlit did not answer within {SERVER_START_S} s:\n{log.read_text()[-3000:]}")
 
 
 @pytest.fixture(scope="module")
 def playwright_api():
     """Playwright's sync API, checked before any server starts (skip or fail at once)."""
-    _require(Path(CHROMIUM).exists(), f"{CHROMIUM} is missing (apt-get install chromium)")
-    try:
-        from playwright import sync_api
-    except ImportError:
-        _require(False, "playwright is not installed (pip install -r requirements-dev.txt)")
+    require_browser()
+    from playwright import sync_api
+
     return sync_api
 
 
@@ -85,36 +56,11 @@ def playwright_api():
 def server(playwright_api):
     """`streamlit run app.py` on a free port; stopped (with its workers) whatever happens."""
     ARTIFACTS.mkdir(exist_ok=True)
-    port = _free_port()
-    log = ARTIFACTS / "browser_server.log"
-    env = {**os.environ, "KINETO_LOG_LEVEL": "6", "PYTHONUNBUFFERED": "1"}
-    with log.open("w") as out:
-        # Own process group: the profiling workers are the server's children and go with it.
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-             "--server.headless", "true", "--server.address", "127.0.0.1"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(url, process, log)
-        yield url
-    finally:
-        _stop(process)
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)  # streamlit stops; the service's atexit stops workers
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
-    try:  # whatever is left of the group this fixture created (a worker that did not exit)
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if process.poll() is None:
-        process.wait(timeout=10)
+        with streamlit_server(ARTIFACTS / "browser_server.log") as (url, _process):
+            yield url
+    except ServerFailed as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")
@@ -136,13 +82,6 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"browser_{name}.png"))
 
 
-IDLE_JS = """() => {
-    const app = document.querySelector('[data-testid="stApp"]');
-    return app && app.dataset.testScriptState === "notRunning"
-        && !document.querySelector('[data-testid="stSkeleton"]');
-}"""
-
-
 def wait_idle(page) -> None:
     """Until the script run is over and every widget is drawn (no loading skeletons: widget
     code loads lazily, slowly on a busy machine). On a fresh server the first page run ends
@@ -155,6 +94,17 @@ def wait_idle(page) -> None:
 def open_tab(page, name: str) -> None:
     page.get_by_role("tab", name=name, exact=True).click()
     wait_idle(page)
+
+
+def open_expander(page, expander) -> None:
+    """Open ``expander`` (a Streamlit expander or status box) as a visitor would, by its summary."""
+    body = expander.locator('[data-testid="stExpanderDetails"]').first  # "inert" while collapsed
+    for _ in range(EXPANDER_CLICKS):
+        if body.get_attribute("inert") is None:
+            return
+        expander.locator("summary").first.click()
+        page.wait_for_timeout(1000)
+    assert body.get_attribute("inert") is None, f"the expander did not open after {EXPANDER_CLICKS} clicks"
 
 
 def main(page):
@@ -229,26 +179,28 @@ def test_page_end_to_end(playwright_api, page, tmp_path):
     open_tab(page, "Table")
     expect(main(page).get_by_text("GPU kernels")).to_be_visible()
 
-    # A lesson pair: both runs queue at once; the status box says where each one is.
-    page.evaluate("""() => {
-        window.__statusLines = [];
-        new MutationObserver(() => window.__statusLines.push(document.body.innerText))
-            .observe(document.body, {subtree: true, childList: true, characterData: true});
-    }""")
+    # A lesson pair: both runs queue at once, and the status box keeps one line per run.
     lesson = sidebar(page).locator('[data-testid="stSelectbox"]').filter(has_text="Lesson")
     lesson.click()
     page.get_by_role("option", name="Cold vs warm: why the first step is slow").click()
     wait_idle(page)
     sidebar(page).get_by_role("button", name="Run lesson").click()
-    expect(main(page).get_by_text("Profiled cold and warm in")).to_be_attached(timeout=RUN_S * 1000)
+    status_box = main(page).locator('[data-testid="stExpander"]').filter(has_text="Profiled cold and warm in")
+    expect(status_box).to_be_attached(timeout=RUN_S * 1000)
     wait_idle(page)
-    seen = "\n".join(page.evaluate("() => window.__statusLines"))
-    # One status line per run. Whether "warm" is ever drawn as queued depends on how fast
-    # "cold" runs (0.1 s at 256³ here: often not); the queue position in real pages is shown by
-    # bench/load_test.py (highest position seen) and the wording by test_app's status test.
-    status = sorted({line for line in seen.splitlines() if line.startswith(("cold:", "warm:"))})
-    assert any(line.startswith("warm: ") for line in status), status
-    assert "cold: " in seen
+    # The box collapses once the pair is back; it holds each run's last status line, and those
+    # are asserted here, not lines caught live. A live line is drawn only if the browser renders
+    # between the script's 0.2 s polls (ui/run.py POLL_S): a pair done by the first poll sends its
+    # lines already "done", with the box's collapse, and they are never drawn expanded. Measured
+    # on this 2-core box (10 pair runs, a MutationObserver reading the page's text): with the
+    # renderer free, 2 of 5 showed no live cold:/warm: line (both "Profiled cold and warm in
+    # 0.1 s"); with its main thread held 1.5 s after the click (a CPU-starved Chromium), 4 of 5;
+    # in 10 of 10 the collapsed box held "cold: done · N s" and "warm: done · N s". Queue
+    # positions in real pages are evidenced by bench/load_test.py (highest position seen), the
+    # wording of the queued and running lines by test_app's status test.
+    open_expander(page, status_box)
+    for name in ("cold", "warm"):
+        expect(status_box.get_by_text(re.compile(rf"^{name}: done · [0-9.]+ s$"))).to_be_visible()
 
     expect(page.get_by_role("tab", name="Compare", exact=True)).to_have_attribute("aria-selected", "true")
     charts = main(page).locator('[data-testid="stVegaLiteChart"]')

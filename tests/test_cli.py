@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import read_trace
+
 from lab import cli
 from lab.run import RunConfig
 

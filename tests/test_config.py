@@ -17,7 +17,6 @@ from lab.run.config import (
 )
 from lab.run.settings import HostSettings, SettingsError, host_environment
 
-
 # --- RunConfig: refusals that need no context ---------------------------------------------
 
 @pytest.mark.parametrize("field, value", [

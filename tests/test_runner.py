@@ -7,8 +7,8 @@ import json
 
 import pytest
 import torch
-
 from conftest import read_trace
+
 from lab.run import workloads
 from lab.run.config import ConfigError, RunConfig
 from lab.run.devices import PEAKS, detect_device, lookup_peak

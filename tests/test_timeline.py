@@ -13,9 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.views.timeline import (ANNOTATION_CATS, CAT_COLORS, LINK_COLUMNS, MARK_COLUMNS, build_timeline,
-                          timeline_chart)
 from lab.trace.load import Trace, load_trace
+from lab.views.timeline import ANNOTATION_CATS, CAT_COLORS, LINK_COLUMNS, MARK_COLUMNS, build_timeline, timeline_chart
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from make_large_trace import tile_trace  # noqa: E402  (the benches' generator)
@@ -45,7 +44,8 @@ def overlapping(trace: Trace, w0: float, w1: float) -> np.ndarray:
 
 def is_annotation(trace: Trace) -> np.ndarray:
     ev = trace.events
-    return (ev["cat"].astype(str).isin(ANNOTATION_CATS) | ev["name"].astype(str).str.startswith("ProfilerStep#")).to_numpy()
+    annotation = ev["cat"].astype(str).isin(ANNOTATION_CATS)
+    return (annotation | ev["name"].astype(str).str.startswith("ProfilerStep#")).to_numpy()
 
 
 # --------------------------------------------------------------------------- real traces
@@ -104,7 +104,8 @@ def test_chart_spec_has_lanes_rows_links_and_zoom(real_trace):
     assert y["field"] == "lane" and y["type"] == "nominal" and y["scale"]["domain"] == list(data.lanes)
     assert bars["encoding"]["yOffset"]["field"] == "depth"
     assert bars["encoding"]["x"]["title"] == "time (µs since trace start)"
-    assert bars["encoding"]["color"]["scale"]["range"] == [CAT_COLORS[k] for k in bars["encoding"]["color"]["scale"]["domain"]]
+    scale = bars["encoding"]["color"]["scale"]
+    assert scale["range"] == [CAT_COLORS[k] for k in scale["domain"]]
     rows = spec["datasets"][bars["data"]["name"]]
     assert len(rows) == len(data.marks)
     assert {r["lane"] for r in rows} == set(data.lanes) - {""}
@@ -195,7 +196,8 @@ def test_large_trace_stays_in_budget_and_loses_nothing(large_trace, which):
 def test_large_trace_full_view_merges_and_zoom_shows_real_events(large_trace):
     full = build_timeline(large_trace)
     assert full.merged_events > 0 and full.total_events == len(large_trace.events)
-    assert full.note.startswith(f"{int(full.marks.loc[full.marks['kind'] == 'merged', 'merged_count'].sum()):,} events shorter than")
+    merged = int(full.marks.loc[full.marks["kind"] == "merged", "merged_count"].sum())
+    assert full.note.startswith(f"{merged:,} events shorter than")
     # Zoomed to ~one step's worth of events: every event is itself, and links come back.
     ev = large_trace.events
     middle_launch = large_trace.flows["launch_row"].to_numpy()[len(large_trace.flows) // 2]

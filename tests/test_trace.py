@@ -92,7 +92,8 @@ def test_every_gpu_activity_is_linked_to_a_launch(real):
     assert (ev["correlation"].to_numpy()[flows["launch_row"]] == flows["correlation"].to_numpy()).all()
     assert (ev["correlation"].to_numpy()[flows["gpu_row"]] == flows["correlation"].to_numpy()).all()
     # delay = GPU start − launch start, recomputed from the raw file keyed by correlation.
-    raw_launch_ts = {e["args"]["correlation"]: e["ts"] for e in _x(raw) if e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    raw_launch_ts = {e["args"]["correlation"]: e["ts"] for e in _x(raw)
+                     if e.get("cat") in ("cuda_runtime", "cuda_driver")}
     raw_gpu_ts = {e["args"]["correlation"]: e["ts"] for e in _x(raw) if e.get("cat") in GPU_ACTIVITY_CATS}
     for corr, delay in zip(flows["correlation"], flows["delay_us"]):
         assert delay == pytest.approx(raw_gpu_ts[corr] - raw_launch_ts[corr], abs=1e-3)
@@ -196,7 +197,8 @@ def test_depth_matches_a_stack_walk_on_real_traces(real):
             stack.append(start + dur)
         assert lane["depth"].tolist() == expected
     # In the seed exercise: annotation (0) > aten::matmul (1) > aten::mm (2) > launch (3).
-    launches = ev[(ev["cat"].isin(["cuda_runtime", "cuda_driver"])) & ev["name"].isin(["cudaLaunchKernelExC", "cuLaunchKernelEx"])]
+    launches = ev[(ev["cat"].isin(["cuda_runtime", "cuda_driver"]))
+                  & ev["name"].isin(["cudaLaunchKernelExC", "cuLaunchKernelEx"])]
     assert set(launches["depth"]) <= {3, 4}
 
 

@@ -18,7 +18,6 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from lab.trace.load import Trace, TraceError, load_trace
 
@@ -176,7 +175,8 @@ def wrong_types():
     for bad_top in _WEIRD_VALUES:  # traceEvents itself, and top-level metadata, of odd types
         yield f"traceEvents = {bad_top!r:.40}", json.dumps({"traceEvents": bad_top}).encode()
         doc = json.loads(json.dumps(docs[NAMES[1]]))
-        for key in ("deviceProperties", "baseTimeNanoseconds", "distributedInfo", "schemaVersion", "traceName", "record_shapes"):
+        for key in ("deviceProperties", "baseTimeNanoseconds", "distributedInfo", "schemaVersion", "traceName",
+                    "record_shapes"):
             doc[key] = bad_top
         yield f"metadata = {bad_top!r:.40}", json.dumps(doc).encode()
     for bad_top in _WEIRD_VALUES:
@@ -195,9 +195,12 @@ def nesting_and_numbers():
     yield "deep nesting in an unknown top-level key", b'{"traceEvents":[], "z":' + b"[" * depth + b"]" * depth + b"}"
     yield "deep nesting, gzip", gzip.compress(b"[" * depth + b"]" * depth)
     for depth in (10, 100, 500, 1000, 5000):
+        nested = b"[" * depth + b"]" * depth
         yield f"nested args {depth}", json.dumps({"traceEvents": [
-            {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"Input Dims": json.loads("[" * depth + "]" * depth)}}
-        ]}).encode() if depth < 900 else b'{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":1,"args":{"Input Dims":' + b"[" * depth + b"]" * depth + b"}}]}"
+            {"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"Input Dims": json.loads(nested)}}
+        ]}).encode() if depth < 900 else (
+            b'{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":1,"args":{"Input Dims":' + nested
+            + b"}}]}")
     event = '{"ph":"X","name":"a","pid":1,"tid":1,"ts":%s,"dur":%s}'
     for ts, dur in [("1e400", "1"), ("1", "1e400"), ("-1e400", "1"), ("1e308", "1e308"), ("NaN", "1"),
                     ("1", "NaN"), ("Infinity", "1"), ("1", "-Infinity"), ("123456789012345678901234567890", "1"),
@@ -222,7 +225,8 @@ def nesting_and_numbers():
         {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": "abc", "pid": 1, "tid": 1, "ts": 1},
         {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": "abc", "pid": 0, "tid": 7, "ts": 2},
     ]}).encode()
-    yield "long digit string pid", ('{"traceEvents":[{"ph":"X","name":"a","pid":"' + "9" * 5000 + '","tid":1,"ts":1,"dur":1}]}').encode()
+    yield "long digit string pid", (
+        '{"traceEvents":[{"ph":"X","name":"a","pid":"' + "9" * 5000 + '","tid":1,"ts":1,"dur":1}]}').encode()
     yield "10k lanes", json.dumps({"traceEvents": [
         {"ph": "X", "name": "a", "pid": 1, "tid": i, "ts": i, "dur": 1} for i in range(10_000)]}).encode()
 

@@ -110,8 +110,8 @@ def table_view(subject: Subject, loaded: Loaded) -> None:
     if loaded.trace.has_gpu:
         st.markdown("**GPU kernels** (from the trace: every kernel, memcpy and memset by name)")
         st.dataframe(loaded.analysis.kernels, hide_index=True, width="stretch",
-                     column_config=_float_formats(loaded.analysis.kernels,
-                                                  {"share_pct": st.column_config.NumberColumn("share_pct", format="%.1f%%")}))
+                     column_config=_float_formats(loaded.analysis.kernels, {
+                         "share_pct": st.column_config.NumberColumn("share_pct", format="%.1f%%")}))
 
 
 def timeline_view(subject: Subject, loaded: Loaded) -> None:
@@ -243,7 +243,8 @@ def lesson_check(subjects: list[Subject], load) -> None:
     signals = lesson_signals(check["lesson"], [Run(n, x.trace, x.analysis) for n, x in zip(names, loaded)])
     with st.container(border=True):
         st.markdown(f"**Lesson check — {md_escape(lesson.title)}**")
-        where = "the H200 recording" if all(s.kind == "sample" for s in chosen) else "your run" + ("s" if len(chosen) > 1 else "")
+        recorded = all(s.kind == "sample" for s in chosen)
+        where = "the H200 recording" if recorded else "your run" + ("s" if len(chosen) > 1 else "")
         st.caption(f"What the lab finds in {where}:")
         for signal in signals:
             icon = (":material/info:" if not signal.expected
