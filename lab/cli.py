@@ -157,7 +157,8 @@ def _add_table_parser(sub) -> None:
                    help="torch's sort key (self_cpu_time_total, cpu_time_total, device_time_total, "
                         "self_device_time_total, count, ...); default: device total on a GPU trace, else CPU total")
     t.add_argument("--row-limit", type=int, default=None, metavar="N",
-                   help=f"rows to print (negative: all); default {TORCH_TABLE_ROW_LIMIT} as torch's table(), all for --csv")
+                   help=f"rows to print (negative: all); default {TORCH_TABLE_ROW_LIMIT} as torch's table(), "
+                        "all for --csv")
     t.add_argument("--group-by-shape", action="store_true", help="one row per (name, input shapes)")
     t.add_argument("--python-functions", action="store_true",
                    help="count with_stack's python frames as events, as torch 2.12-2.13 do")
@@ -182,7 +183,8 @@ def _table(args: argparse.Namespace, settings: HostSettings) -> int:
     rows = torch_sorted(frame[frame["device_type"] == "cpu"], sort_by)
     if args.row_limit is not None and args.row_limit >= 0:
         rows = rows.head(args.row_limit)
-    columns = list(TABLE_CSV_COLUMNS[:1]) + (["input_shapes"] if args.group_by_shape else []) + list(TABLE_CSV_COLUMNS[1:])
+    shapes = ["input_shapes"] if args.group_by_shape else []
+    columns = list(TABLE_CSV_COLUMNS[:1]) + shapes + list(TABLE_CSV_COLUMNS[1:])
     rows[columns].to_csv(sys.stdout, index=False, float_format="%.3f")  # µs to the ns, as traced
     return 0
 

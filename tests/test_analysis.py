@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tracebuild import H200_PROPS, annotation, build, kernel, launch, matmul_add_steps, op
 
 from lab.analysis import analyze
 from lab.analysis.gemm import ABOVE_PEAK_NOTE, _gemm_shape, gemm_efficiency, gemm_figures
@@ -27,7 +28,6 @@ from lab.run.config import RunConfig
 from lab.run.devices import DevicePeak, lookup_peak
 from lab.trace.load import load_trace
 from lab.vocab import gemm_kernel_dtype, is_gemm_kernel
-from tracebuild import H200_PROPS, annotation, build, kernel, launch, matmul_add_steps, op
 
 DATA = Path(__file__).parent / "data"
 TRACES = ["matmul_add_1024_fp32", "matmul_add_4096_bf16", "matmul_add_4096_bf16_compiled"]
@@ -139,8 +139,8 @@ def test_operator_self_time_matches_golden_brute_force(bf16):
     # The golden is "duration minus direct children" over the trace's own nesting; torch also
     # counts a profiler overhead event as a child of the op it sits in, and lists it as a row.
     nested = {}
-    for o, op in _overhead_in_ops(_xs(raw)):
-        nested[op["name"]] = nested.get(op["name"], 0.0) + o["dur"]
+    for o, owner in _overhead_in_ops(_xs(raw)):
+        nested[owner["name"]] = nested.get(owner["name"], 0.0) + o["dur"]
         nested[o["name"]] = nested.get(o["name"], 0.0) - o["dur"]
     assert nested  # this trace has one: an "Activity Buffer Request" inside aten::mm
     for name, self_us in golden["self_us_by_name"].items():

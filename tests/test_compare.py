@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import pytest
+from tracebuild import H200_PROPS, build, kernel, launch, matmul_add_steps, op
 
 from lab.analysis import analyze, find_insights
 from lab.analysis.compare import TOTAL_METRICS, compare_analyses, compare_traces
@@ -16,7 +17,6 @@ from lab.run.config import RunConfig
 from lab.run.devices import lookup_peak
 from lab.samples import list_samples
 from lab.trace.load import load_trace
-from tracebuild import H200_PROPS, build, kernel, launch, matmul_add_steps, op
 
 DATA = Path(__file__).parent / "data"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")

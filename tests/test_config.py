@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 import dataclasses
 import inspect
+
+import pytest
 
 from lab.run.config import (
     OPTIONS,

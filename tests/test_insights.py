@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from tracebuild import H200_PROPS, annotation, build, gpu_annotation, kernel, launch, matmul_add_steps, op
 
-from lab.analysis import insights as I
 from lab.analysis import analyze
+from lab.analysis import insights as I
 from lab.run.devices import DevicePeak
 from lab.trace.load import load_trace
 

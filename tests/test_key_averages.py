@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from lab.analysis.key_averages import trace_key_averages
-from lab.views.torch_table import torch_table_text
 from lab.trace import load_trace
+from lab.views.torch_table import torch_table_text
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUNDTRUTH = ROOT / "tests" / "data" / "groundtruth"
@@ -151,7 +151,8 @@ def test_with_stack_does_not_change_the_table(recorded, program, tmp_path):
     for column in ("count", "self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us", "flops"):
         np.testing.assert_allclose(plain[column].to_numpy(float), stripped[column].to_numpy(float), atol=1e-6)
     no_stack = trace_key_averages(load_trace(recorded[(program, False)].trace_path))
-    assert dict(zip(plain["name"], plain["count"], strict=True)) == dict(zip(no_stack["name"], no_stack["count"], strict=True))
+    counts = dict(zip(plain["name"], plain["count"], strict=True))
+    assert counts == dict(zip(no_stack["name"], no_stack["count"], strict=True))
     # The record_function labels keep the time their python frames took as self time.
     labels = plain[plain["is_user_annotation"]]
     assert (labels["self_cpu_us"] > 0).all()

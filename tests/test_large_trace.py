@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from lab.analysis import analyze
-from lab.views.timeline import DEFAULT_MAX_MARKS, build_timeline
 from lab.trace.load import load_trace
+from lab.views.timeline import DEFAULT_MAX_MARKS, build_timeline
 
 PATH = Path(__file__).resolve().parents[1] / "bench" / "data" / "transformer_step_h200.json.gz"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")

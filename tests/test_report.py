@@ -8,10 +8,10 @@ import statistics
 from pathlib import Path
 
 import pytest
-
-from lab.views import report as R
-from lab.trace.load import load_trace
 from tracebuild import matmul_add_steps
+
+from lab.trace.load import load_trace
+from lab.views import report as R
 
 DATA = Path(__file__).parent / "data"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")

@@ -11,11 +11,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lab.views import tables
 from lab.run.result import KEY_AVERAGES_COLUMNS
-from lab.views.tables import (CPU_ANNOTATION_NOTE, GPU_ANNOTATION_NOTE, SORT_KEYS, TORCH_SORT_KEYS,
-                        format_key_averages, key_averages_view, limit_text_table,
-                        sort_column, to_csv_bytes, trace_table)
+from lab.views import tables
+from lab.views.tables import (
+    CPU_ANNOTATION_NOTE,
+    GPU_ANNOTATION_NOTE,
+    SORT_KEYS,
+    TORCH_SORT_KEYS,
+    format_key_averages,
+    key_averages_view,
+    limit_text_table,
+    sort_column,
+    to_csv_bytes,
+    trace_table,
+)
 
 torch = pytest.importorskip("torch")  # conftest sets KINETO_LOG_LEVEL=6 before any profile
 
@@ -224,7 +233,8 @@ def test_limit_text_table_with_stacks_and_header():
         full = events.table(sort_by="cpu_time_total", row_limit=-1, header=header)
         assert "train.py(7): step" in full
         for limit in range(6):
-            assert limit_text_table(full, limit) == events.table(sort_by="cpu_time_total", row_limit=limit, header=header)
+            want = events.table(sort_by="cpu_time_total", row_limit=limit, header=header)
+            assert limit_text_table(full, limit) == want
     assert limit_text_table("not a table", 3) == "not a table"
 
 

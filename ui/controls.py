@@ -5,11 +5,21 @@ from __future__ import annotations
 import streamlit as st
 
 from lab.run import (
-    DEVICES, DTYPES, LESSONS, MAX_LABEL_CHARS, OPTIONS, WORKLOADS, ConfigError, DeviceInfo, HostSettings, Option,
-    RunConfig, dtype_refusal, lesson_configs,
+    DEVICES,
+    DTYPES,
+    LESSONS,
+    MAX_LABEL_CHARS,
+    OPTIONS,
+    WORKLOADS,
+    ConfigError,
+    DeviceInfo,
+    HostSettings,
+    Option,
+    RunConfig,
+    dtype_refusal,
+    lesson_configs,
 )
 from lab.samples import lesson_samples
-
 
 SIZES = [2**p for p in range(4, 15)]  # 16 … 16384, the slider's stops
 FORM_KEY = "run_form"

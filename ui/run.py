@@ -7,11 +7,24 @@ import time
 import streamlit as st
 
 from lab.run import (
-    LESSONS, STAGE_TEXT, WORKER_START_TIMEOUT_S, ConfigError, DeviceInfo, HostSettings, ProfileService, RunConfig, RunFailed,
-    RunResult, ServiceBusy, TicketState, TicketStatus, check_device, check_limits, lesson_configs,
+    LESSONS,
+    STAGE_TEXT,
+    WORKER_START_TIMEOUT_S,
+    ConfigError,
+    DeviceInfo,
+    HostSettings,
+    ProfileService,
+    RunConfig,
+    RunFailed,
+    RunResult,
+    ServiceBusy,
+    TicketState,
+    TicketStatus,
+    check_device,
+    check_limits,
+    lesson_configs,
 )
 from lab.samples import lesson_samples
-
 from ui import messages, state
 from ui.controls import FORCE_FRESH_KEY
 

@@ -21,7 +21,6 @@ to take host times with care.
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass
 
 import numpy as np

@@ -7,10 +7,7 @@ positions of ``Trace.events``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
-import pandas as pd
 
 from lab.analysis.columns import mask_in, mask_where, parent_rows, texts
 from lab.analysis.intervals import covered_us, merge_intervals

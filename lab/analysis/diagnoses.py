@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.analysis.insight import Insight
 from lab.analysis.diag_capture import (
     EmptyCapture,
     ProfilerInflation,
@@ -47,9 +46,9 @@ from lab.analysis.diag_text import (
     pageable_copies_insight,
     profiler_inflation_insight,
 )
+from lab.analysis.insight import Insight
 from lab.trace import Trace
 from lab.units import fmt_us
-
 
 __all__ = [
     "DIAGNOSIS_RULES", "HOST_BOUND_PCT", "SYNC_BOUND_PCT", "Findings", "WeighedVerdict",

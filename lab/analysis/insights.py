@@ -12,15 +12,14 @@ import numpy as np
 
 from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.columns import mask_in, mask_where, texts
-from lab.analysis.gemm import compute_capability
 from lab.analysis.diagnoses import DIAGNOSIS_RULES, capture_explains_missing_gpu, find_host_syncs
+from lab.analysis.gemm import compute_capability
 from lab.analysis.gpu import covered_us
 from lab.analysis.insight import SEVERITIES, Insight
 from lab.analysis.verdict import host_work_us, used_gpu
 from lab.trace.load import Trace
 from lab.units import fmt_us_fixed
 from lab.vocab import GPU_ACTIVITY_CATS, SYNC_NAMES, is_gemm_kernel
-
 
 # --- thresholds ------------------------------------------------------------------------------
 # Host work this many times the GPU work means the GPU idles most of the time, however fast its

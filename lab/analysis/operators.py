@@ -17,9 +17,19 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lab.analysis.columns import codes, parent_rows, frame, group_ids, group_min_max, group_mode, group_mode_values, mask_in, texts
-from lab.trace.load import Trace
+from lab.analysis.columns import (
+    codes,
+    frame,
+    group_ids,
+    group_min_max,
+    group_mode,
+    group_mode_values,
+    mask_in,
+    parent_rows,
+    texts,
+)
 from lab.analysis.key_averages import trace_key_averages
+from lab.trace.load import Trace
 from lab.vocab import GPU_ACTIVITY_CATS, LAUNCH_CATS, PROFILER_STEP_NAME, PROFILER_STEP_PREFIX
 
 __all__ = ["KERNEL_COLUMNS", "OPERATOR_COLUMNS", "Links", "build_links", "kernel_summary", "operator_summary"]

@@ -190,10 +190,11 @@ def _bias_fused(eager: Run, compiled: Run) -> list[Signal]:
                    bias_gemm[0][:80] if bias_gemm else "aten::addmm"),
         ]
     e_ops, c_ops = _names(_cpu_ops(eager.trace)), _names(_cpu_ops(compiled.trace))
+    gemm_or_add = sorted(o for o in c_ops if o.startswith(("aten::mm", "aten::add")))
     return [
         Signal("eager runs aten::add after the matmul", "aten::add" in e_ops, "aten::add in the eager trace"),
         Signal("compiled runs aten::addmm and no aten::add", "aten::addmm" in c_ops and "aten::add" not in c_ops,
-               f"compiled ops include: {', '.join(sorted(o for o in c_ops if o.startswith('aten::mm') or o.startswith('aten::add')))}"),
+               f"compiled ops include: {', '.join(gemm_or_add)}"),
     ]
 
 
@@ -210,7 +211,8 @@ def _linear(runs: list[Run]) -> list[Signal]:
     add_kernels = [n for n in _names(_kernels(run.trace)) if ADD_KERNEL.search(n)]
     return [
         Signal("aten::t runs with no kernel", len(t) > 0 and device_us == 0.0,
-               f"aten::t: {int(t['count'].sum()) if len(t) else 0} calls, {fmt_us(float(t['self_us'].sum()) if len(t) else 0)} "
+               f"aten::t: {int(t['count'].sum()) if len(t) else 0} calls, "
+               f"{fmt_us(float(t['self_us'].sum()) if len(t) else 0)} "
                f"CPU, {fmt_us(device_us)} on the device"),
         Signal("aten::addmm carries the bias (no add)", "aten::addmm" in names and "aten::add" not in names
                and not add_kernels, "aten::addmm present, no aten::add"),

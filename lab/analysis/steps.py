@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lab.analysis.diag_steps import step_spans
 from lab.analysis.columns import texts
+from lab.analysis.diag_steps import step_spans
 from lab.analysis.gpu import GpuUtilization, covered_us, gpu_utilization
 from lab.analysis.operators import Links, build_links
 from lab.trace.load import Trace
@@ -53,8 +53,8 @@ def step_breakdown(trace: Trace, *, links: Links | None = None,
     busy = covered_us(utilization.busy_intervals["start_us"].to_numpy(),
                       utilization.busy_intervals["end_us"].to_numpy(), start, end)
     # GPU work launched from inside each step (same lane, launch start within the window).
-    launched_us = np.zeros(len(rows))
-    launched_n = np.zeros(len(rows), dtype=np.int64)
+    launched_us: np.ndarray = np.zeros(len(rows))
+    launched_n: np.ndarray = np.zeros(len(rows), dtype=np.int64)
     gpu_rows = np.flatnonzero(links.launch >= 0)
     if len(gpu_rows):
         lrow = links.launch[gpu_rows]

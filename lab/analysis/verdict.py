@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -71,7 +72,7 @@ def _generic_verdict(trace: Trace, *, operators: pd.DataFrame | None,
     utilization = utilization or gpu_utilization(trace)
     launches = launches or launch_delays(trace)
     cpu_us = host_work_us(operators)
-    numbers = dict(gpu_busy_pct=utilization.active_busy_pct, gpu_busy_us=utilization.busy_us,
+    numbers: dict[str, Any] = dict(gpu_busy_pct=utilization.active_busy_pct, gpu_busy_us=utilization.busy_us,
                    gpu_activity_us=utilization.activity_us, cpu_self_us=cpu_us,
                    launch_delay_median_us=launches.delay_median_us)
     if utilization.per_device.empty:  # no kernel, memcpy or memset at all

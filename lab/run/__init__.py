@@ -8,7 +8,15 @@ device detection and peak rates, ``runner`` the only code that touches ``torch.p
 """
 
 from lab.run.config import (
-    DEVICES, MAX_LABEL_CHARS, OPTIONS, ConfigError, Option, RunConfig, check_device, check_limits, dtype_refusal,
+    DEVICES,
+    MAX_LABEL_CHARS,
+    OPTIONS,
+    ConfigError,
+    Option,
+    RunConfig,
+    check_device,
+    check_limits,
+    dtype_refusal,
 )
 from lab.run.devices import DeviceInfo, DevicePeak
 from lab.run.lessons import LESSONS, Lesson, lesson_configs

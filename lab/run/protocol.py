@@ -172,7 +172,7 @@ class StageChanged:
 @dataclass(frozen=True, kw_only=True)
 class RunDone:
     run_id: int
-    result: "RunResult"
+    result: RunResult
 
 
 @dataclass(frozen=True, kw_only=True)

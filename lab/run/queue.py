@@ -49,7 +49,7 @@ class RunTicket:
     methods belong to the queue, which calls them with its lock held.
     """
 
-    def __init__(self, queue: "RunQueue", ticket_id: int, config: RunConfig, *, reused: bool = False):
+    def __init__(self, queue: RunQueue, ticket_id: int, config: RunConfig, *, reused: bool = False):
         self._queue = queue
         self.id = ticket_id
         self.config = config
@@ -63,7 +63,7 @@ class RunTicket:
         self._last_seen = now
         self._worker: int | None = None
         self._device: str | None = None
-        self._result: "RunResult | None" = None
+        self._result: RunResult | None = None
         self._error: RunFailed | None = None
         self._finished = threading.Event()
 
@@ -72,7 +72,7 @@ class RunTicket:
     def poll(self) -> TicketStatus:
         return self._queue.status(self)
 
-    def result(self, timeout: float | None = None) -> "RunResult":
+    def result(self, timeout: float | None = None) -> RunResult:
         """Wait for the result. Raises ``RunFailed`` if the run failed or was cancelled, and
         ``TimeoutError`` if ``timeout`` seconds pass first (the run goes on)."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -196,7 +196,7 @@ class RunQueue:
         self.last_error: str | None = None
         self._ids = itertools.count(1)
         self._durations_s: deque[float] = deque(maxlen=RECENT_RUNS_FOR_ESTIMATE)
-        self._recent: dict[RunConfig, tuple[float, "RunResult"]] = {}  # reuse cache
+        self._recent: dict[RunConfig, tuple[float, RunResult]] = {}  # reuse cache
 
     # ------------------------------------------------------------------ callers
 

@@ -25,7 +25,7 @@ import os
 import tempfile
 import time
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import pandas as pd
 
@@ -35,7 +35,14 @@ from lab.run.devices import DeviceInfo, detect_device
 from lab.run.result import KEY_AVERAGES_COLUMNS, RunError, RunResult, Timing
 from lab.run.settings import HostSettings
 from lab.stats import median
-from lab.vocab import GPU_ONLY_SORT_KEYS, LEGACY_SORT_KEYS, PROFILER_STEP_NAME, STAGES, TABLE_SORT_KEYS, torch_dtype_name
+from lab.vocab import (
+    GPU_ONLY_SORT_KEYS,
+    LEGACY_SORT_KEYS,
+    PROFILER_STEP_NAME,
+    STAGES,
+    TABLE_SORT_KEYS,
+    torch_dtype_name,
+)
 
 __all__ = [
     "STAGES", "TABLE_SORT_KEYS", "TRACE_GZIP_LEVEL", "UNPROFILED_BUDGET_S", "UNPROFILED_MAX_ITERS",
@@ -126,7 +133,7 @@ def run_profile(
     raise RunError(f"{config.shape_text} {config.dtype} ran out of {memory}; choose smaller M, K or N")
 
 
-def _run(torch, config: RunConfig, info: DeviceInfo, clock: "_StageClock", notes: list[str]) -> RunResult:
+def _run(torch, config: RunConfig, info: DeviceInfo, clock: _StageClock, notes: list[str]) -> RunResult:
     cuda = info.kind == "cuda"
     timer = _StepTimer(torch, cuda)
     step, compile_s = _prepare_step(torch, config, info, clock, timer)
@@ -172,7 +179,7 @@ def _run(torch, config: RunConfig, info: DeviceInfo, clock: "_StageClock", notes
     )
 
 
-def _prepare_step(torch, config: RunConfig, info: DeviceInfo, clock: "_StageClock", timer: "_StepTimer"):
+def _prepare_step(torch, config: RunConfig, info: DeviceInfo, clock: _StageClock, timer: _StepTimer):
     """Allocate the workload's tensors (and compile its step): (labelled step, compile seconds)."""
     from torch.profiler import record_function
 
@@ -198,7 +205,7 @@ def _prepare_step(torch, config: RunConfig, info: DeviceInfo, clock: "_StageCloc
     return step, compile_s
 
 
-def _compile(torch, inner, timer: "_StepTimer"):
+def _compile(torch, inner, timer: _StepTimer):
     """torch.compile ``inner`` and call it once, timed here and kept out of the profile.
 
     The time covers wrapping (which imports torch._dynamo) and the first call, which
@@ -220,7 +227,7 @@ def _compile(torch, inner, timer: "_StepTimer"):
     return compiled, time.perf_counter() - start
 
 
-def _profile(torch, config: RunConfig, step, timer: "_StepTimer", *, cupti: bool):
+def _profile(torch, config: RunConfig, step, timer: _StepTimer, *, cupti: bool):
     """Run the schedule's iterations under the profiler; time each recorded (active) one."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -259,7 +266,7 @@ def _export_trace_gz(prof) -> bytes:
     return gzip.compress(raw, compresslevel=TRACE_GZIP_LEVEL)
 
 
-def _time_unprofiled(step, timer: "_StepTimer", profiled_us: list[float]) -> list[float]:
+def _time_unprofiled(step, timer: _StepTimer, profiled_us: list[float]) -> list[float]:
     step()  # one untimed iteration: the profiler's teardown may have evicted caches
     timer.sync()
     iters = unprofiled_iterations(median(profiled_us) if profiled_us else 0.0)

@@ -31,13 +31,24 @@ import weakref
 from lab.run.config import RunConfig
 from lab.run.devices import DeviceInfo
 from lab.run.protocol import (
-    TICKET_STATES, RunFailed, ServiceBusy, ServiceHealth, TicketState, TicketStatus, WorkerHealth, WorkerState,
+    TICKET_STATES,
+    RunFailed,
+    ServiceBusy,
+    ServiceHealth,
+    TicketState,
+    TicketStatus,
+    WorkerHealth,
+    WorkerState,
 )
 from lab.run.queue import ABANDONED_TICKET_S, RECENT_RUNS_FOR_ESTIMATE, RunQueue, RunTicket, WorkerRecord
 from lab.run.settings import HostSettings
 from lab.run.spawn import default_devices, visible_gpu_ids, worker_pinning
 from lab.run.supervisor import (
-    MAX_RESTART_BACKOFF_S, SHUTDOWN_GRACE_S, TICK_S, WORKER_START_TIMEOUT_S, Supervisor,
+    MAX_RESTART_BACKOFF_S,
+    SHUTDOWN_GRACE_S,
+    TICK_S,
+    WORKER_START_TIMEOUT_S,
+    Supervisor,
 )
 from lab.run.worker import cpu_worker_threads
 
@@ -124,7 +135,7 @@ class ProfileService:
         for thread in threads:
             thread.join(timeout=SHUTDOWN_GRACE_S + 5)
 
-    def __enter__(self) -> "ProfileService":
+    def __enter__(self) -> ProfileService:
         self.start()
         return self
 

@@ -43,7 +43,7 @@ class HostSettings:
     reuse_window_s: float = 0.0
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> "HostSettings":
+    def from_env(cls, environ: dict[str, str] | None = None) -> HostSettings:
         """The settings the ``PROFILER_LAB_*`` variables give. Read once, at start (the page, the
         CLI's ``main``), and passed down: nothing below reads the environment again."""
         env = os.environ if environ is None else environ
@@ -63,7 +63,7 @@ class HostSettings:
             values[f.name] = value
         return cls(**values)
 
-    def replace(self, **changes) -> "HostSettings":
+    def replace(self, **changes) -> HostSettings:
         return dataclasses.replace(self, **changes)
 
 

@@ -13,7 +13,15 @@ import threading
 import time
 
 from lab.run.protocol import (
-    FailureKind, InitWorker, RunDone, RunFailed, RunFailure, RunRequest, StageChanged, StopWorker, WorkerReady,
+    FailureKind,
+    InitWorker,
+    RunDone,
+    RunFailed,
+    RunFailure,
+    RunRequest,
+    StageChanged,
+    StopWorker,
+    WorkerReady,
     WorkerState,
 )
 from lab.run.queue import RunQueue, RunTicket, WorkerRecord, describe_config

@@ -18,7 +18,13 @@ import signal
 from lab.run.config import ConfigError
 from lab.run.devices import DeviceInfo
 from lab.run.protocol import (
-    FailureKind, InitWorker, RunDone, RunFailure, RunRequest, StageChanged, WorkerReady,
+    FailureKind,
+    InitWorker,
+    RunDone,
+    RunFailure,
+    RunRequest,
+    StageChanged,
+    WorkerReady,
 )
 
 __all__ = ["WORKER_CODE", "WORKER_FD_ENV", "cpu_worker_threads"]

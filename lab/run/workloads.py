@@ -8,9 +8,10 @@ a workload reads only the fields that ``WorkloadConfig`` below names.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 __all__ = ["WORKLOADS", "Workload", "WorkloadConfig"]
 
@@ -49,7 +50,7 @@ class Workload:
     # What M, K and N mean for this workload (the page labels its sliders with these).
     dim_names: tuple[str, str, str] = ("M", "K", "N")
     # (device kind, compute capability) -> why this workload cannot run there, or None.
-    refusal: Callable[[str, "tuple[int, int] | None"], "str | None"] = lambda kind, cc: None
+    refusal: Callable[[str, tuple[int, int] | None], str | None] = lambda kind, cc: None
 
 
 def _label(torch, label: str | None):
@@ -171,13 +172,14 @@ def _attention_flops(config: WorkloadConfig) -> int:
     return 4 * config.n * config.m * config.m * config.k
 
 
-def _efficient_refusal(kind: str, cc) -> "str | None":
+def _efficient_refusal(kind: str, cc) -> str | None:
     if kind == "cpu":
-        return "the memory-efficient SDPA backend has no CPU kernel; run it on a CUDA GPU or pick attention_flash/attention_math"
+        return ("the memory-efficient SDPA backend has no CPU kernel; run it on a CUDA GPU or pick "
+                "attention_flash/attention_math")
     return None
 
 
-def _flash_refusal(kind: str, cc) -> "str | None":
+def _flash_refusal(kind: str, cc) -> str | None:
     if kind == "cuda" and (cc or (0, 0)) < (8, 0):
         return "FlashAttention needs compute capability 8.0 or newer; pick attention_efficient or attention_math"
     return None

@@ -6,6 +6,7 @@ import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 SAMPLES_DIR = Path(__file__).resolve().parent
 MANIFEST = SAMPLES_DIR / "manifest.json"
@@ -51,12 +52,15 @@ def list_samples() -> tuple[Sample, ...]:
     """
     data = json.loads(MANIFEST.read_text())
     known = set(Sample.__dataclass_fields__)
-    samples = [Sample(**{k: tuple(v) if isinstance(v, list) else v for k, v in entry.items() if k in known})
-               for entry in data["samples"]]
+    fields: list[dict[str, Any]] = [
+        {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items() if k in known} for entry in data["samples"]
+    ]
+    samples = [Sample(**f) for f in fields]
     return tuple(s for s in samples if s.path.exists())
 
 
 def lesson_samples(runs) -> list[Sample] | None:
     """The recorded GPU samples of a lesson's runs (``Lesson.runs``), in order; None if any is missing."""
     found = [sample_for(run.gpu.to_dict()) for run in runs]
-    return None if any(s is None for s in found) else found
+    present = [s for s in found if s is not None]
+    return present if len(present) == len(found) else None

@@ -17,7 +17,8 @@ from lab.trace.values import MAX_ABS_US, id_int, relative_us
 __all__ = ["build_flows"]
 
 
-def build_flows(ev: dict, flows: dict | None, start_ts: float, lanes: dict[tuple[str, str], Lane]) -> tuple[pd.DataFrame, int]:
+def build_flows(ev: dict, flows: dict | None, start_ts: float,
+                lanes: dict[tuple[str, str], Lane]) -> tuple[pd.DataFrame, int]:
     """Launch ↔ GPU pairs, and the number of flow events dropped as unusable. ``ev`` holds the
     sorted event columns as numpy arrays (is_launch, is_gpu, lane_order, ts_us, correlation),
     ``flows`` the ac2g flow events' columns (``columns.FlowParts.columns``)."""

@@ -6,9 +6,9 @@ Shared by ``records`` (the Python checks of events msgspec's typed decode refuse
 
 from __future__ import annotations
 
-import numpy as np
-
 import math
+
+import numpy as np
 
 __all__ = [
     "relative_us",

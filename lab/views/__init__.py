@@ -7,7 +7,11 @@ Nothing here imports streamlit; ``ui/`` lays these out.
 from lab.units import fmt_us
 from lab.views.summary import category_counts, comparison_totals, summarize
 from lab.views.tables import (
-    format_key_averages, key_averages_view, limit_text_table, trace_table, to_csv_bytes,
+    format_key_averages,
+    key_averages_view,
+    limit_text_table,
+    to_csv_bytes,
+    trace_table,
 )
 from lab.views.timeline import build_timeline, timeline_chart
 from lab.views.torch_table import TORCH_SORT_COLUMNS, torch_sorted, torch_table_text

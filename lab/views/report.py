@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from lab.analysis import Analysis, Comparison, Insight, analyze, compare_traces, device_name, find_insights
-from lab.trace.load import Trace, TraceError, load_trace
 from lab.run.settings import HostSettings
 from lab.stats import median as _median
+from lab.trace.load import Trace, TraceError, load_trace
 from lab.units import fmt_pct, fmt_tflops, fmt_us
 from lab.views.summary import category_counts
 
@@ -102,7 +102,7 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
 
 def _gemm_rows(gemm) -> list[dict]:
     """One entry per (kernel, shape, dtype) of the GEMM table, with the medians of its instances."""
-    rows_out = []
+    rows_out: list[dict] = []
     if not len(gemm):
         return rows_out
     grouped = gemm.assign(shape=gemm["m"].astype(str) + "×" + gemm["k"].astype(str) + "×" + gemm["n"].astype(str))

@@ -7,18 +7,18 @@ page only lays the metrics out.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
-from dataclasses import dataclass
 
 from lab.analysis.bundle import Analysis
 from lab.analysis.gemm import device_name
 from lab.analysis.insights import Insight
 from lab.run.config import OPTIONS
 from lab.run.result import RunResult
+from lab.run.workloads import WORKLOADS
 from lab.trace.load import Trace
 from lab.units import fmt_pct, fmt_tflops, fmt_us
-from lab.run.workloads import WORKLOADS
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,12 @@ def _timing_metrics(run: RunResult | None, timing: dict | None) -> list[Metric]:
         t = run.timing
         plain, profiled, overhead = t.unprofiled_median_us, t.profiled_median_us, t.overhead_pct
     elif timing:
-        plain, profiled = timing.get("unprofiled_median_us"), timing.get("profiled_median_us")
+        plain = float(timing.get("unprofiled_median_us") or "nan")
+        profiled = float(timing.get("profiled_median_us") or "nan")
         overhead = 100.0 * (profiled - plain) / plain if plain and profiled else float("nan")
     else:
         return []
-    method = run.timing.method if run is not None else timing.get("method", "as recorded")
+    method = run.timing.method if run is not None else (timing or {}).get("method", "as recorded")
     out = [
         Metric("Per iteration, no profiler", fmt_us(plain),
                f"Median of the same step timed without the profiler ({method})."),
@@ -104,7 +105,8 @@ def _throughput_metrics(run: RunResult | None, analysis: Analysis) -> list[Metri
         out.append(Metric(
             "GEMM kernel", fmt_tflops(float(best["tflops"])),
             f"2·M·K·N = {best['flops']:.3g} FLOP over the kernel's {fmt_us(float(best['kernel_us']))} "
-            f"({int(best['m'])}×{int(best['k'])}×{int(best['n'])} {best['dtype']}, {best['bound'] or 'bound unknown'}).",
+            f"({int(best['m'])}×{int(best['k'])}×{int(best['n'])} {best['dtype']}, "
+            f"{best['bound'] or 'bound unknown'}).",
             delta=None if math.isnan(pct) else f"{pct:.0f} % of peak"))
     return out
 

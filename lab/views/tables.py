@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from lab.run.result import KEY_AVERAGES_COLUMNS
-from lab.vocab import SORT_KEYS, TORCH_SORT_KEYS
+from lab.vocab import SORT_KEYS
 
 # User-facing sort label → key_averages column.
 # Why an annotation row reads oddly (torch sums device time without annotations, so a GPU
@@ -165,7 +165,7 @@ def limit_text_table(text: str, row_limit: int) -> str:
     lines = text.split("\n")
     rule = next((line for line in lines if _is_rule(line)), None)
     rules = [i for i, line in enumerate(lines) if rule is not None and line == rule]
-    if len(rules) < 3:
+    if rule is None or len(rules) < 3:
         return text  # not a torch table; leave it whole rather than guess
     body = lines[rules[1] + 1: rules[-1]]
     name_width = len(rule.split(" ", 1)[0])  # the first column is the name

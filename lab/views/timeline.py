@@ -174,7 +174,7 @@ def _sorted_marks(parts: list[pd.DataFrame], pixel_us: float, w1: float) -> pd.D
 def _merge_notes(merged: pd.DataFrame, group: Grouping, ann_merged: pd.DataFrame, ann_group: Grouping) -> list[str]:
     """What was merged at this zoom, in words (events first, then annotations)."""
     notes = []
-    if len(merged):
+    if len(merged) and group.bin_us is not None:
         which = f"shorter than {fmt_us_fixed(group.bin_us, sig_below_10=True)}"
         if group.depth_cap is not None:
             which += f" or deeper than depth {group.depth_cap}"
@@ -182,7 +182,7 @@ def _merge_notes(merged: pd.DataFrame, group: Grouping, ann_merged: pd.DataFrame
             f"{int(merged['merged_count'].sum()):,} events {which} at this zoom were merged into "
             f"{len(merged):,} bars; zoom in to see them"
         )
-    if len(ann_merged):
+    if len(ann_merged) and ann_group.bin_us is not None:
         notes.append(
             f"{int(ann_merged['merged_count'].sum()):,} annotations shorter than "
             f"{fmt_us_fixed(ann_group.bin_us, sig_below_10=True)} were merged into {len(ann_merged):,} bars"
