@@ -16,8 +16,6 @@ from lab.views import tables
 from lab.views.tables import (
     CPU_ANNOTATION_NOTE,
     GPU_ANNOTATION_NOTE,
-    SORT_KEYS,
-    TORCH_SORT_KEYS,
     format_key_averages,
     key_averages_view,
     limit_text_table,
@@ -25,6 +23,7 @@ from lab.views.tables import (
     to_csv_bytes,
     trace_table,
 )
+from lab.vocab import SORT_KEYS, TORCH_SORT_KEYS
 
 torch = pytest.importorskip("torch")  # conftest sets KINETO_LOG_LEVEL=6 before any profile
 
