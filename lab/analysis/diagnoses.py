@@ -52,7 +52,7 @@ from lab.units import fmt_us
 
 __all__ = [
     "DIAGNOSIS_RULES", "HOST_BOUND_PCT", "SYNC_BOUND_PCT", "Findings", "WeighedVerdict",
-    "capture_explains_missing_gpu", "diagnose", "diagnosis_insights", "graph_replay_rows", "step_spans",
+    "capture_explains_missing_gpu", "diagnose", "findings_of", "diagnosis_insights", "graph_replay_rows", "step_spans",
     "weigh_verdict",
 ]  # fmt: skip
 
@@ -116,38 +116,44 @@ def diagnosis_insights(findings: Findings) -> list[Insight]:
 # --- as insights.RULES entries: rule(trace, analysis) -> Insight | None ----------------------
 
 
+def findings_of(trace: Trace, analysis: Any = None) -> Findings:
+    """The analysis's findings (``Analysis.findings``, computed once by ``analyze``), else fresh."""
+    found = getattr(analysis, "findings", None)
+    return found if isinstance(found, Findings) else diagnose(trace)
+
+
 def empty_capture_rule(trace: Trace, analysis: Any = None) -> Insight | None:
-    f = find_empty_capture(trace)
+    f = findings_of(trace, analysis).empty_capture
     return empty_capture_insight(f) if f else None
 
 
 def pageable_copies_rule(trace: Trace, analysis: Any = None) -> Insight | None:
-    f = find_pageable_copies(trace)
+    f = findings_of(trace, analysis).copies
     return pageable_copies_insight(f) if f else None
 
 
 def collectives_rule(trace: Trace, analysis: Any = None) -> Insight | None:
-    f = find_collectives(trace)
+    f = findings_of(trace, analysis).collectives
     return collectives_insight(f) if f else None
 
 
 def host_syncs_rule(trace: Trace, analysis: Any = None) -> Insight | None:
-    f = find_host_syncs(trace)
+    f = findings_of(trace, analysis).syncs
     return host_syncs_insight(f) if f else None
 
 
 def host_gaps_rule(trace: Trace, analysis: Any = None) -> Insight | None:
-    f = find_host_gaps(trace)
+    f = findings_of(trace, analysis).host_gaps
     return host_gaps_insight(f) if f else None
 
 
 def graph_replays_rule(trace: Trace, analysis: Any = None) -> Insight | None:
-    f = find_graph_replays(trace)
+    f = findings_of(trace, analysis).graphs
     return graph_replays_insight(f) if f else None
 
 
 def profiler_inflation_rule(trace: Trace, analysis: Any = None) -> Insight | None:
-    f = find_profiler_inflation(trace)
+    f = findings_of(trace, analysis).inflation
     return profiler_inflation_insight(f) if f else None
 
 

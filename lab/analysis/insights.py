@@ -12,7 +12,7 @@ import numpy as np
 
 from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.columns import mask_in, mask_where, texts
-from lab.analysis.diagnoses import DIAGNOSIS_RULES, capture_explains_missing_gpu, find_host_syncs
+from lab.analysis.diagnoses import DIAGNOSIS_RULES, capture_explains_missing_gpu, findings_of
 from lab.analysis.gemm import compute_capability
 from lab.analysis.gpu import covered_us
 from lab.analysis.insight import SEVERITIES, Insight
@@ -133,7 +133,7 @@ def cold_first_step(trace: Trace, analysis: Analysis) -> Insight | None:
 def long_synchronize(trace: Trace, analysis: Analysis) -> Insight | None:
     """The host waited in synchronize calls while the GPU had little to do (a sync inside the
     steps that empties the GPU's queue is the host-sync diagnosis's, which says more)."""
-    if find_host_syncs(trace) is not None:
+    if findings_of(trace, analysis).syncs is not None:
         return None
     ev = trace.events
     rows = np.flatnonzero(mask_in(ev["name"], SYNC_NAMES) & mask_in(ev["lane_kind"], ("cpu",)))

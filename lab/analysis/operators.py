@@ -123,15 +123,20 @@ def operator_summary(trace: Trace, *, group_by_shape: bool = False,
 
 def _category_of(trace: Trace, names: pd.Series) -> np.ndarray:
     """Each row name's trace category (its CPU events' most common one; ``ProfilerStep*`` is the
-    steps' own)."""
+    steps' own). Counted on integer codes: a groupby over strings took 115 ms of 150 on the
+    52k-event transformer trace."""
     ev = trace.events
     rows = np.flatnonzero(mask_in(ev["lane_kind"], ("cpu",)) & ~mask_in(ev["cat"], ("python_function",)))
-    names_at = texts(ev["name"], rows).astype(str)
-    steps = np.char.startswith(names_at, PROFILER_STEP_PREFIX)
-    names_at[steps] = PROFILER_STEP_NAME
-    by_name = (pd.DataFrame({"name": names_at, "cat": texts(ev["cat"], rows).astype(str)})
-               .groupby("name")["cat"].agg(lambda c: c.value_counts().index[0]))
-    return by_name.reindex(names.to_numpy()).fillna("").to_numpy(dtype=object)
+    name_codes, name_text = codes(ev["name"])
+    cat_codes, cat_text = codes(ev["cat"])
+    step = np.char.startswith(name_text.astype(str), PROFILER_STEP_PREFIX)
+    key_text = np.where(step, PROFILER_STEP_NAME, name_text.astype(str))
+    keys, key_of_code = np.unique(key_text, return_inverse=True)
+    pair = key_of_code[name_codes[rows]] * len(cat_text) + cat_codes[rows]
+    counts = np.bincount(pair, minlength=len(keys) * len(cat_text)).reshape(len(keys), len(cat_text))
+    best = cat_text[np.argmax(counts, axis=1)]
+    found = pd.Series(best, index=keys)
+    return found.reindex(names.to_numpy()).fillna("").to_numpy(dtype=object)
 
 
 # --------------------------------------------------------------------------- kernels

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from lab.analysis.columns import mask_in
-from lab.analysis.diagnoses import weigh_verdict
+from lab.analysis.diagnoses import Findings, weigh_verdict
 from lab.analysis.gpu import GpuUtilization, LaunchStats, gpu_utilization, launch_delays
 from lab.analysis.operators import operator_summary
 from lab.trace.load import Trace
@@ -53,11 +53,12 @@ def host_work_us(operators: pd.DataFrame) -> float:
 
 
 def bound_verdict(trace: Trace, *, operators: pd.DataFrame | None = None,
-                  utilization: GpuUtilization | None = None, launches: LaunchStats | None = None) -> Verdict:
+                  utilization: GpuUtilization | None = None, launches: LaunchStats | None = None,
+                  findings: Findings | None = None) -> Verdict:
     """The generic verdict, unless a diagnosis names the cause first (pageable copies that fill
     the GPU's busy time are not "GPU-bound, faster kernels would help")."""
     verdict = _generic_verdict(trace, operators=operators, utilization=utilization, launches=launches)
-    weighed = weigh_verdict(trace)
+    weighed = weigh_verdict(trace, findings)
     if weighed is None or verdict.kind not in weighed.replaces:
         return verdict
     return Verdict(kind=weighed.kind, explanation=weighed.headline, gpu_busy_pct=verdict.gpu_busy_pct,
