@@ -197,11 +197,27 @@ def _move_threads(ev: _Events) -> _Events:
     # (linked ones are finished before it runs); the innermost one still open (end ≥ start).
     stacked = np.flatnonzero((thread == main) & ((ev.role == _OP) | (ev.role == _PYTHON) | (runtime & ~linked)))
     stacked = stacked[~np.isin(stacked, orphans)]
-    for i in orphans:  # a few per trace (one "Activity Buffer Request", some "Lazy Function Loading")
-        before = stacked[: np.searchsorted(ev.start_ns[stacked], ev.start_ns[i], side="right")]
-        open_ = before[ev.end_ns[before] >= ev.start_ns[i]]
-        fid[i] = ev.fid[open_[-1]] if len(open_) else 0
+    starts, ends = ev.start_ns[stacked], ev.end_ns[stacked]
+    reach = np.maximum.accumulate(ends) if len(ends) else ends  # latest end so far: is anything open?
+    for i in orphans:  # a few per step (one "Activity Buffer Request", some "Lazy Function Loading")
+        k = int(np.searchsorted(starts, ev.start_ns[i], side="right"))
+        at = _innermost_open(starts, ends, ev.start_ns[i]) if k and reach[k - 1] >= ev.start_ns[i] else -1
+        fid[i] = ev.fid[stacked[at]] if at >= 0 else 0
     return dataclasses.replace(ev, thread=thread, fid=fid)
+
+
+def _innermost_open(starts: np.ndarray, ends: np.ndarray, t: int, chunk: int = 256) -> int:
+    """The last event (sorted by start) with start ≤ t ≤ end, else -1: searched backwards a
+    chunk at a time, since the open event is nearly always a few events back. (Slicing all the
+    events before each orphan was quadratic: 2.4 s of 3.9 on a 456k-event tiled trace.)"""
+    j = int(np.searchsorted(starts, t, side="right"))
+    while j > 0:
+        lo = max(0, j - chunk)
+        hit = np.flatnonzero(ends[lo:j] >= t)
+        if len(hit):
+            return lo + int(hit[-1])
+        j = lo
+    return -1
 
 
 def _take(ev: _Events, mask: np.ndarray) -> _Events:
