@@ -36,7 +36,9 @@ from lab.trace.load import load_trace  # noqa: E402
 
 REAL_TRACE = ROOT / "bench" / "data" / "transformer_step_h200.json.gz"
 SCALING_SOURCE = ROOT / "tests" / "data" / "matmul_add_4096_bf16.json.gz"
-TARGET_S = 0.5
+# Issue 11: analyze (now with torch's key_averages rebuilt and the diagnoses) stays ≤ 150 ms on the
+# real 52k-event transformer trace (it was 114 ms before either existed).
+TARGET_S = 0.15
 
 
 def timed(fn, repeats: int) -> tuple[object, float, float]:
