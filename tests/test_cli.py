@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import os
 import subprocess
@@ -214,3 +215,17 @@ def test_table_refuses_bad_input_with_one_line(torch_profile, tmp_path):
     _assert_one_line_refusal(_lab("table", str(tmp_path / "missing.json")), "cannot read")
     (tmp_path / "junk.json").write_text("{not json")
     _assert_one_line_refusal(_lab("table", str(tmp_path / "junk.json")), "not valid JSON")
+
+
+def test_analyze_json_carries_the_verdict_its_cause_and_the_insights():
+    # The real H200 pageable-copy trace: its copies are most of the GPU's busy time (brute force).
+    path = REPO / "tests" / "data" / "groundtruth" / "cuda" / "copies_mixed.json.gz"
+    raw = json.loads(gzip.decompress(path.read_bytes()))
+    copies = [e for e in raw["traceEvents"] if e.get("cat") == "gpu_memcpy" and "Pageable" in e["name"]]
+    proc = _lab("analyze", str(path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    verdict = report["verdict"]
+    assert verdict["kind"] == "copy-bound"
+    assert verdict["cause"]["pageable_us"] == pytest.approx(sum(e["dur"] for e in copies), abs=1e-3)
+    assert "Copies from pageable host memory" in [i["title"] for i in report["insights"]]

@@ -21,6 +21,7 @@ from lab.stats import median as _median
 from lab.trace.load import Trace, TraceError, load_trace
 from lab.units import fmt_pct, fmt_tflops, fmt_us
 from lab.views.summary import category_counts
+from lab.vocab import PROFILER_STEP_NAME
 
 EXIT_BAD_INPUT = 2
 TOP_ROWS = 10  # rows of top_kernels / top_ops in a report
@@ -86,14 +87,19 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
         "steps": {
             "count": int(len(steps)),
             "source": steps["source"].iloc[0] if len(steps) else None,
-            "name": steps["name"].iloc[0] if len(steps) else None,
+            # ProfilerStep#N steps go by the name key_averages gives them all.
+            "name": (PROFILER_STEP_NAME if str(steps["source"].iloc[0]) == "ProfilerStep"
+                     else steps["name"].iloc[0]) if len(steps) else None,
             "first_cpu_us": float(steps["cpu_us"].iloc[0]) if len(steps) else None,
             "median_cpu_us": float(steps["cpu_us"].median()) if len(steps) else None,
             "median_gpu_busy_pct": float(steps["gpu_busy_pct"].median()) if len(steps) else None,
         },
         "gemm": _gemm_rows(analysis.gemm),
         "gemm_notes": list(analysis.gemm_notes),
-        "verdict": {"kind": analysis.verdict.kind, "explanation": analysis.verdict.explanation},
+        "verdict": {"kind": analysis.verdict.kind, "explanation": analysis.verdict.explanation,
+                    "gpu_busy_pct": analysis.verdict.gpu_busy_pct, "cpu_self_us": analysis.verdict.cpu_self_us,
+                    "launch_delay_median_us": analysis.verdict.launch_delay_median_us,
+                    "cause": dict(analysis.verdict.cause)},
         "insights": [{"severity": i.severity, "title": i.title, "evidence": i.evidence,
                       "suggestion": i.suggestion, "learn_more": i.learn_more} for i in insights],
     }
