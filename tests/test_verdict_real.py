@@ -67,3 +67,39 @@ def test_seed_samples_keep_their_generic_verdict(path):
     analysis = analyze(load_trace(path))
     assert analysis.verdict.kind in ("gpu-bound", "cpu-bound") and not analysis.verdict.cause
     assert np.isfinite(analysis.verdict.gpu_busy_pct)
+
+
+def _adds_after_gemms(raw: dict) -> list[dict]:
+    """aten::add/add_ ops whose kernel directly follows a GEMM kernel on the same stream (raw JSON)."""
+    x = [e for e in raw["traceEvents"] if e.get("ph") == "X"]
+    kernels = sorted((e for e in x if e.get("cat") == "kernel"),
+                     key=lambda e: (e["args"].get("device"), e["args"].get("stream"), e["ts"]))
+    ops = {e["args"].get("External id"): e for e in x if e.get("name") in ("aten::add", "aten::add_")}
+    found = []
+    for prev, k in zip(kernels, kernels[1:]):
+        same = (prev["args"].get("stream"), prev["args"].get("device")) == (k["args"].get("stream"), k["args"].get("device"))
+        if same and any(w in prev["name"].lower() for w in ("gemm", "nvjet", "cutlass")):
+            op = ops.get(k["args"].get("External id"))
+            if op is not None:
+                found.append(op)
+    return found
+
+
+@pytest.mark.parametrize("stem", ["llama_train_mem", "seed"])
+def test_bias_add_is_named_only_when_the_add_adds_a_bias(stem):
+    """A residual add after a GEMM (a transformer's h + f(h)) is no bias add: with shapes
+    recorded the lab tells them apart (brute force: a [N] input matching the GEMM output's N)."""
+    trace, analysis, raw = _load(stem)
+    adds = _adds_after_gemms(raw)
+    assert adds  # both programs have adds right after GEMM kernels
+    biases = [a for a in adds if any(len(s) == 1 and s[0] == a["args"]["Input Dims"][0][-1]
+                                     for s in a["args"]["Input Dims"][1:] if a["args"]["Input Dims"][0])]
+    titles = [i.title for i in find_insights(trace, analysis)]
+    assert ("Bias add runs as a separate kernel after the GEMM" in titles) == bool(biases)
+
+
+def test_without_shapes_a_bias_add_is_only_a_possibility():
+    trace, analysis, _ = _load("llama_train_stack")  # record_shapes off
+    assert not trace.meta.record_shapes
+    found = [i for i in find_insights(trace, analysis) if i.title.startswith("Bias add")]
+    assert found and found[0].severity == "info" and "record_shapes=True" in found[0].evidence

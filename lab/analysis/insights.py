@@ -8,6 +8,8 @@ insight across traces by title; the numbers go into ``evidence``.
 
 from __future__ import annotations
 
+import ast
+
 import numpy as np
 
 from lab.analysis.bundle import Analysis, analyze
@@ -211,20 +213,56 @@ def unfused_bias_add(trace: Trace, analysis: Analysis) -> Insight | None:
     prev_is_gemm = is_gemm_name[rows[:-1]] | np.isin(names[:-1], list(gemm_kernels))
     prev_gemm[1:] = same_stream & prev_is_gemm
     hits = add_owner & prev_gemm
+    shapes_known = np.zeros(len(rows), dtype=bool)
+    if hits.any():
+        is_bias, known = _adds_a_bias(ev, owner[hits])
+        shapes_known[hits] = known
+        hits[hits] = is_bias
     if not hits.any():
         return None
     add_us = float(ev["dur_us"].to_numpy()[rows[hits]].sum())
     share = 100.0 * add_us / analysis.utilization.activity_us if analysis.utilization.activity_us else 0.0
+    sure = bool(shapes_known[hits].any())
+    caveat = "" if sure else (" The trace has no recorded shapes, so these may be residual adds of two "
+                              "activations rather than a bias: record_shapes=True tells them apart.")
     return Insight(
-        severity="warning" if share >= UNFUSED_ADD_WARN_PCT else "info",
+        severity="warning" if share >= UNFUSED_ADD_WARN_PCT and sure else "info",
         title="Bias add runs as a separate kernel after the GEMM",
         evidence=(f"{int(hits.sum())} add kernel(s) ({fmt_us_fixed(add_us)}, {share:.1f} % of GPU time) each "
-                  f"follow a GEMM kernel on the same stream; each re-reads and re-writes the whole GEMM output."),
+                  f"follow a GEMM kernel on the same stream; each re-reads and re-writes the whole GEMM output."
+                  f"{caveat}"),
         suggestion=("Fuse the bias into the GEMM: torch.addmm(b, x, w) (or nn.Linear / F.linear) runs the add "
                     "in cuBLAS's epilogue, and torch.compile picks that fused GEMM too (its kernel name carries "
                     "'bias' and the add kernel disappears)."),
         learn_more=COMPILE_TUTORIAL,
     )
+
+
+def _adds_a_bias(ev, add_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each add op adds a bias vector (an input of shape [N] where the first input ends
+    in N, as the seed's ``torch.add(x @ w, b)``), by its recorded Input Dims. A residual add of
+    two activations (a transformer's ``h + attn(h)``) follows a GEMM too but is no bias: on the
+    H200 Llama corpus trace 8 such adds were called "bias add" before. Without recorded shapes
+    the add cannot be told apart: it counts, and ``known`` is False for it."""
+    dims = texts(ev["input_dims"], add_rows).astype(str)
+    verdict: dict[str, bool] = {}
+    known: dict[str, bool] = {}
+    for text in set(dims):
+        try:
+            parsed = ast.literal_eval(text) if text else None
+        except (ValueError, SyntaxError):
+            parsed = None
+        shapes: list = parsed if isinstance(parsed, list) and parsed else []
+        known[text] = bool(shapes)
+        if not shapes:
+            verdict[text] = True  # nothing recorded: cannot tell
+            continue
+        first = shapes[0] if isinstance(shapes[0], list) else []
+        last = first[-1] if first else None  # a 0-d first input ([]) is no GEMM output
+        verdict[text] = last is not None and any(
+            isinstance(s, list) and len(s) == 1 and s[0] == last for s in shapes[1:])
+    return (np.array([verdict[text] for text in dims], dtype=bool),
+            np.array([known[text] for text in dims], dtype=bool))
 
 
 def _steps_overlapping(step_start: np.ndarray, step_end: np.ndarray, start: np.ndarray,
