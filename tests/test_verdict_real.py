@@ -77,7 +77,8 @@ def _adds_after_gemms(raw: dict) -> list[dict]:
     ops = {e["args"].get("External id"): e for e in x if e.get("name") in ("aten::add", "aten::add_")}
     found = []
     for prev, k in zip(kernels, kernels[1:]):
-        same = (prev["args"].get("stream"), prev["args"].get("device")) == (k["args"].get("stream"), k["args"].get("device"))
+        where = ("stream", "device")
+        same = [prev["args"].get(w) for w in where] == [k["args"].get(w) for w in where]
         if same and any(w in prev["name"].lower() for w in ("gemm", "nvjet", "cutlass")):
             op = ops.get(k["args"].get("External id"))
             if op is not None:
