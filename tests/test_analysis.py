@@ -611,3 +611,15 @@ def test_golden_aggregates_4096_bf16(bf16):
     assert analysis.launches.delay_median_us == pytest.approx(golden["launch_delay_median_us"], abs=0.01)
     assert list(analysis.steps["cpu_us"]) == pytest.approx(golden["steps"]["cpu_us"], abs=1e-6)
     assert list(analysis.gemm["tflops"]) == pytest.approx(golden["gemm"]["tflops"], rel=1e-9)
+
+
+def test_innermost_open_matches_brute_force():
+    from lab.analysis.intervals import innermost_open
+
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        starts = np.sort(rng.integers(0, 10_000, 2_000))
+        ends = starts + rng.integers(0, 400, len(starts))
+        for t in rng.integers(-10, 10_500, 20):
+            want = max((i for i in range(len(starts)) if starts[i] <= t <= ends[i]), default=-1)
+            assert innermost_open(starts, ends, int(t), chunk=64) == want

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["covered_us", "merge_intervals"]
+__all__ = ["covered_us", "innermost_open", "merge_intervals"]
 
 
 def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -39,3 +39,18 @@ def covered_us(starts: np.ndarray, ends: np.ndarray, win_start, win_end) -> np.n
         return cum[k] - np.where(k > 0, np.clip(last_end - t, 0.0, None), 0.0)
 
     return np.maximum(upto(win_end) - upto(win_start), 0.0)
+
+
+
+def innermost_open(starts: np.ndarray, ends: np.ndarray, t: int, chunk: int = 256) -> int:
+    """Of events sorted by start, the last with start ≤ t ≤ end, else -1: searched backwards a
+    chunk at a time, since the open event is nearly always a few events back (slicing all the
+    events before each query was quadratic in key_averages: 2.4 s of 3.9 on a 456k-event trace)."""
+    j = int(np.searchsorted(starts, t, side="right"))
+    while j > 0:
+        lo = max(0, j - chunk)
+        hit = np.flatnonzero(ends[lo:j] >= t)
+        if len(hit):
+            return lo + int(hit[-1])
+        j = lo
+    return -1
