@@ -10,6 +10,7 @@ be read).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -237,10 +238,11 @@ def _pool(settings: HostSettings | None) -> ReaderPool:
     return ReaderPool(settings=settings or HostSettings(), readers=1)
 
 
-def analyze_main(path: str, *, as_json: bool, settings: HostSettings | None = None) -> int:
-    """``python -m lab analyze TRACE [--json]``."""
-    with _pool(settings) as pool:
-        parsed = _read(pool, path)
+def analyze_main(path: str, *, as_json: bool, settings: HostSettings | None = None,
+                 pool: ReaderPool | None = None) -> int:
+    """``python -m lab analyze TRACE [--json]``; ``pool`` (started, the caller's) or one of its own."""
+    with _pool(settings) if pool is None else contextlib.nullcontext(pool) as readers:
+        parsed = _read(readers, path)
     if parsed is None:
         return EXIT_BAD_INPUT
     report = build_report(parsed.trace, analysis=parsed.analysis, insights=parsed.insights)
@@ -248,11 +250,12 @@ def analyze_main(path: str, *, as_json: bool, settings: HostSettings | None = No
     return 0
 
 
-def compare_main(a: str, b: str, *, as_json: bool, settings: HostSettings | None = None) -> int:
+def compare_main(a: str, b: str, *, as_json: bool, settings: HostSettings | None = None,
+                 pool: ReaderPool | None = None) -> int:
     """``python -m lab compare A B [--json]``: B against the baseline A."""
-    with _pool(settings) as pool:
-        parsed_a = _read(pool, a)
-        parsed_b = _read(pool, b) if parsed_a is not None else None
+    with _pool(settings) if pool is None else contextlib.nullcontext(pool) as readers:
+        parsed_a = _read(readers, a)
+        parsed_b = _read(readers, b) if parsed_a is not None else None
     if parsed_a is None or parsed_b is None:
         return EXIT_BAD_INPUT
     label_a, label_b = _label(a), _label(b)
