@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -83,6 +84,13 @@ def test_a_reader_killed_mid_parse_fails_that_read_only_and_the_next_read_works(
         health = pool.health()
         assert health.readers[0].restarts == 1 and health.readers[0].pid != reader.pid
         assert health.reads_failed == 1 and health.reads_served == 1
+        from ui.controls import reader_text  # Server status, as the host reads it
+
+        text = reader_text(health)
+        assert text.startswith("trace readers alive: 1/1 (memory limit ")
+        assert "uploads waiting: 0 (0 large)" in text and "traces read: 1 (refused or failed: 1)" in text
+        assert re.search(r"^  reader 0: idle, \d+ MB resident, 1 reads, 1 restarts$", text, re.MULTILINE), text
+        assert "last reader error: read 1 (killed.json): the trace reader stopped" in text
 
 
 # ------------------------------------------------------------------------------ memory
@@ -186,6 +194,53 @@ def test_two_page_sessions_uploads_never_mix():
         shown = "\n".join(str(c.value) for c in at.caption)
         assert "not kept on the server once read" in shown
     assert sessions["alice"].session_state["_owner"] != sessions["bob"].session_state["_owner"]
+
+
+def _reader_processes() -> list:
+    import psutil
+
+    return [c for c in psutil.Process().children(recursive=True) if "lab.read.reader" in " ".join(c.cmdline())]
+
+
+def _kill_the_reader_that_starts_reading(stop: threading.Event, killed: list) -> None:
+    """Kill whichever of this process's readers grows by 15 MB (it is parsing): SIGKILL, mid-read."""
+    idle = {p.pid: p.memory_info().rss for p in _reader_processes()}
+    while not stop.is_set() and not killed:
+        for proc in _reader_processes():
+            try:
+                if proc.memory_info().rss > idle.get(proc.pid, 10**12) + 15 * 2**20:
+                    proc.kill()
+                    killed.append(proc.pid)
+            except Exception:  # noqa: BLE001 - it exited meanwhile
+                pass
+        time.sleep(0.01)
+
+
+def test_a_page_session_whose_reader_dies_gets_one_clear_error_and_the_next_upload_works(medium):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.run()
+    at.run()  # the readers have warmed up (the first page read the default sample)
+    stop, killed = threading.Event(), []
+    killer = threading.Thread(target=_kill_the_reader_that_starts_reading, args=(stop, killed))
+    killer.start()
+    try:
+        at.file_uploader(key="upload").set_value(("medium.json.gz", gzip.compress(medium, 1), "application/gzip"))
+        at.run()
+    finally:
+        stop.set()
+        killer.join()
+    assert killed, "no reader was seen reading"
+    assert not at.exception
+    (error,) = [e.value.replace("\\", "") for e in at.error]
+    assert "medium.json.gz cannot be opened: the trace reader stopped (exit code -9, SIGKILL)" in error
+    assert not at.session_state.get("uploads")
+    at.file_uploader(key="upload").set_value(("seed.json.gz", SEED.read_bytes(), "application/gzip"))
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert [u.title for u in at.session_state["uploads"]] == ["Upload: seed.json.gz"]
+    assert at.session_state["subject"] == at.session_state["uploads"][0].key
 
 
 # ------------------------------------------------------------------------------ queue

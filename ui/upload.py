@@ -5,7 +5,7 @@ so the rest of the page keeps showing what it showed. The read runs in a reader 
 (``lab.read``), queued behind other visitors' uploads when every reader is busy; the page is
 drawn first and waits at its end (``await_upload``), a status line saying where the read is,
 so a click meanwhile is answered at once and the wait picks up again on the next page run.
-Once read, the upload's bytes are let go, Streamlit's own copy included: the session keeps
+Once opened, the upload's bytes are let go, Streamlit's own copies included: the session keeps
 its digest, the pool's store its parsed form. The uploader hands the same file back on every
 rerun; refusals are remembered per session by digest so a bad (or bomb) file is read once.
 """
@@ -17,14 +17,16 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from lab.read import ReaderPool, ReadFailed, ReadState, ReadStatus, ReadTicket
+from lab.read import ReaderPool, ReadFailed, ReadFailureKind, ReadState, ReadStatus, ReadTicket
 from lab.run import HostSettings
 from ui import messages, state
 
 UPLOADER_KEY = "upload"
-_REJECTED = "rejected_uploads"  # session_state: digest → message
+_REJECTED = "rejected_uploads"  # session_state: digest (or "file:<id>") → message
+# Failures a second try may not repeat: remembered for that upload of the file, not its bytes.
+_RETRYABLE = frozenset({ReadFailureKind.CRASH, ReadFailureKind.TIMEOUT, ReadFailureKind.CANCELLED,
+                        ReadFailureKind.SHUTDOWN})
 _PENDING = "pending_uploads"  # session_state: digest → _Pending (a read in flight)
-_RELEASED = "released_uploads"  # session_state: Streamlit file id → digest (its bytes were let go)
 MAX_REMEMBERED_REFUSALS = 16
 POLL_S = 0.2
 STAGE_TEXT = {"sending": "handing it to a reader", "parsing": "parsing", "analysing": "analysing"}
@@ -59,10 +61,7 @@ def upload_box(settings: HostSettings, readers: ReaderPool) -> Waiting | None:
         if upload is None:
             _cancel_pending()
             return None
-        if getattr(upload, "getvalue", None) is None:  # a file whose bytes this page already let go
-            refusal = _refusal_of_released(upload.file_id)
-            if refusal:
-                messages.error(refusal)
+        if getattr(upload, "getvalue", None) is None:  # an opened upload whose bytes were let go
             return None
         outcome = accept_upload(upload.name, upload.getvalue(), settings, readers, file_id=upload.file_id)
         if isinstance(outcome, str):
@@ -81,8 +80,9 @@ def accept_upload(name: str, data: bytes, settings: HostSettings, readers: Reade
                 "Profile fewer steps (a smaller schedule 'active'), or upload the .json.gz instead of the .json.")
     digest = state.digest_of(data)
     rejected: dict[str, str] = st.session_state.setdefault(_REJECTED, {})
-    if digest in rejected:
-        return rejected[digest]
+    for key in (digest, f"file:{file_id}"):
+        if key in rejected:
+            return rejected[key]
     if state.has_upload(digest):
         return None
     pending: dict[str, _Pending] = st.session_state.setdefault(_PENDING, {})
@@ -116,39 +116,40 @@ def await_upload(waiting: Waiting | None, readers: ReaderPool) -> None:
     while not ticket.done():
         waiting.line.text(describe_read(ticket.poll(), waiting.pending.name))
         time.sleep(POLL_S)
-    if _settle(waiting.pending, readers):
+    refusal = _settle(waiting.pending, readers)
+    if refusal is None:
         st.rerun()
-    else:
-        with waiting.line.container():
-            messages.error(st.session_state[_REJECTED][waiting.pending.digest])
+    with waiting.line.container():
+        messages.error(refusal)
 
 
-def _settle(pending: _Pending, readers: ReaderPool) -> bool:
-    """Keep the read's result for this session (True) or remember its refusal (False)."""
+def _settle(pending: _Pending, readers: ReaderPool) -> str | None:
+    """Keep the read's result for this session (None), or remember and return why not.
+
+    The uploader keeps a refused file (and the message shows once per page run) until the
+    visitor clears or replaces it. A refusal that the same bytes would earn again is kept by
+    digest; one that a retry may not (the reader crashed, ran out of time, the read was
+    dropped) only for this upload of the file: uploading it again tries again.
+    """
     st.session_state.get(_PENDING, {}).pop(pending.digest, None)
     try:
         readers.uploads.put(state.owner(), pending.digest, pending.ticket.result(timeout=0))
     except ReadFailed as exc:
-        _remember_refusal(pending.digest, f"{pending.name} cannot be opened: {exc}")
-        _release(pending)
-        return False
+        key = f"file:{pending.file_id}" if exc.kind in _RETRYABLE else pending.digest
+        return _remember_refusal(key, f"{pending.name} cannot be opened: {exc}")
     _, dropped = state.add_upload(pending.name, pending.digest)
     for old in dropped:
         readers.uploads.drop(state.owner(), old.digest)
     _release(pending)
-    return True
+    return None
 
 
-def _remember_refusal(digest: str, message: str) -> None:
+def _remember_refusal(key: str, message: str) -> str:
     rejected: dict[str, str] = st.session_state.setdefault(_REJECTED, {})
-    rejected[digest] = message
+    rejected[key] = message
     while len(rejected) > MAX_REMEMBERED_REFUSALS:
         rejected.pop(next(iter(rejected)))
-
-
-def _refusal_of_released(file_id: str) -> str | None:
-    digest = st.session_state.get(_RELEASED, {}).get(file_id)
-    return st.session_state.get(_REJECTED, {}).get(digest)
+    return message
 
 
 def _cancel_pending() -> None:
@@ -158,20 +159,16 @@ def _cancel_pending() -> None:
 
 
 def _release(pending: _Pending) -> None:
-    """Let Streamlit's copy of the uploaded bytes go (it keeps them until the session ends or the
-    visitor removes the file); the uploader then hands back a stand-in, mapped to the digest."""
-    if pending.file_id is None:
-        return
-    released: dict[str, str] = st.session_state.setdefault(_RELEASED, {})
-    released[pending.file_id] = pending.digest
-    while len(released) > MAX_REMEMBERED_REFUSALS:
-        released.pop(next(iter(released)))
+    """Let go of every copy of an opened upload's bytes: Streamlit's file store keeps them until
+    the session ends or the visitor removes the file, and the uploader's value holds them too.
+    Afterwards the uploader hands back a stand-in (a deleted file), which opens nothing."""
     try:
         from streamlit.runtime.scriptrunner import get_script_run_ctx
 
         ctx = get_script_run_ctx()
         remove = getattr(getattr(ctx, "uploaded_file_mgr", None), "remove_file", None)
-        if remove is not None:
+        if remove is not None and pending.file_id is not None:
             remove(ctx.session_id, pending.file_id)
     except Exception:  # noqa: BLE001 - another file manager: it keeps its copy, nothing breaks
         pass
+    st.session_state.pop(UPLOADER_KEY, None)
