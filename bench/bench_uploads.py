@@ -375,6 +375,32 @@ def lines(report: Report, json_bytes: int, events: int, gz_bytes: int, readers: 
     ]
 
 
+def reading(report: Report) -> str:
+    """The section's reading, from this run's figures and the page's *Server status*."""
+    import re
+
+    s = report.sampler
+    kept = re.search(r"parsed uploads kept: (\d+), (\d+) of (\d+) MB", report.status_text)
+    limit = re.search(r"memory limit (\d+) MB each", report.status_text)
+    readers = re.search(r"trace readers alive: \d+/(\d+)", report.status_text)
+    large = max(1, int(readers.group(1)) - 1) if readers else 1
+    seconds = sorted(u.seconds for u in report.uploads if u.outcome == "summary" and u.seconds is not None)
+    if not (kept and limit and seconds):
+        return "Reading: —"
+    return (f"Reading: the server parsed nothing itself. Its RSS went from {_gb(report.idle_server_rss)} to a peak "
+            f"of {_gb(s.peak('server'))}, and what it gained is the {kept.group(1)} parsed uploads it keeps for their "
+            f"sessions ({kept.group(2)} MB, within the {kept.group(3)} MB `uploads_held_mb` budget however many "
+            "sessions upload): the uploaded bytes were let go once read. The busiest reader peaked at "
+            f"{_gb(s.peak('reader_max'))} resident, under its {int(limit.group(1)) / 1024:.1f} GB address-space limit. "
+            f"Large reads run {'one' if large == 1 else large} at a time on this {os.cpu_count()}-core box (one "
+            "reader is kept for small reads), so the later uploads wait for those before them: first summary "
+            f"after {seconds[0]:.0f} s, median {statistics.median(seconds):.0f} s, last {seconds[-1]:.0f} s, each "
+            "page showing its place meanwhile. Another session's run went to the reader kept for small reads: its "
+            f"click → result median was {_med(report.busy_clicks_s)} during the uploads against "
+            f"{_med(report.idle_clicks_s)} idle; what tails remain come from the CPU the {len(report.uploads)} "
+            "browsers share with the server here.")
+
+
 def markdown_section(report: Report, figures: list[str], command: str, load: tuple) -> str:
     per = "\n".join(f"| {u.index} | {u.outcome or u.error or '—'} | "
                     f"{'—' if u.seconds is None else f'{u.seconds:.1f}'} | {u.max_position} |" for u in report.uploads)
@@ -382,8 +408,8 @@ def markdown_section(report: Report, figures: list[str], command: str, load: tup
     return "\n".join([
         SECTION_TITLE, "",
         f"Command: `{command}` — {dt.date.today().isoformat()}, {machine_line(load)}.", "",
-        "Method: " + " ".join(__doc__.split("\n\n")[2].split()), " " + " ".join(__doc__.split("\n\n")[3].split()), "",
-        *[f"- {line}" for line in figures], "",
+        "Method: " + " ".join(" ".join(__doc__.split("\n\n")[2:4]).split()), "",
+        *[f"- {line}" for line in figures], "", reading(report), "",
         "*Server status* after the uploads (the observer's sidebar):", "", status, "",
         "<details><summary>Per session</summary>", "",
         "| session | outcome | upload → outcome (s) | highest queue position |", "| --- | --- | --- | --- |",

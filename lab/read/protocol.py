@@ -172,7 +172,8 @@ class ReaderReady:
     pid: int
     base_address_space: int  # bytes mapped after imports and a warm-up read
     limit_bytes: int  # RLIMIT_AS as set (0 = could not be set)
-    error: str | None = None
+    error: str | None = None  # what went wrong while starting (the host sees it in Server status)
+    usable: bool = True  # False: the imports or the warm-up read failed, nothing can be read
 
 
 @dataclass(frozen=True, kw_only=True)

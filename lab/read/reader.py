@@ -83,7 +83,7 @@ def _reader_main(conn, init: InitReader) -> None:
         steps = _Steps()
         steps.warm_up()
     except BaseException as error:  # noqa: BLE001 - report, then exit: nothing can be read
-        pipe.send(ReaderReady(pid=os.getpid(), base_address_space=0, limit_bytes=0,
+        pipe.send(ReaderReady(pid=os.getpid(), base_address_space=0, limit_bytes=0, usable=False,
                               error=f"{type(error).__name__}: {error}"))
         return
     base, limit, error = _confine(init)
@@ -119,7 +119,10 @@ def _confine(init: InitReader) -> tuple[int, int, str | None]:
     except OSError:
         pass  # not Linux, or a sandbox without /proc: the limit below still holds
     memory = process_memory(os.getpid())
-    base = memory[1] if memory else 0
+    if memory is None:  # no /proc: the start-up size is unknown, so no limit can be placed above it
+        problems.append("RLIMIT_AS not set: this system has no /proc/<pid>/status")
+        return 0, 0, "; ".join(problems)
+    base = memory[1]
     limit = base + init.memory_mb * MIB
     try:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))

@@ -116,7 +116,7 @@ class ReaderSupervisor:
         with self.queue.lock:
             if ready.error:
                 self.queue.last_error = f"{self.reader.label}: {ready.error}"
-            if not ready.base_address_space and ready.error:
+            if not ready.usable:
                 return False  # the imports or the warm-up read failed: nothing can be read
             self.reader.ever_ready = True
             self.reader.state = ReaderState.IDLE
