@@ -10,6 +10,7 @@ import functools
 
 import streamlit as st
 
+from lab.read import ReaderPool
 from lab.run import HostSettings, ProfileService, host_environment
 from ui import cache, controls, state, upload, views
 from ui.run import await_worker, open_recording, run_lesson, run_submitted
@@ -34,8 +35,16 @@ def get_service(_settings: HostSettings) -> ProfileService:
     return service
 
 
+@st.cache_resource(show_spinner=False)
+def get_readers(_settings: HostSettings) -> ReaderPool:
+    """One pool of trace readers per server (uploads, samples, runs' traces), apart from the
+    profiling workers; started once, with the settings of the first page run."""
+    return ReaderPool(settings=_settings).start()
+
+
 settings = get_settings(host_environment())
 service = get_service(settings)
+readers = get_readers(settings)
 device = service.device_info()
 
 with st.sidebar:
@@ -47,6 +56,7 @@ with st.sidebar:
     st.divider()
     with st.expander("Server status (for the host)", expanded=False):
         st.text(controls.health_text(service.health()))
+        st.text(controls.reader_text(readers.health()))
 
 st.title("Profiler Lab")
 st.caption("torch.profiler gives you two artifacts: the key_averages **table** (what takes the most time?) "
@@ -65,10 +75,10 @@ if lesson_click is not None:
     else:
         open_recording(lesson_key)
 
-upload.upload_box(settings)
+waiting_upload = upload.upload_box(settings, readers)
 
 subjects = state.all_subjects()
-load = functools.partial(cache.load, settings=settings)
+load = functools.partial(cache.load, settings=settings, readers=readers)
 views.lesson_check(subjects, load)
 subject = state.current_subject(subjects)
 st.selectbox("Showing", [s.key for s in subjects], key="subject",
@@ -93,6 +103,9 @@ if loaded is not None:
         if tab.open:
             with tab:
                 show[name]()
+
+# An upload being read is awaited last, once the page is drawn: a click meanwhile is answered.
+upload.await_upload(waiting_upload, readers)
 
 if device is None and submitted is None and lesson_click is None:
     # Last, once the page is drawn: wait for the worker's warm-up, then redraw with the device.

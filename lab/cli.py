@@ -16,6 +16,7 @@ import math
 import sys
 from pathlib import Path
 
+from lab.read import ReaderPool
 from lab.run.config import OPTIONS, ConfigError, Option, RunConfig, check_device, check_limits
 from lab.run.settings import HostSettings, SettingsError
 
@@ -86,12 +87,14 @@ def main(argv: list[str] | None = None) -> int:
             return _profile(args, config, HostSettings.from_env())
         if args.command == "table":
             return _table(args, HostSettings.from_env())
-        report = _import_report(args.command)
-
         settings = HostSettings.from_env()  # the trace limits (max events, decompressed size)
-        if args.command == "analyze":
-            return report.analyze_main(args.trace, as_json=args.json, settings=settings)
-        return report.compare_main(args.a, args.b, as_json=args.json, settings=settings)
+        # One reader process reads the traces (lab.read); it starts (~1 s of imports) while
+        # this process imports the report's own modules.
+        with ReaderPool(settings=settings, readers=1).start() as pool:
+            report = _import_report(args.command)
+            if args.command == "analyze":
+                return report.analyze_main(args.trace, as_json=args.json, settings=settings, pool=pool)
+            return report.compare_main(args.a, args.b, as_json=args.json, settings=settings, pool=pool)
     except Exception as exc:
         if not isinstance(exc, _refusals()):
             raise  # a bug: keep its traceback

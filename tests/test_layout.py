@@ -18,9 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "lab"
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
-# What the page may import: the stage packages (their __init__s), the samples package, and
-# ``lab`` itself (``from lab import views``).
-PAGE_IMPORTS = {"lab", "lab.run", "lab.trace", "lab.analysis", "lab.views", "lab.samples"}
+# What the page may import: the stage packages (their __init__s), the samples package, the
+# trace readers (``lab.read``), and ``lab`` itself (``from lab import views``).
+PAGE_IMPORTS = {"lab", "lab.run", "lab.read", "lab.trace", "lab.analysis", "lab.views", "lab.samples"}
 
 
 def _module_name(path: Path) -> str:

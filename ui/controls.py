@@ -203,3 +203,23 @@ def health_text(health) -> str:
     if health.last_error:
         lines.append(f"last error: {health.last_error}")
     return "\n".join(lines)
+
+
+def reader_text(health) -> str:
+    """The trace readers' status: readers and their memory, uploads waiting, what is kept."""
+    mib = 2**20
+    lines = [
+        f"trace readers alive: {health.readers_alive}/{health.readers_total} "
+        f"(memory limit {health.memory_limit_mb} MB each)",
+        f"uploads waiting: {health.waiting} ({health.waiting_large} large)",
+        f"traces read: {health.reads_served} (refused or failed: {health.reads_failed})",
+        f"parsed uploads kept: {health.held_uploads}, {health.held_bytes / mib:.0f} of "
+        f"{health.held_limit_bytes / mib:.0f} MB",
+    ]
+    for r in health.readers:
+        rss = "" if r.rss_bytes is None else f", {r.rss_bytes / mib:.0f} MB resident"
+        reading = f", reading {r.reading}" if r.reading else ""
+        lines.append(f"  reader {r.index}: {r.state}{rss}, {r.reads_served} reads, {r.restarts} restarts{reading}")
+    if health.last_error:
+        lines.append(f"last reader error: {health.last_error}")
+    return "\n".join(lines)

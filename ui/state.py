@@ -2,12 +2,15 @@
 
 Each visitor's runs and uploads live in their own session; nothing here is module-level
 mutable state. The caches are keyed by a digest of the trace bytes, so one session can only
-hit an entry by holding the very same bytes.
+hit an entry by holding the very same bytes. An upload keeps no bytes: once read, its parsed
+form lives in the reader pool's store under this session's random ``owner`` token and the
+upload's digest (``ui.upload``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import secrets
 import time
 from dataclasses import dataclass
 
@@ -29,7 +32,7 @@ class Subject:
 
     key: str  # "run:3", "sample:<file>", "upload:2"
     title: str
-    trace_bytes: bytes
+    trace_bytes: bytes  # b"" for an upload: its bytes were let go once it was read
     digest: str
     run: RunResult | None = None
     sample: Sample | None = None
@@ -65,21 +68,30 @@ def add_run(result: RunResult, name: str | None = None) -> Subject:
     return subject
 
 
+def owner() -> str:
+    """This session's random token: the key under which the server keeps its parsed uploads."""
+    return st.session_state.setdefault("_owner", secrets.token_hex(16))
+
+
 def has_upload(digest: str) -> bool:
     return any(s.digest == digest for s in _session_list("uploads"))
 
 
-def add_upload(name: str, data: bytes) -> Subject:
+def add_upload(name: str, digest: str) -> tuple[Subject, list[Subject]]:
+    """Add an upload already read (its ``Parsed`` is in the pool's store) and select it on the
+    next page run; returns it and the uploads pushed out by ``MAX_UPLOADS`` (to release)."""
     uploads = _session_list("uploads")
-    digest = digest_of(data)
     for existing in uploads:  # the uploader hands the same file back on every rerun
         if existing.digest == digest:
-            return existing
-    subject = Subject(key=f"upload:{_next_id()}", title=f"Upload: {name}", trace_bytes=data, digest=digest)
+            return existing, []
+    subject = Subject(key=f"upload:{_next_id()}", title=f"Upload: {name}", trace_bytes=b"", digest=digest)
     uploads.append(subject)
+    dropped = uploads[:-MAX_UPLOADS]
     del uploads[:-MAX_UPLOADS]
-    st.session_state["subject"] = subject.key
-    return subject
+    # The "Showing" box may already be drawn in this run (an upload settles at the page's end):
+    # its value changes at the start of the next run, in current_subject.
+    st.session_state["_select_subject"] = subject.key
+    return subject, dropped
 
 
 def sample_subjects() -> list[Subject]:
@@ -111,6 +123,8 @@ def current_subject(subjects: list[Subject]) -> Subject | None:
     if not subjects:
         return None
     by_key = {s.key: s for s in subjects}
+    if st.session_state.get("_select_subject") in by_key:
+        st.session_state["subject"] = st.session_state.pop("_select_subject")
     key = st.session_state.get("subject")
     if key not in by_key:
         key = DEFAULT_SAMPLE_KEY if DEFAULT_SAMPLE_KEY in by_key else subjects[0].key

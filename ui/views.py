@@ -138,8 +138,24 @@ def timeline_view(subject: Subject, loaded: Loaded) -> None:
 
 
 def trace_view(subject: Subject, loaded: Loaded) -> None:
-    stem = _stem(subject)
     data = subject.trace_bytes
+    if data:
+        _trace_downloads(_stem(subject), data)
+    else:  # an upload: its bytes were let go once read (the file is on the visitor's disk)
+        st.caption("Your uploaded file is not kept on the server once read, only what these views need; "
+                   "open your own copy in Perfetto or HTA as below.")
+    st.markdown("**Events by category**")
+    st.dataframe(category_counts(loaded.trace), hide_index=True)
+    st.markdown(
+        "**Open it in Perfetto:** go to ui.perfetto.dev → *Open trace file* → pick the downloaded "
+        "file (`.json.gz` works as is). Use W/S to zoom, A/D to pan; click a kernel and follow its "
+        "flow arrow back to the CPU launch.\n\n"
+        "**Analyze it with HTA:** `pip install HolisticTraceAnalysis`, put the file in a folder, then "
+        "`from hta.trace_analysis import TraceAnalysis; TraceAnalysis(trace_dir=folder).get_temporal_breakdown()`.\n\n"
+        "**Or here:** `python -m lab analyze FILE` prints the same summary as this page.")
+
+
+def _trace_downloads(stem: str, data: bytes) -> None:
     # The stored form goes out as is; the other one is made only if that button is clicked.
     is_gz = data[:2] == b"\x1f\x8b"
     gz = data if is_gz else (lambda: gzip.compress(data, compresslevel=6))
@@ -150,15 +166,6 @@ def trace_view(subject: Subject, loaded: Loaded) -> None:
                        width="stretch")
     c2.download_button("Download trace (.json)", raw, file_name=f"{stem}.pt.trace.json",
                        mime="application/json", key="dl_trace_json", on_click="ignore", width="stretch")
-    st.markdown("**Events by category**")
-    st.dataframe(category_counts(loaded.trace), hide_index=True)
-    st.markdown(
-        "**Open it in Perfetto:** go to ui.perfetto.dev → *Open trace file* → pick the downloaded "
-        "file (`.json.gz` works as is). Use W/S to zoom, A/D to pan; click a kernel and follow its "
-        "flow arrow back to the CPU launch.\n\n"
-        "**Analyze it with HTA:** `pip install HolisticTraceAnalysis`, put the file in a folder, then "
-        "`from hta.trace_analysis import TraceAnalysis; TraceAnalysis(trace_dir=folder).get_temporal_breakdown()`.\n\n"
-        "**Or here:** `python -m lab analyze FILE` prints the same summary as this page.")
 
 
 def compare_view(subjects: list[Subject], load) -> None:

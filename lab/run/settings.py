@@ -41,6 +41,19 @@ class HostSettings:
     workers: int = 0
     # Identical configs within this window reuse the last result (0 = never reuse).
     reuse_window_s: float = 0.0
+    # Trace readers (lab.read): processes that parse and analyse uploads, samples and the CLI's
+    # traces, apart from the server. 0 = from the machine (lab.read.limits.reader_plan): 2–4
+    # readers, each allowed half the machine's memory shared out, at most 8 GiB.
+    reader_count: int = 0
+    # Address space one reader may add to its own start-up size (RLIMIT_AS); 0 = from the machine.
+    # A 509 MB-JSON trace needed 1.8 GB of it (0.6 GB of that resident), see lab/read/limits.py.
+    reader_memory_mb: int = 0
+    # A read (parse + analysis) past this is killed and its reader replaced. A 1 GB JSON trace
+    # takes ~25 s of one free core; 240 s leaves room for a 2-core box that is also serving pages.
+    read_timeout_s: float = 240.0
+    # Parsed uploads the server keeps for their sessions, all sessions together; the oldest is
+    # released past it. 0 = a quarter of the machine's memory.
+    uploads_held_mb: int = 0
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> HostSettings:

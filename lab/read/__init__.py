@@ -1,0 +1,31 @@
+"""Reading traces apart from the server: a bounded pool of reader processes (issue 18).
+
+``ReaderPool`` (``pool``) is the facade: ``submit``/``read`` a trace's bytes or a path and get
+a ``Parsed`` (the ``Trace``, its ``Analysis`` and insights) or a ``ReadFailed`` whose message
+is for the visitor. Rooms: ``protocol`` (states, messages, status records), ``limits`` (the
+host's reader plan, size estimates, the memory and time messages), ``queue`` (tickets and the
+two-lane FIFO), ``supervisor`` (one thread per reader: start, read, time out, replace),
+``reader`` (the reader process's side), ``store`` (parsed uploads under one byte budget).
+"""
+
+from lab.read.limits import ReaderPlan, json_size_hint, memory_refusal, reader_plan, timeout_refusal
+from lab.read.pool import ReaderPool
+from lab.read.protocol import (
+    Lane,
+    Parsed,
+    PoolHealth,
+    ReaderHealth,
+    ReaderState,
+    ReadFailed,
+    ReadFailureKind,
+    ReadState,
+    ReadStatus,
+)
+from lab.read.queue import ReadTicket
+from lab.read.store import ResultStore
+
+__all__ = [
+    "Lane", "Parsed", "PoolHealth", "ReadFailed", "ReadFailureKind", "ReadState", "ReadStatus", "ReadTicket",
+    "ReaderHealth", "ReaderPlan", "ReaderPool", "ReaderState", "ResultStore", "json_size_hint", "memory_refusal",
+    "reader_plan", "timeout_refusal",
+]  # fmt: skip

@@ -1,0 +1,245 @@
+"""The reader process side: a fresh interpreter that parses and analyses traces, one at a time.
+
+It starts as ``python -c READER_CODE`` (not multiprocessing: see ``lab.run.spawn``), finds its
+end of the socketpair in ``PROFILER_LAB_READER_FD``, reads ``InitReader``, imports the trace
+and analysis packages, reads one bundled sample (so every lazy import and first allocation is
+paid), then caps its own address space at that size plus the host's ``reader_memory_mb``
+(``RLIMIT_AS``), lowers its CPU priority, offers itself first to the kernel's OOM killer, and
+says ``ReaderReady``. Each ``ReadRequest`` gets ``ReadProgress`` updates and one ``ReadDone``
+(followed by the pickled ``Parsed``) or ``ReadFailure``. Any other message, or the server's end
+closing, ends it. After running out of memory it says so and exits: the pool starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing.connection
+import os
+import pickle
+import resource
+import signal
+import time
+
+from lab.read.limits import MIB, memory_refusal, process_memory
+from lab.read.protocol import (
+    InitReader,
+    Parsed,
+    ReadDone,
+    ReaderReady,
+    ReadFailure,
+    ReadFailureKind,
+    ReadProgress,
+    ReadRequest,
+)
+
+__all__ = ["OOM_SCORE_ADJ", "READER_CODE", "READER_FD_ENV"]
+
+READER_CODE = "from lab.read.reader import _reader_entry; _reader_entry()"
+READER_FD_ENV = "PROFILER_LAB_READER_FD"
+# Of the server, its workers and its readers, a reader is what the kernel's OOM killer should
+# end when the box runs out anyway (1000 = first choice; raising it needs no privilege).
+OOM_SCORE_ADJ = 800
+
+
+def _reader_entry() -> None:
+    """Entry point of a reader interpreter (see ``READER_CODE``)."""
+    conn = multiprocessing.connection.Connection(int(os.environ.pop(READER_FD_ENV)))
+    try:
+        init = conn.recv()
+    except (EOFError, OSError):
+        os._exit(0)
+    _reader_main(conn, init)
+    os._exit(0)  # nothing left to flush: every message was sent synchronously
+
+
+class _Pipe:
+    """The reader's end; a send that fails means the server went away: exit."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def send(self, message) -> None:
+        try:
+            self.conn.send(message)
+        except OSError:
+            os._exit(0)
+
+    def send_bytes(self, data) -> None:
+        try:
+            self.conn.send_bytes(data)
+        except OSError:
+            os._exit(0)
+
+    def recv(self):
+        try:
+            return self.conn.recv()
+        except (EOFError, OSError):
+            return None
+
+    def recv_bytes(self):
+        try:
+            return self.conn.recv_bytes()
+        except (EOFError, OSError):
+            return None
+
+
+def _reader_main(conn, init: InitReader) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when readers stop
+    pipe = _Pipe(conn)
+    try:
+        steps = _Steps()
+        steps.warm_up()
+    except BaseException as error:  # noqa: BLE001 - report, then exit: nothing can be read
+        pipe.send(ReaderReady(pid=os.getpid(), base_address_space=0, limit_bytes=0, usable=False,
+                              error=f"{type(error).__name__}: {error}"))
+        return
+    base, limit, confine_error = _confine(init)
+    pipe.send(ReaderReady(pid=os.getpid(), base_address_space=base, limit_bytes=limit, error=confine_error))
+    while _serve_next(pipe, steps, init.memory_mb):
+        pass
+
+
+def _serve_next(pipe: _Pipe, steps: _Steps, memory_mb: int) -> bool:
+    """Take the next request (and its bytes) and serve it; False when the reader must exit.
+
+    A function of its own so that the request's bytes die with its frame, not while idle.
+    """
+    request = pipe.recv()
+    if not isinstance(request, ReadRequest):
+        return False
+    data = pipe.recv_bytes() if request.inline else None
+    if request.inline and data is None:
+        return False
+    return _serve_one(pipe, steps, request, data, memory_mb)
+
+
+def _confine(init: InitReader) -> tuple[int, int, str | None]:
+    """Lower priority, volunteer for the OOM killer, cap the address space; (base, limit, error)."""
+    problems = []
+    try:
+        os.nice(init.nice)
+    except OSError as exc:
+        problems.append(f"nice: {exc}")
+    try:
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write(str(OOM_SCORE_ADJ))
+    except OSError:
+        pass  # not Linux, or a sandbox without /proc: the limit below still holds
+    memory = process_memory(os.getpid())
+    if memory is None:  # no /proc: the start-up size is unknown, so no limit can be placed above it
+        problems.append("RLIMIT_AS not set: this system has no /proc/<pid>/status")
+        return 0, 0, "; ".join(problems)
+    base = memory[1]
+    limit = base + init.memory_mb * MIB
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ValueError, OSError) as exc:
+        problems.append(f"RLIMIT_AS not set: {exc}")
+        limit = 0
+    return base, limit, "; ".join(problems) or None
+
+
+class _Steps:
+    """The pipeline's stages, imported once (pandas, msgspec: ~1 s) and warmed up."""
+
+    def __init__(self):
+        self.trace = importlib.import_module("lab.trace")
+        self.analysis = importlib.import_module("lab.analysis")
+        self.settings = importlib.import_module("lab.run.settings")
+
+    def warm_up(self) -> None:
+        samples = importlib.import_module("lab.samples")
+        found = samples.list_samples()
+        if found:
+            self.parse(found[0].read_bytes(), self.settings.HostSettings(), None, None)
+
+    def parse(self, buf, settings, config, peak, progress: _Progress | None = None) -> Parsed:
+        trace = self.trace.load_trace(buf, settings=settings)
+        del buf
+        if progress is not None:
+            progress.stage("analysing")
+        analysis = self.analysis.analyze(trace, peak=peak, config=config)
+        return Parsed(trace=trace, analysis=analysis, insights=self.analysis.find_insights(trace, analysis))
+
+
+class _Progress:
+    """What one read has got to, kept apart from its frames so a failure can still be described."""
+
+    def __init__(self, pipe: _Pipe, read_id: int):
+        self.pipe, self.read_id, self.json_bytes = pipe, read_id, 0
+
+    def stage(self, name: str) -> None:
+        self.pipe.send(ReadProgress(read_id=self.read_id, stage=name, json_bytes=self.json_bytes))
+
+
+def _read(steps: _Steps, request: ReadRequest, data, progress: _Progress) -> tuple[bytes, list[memoryview]]:
+    """The pickled ``Parsed`` of the request's trace: the pickle and its out-of-band buffers.
+
+    Pickle protocol 5 hands every contiguous array over as a buffer of its own (a view, no
+    copy), sent as a frame each: neither side ever holds a second whole copy of the result
+    (on the 509 MB tile that copy was 236 MB, a fifth of the reader's peak).
+
+    ``load_trace`` gets the bytes as they came (gzip or not) and inflates them itself, so the
+    inflated text dies inside it once decoded: holding it here would add its size to the peak.
+    """
+    progress.stage("parsing")
+    parsed = steps.parse(data if request.inline else request.path, request.settings, request.config, request.peak,
+                         progress)
+    progress.json_bytes = parsed.trace.source_bytes
+    progress.stage("sending")
+    buffers: list[pickle.PickleBuffer] = []
+    head = pickle.dumps(parsed, protocol=5, buffer_callback=buffers.append)
+    return head, [b.raw() for b in buffers]
+
+
+def _serve_one(pipe: _Pipe, steps: _Steps, request: ReadRequest, data, memory_mb: int) -> bool:
+    """Read one trace and send the outcome; False when this reader must exit."""
+    progress = _Progress(pipe, request.read_id)
+    progress.json_bytes = request.json_hint
+    started = time.monotonic()
+    failure = None
+    try:
+        outcome = _read(steps, request, data, progress)
+    except BaseException as exc:  # noqa: BLE001 - untrusted input: every failure becomes a message
+        # Built here, sent below: once this block ends the traceback (and the frames holding the
+        # trace's buffers) is gone, so a reader out of memory has room to say so.
+        failure = _failure(exc, request.read_id, progress.json_bytes, memory_mb, steps)
+        outcome = None
+    if failure is not None:
+        pipe.send(failure)
+        return not failure.fatal
+    del data
+    assert outcome is not None  # no failure: the read returned
+    head, frames = outcome
+    pipe.send(ReadDone(read_id=request.read_id, json_bytes=progress.json_bytes,
+                       frame_bytes=(len(head), *(f.nbytes for f in frames)), seconds=time.monotonic() - started,
+                       peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))
+    for frame in (head, *frames):
+        pipe.send_bytes(frame)
+    return True
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    # load_trace turns a MemoryError into a TraceError "from None": the MemoryError stays its context.
+    cause: BaseException | None = exc
+    seen = 0
+    while cause is not None and seen < 8:
+        if isinstance(cause, MemoryError):
+            return True
+        cause, seen = cause.__context__, seen + 1
+    return False
+
+
+def _failure(exc: BaseException, read_id: int, json_bytes: int, memory_mb: int, steps: _Steps) -> ReadFailure:
+    if _out_of_memory(exc):
+        return ReadFailure(read_id=read_id, kind=ReadFailureKind.MEMORY, json_bytes=json_bytes, fatal=True,
+                           message=memory_refusal(json_bytes, memory_mb))
+    if isinstance(exc, steps.trace.TraceError):
+        return ReadFailure(read_id=read_id, kind=ReadFailureKind.TRACE, message=str(exc), json_bytes=json_bytes)
+    if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: stop serving
+        return ReadFailure(read_id=read_id, kind=ReadFailureKind.CRASH, json_bytes=json_bytes, fatal=True,
+                           message=f"the trace reader stopped ({type(exc).__name__}); read it again")
+    # It parsed, but an analysis failed on it: say so plainly; the host sees the type.
+    return ReadFailure(read_id=read_id, kind=ReadFailureKind.ANALYSIS, json_bytes=json_bytes,
+                       message=f"the lab could not analyse it ({type(exc).__name__}: {exc}); the file may be from "
+                               "an unusual profiler setup")
