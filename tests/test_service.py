@@ -97,7 +97,9 @@ def shared(page_as_main):
     """The file's pool, not started: the first test that needs it warm starts it.
     Every worker it starts (and restarts) does so with a page script as ``__main__``."""
     svc = ProfileService(
-        settings=HostSettings(run_timeout_s=RUN_TIMEOUT_S, queue_max=QUEUE_MAX, reuse_window_s=600.0),
+        # No run-time estimate limit: BIG must start, so the time-limit and kill tests can stop it.
+        settings=HostSettings(run_timeout_s=RUN_TIMEOUT_S, queue_max=QUEUE_MAX, reuse_window_s=600.0,
+                              max_run_estimate_s=0.0),
         devices=["cpu", "cpu"])
     yield svc
     svc.shutdown()

@@ -21,6 +21,7 @@ from lab.run import (
     TicketState,
     TicketStatus,
     check_device,
+    check_estimate,
     check_limits,
     lesson_configs,
 )
@@ -118,6 +119,7 @@ def run_submitted(service: ProfileService, settings: HostSettings, device: Devic
         check_limits(submitted, settings)
         if device is not None:  # before the worker is up, it checks the device itself
             check_device(submitted, kind=device.kind, compute_capability=device.compute_capability)
+        check_estimate(submitted, device, settings)  # arithmetic only: refused in microseconds
     except ConfigError as exc:
         messages.error(str(exc))
         return

@@ -18,7 +18,8 @@ from lab.run.config import (
     check_limits,
     dtype_refusal,
 )
-from lab.run.devices import DeviceInfo, DevicePeak
+from lab.run.devices import DeviceInfo, DevicePeak, DeviceRates
+from lab.run.estimate import RunEstimate, check_estimate, estimate_run, estimate_text
 from lab.run.lessons import LESSONS, Lesson, lesson_configs
 from lab.run.protocol import FailureKind, TicketState, WorkerState
 from lab.run.result import RunError, RunResult
@@ -29,8 +30,9 @@ from lab.vocab import DTYPES, STAGE_TEXT, STAGES
 
 __all__ = [
     "DEVICES", "DTYPES", "LESSONS", "MAX_LABEL_CHARS", "OPTIONS", "STAGES", "STAGE_TEXT",
-    "WORKER_START_TIMEOUT_S", "WORKLOADS", "ConfigError", "DeviceInfo", "DevicePeak", "FailureKind",
-    "HostSettings", "Lesson", "Option", "ProfileService", "RunConfig", "RunError", "RunFailed", "RunResult",
-    "ServiceBusy", "SettingsError", "TicketState", "TicketStatus", "WorkerState", "check_device",
-    "check_limits", "dtype_refusal", "host_environment", "lesson_configs",
+    "WORKER_START_TIMEOUT_S", "WORKLOADS", "ConfigError", "DeviceInfo", "DevicePeak", "DeviceRates",
+    "FailureKind", "HostSettings", "Lesson", "Option", "ProfileService", "RunConfig", "RunError", "RunEstimate",
+    "RunFailed", "RunResult", "ServiceBusy", "SettingsError", "TicketState", "TicketStatus", "WorkerState",
+    "check_device", "check_estimate", "check_limits", "dtype_refusal", "estimate_run", "estimate_text",
+    "host_environment", "lesson_configs",
 ]  # fmt: skip

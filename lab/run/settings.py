@@ -41,6 +41,9 @@ class HostSettings:
     workers: int = 0
     # Identical configs within this window reuse the last result (0 = never reuse).
     reuse_window_s: float = 0.0
+    # Runs estimated (lab.run.estimate) to take longer are refused before they queue, so one
+    # attendee cannot hold a worker for minutes (16384³ float32 on a CPU: ~15 min). 0 = no limit.
+    max_run_estimate_s: float = 20.0
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> HostSettings:
