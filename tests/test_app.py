@@ -273,6 +273,22 @@ def test_refused_config_shows_one_message_and_the_page_keeps_working(at, values,
     assert errors(at) == []  # the message belongs to that click, not to the session
 
 
+def test_run_far_over_the_time_limit_is_refused_with_an_estimate(at):
+    # 16384³ float32 on the CPU: ~8.8 TFLOP per step; minutes on any CPU, refused before queuing.
+    wait_for_device(at)  # the estimate needs the worker's measured rates
+    served = runs_served(at)
+    started = time.monotonic()
+    submit(at, cfg_exact="16384,16384,16384")
+    took_s = time.monotonic() - started
+    assert_healthy(at)
+    assert len(errors(at)) == 1, errors(at)
+    message = errors(at)[0]
+    assert "on this host's CPU" in message and "or smaller" in message and "about " in message
+    assert "PROFILER_LAB" not in message
+    assert runs_served(at) == served
+    print(f"refused in one page run of {took_s:.2f} s")
+
+
 def test_label_boxes_stop_at_64_characters(at):
     # The browser's text boxes refuse a 65th character (max_chars); AppTest's input() mimics that.
     from lab.run.config import MAX_LABEL_CHARS
@@ -497,6 +513,13 @@ def test_status_lines_say_queue_position_and_stage():
     running = TicketStatus(id=1, state="running", stage="profiling", queue_position=None, elapsed_s=1.3,
                            estimate_s=None, worker=0, device="cpu")
     assert describe(running, "run") == "run: profiling on cpu · 1.3 s"
+    estimated = TicketStatus(id=2, state="queued", stage=None, queue_position=1, elapsed_s=0.5, estimate_s=None,
+                             worker=None, device=None, run_estimate_s=12.4)
+    assert describe(estimated, "big") == ("big: queued — position 1 (next to run) · 0.5 s · the run itself "
+                                          "takes about 12 s")
+    estimated = TicketStatus(id=2, state="running", stage="profiling", queue_position=None, elapsed_s=3.0,
+                             estimate_s=None, worker=0, device="cpu", run_estimate_s=12.4)
+    assert describe(estimated, "big") == "big: profiling on cpu · 3.0 s of about 12 s estimated"
 
 
 def test_force_fresh_option_only_when_the_host_reuses_results(at, monkeypatch):
