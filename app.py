@@ -46,7 +46,7 @@ with st.sidebar:
     lesson_click = controls.lesson_picker(device)
     st.divider()
     with st.expander("Server status (for the host)", expanded=False):
-        st.text(controls.health_text(service.health()))
+        st.text(controls.health_text(service.health(), settings))
 
 st.title("Profiler Lab")
 st.caption("torch.profiler gives you two artifacts: the key_averages **table** (what takes the most time?) "

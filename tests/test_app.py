@@ -363,6 +363,11 @@ def test_garbage_upload_is_refused_with_one_message(at):
     _bad_upload_then_page_still_works(at, "notes.json", b"this is not a trace {", "cannot be opened")
 
 
+def test_binary_upload_error_prints_no_bytes_literal(at):
+    noise = b"y\xd3\xaf" + bytes(range(128, 200))
+    _bad_upload_then_page_still_works(at, "noise.json", noise, "is binary data")
+
+
 def test_upload_name_is_shown_as_text_not_markdown(at):
     name = "**bold** [link](http://example.com).json"
     upload(at, name, b"[1, 2, 3]")
@@ -460,6 +465,33 @@ def test_compare_two_h200_samples_diffs_their_kernels(at):
     assert any("elementwise" in name and state == "gone" for name, state in status.items()), status
     assert "new" in set(status.values())
     assert len(operators) > 0
+
+
+def _no_none_cells(frames) -> None:
+    for frame in frames:
+        assert not frame.isna().any().any(), frame
+        assert not frame.astype(str).isin(["None", "nan", "<NA>"]).any().any(), frame
+
+
+def test_compare_after_two_runs_is_run_2_vs_run_1_with_whole_counts_and_no_none(at):
+    submit(at, cfg_m=32, cfg_k=32, cfg_n=32, cfg_step_label="run_one")
+    submit(at, cfg_m=48, cfg_k=48, cfg_n=48, cfg_step_label="run_two")
+    assert_healthy(at)
+    first, second = at.session_state["runs"]
+    open_view(at, "Compare")
+    # The visitor's previous run is the baseline, not a sample.
+    assert (at.session_state["cmp_a"], at.session_state["cmp_b"]) == (first.key, second.key)
+    _no_none_cells([df.value for df in at.dataframe])
+    # Two H200 samples: kernel counts are whole numbers, and kernels new in B have a "—" ratio.
+    at.session_state["cmp_a"] = "sample:matmul_add_4096_bf16.json.gz"
+    at.session_state["cmp_b"] = "sample:matmul_add_4096_bf16_compiled.json.gz"
+    open_view(at, "Compare")
+    totals, kernels, operators = [df.value for df in at.dataframe]
+    _no_none_cells([totals, kernels, operators])
+    counts = totals[totals["metric"] == "kernel_count"]
+    assert len(counts) == 1 and all(str(v).replace(",", "").isdigit() for v in counts[["a", "b"]].iloc[0])
+    assert "—" in set(kernels.loc[kernels["status"] == "new", "ratio"])
+    assert kernels["a_count"].dtype.kind == "i" and kernels["b_count"].dtype.kind == "i"
 
 
 def test_after_refusals_a_valid_run_still_works(at):

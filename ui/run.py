@@ -24,6 +24,7 @@ from lab.run import (
     check_device,
     check_estimate,
     check_limits,
+    check_memory,
     estimate_text,
     lesson_configs,
 )
@@ -158,6 +159,11 @@ def run_submitted(service: ProfileService, settings: HostSettings, device: Devic
         check_limits(submitted, settings)
         if device is not None:  # before the worker is up, it checks the device itself
             check_device(submitted, kind=device.kind, compute_capability=device.compute_capability)
+        if device is not None and (device.kind == "cpu" or submitted.device != "cpu"):
+            # What cannot fit is said before what takes too long (the worker checks again, with
+            # the memory free then).
+            where = "this machine's RAM" if device.kind == "cpu" else f"the GPU ({device.name})"
+            check_memory(submitted, device.free_memory_bytes, where)
         check_estimate(submitted, device, settings)  # arithmetic only: refused in microseconds
     except ConfigError as exc:
         messages.error(str(exc))
