@@ -220,6 +220,24 @@ def test_one_submission_per_session_and_sessions_take_turns():
         svc.shutdown()
 
 
+def test_wait_estimate_adds_the_run_estimates_ahead():
+    from lab.run.devices import DeviceInfo, DeviceRates
+
+    svc = ProfileService(settings=HostSettings(), devices=["cpu"])  # never started
+    try:
+        # As a warm worker would report: 50 GFLOP/s (the queue estimates from its DeviceInfo).
+        rates = DeviceRates(kind="cpu", matmul_gflops=(("float32", 50.0),), copy_gbs=10.0, fill_gbs=1.0,
+                            run_overhead_s=0.2)
+        svc._queue.workers[0].info = DeviceInfo(kind="cpu", name="test CPU", rates=(rates,))
+        first = svc.submit(tiny(label="first", size=1024), session="a").poll()
+        second = svc.submit(tiny(label="second", size=512), session="b").poll()
+        assert first.run_estimate_s > second.run_estimate_s > 0
+        assert first.estimate_s == pytest.approx(first.run_estimate_s)
+        assert second.estimate_s == pytest.approx(first.run_estimate_s + second.run_estimate_s)
+    finally:
+        svc.shutdown()
+
+
 def test_unpolled_queued_ticket_is_dropped():
     svc = ProfileService(settings=HostSettings(), devices=["cpu"], abandon_after_s=0.05)
     try:

@@ -301,12 +301,27 @@ class RunQueue:
             if ticket.state == TicketState.QUEUED:
                 order = self.serve_order()
                 position = order.index(ticket) + 1 if ticket in order else 1  # else: being dispatched
-                if typical_s is not None:
+                estimate = self._wait_estimate(ticket, order[:position - 1], now)
+                if estimate is None and typical_s is not None:
                     workers = max(1, len(self.workers))
                     estimate = typical_s * (math.ceil(position / workers) + 1)
-            elif ticket.state == TicketState.RUNNING and typical_s is not None:
-                estimate = max(0.0, typical_s - ticket.running_for(now))
+            elif ticket.state == TicketState.RUNNING:
+                own_s = ticket.run_estimate_s if ticket.run_estimate_s is not None else typical_s
+                estimate = None if own_s is None else max(0.0, own_s - ticket.running_for(now))
             return ticket.status(now, queue_position=position, estimate_s=estimate)
+
+    def _wait_estimate(self, ticket: RunTicket, ahead: list[RunTicket], now: float) -> float | None:
+        """(lock held) Seconds until ``ticket``'s result from the run-time estimates: what is
+        left of the running runs and the runs ahead, shared by the workers, plus its own run.
+        None when a run involved has no estimate (no worker had measured its device)."""
+        running = [t for t in self._live if t.state == TicketState.RUNNING]
+        times = [t.run_estimate_s for t in (*ahead, ticket)]
+        left = [None if t.run_estimate_s is None else max(0.0, t.run_estimate_s - t.running_for(now))
+                for t in running]
+        if any(x is None for x in (*times, *left)):
+            return None
+        before = sum(x for x in (*times[:-1], *left) if x is not None)
+        return before / max(1, len(self.workers)) + (ticket.run_estimate_s or 0.0)
 
     def cancel(self, ticket: RunTicket) -> bool:
         with self.lock:
