@@ -55,7 +55,7 @@ with st.sidebar:
     lesson_click = controls.lesson_picker(device)
     st.divider()
     with st.expander("Server status (for the host)", expanded=False):
-        st.text(controls.health_text(service.health()))
+        st.text(controls.health_text(service.health(), settings))
         st.text(controls.reader_text(readers.health()))
 
 st.title("Profiler Lab")

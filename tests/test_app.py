@@ -273,6 +273,22 @@ def test_refused_config_shows_one_message_and_the_page_keeps_working(at, values,
     assert errors(at) == []  # the message belongs to that click, not to the session
 
 
+def test_run_far_over_the_time_limit_is_refused_with_an_estimate(at):
+    # 16384³ float32 on the CPU: ~8.8 TFLOP per step; minutes on any CPU, refused before queuing.
+    wait_for_device(at)  # the estimate needs the worker's measured rates
+    served = runs_served(at)
+    started = time.monotonic()
+    submit(at, cfg_exact="16384,16384,16384")
+    took_s = time.monotonic() - started
+    assert_healthy(at)
+    assert len(errors(at)) == 1, errors(at)
+    message = errors(at)[0]
+    assert "on this host's CPU" in message and "or smaller" in message and "about " in message
+    assert "PROFILER_LAB" not in message
+    assert runs_served(at) == served
+    print(f"refused in one page run of {took_s:.2f} s")
+
+
 def test_label_boxes_stop_at_64_characters(at):
     # The browser's text boxes refuse a 65th character (max_chars); AppTest's input() mimics that.
     from lab.run.config import MAX_LABEL_CHARS
@@ -345,6 +361,11 @@ def _bad_upload_then_page_still_works(at, name: str, data: bytes, expected: str)
 
 def test_garbage_upload_is_refused_with_one_message(at):
     _bad_upload_then_page_still_works(at, "notes.json", b"this is not a trace {", "cannot be opened")
+
+
+def test_binary_upload_error_prints_no_bytes_literal(at):
+    noise = b"y\xd3\xaf" + bytes(range(128, 200))
+    _bad_upload_then_page_still_works(at, "noise.json", noise, "is binary data")
 
 
 def test_upload_name_is_shown_as_text_not_markdown(at):
@@ -446,6 +467,33 @@ def test_compare_two_h200_samples_diffs_their_kernels(at):
     assert len(operators) > 0
 
 
+def _no_none_cells(frames) -> None:
+    for frame in frames:
+        assert not frame.isna().any().any(), frame
+        assert not frame.astype(str).isin(["None", "nan", "<NA>"]).any().any(), frame
+
+
+def test_compare_after_two_runs_is_run_2_vs_run_1_with_whole_counts_and_no_none(at):
+    submit(at, cfg_m=32, cfg_k=32, cfg_n=32, cfg_step_label="run_one")
+    submit(at, cfg_m=48, cfg_k=48, cfg_n=48, cfg_step_label="run_two")
+    assert_healthy(at)
+    first, second = at.session_state["runs"]
+    open_view(at, "Compare")
+    # The visitor's previous run is the baseline, not a sample.
+    assert (at.session_state["cmp_a"], at.session_state["cmp_b"]) == (first.key, second.key)
+    _no_none_cells([df.value for df in at.dataframe])
+    # Two H200 samples: kernel counts are whole numbers, and kernels new in B have a "—" ratio.
+    at.session_state["cmp_a"] = "sample:matmul_add_4096_bf16.json.gz"
+    at.session_state["cmp_b"] = "sample:matmul_add_4096_bf16_compiled.json.gz"
+    open_view(at, "Compare")
+    totals, kernels, operators = [df.value for df in at.dataframe]
+    _no_none_cells([totals, kernels, operators])
+    counts = totals[totals["metric"] == "kernel_count"]
+    assert len(counts) == 1 and all(str(v).replace(",", "").isdigit() for v in counts[["a", "b"]].iloc[0])
+    assert "—" in set(kernels.loc[kernels["status"] == "new", "ratio"])
+    assert kernels["a_count"].dtype.kind == "i" and kernels["b_count"].dtype.kind == "i"
+
+
 def test_after_refusals_a_valid_run_still_works(at):
     wait_for_device(at)
     for values, _expected in ((p.values[0], p.values[1]) for p in REFUSALS[:2]):
@@ -497,6 +545,13 @@ def test_status_lines_say_queue_position_and_stage():
     running = TicketStatus(id=1, state="running", stage="profiling", queue_position=None, elapsed_s=1.3,
                            estimate_s=None, worker=0, device="cpu")
     assert describe(running, "run") == "run: profiling on cpu · 1.3 s"
+    estimated = TicketStatus(id=2, state="queued", stage=None, queue_position=1, elapsed_s=0.5, estimate_s=None,
+                             worker=None, device=None, run_estimate_s=12.4)
+    assert describe(estimated, "big") == ("big: queued — position 1 (next to run) · 0.5 s · the run itself "
+                                          "takes about 12 s")
+    estimated = TicketStatus(id=2, state="running", stage="profiling", queue_position=None, elapsed_s=3.0,
+                             estimate_s=None, worker=0, device="cpu", run_estimate_s=12.4)
+    assert describe(estimated, "big") == "big: profiling on cpu · 3.0 s of about 12 s estimated"
 
 
 def test_force_fresh_option_only_when_the_host_reuses_results(at, monkeypatch):

@@ -97,7 +97,9 @@ def shared(page_as_main):
     """The file's pool, not started: the first test that needs it warm starts it.
     Every worker it starts (and restarts) does so with a page script as ``__main__``."""
     svc = ProfileService(
-        settings=HostSettings(run_timeout_s=RUN_TIMEOUT_S, queue_max=QUEUE_MAX, reuse_window_s=600.0),
+        # No run-time estimate limit: BIG must start, so the time-limit and kill tests can stop it.
+        settings=HostSettings(run_timeout_s=RUN_TIMEOUT_S, queue_max=QUEUE_MAX, reuse_window_s=600.0,
+                              max_run_estimate_s=0.0),
         devices=["cpu", "cpu"])
     yield svc
     svc.shutdown()
@@ -191,6 +193,49 @@ def test_queue_positions_busy_and_cancel(unstarted):
     estimated = svc.submit(tiny(label="estimated"))
     assert estimated.poll().estimate_s is not None
     estimated.result(timeout=RESULT_WAIT_S)  # leave the queue empty for the next test
+
+
+def test_one_submission_per_session_and_sessions_take_turns():
+    svc = ProfileService(settings=HostSettings(queue_max=QUEUE_MAX), devices=["cpu"])  # never started
+    try:
+        first = svc.submit(tiny(label="a_first"), session="a")
+        second = svc.submit(tiny(label="a_second"), session="a")
+        # A second click replaces the waiting run, says so, and keeps its place.
+        assert first.poll().state == "cancelled"
+        assert "replaced by a newer one" in first.poll().message
+        assert second.poll().replaced == 1 and second.poll().queue_position == 1
+        assert svc.health().queue_length == 1
+        b1, b2 = svc.submit_all([tiny(label="b1"), tiny(label="b2")], session="b")
+        c1 = svc.submit(tiny(label="c1"), session="c")
+        anonymous = svc.submit(tiny(label="anonymous"))
+        # Round robin: b's second run waits until every other session had its turn.
+        order = [second, b1, c1, anonymous, b2]
+        assert [t.poll().queue_position for t in order] == [1, 2, 3, 4, 5]
+        # b clicks again: both b runs are replaced by one, in b1's place.
+        b_again = svc.submit(tiny(label="b_again"), session="b")
+        assert b1.poll().state == b2.poll().state == "cancelled" and b_again.poll().replaced == 2
+        assert [t.poll().queue_position for t in (second, b_again, c1, anonymous)] == [1, 2, 3, 4]
+        assert svc.health().queue_length == 4
+    finally:
+        svc.shutdown()
+
+
+def test_wait_estimate_adds_the_run_estimates_ahead():
+    from lab.run.devices import DeviceInfo, DeviceRates
+
+    svc = ProfileService(settings=HostSettings(), devices=["cpu"])  # never started
+    try:
+        # As a warm worker would report: 50 GFLOP/s (the queue estimates from its DeviceInfo).
+        rates = DeviceRates(kind="cpu", matmul_gflops=(("float32", 50.0),), copy_gbs=10.0, fill_gbs=1.0,
+                            run_overhead_s=0.2)
+        svc._queue.workers[0].info = DeviceInfo(kind="cpu", name="test CPU", rates=(rates,))
+        first = svc.submit(tiny(label="first", size=1024), session="a").poll()
+        second = svc.submit(tiny(label="second", size=512), session="b").poll()
+        assert first.run_estimate_s > second.run_estimate_s > 0
+        assert first.estimate_s == pytest.approx(first.run_estimate_s)
+        assert second.estimate_s == pytest.approx(first.run_estimate_s + second.run_estimate_s)
+    finally:
+        svc.shutdown()
 
 
 def test_unpolled_queued_ticket_is_dropped():
@@ -440,3 +485,46 @@ def test_protocol_messages_are_frozen_dataclasses_and_states_read_as_strings():
     assert RunFailed("x", kind="crash").kind is FailureKind.CRASH
     # Workers start as ``python -c WORKER_CODE``: its entry point must stay importable there.
     assert "from lab.run.worker import _worker_entry" in WORKER_CODE and callable(_worker_entry)
+
+
+# ---------------------------------------------------------------- cancel: waiting and running
+
+# Cancel → the next run running, on a one-worker pool: the worker is killed, started again and
+# warmed up (torch import, warm-up profile, rate measurement). Measured on this 2-core box
+# shared with other jobs: see the test's assertion message; 60 s leaves room for a busy box.
+NEXT_RUN_AFTER_CANCEL_S = 60.0
+
+
+def test_cancel_a_waiting_run_and_a_running_one_frees_the_only_worker():
+    svc = ProfileService(settings=HostSettings(run_timeout_s=RESULT_WAIT_S, max_run_estimate_s=0.0),
+                         devices=["cpu"])
+    try:
+        svc.start(wait=True)
+        running = svc.submit(BIG, session="a")
+        waiting = svc.submit(tiny(label="never_runs"), session="b")
+        wait_for_stage(running, {"allocating", "warming up", "profiling"})
+        assert waiting.poll().state == "queued"
+        assert waiting.cancel()
+        assert waiting.poll().state == "cancelled" and svc.health().queue_length == 0
+
+        old = svc.health().workers[0]
+        cancelled_at = time.monotonic()
+        assert running.cancel()
+        with pytest.raises(RunFailed, match="cancelled") as caught:
+            running.result(timeout=0)
+        assert caught.value.kind == "cancelled"
+        following = svc.submit(tiny(label="next"), session="c")
+        while svc.health().workers[0].pid == old.pid:  # killed at the supervisor's next tick
+            assert time.monotonic() - cancelled_at < 2.0
+            time.sleep(0.01)
+        while following.poll().state == "queued":
+            assert time.monotonic() - cancelled_at < NEXT_RUN_AFTER_CANCEL_S
+            time.sleep(0.05)
+        started_s = time.monotonic() - cancelled_at
+        assert following.result(timeout=RESULT_WAIT_S).config.step_label == "next", started_s
+        health = svc.health()
+        assert health.workers[0].restarts == old.restarts + 1
+        assert health.runs_served == 1 and health.runs_failed == 0  # "never_runs" never ran
+        print(f"cancel → next run started in {started_s:.1f} s")
+    finally:
+        svc.shutdown()

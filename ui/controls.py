@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import streamlit as st
 
 from lab.run import (
     DEVICES,
     DTYPES,
+    ENV_PREFIX,
     LESSONS,
     MAX_LABEL_CHARS,
     OPTIONS,
@@ -190,8 +193,10 @@ def lesson_picker(device: DeviceInfo | None) -> tuple[str, str] | None:
     return clicked
 
 
-def health_text(health) -> str:
-    """The instructor's status line: workers, queue, runs served, last error."""
+def health_text(health, settings: HostSettings | None = None) -> str:
+    """The instructor's status lines: workers, queue, runs served, last error; with ``settings``
+    the host's limits and the variables that set them (host-only details stay here, never in an
+    attendee's message)."""
     lines = [
         f"workers alive: {health.workers_alive}/{health.workers_total}",
         f"queue: {health.queue_length} waiting",
@@ -202,6 +207,9 @@ def health_text(health) -> str:
         lines.append(f"  worker {w.index} on {w.device}: {w.state}, {w.runs_served} runs, {w.restarts} restarts")
     if health.last_error:
         lines.append(f"last error: {health.last_error}")
+    if settings is not None:
+        lines.append("host limits (environment variables):")
+        lines += [f"  {ENV_PREFIX}{name.upper()}={value:g}" for name, value in dataclasses.asdict(settings).items()]
     return "\n".join(lines)
 
 

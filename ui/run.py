@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from lab.run import (
     LESSONS,
@@ -21,7 +22,10 @@ from lab.run import (
     TicketState,
     TicketStatus,
     check_device,
+    check_estimate,
     check_limits,
+    check_memory,
+    estimate_text,
     lesson_configs,
 )
 from lab.samples import lesson_samples
@@ -37,26 +41,59 @@ FIRST_RUN_NOTE = (
 
 
 def describe(status: TicketStatus, name: str) -> str:
-    """One status line for a run: its queue position, or its stage, and the time so far."""
+    """One status line for a run: its queue position, or its stage, and the time so far; with
+    the run's own estimate once the worker has measured its device."""
+    run = estimate_text(status.run_estimate_s) if status.run_estimate_s else None
     if status.state == TicketState.QUEUED:
         eta = f", result in about {status.estimate_s:.0f} s" if status.estimate_s is not None else ""
         pos = status.queue_position
         ahead = "next to run" if pos == 1 else f"{pos - 1} runs ahead" if pos else "waiting"
-        return f"{name}: queued — position {pos} ({ahead}){eta} · {status.elapsed_s:.1f} s"
+        itself = f" · the run itself takes {run}" if run else ""
+        return f"{name}: queued — position {pos} ({ahead}){eta} · {status.elapsed_s:.1f} s{itself}"
     if status.state == TicketState.RUNNING:
         stage = STAGE_TEXT.get(status.stage or "", status.stage or "starting")
         where = f" on {status.device}" if status.device else ""
-        return f"{name}: {stage}{where} · {status.elapsed_s:.1f} s"
+        in_all = f" of {run} estimated" if run else ""
+        return f"{name}: {stage}{where} · {status.elapsed_s:.1f} s{in_all}"
     return f"{name}: {status.state} · {status.elapsed_s:.1f} s"
+
+
+def session_id() -> str | None:
+    """This browser tab's Streamlit session: the fair queue's unit (one run at a time each)."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return None if ctx is None else ctx.session_id
+
+
+def _cancel(tickets: list) -> None:
+    # on_click runs at the start of the rerun the click causes; the interrupted run's
+    # ``finally`` may have cancelled them already.
+    for ticket in tickets:
+        ticket.cancel()
+    if any(ticket.poll().state == TicketState.CANCELLED for ticket in tickets):
+        st.toast("Run cancelled: the worker is free for the next run.")
+
+
+def _submit(service: ProfileService, runs: list[tuple[str, RunConfig]], force_fresh: bool) -> list | None:
+    """The tickets of ``runs`` (one submission of this session), or None with a message."""
+    try:
+        tickets = service.submit_all([c for _, c in runs], force_fresh=force_fresh, session=session_id())
+    except ServiceBusy as exc:
+        st.warning(messages.md_escape(f"The lab is busy: {exc}"))
+        return None
+    except ConfigError as exc:  # the run-time estimate, measured by a worker since the page checked
+        messages.error(str(exc))
+        return None
+    if tickets and tickets[0].replaced:
+        st.info("Your earlier run, still waiting or running, was replaced by this one: each visitor "
+                "has one run at a time, so everyone gets a turn.")
+    return list(zip((name for name, _ in runs), tickets))
 
 
 def run_configs(service: ProfileService, runs: list[tuple[str, RunConfig]], *,
                 force_fresh: bool = False) -> list[RunResult] | None:
     """Submit ``runs`` (name, config) in order and wait, showing one status line per run; None on failure."""
-    try:
-        tickets = [(name, service.submit(config, force_fresh=force_fresh)) for name, config in runs]
-    except ServiceBusy as exc:
-        st.warning(messages.md_escape(f"The lab is busy: {exc}"))
+    tickets = _submit(service, runs, force_fresh)
+    if tickets is None:
         return None
     what = " and ".join(name for name, _ in runs)
     started = time.monotonic()
@@ -64,6 +101,9 @@ def run_configs(service: ProfileService, runs: list[tuple[str, RunConfig]], *,
         if service.device_info() is None:
             st.caption(FIRST_RUN_NOTE)
         lines = [st.empty() for _ in tickets]
+        cancel_slot = st.empty()
+        cancel_slot.button("Cancel", key="cancel_run", on_click=_cancel, args=([t for _, t in tickets],),
+                           help="Stop this run (a running one's worker is restarted) and free the queue.")
         try:
             while True:
                 for (name, ticket), line in zip(tickets, lines):
@@ -72,6 +112,7 @@ def run_configs(service: ProfileService, runs: list[tuple[str, RunConfig]], *,
                 if all(ticket.done() for _, ticket in tickets):
                     break
                 time.sleep(POLL_S)
+            cancel_slot.empty()
             results = [ticket.result(timeout=0) for _, ticket in tickets]
         except RunFailed as exc:
             box.update(label=f"Profiling {what} did not finish", state="error", expanded=True)
@@ -118,6 +159,12 @@ def run_submitted(service: ProfileService, settings: HostSettings, device: Devic
         check_limits(submitted, settings)
         if device is not None:  # before the worker is up, it checks the device itself
             check_device(submitted, kind=device.kind, compute_capability=device.compute_capability)
+        if device is not None and (device.kind == "cpu" or submitted.device != "cpu"):
+            # What cannot fit is said before what takes too long (the worker checks again, with
+            # the memory free then).
+            where = "this machine's RAM" if device.kind == "cpu" else f"the GPU ({device.name})"
+            check_memory(submitted, device.free_memory_bytes, where)
+        check_estimate(submitted, device, settings)  # arithmetic only: refused in microseconds
     except ConfigError as exc:
         messages.error(str(exc))
         return

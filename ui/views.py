@@ -179,6 +179,11 @@ def compare_view(subjects: list[Subject], load) -> None:
     for name, fallback in (("cmp_a", keys[0]), ("cmp_b", keys[1])):
         if st.session_state.get(name) not in titles:
             st.session_state[name] = fallback
+    # After a new run, compare it (B) with the session's previous run (A), not with a sample.
+    runs = [s.key for s in subjects if s.run is not None]  # newest first
+    if len(runs) >= 2 and st.session_state.get("_cmp_newest_run") != runs[0]:
+        st.session_state["cmp_a"], st.session_state["cmp_b"] = runs[1], runs[0]
+    st.session_state["_cmp_newest_run"] = runs[0] if runs else None
     c1, c2 = st.columns(2)
     a_key = c1.selectbox("A (before)", keys, key="cmp_a", format_func=titles.get)
     b_key = c2.selectbox("B (after)", keys, key="cmp_b", format_func=titles.get)
@@ -191,8 +196,8 @@ def compare_view(subjects: list[Subject], load) -> None:
     cmp = compare_analyses(la.analysis, lb.analysis, insights_a=la.insights, insights_b=lb.insights,
                            label_a="A", label_b="B")
     st.markdown("**Totals** (delta = B − A; ratio = B / A)")
-    totals = comparison_totals(cmp.totals, TOTAL_METRICS)
-    st.dataframe(totals, hide_index=True, width="stretch", column_config=_float_formats(totals))
+    totals = _totals_as_text(comparison_totals(cmp.totals, TOTAL_METRICS))
+    st.dataframe(totals, hide_index=True, width="stretch")
     if cmp.insights_gone or cmp.insights_new:
         st.markdown("**Insights that changed**")
         st.text("\n".join([f"gone in B:  {t}" for t in cmp.insights_gone] +
@@ -201,15 +206,39 @@ def compare_view(subjects: list[Subject], load) -> None:
     if cmp.kernels.empty:
         st.caption("Neither trace has GPU kernels (CPU runs): compare the operators below.")
     else:
-        st.dataframe(cmp.kernels, hide_index=True, width="stretch", column_config=_float_formats(cmp.kernels))
+        kernels = _ratio_as_text(cmp.kernels)
+        st.dataframe(kernels, hide_index=True, width="stretch", column_config=_float_formats(kernels))
     st.markdown("**Operators** (self CPU time per name)")
-    st.dataframe(cmp.operators, hide_index=True, width="stretch", column_config=_float_formats(cmp.operators))
+    operators = _ratio_as_text(cmp.operators)
+    st.dataframe(operators, hide_index=True, width="stretch", column_config=_float_formats(operators))
     span = max(la.analysis.utilization.trace_span_us, lb.analysis.utilization.trace_span_us)
     for label, subject, loaded in (("A", a, la), ("B", b, lb)):
         st.markdown(f"**Timeline {label}:** {md_escape(subject.title)}")
         data = lv.build_timeline(loaded.trace, start_us=0.0, end_us=span, max_marks=2500)
         st.altair_chart(lv.timeline_chart(data), width="stretch", key=f"cmp_chart_{label}")
     st.caption(f"Both timelines share one time scale: 0 – {fmt_us(span)}.")
+
+
+def _totals_as_text(totals):
+    """Compare's totals with each row in its own unit: counts as whole numbers ("20", not
+    "20.000"), times with three decimals, and "—" for a ratio that has no value (A is 0)."""
+    out = totals.copy()
+    for column in ("a", "b", "delta"):
+        out[column] = [f"{v:,.0f}" if str(m).endswith("_count") else f"{v:,.3f}"
+                       for m, v in zip(out["metric"], out[column])]
+    out["ratio"] = [_ratio_text(r) for r in out["ratio"]]
+    return out
+
+
+def _ratio_as_text(df):
+    """A diff table whose ratio is "—" where A had none (a name new in B), not "None"."""
+    out = df.copy()
+    out["ratio"] = [_ratio_text(r) for r in out["ratio"]]
+    return out
+
+
+def _ratio_text(ratio) -> str:
+    return "—" if ratio is None or ratio != ratio else f"{ratio:.3f}"  # NaN != NaN
 
 
 def _stem(subject: Subject) -> str:

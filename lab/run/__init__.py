@@ -16,21 +16,24 @@ from lab.run.config import (
     RunConfig,
     check_device,
     check_limits,
+    check_memory,
     dtype_refusal,
 )
-from lab.run.devices import DeviceInfo, DevicePeak
+from lab.run.devices import DeviceInfo, DevicePeak, DeviceRates
+from lab.run.estimate import RunEstimate, check_estimate, estimate_run, estimate_text
 from lab.run.lessons import LESSONS, Lesson, lesson_configs
 from lab.run.protocol import FailureKind, TicketState, WorkerState
 from lab.run.result import RunError, RunResult
 from lab.run.service import WORKER_START_TIMEOUT_S, ProfileService, RunFailed, ServiceBusy, TicketStatus
-from lab.run.settings import HostSettings, SettingsError, host_environment
+from lab.run.settings import ENV_PREFIX, HostSettings, SettingsError, host_environment
 from lab.run.workloads import WORKLOADS
 from lab.vocab import DTYPES, STAGE_TEXT, STAGES
 
 __all__ = [
-    "DEVICES", "DTYPES", "LESSONS", "MAX_LABEL_CHARS", "OPTIONS", "STAGES", "STAGE_TEXT",
-    "WORKER_START_TIMEOUT_S", "WORKLOADS", "ConfigError", "DeviceInfo", "DevicePeak", "FailureKind",
-    "HostSettings", "Lesson", "Option", "ProfileService", "RunConfig", "RunError", "RunFailed", "RunResult",
-    "ServiceBusy", "SettingsError", "TicketState", "TicketStatus", "WorkerState", "check_device",
-    "check_limits", "dtype_refusal", "host_environment", "lesson_configs",
+    "DEVICES", "DTYPES", "ENV_PREFIX", "LESSONS", "MAX_LABEL_CHARS", "OPTIONS", "STAGES", "STAGE_TEXT",
+    "WORKER_START_TIMEOUT_S", "WORKLOADS", "ConfigError", "DeviceInfo", "DevicePeak", "DeviceRates",
+    "FailureKind", "HostSettings", "Lesson", "Option", "ProfileService", "RunConfig", "RunError", "RunEstimate",
+    "RunFailed", "RunResult", "ServiceBusy", "SettingsError", "TicketState", "TicketStatus", "WorkerState",
+    "check_device", "check_estimate", "check_limits", "check_memory", "dtype_refusal", "estimate_run", "estimate_text",
+    "host_environment", "lesson_configs",
 ]  # fmt: skip

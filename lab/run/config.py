@@ -196,7 +196,7 @@ def check_limits(config: RunConfig, settings: HostSettings) -> None:
         if value > settings.max_dim:
             raise ConfigError(
                 f"{dim.upper()}={value} is above this host's limit of {settings.max_dim}; "
-                f"use {settings.max_dim} or less (hosts raise it with PROFILER_LAB_MAX_DIM)"
+                f"use {settings.max_dim} or less"  # the host's variable: in Server status, not here
             )
     total = config.profiled_steps + config.warmup_iters
     if total > settings.max_steps:

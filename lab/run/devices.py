@@ -29,6 +29,25 @@ class DevicePeak:
 
 
 @dataclass(frozen=True)
+class DeviceRates:
+    """What one device did at the worker's warm-up (``lab.run.estimate.measure_rates``).
+
+    Measured, not looked up: a shared 2-core box and a 64-core server differ by 30× and no
+    datasheet says which one the lab landed on. The run-time estimate reads these.
+    """
+
+    kind: str  # "cpu" or "cuda"
+    # Best-of-a-few matmul rate per lab dtype this device runs, GFLOP/s.
+    matmul_gflops: tuple[tuple[str, float], ...]
+    copy_gbs: float  # a large tensor's clone: bytes read + written per second
+    fill_gbs: float  # torch.randn into a new tensor: how fast a run's inputs are made
+    run_overhead_s: float  # wall time of a whole tiny profile run (profiler start, export, tables)
+
+    def gflops(self, dtype: str) -> float | None:
+        return dict(self.matmul_gflops).get(dtype)
+
+
+@dataclass(frozen=True)
 class DeviceInfo:
     kind: str  # "cpu" or "cuda"
     name: str
@@ -42,6 +61,12 @@ class DeviceInfo:
     cupti_available: bool | None = None
     cpu_count: int | None = None
     peak: DevicePeak | None = None
+    # Rates measured at the worker's warm-up: this device's, and on a GPU worker the host CPU's
+    # too (a "cpu" run may go to it). Empty outside a worker's warm-up.
+    rates: tuple[DeviceRates, ...] = ()
+
+    def rates_for(self, kind: str) -> DeviceRates | None:
+        return next((r for r in self.rates if r.kind == kind), None)
 
     @property
     def label(self) -> str:

@@ -107,6 +107,9 @@ class TicketStatus:
     device: str | None  # that worker's device, e.g. "cuda:0" or "cpu"
     reused: bool = False
     message: str | None = None  # why it failed or was cancelled
+    # The run's own time from lab.run.estimate (None before a worker measured its device).
+    run_estimate_s: float | None = None
+    replaced: int = 0  # the session's earlier runs this submission replaced (cancelled)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The service's shared state: tickets, the FIFO queue, worker records and counters.
+"""The service's shared state: tickets, the fair queue, worker records and counters.
 
 One lock (``RunQueue.lock``) guards all of it; ``RunQueue.changed`` is notified whenever the
 queue, a worker's state or the stop flag changes. The public ``ProfileService`` methods and
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from lab.run.config import RunConfig
 from lab.run.devices import DeviceInfo
+from lab.run.estimate import check_estimate
 from lab.run.protocol import FailureKind, RunFailed, ServiceBusy, TicketState, TicketStatus, WorkerState
 from lab.run.settings import HostSettings
 from lab.run.spawn import exit_text
@@ -49,11 +50,19 @@ class RunTicket:
     methods belong to the queue, which calls them with its lock held.
     """
 
-    def __init__(self, queue: RunQueue, ticket_id: int, config: RunConfig, *, reused: bool = False):
+    def __init__(self, queue: RunQueue, ticket_id: int, config: RunConfig, *, reused: bool = False,
+                 session: str | None = None, run_estimate_s: float | None = None, replaced: int = 0):
         self._queue = queue
         self.id = ticket_id
         self.config = config
         self.reused = reused
+        self.session = session  # who submitted it: one outstanding submission per session
+        self.run_estimate_s = run_estimate_s  # lab.run.estimate's seconds for this run, if measured
+        self.replaced = replaced  # how many of the session's earlier runs this submission replaced
+        # Fair-queue order (start-time fair queueing): served lowest (tag, seq) first; a
+        # replacement inherits the replaced run's pair, so it keeps that place in line.
+        self.tag = 0
+        self.seq = ticket_id
         now = time.monotonic()
         # All fields below are guarded by the queue's lock.
         self._state = TicketState.QUEUED
@@ -93,8 +102,8 @@ class RunTicket:
         return self._result
 
     def cancel(self) -> bool:
-        """Cancel: a queued run is removed from the queue; a running one finishes but its
-        result is dropped. Returns False if the ticket had already finished."""
+        """Cancel: a queued run leaves the queue; a running one's worker is killed (and
+        replaced, warmed up again). Returns False if the ticket had already finished."""
         return self._queue.cancel(self)
 
     def done(self) -> bool:
@@ -142,7 +151,8 @@ class RunTicket:
             id=self.id, state=self._state, stage=self._stage, queue_position=queue_position,
             elapsed_s=now - self._submitted_at, estimate_s=estimate_s, worker=self._worker,
             device=self._device, reused=self.reused,
-            message=None if self._error is None else self._error.message)
+            message=None if self._error is None else self._error.message,
+            run_estimate_s=self.run_estimate_s, replaced=self.replaced)
 
     def running_for(self, now: float) -> float:
         return now - (self._started_at or now)
@@ -197,31 +207,85 @@ class RunQueue:
         self._ids = itertools.count(1)
         self._durations_s: deque[float] = deque(maxlen=RECENT_RUNS_FOR_ESTIMATE)
         self._recent: dict[RunConfig, tuple[float, RunResult]] = {}  # reuse cache
+        # Fair queue (see _next_tag): the tag of the round being served, each session's last tag.
+        self._round = 0
+        self._last_tag: dict[object, int] = {}
+        # Submitted tickets not yet settled, for the one-per-session rule (pruned on submit).
+        self._live_refs: list[RunTicket] = []
+
+    @property
+    def _live(self) -> list[RunTicket]:
+        self._live_refs = [t for t in self._live_refs if not t.done()]
+        return self._live_refs
 
     # ------------------------------------------------------------------ callers
 
-    def submit(self, config: RunConfig, *, force_fresh: bool) -> RunTicket:
-        """Queue ``config`` (or hand back a recent identical run); see ProfileService.submit."""
+    def submit(self, configs: list[RunConfig], *, force_fresh: bool, session: str | None) -> list[RunTicket]:
+        """Queue ``configs`` as one submission (or hand back recent identical runs); see
+        ProfileService.submit. A session's earlier submission still waiting or running is
+        cancelled: one outstanding submission per session."""
         with self.lock:
             if self.stopping:
                 raise RuntimeError("this ProfileService was shut down; create a new one")
             now = time.monotonic()
-            reuse_s = self.settings.reuse_window_s
-            if not force_fresh and reuse_s > 0:
-                hit = self._recent.get(config)
-                if hit is not None and now - hit[0] <= reuse_s:
-                    ticket = RunTicket(self, next(self._ids), config, reused=True)
-                    ticket.settle(result=hit[1])
-                    return ticket
             self._drop_abandoned(now)
+            info = next((w.info for w in self.workers if w.info is not None and w.info.rates), None)
+            estimates = [check_estimate(c, info, self.settings) for c in configs]  # may refuse: ConfigError
+            mine = self._outstanding(session)
+            fresh = [c for c in configs if force_fresh or self._reusable(c, now) is None]
             # queue_max counts runs waiting beyond those a free worker picks up right away.
             idle = sum(w.state == WorkerState.IDLE for w in self.workers)
-            if len(self.pending) + 1 - idle > self.settings.queue_max:
+            waiting = len(self.pending) - sum(t.state == TicketState.QUEUED for t in mine)
+            if fresh and waiting + len(fresh) - idle > self.settings.queue_max:
                 raise ServiceBusy(f"{len(self.pending)} runs are queued; try again in a moment")
-            ticket = RunTicket(self, next(self._ids), config)
-            self.pending.append(ticket)
+            # The replacement takes the place of the waiting run it replaces, not the back of the line.
+            places = [(t.tag, t.seq) for t in mine if t.state == TicketState.QUEUED]
+            for old in mine:
+                self._cancel(old, "the run was replaced by a newer one from the same page")
+            tickets = []
+            for config, estimate in zip(configs, estimates):
+                hit = None if force_fresh else self._reusable(config, now)
+                ticket = RunTicket(self, next(self._ids), config, reused=hit is not None, session=session,
+                                   run_estimate_s=None if estimate is None else estimate.seconds,
+                                   replaced=len(mine))
+                if hit is not None:
+                    ticket.settle(result=hit)
+                else:
+                    if places:
+                        ticket.tag, ticket.seq = places.pop(0)
+                    else:
+                        ticket.tag = self._next_tag(session)
+                    self.pending.append(ticket)
+                    self._live_refs.append(ticket)
+                tickets.append(ticket)
             self.changed.notify_all()
-            return ticket
+            return tickets
+
+    def _reusable(self, config: RunConfig, now: float):
+        reuse_s = self.settings.reuse_window_s
+        hit = self._recent.get(config) if reuse_s > 0 else None
+        return hit[1] if hit is not None and now - hit[0] <= reuse_s else None
+
+    def _outstanding(self, session: str | None) -> list[RunTicket]:
+        """The session's tickets still waiting or running (none for an anonymous caller)."""
+        if session is None:
+            return []
+        return [t for t in self._live if t.session == session and not t.done()]
+
+    def _next_tag(self, session: str | None) -> int:
+        """Start-time fair queueing: a session's next run is served one round after its last
+        one, and never before the round being served now; so sessions take turns (round
+        robin) and an anonymous caller (session None) is served in arrival order."""
+        key = session if session is not None else object()
+        tag = max(self._round, self._last_tag.get(key, 0)) + 1
+        self._last_tag = {k: t for k, t in self._last_tag.items() if t > self._round}
+        if session is not None:
+            self._last_tag[key] = tag
+        return tag
+
+    def serve_order(self) -> list[RunTicket]:
+        """The waiting tickets in the order workers will take them (lock held)."""
+        return sorted(self.pending, key=lambda t: (t.tag, t.seq))
 
     def touch(self, ticket: RunTicket) -> None:
         with self.lock:
@@ -235,31 +299,47 @@ class RunQueue:
             estimate = None
             typical_s = median(self._durations_s) if self._durations_s else None
             if ticket.state == TicketState.QUEUED:
-                try:
-                    position = self.pending.index(ticket) + 1
-                except ValueError:  # between dequeue and dispatch
-                    position = 1
-                if typical_s is not None:
+                order = self.serve_order()
+                position = order.index(ticket) + 1 if ticket in order else 1  # else: being dispatched
+                estimate = self._wait_estimate(ticket, order[:position - 1], now)
+                if estimate is None and typical_s is not None:
                     workers = max(1, len(self.workers))
                     estimate = typical_s * (math.ceil(position / workers) + 1)
-            elif ticket.state == TicketState.RUNNING and typical_s is not None:
-                estimate = max(0.0, typical_s - ticket.running_for(now))
+            elif ticket.state == TicketState.RUNNING:
+                own_s = ticket.run_estimate_s if ticket.run_estimate_s is not None else typical_s
+                estimate = None if own_s is None else max(0.0, own_s - ticket.running_for(now))
             return ticket.status(now, queue_position=position, estimate_s=estimate)
+
+    def _wait_estimate(self, ticket: RunTicket, ahead: list[RunTicket], now: float) -> float | None:
+        """(lock held) Seconds until ``ticket``'s result from the run-time estimates: what is
+        left of the running runs and the runs ahead, shared by the workers, plus its own run.
+        None when a run involved has no estimate (no worker had measured its device)."""
+        running = [t for t in self._live if t.state == TicketState.RUNNING]
+        times = [t.run_estimate_s for t in (*ahead, ticket)]
+        left = [None if t.run_estimate_s is None else max(0.0, t.run_estimate_s - t.running_for(now))
+                for t in running]
+        if any(x is None for x in (*times, *left)):
+            return None
+        before = sum(x for x in (*times[:-1], *left) if x is not None)
+        return before / max(1, len(self.workers)) + (ticket.run_estimate_s or 0.0)
 
     def cancel(self, ticket: RunTicket) -> bool:
         with self.lock:
-            if ticket.state == TicketState.QUEUED:
-                try:
-                    self.pending.remove(ticket)
-                except ValueError:
-                    pass
-            elif ticket.state != TicketState.RUNNING:
-                return False
-            # A running ticket keeps its worker busy until the run ends; its result is dropped.
-            ticket.settle(error=RunFailed("the run was cancelled", kind=FailureKind.CANCELLED),
-                          state=TicketState.CANCELLED)
-            self.changed.notify_all()
-            return True
+            return self._cancel(ticket, "the run was cancelled")
+
+    def _cancel(self, ticket: RunTicket, why: str) -> bool:
+        """(lock held) A queued ticket leaves the queue; a running one settles now and its
+        supervisor, which checks every tick, kills the worker and starts a fresh one."""
+        if ticket.state == TicketState.QUEUED:
+            try:
+                self.pending.remove(ticket)
+            except ValueError:
+                pass
+        elif ticket.state != TicketState.RUNNING:
+            return False
+        ticket.settle(error=RunFailed(why, kind=FailureKind.CANCELLED), state=TicketState.CANCELLED)
+        self.changed.notify_all()
+        return True
 
     def stop(self) -> bool:
         """Set the stop flag and cancel every queued ticket; False if it was already set."""
@@ -292,7 +372,9 @@ class RunQueue:
                     return None
                 self._drop_abandoned(time.monotonic())
                 if self.pending:
-                    ticket = self.pending.popleft()
+                    ticket = self.serve_order()[0]
+                    self.pending.remove(ticket)
+                    self._round = max(self._round, ticket.tag)
                     ticket.mark_running(worker.index, worker.device)
                     worker.state = WorkerState.BUSY
                     return ticket

@@ -19,6 +19,7 @@ Not thread-safe by design: run it in a dedicated worker process, one run at a ti
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import gzip
 import os
@@ -30,12 +31,14 @@ from collections.abc import Callable
 import pandas as pd
 
 from lab.run import workloads
-from lab.run.config import RunConfig, check_device, check_limits, check_memory
+from lab.run.config import RunConfig, check_device, check_limits, check_memory, dtype_refusal
 from lab.run.devices import DeviceInfo, detect_device
+from lab.run.estimate import measure_rates
 from lab.run.result import KEY_AVERAGES_COLUMNS, RunError, RunResult, Timing
 from lab.run.settings import HostSettings
 from lab.stats import median
 from lab.vocab import (
+    DTYPES,
     GPU_ONLY_SORT_KEYS,
     LEGACY_SORT_KEYS,
     PROFILER_STEP_NAME,
@@ -74,7 +77,21 @@ def warm_up(device: str = "auto", *, settings: HostSettings | None = None) -> De
     (~1.1 s on CPU: torch._inductor imports; ~7 s on an H200: CUPTI initialisation)."""
     # warmup=1: torch warns when a schedule has no warm-up step.
     config = RunConfig(m=64, k=64, n=64, device=device, wait=0, warmup=1, active=1, warmup_iters=1)
-    return run_profile(config, settings=settings).device
+    info = run_profile(config, settings=settings).device
+    # Then measure the device for the run-time estimate (lab.run.estimate): ~0.3 s on CPU.
+    # A GPU worker also runs "cpu" runs, so it measures the host CPU as well.
+    import torch
+
+    rates = []
+    for kind in ("cpu", "cuda") if info.kind == "cuda" else ("cpu",):
+        tiny = config.replace(device=kind)
+        start = time.perf_counter()
+        run_profile(tiny, settings=settings)  # the first one paid imports: time the second
+        tiny_run_s = time.perf_counter() - start
+        runnable = [d for d in DTYPES if dtype_refusal(d, kind=kind, compute_capability=info.compute_capability
+                                                     if kind == "cuda" else None) is None]
+        rates.append(measure_rates(torch, kind, runnable, tiny_run_s=tiny_run_s))
+    return dataclasses.replace(info, rates=tuple(rates))
 
 
 def run_profile(

@@ -1,4 +1,4 @@
-"""Run profiles for many users at once: a FIFO queue in front of long-lived worker processes.
+"""Run profiles for many users at once: a fair queue in front of long-lived worker processes.
 
 Why processes: two ``torch.profiler.profile`` sessions overlapping in one process crash it
 (SIGSEGV on torch 2.13 CPU), profiling inside the server stalls every other session on the
@@ -61,7 +61,7 @@ __all__ = [
 
 
 class ProfileService:
-    """One worker process per device behind a FIFO queue; thread-safe; see the module doc."""
+    """One worker process per device behind a fair queue; thread-safe; see the module doc."""
 
     def __init__(self, *, settings: HostSettings, devices: list[str] | None = None,
                  abandon_after_s: float = ABANDONED_TICKET_S):
@@ -144,16 +144,26 @@ class ProfileService:
 
     # ------------------------------------------------------------------ public API
 
-    def submit(self, config: RunConfig, *, force_fresh: bool = False) -> RunTicket:
-        """Queue ``config``; returns at once. Raises ``ServiceBusy`` when the queue is full.
+    def submit(self, config: RunConfig, *, force_fresh: bool = False, session: str | None = None) -> RunTicket:
+        """Queue ``config``; returns at once. Raises ``ServiceBusy`` when the queue is full and
+        ``ConfigError`` when its run-time estimate is over ``settings.max_run_estimate_s``.
 
         An identical config that finished within ``settings.reuse_window_s`` returns a ticket
         that is already done (``reused=True``) unless ``force_fresh``. Its RunResult is the
-        same object other sessions got: treat results as read-only.
+        same object other sessions got: treat results as read-only. ``session`` (e.g. the
+        page's session id): see ``submit_all``.
         """
-        if not isinstance(config, RunConfig):
-            raise TypeError(f"submit() takes a RunConfig, not {type(config).__name__}")
-        return self._queue.submit(config, force_fresh=force_fresh)
+        return self.submit_all([config], force_fresh=force_fresh, session=session)[0]
+
+    def submit_all(self, configs: list[RunConfig], *, force_fresh: bool = False,
+                   session: str | None = None) -> list[RunTicket]:
+        """Queue ``configs`` as one submission (a lesson's pair). With ``session``, the
+        session's earlier submission still waiting or running is cancelled (each new ticket's
+        ``replaced`` counts those runs), and the queue serves sessions in turn."""
+        for config in configs:
+            if not isinstance(config, RunConfig):
+                raise TypeError(f"submit() takes a RunConfig, not {type(config).__name__}")
+        return self._queue.submit(list(configs), force_fresh=force_fresh, session=session)
 
     def health(self) -> ServiceHealth:
         queue = self._queue

@@ -54,6 +54,9 @@ class HostSettings:
     # Parsed uploads the server keeps for their sessions, all sessions together; the oldest is
     # released past it. 0 = a quarter of the machine's memory.
     uploads_held_mb: int = 0
+    # Runs estimated (lab.run.estimate) to take longer are refused before they queue, so one
+    # attendee cannot hold a worker for minutes (16384³ float32 on a CPU: ~15 min). 0 = no limit.
+    max_run_estimate_s: float = 20.0
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> HostSettings:

@@ -1,9 +1,9 @@
 """One supervisor thread per worker, in the server: it owns the worker's pipe and process.
 
 It starts the worker (and waits for its warm-up), hands it the next ticket, relays stage
-updates, enforces ``run_timeout_s``, and replaces (and warms up again) a worker that dies or
-overruns, failing only the ticket that was running. A worker that keeps dying while it
-starts is retried after 1, 2, 4 … seconds.
+updates, enforces ``run_timeout_s``, kills the worker of a run cancelled while it runs, and
+replaces (and warms up again) a worker that dies, overruns or was killed, failing only the
+ticket that was running. A worker that keeps dying while it starts is retried after 1, 2, 4 … seconds.
 """
 
 from __future__ import annotations
@@ -139,6 +139,10 @@ class Supervisor:
         started = time.monotonic()
         deadline = started + self.queue.settings.run_timeout_s
         while True:
+            if ticket.done():  # cancelled or replaced while running: free the worker now
+                process.kill()
+                process.wait(timeout=REAP_S)
+                return False  # the worker is replaced and warmed up again
             if conn.poll(TICK_S):
                 try:
                     message = conn.recv()

@@ -17,6 +17,7 @@ import signal
 
 from lab.run.config import ConfigError
 from lab.run.devices import DeviceInfo
+from lab.run.estimate import check_estimate
 from lab.run.protocol import (
     FailureKind,
     InitWorker,
@@ -98,20 +99,23 @@ def _worker_main(conn, init: InitWorker) -> None:
         return
     if init.device == "cpu":
         _leave_a_core_to_the_server()
+    info = None
     try:
         info = runner.warm_up("cpu" if init.device == "cpu" else "cuda", settings=init.settings)
         pipe.send(WorkerReady(info=_physical(info, init.physical_index)))
     except Exception as error:  # noqa: BLE001 - keep serving; each run reports its own error
         pipe.send(WorkerReady(info=None, error=f"warm-up failed: {type(error).__name__}: {error}"))
     while isinstance(message := pipe.recv(), RunRequest):
-        if not _serve_one(pipe, runner, init, message, expected=(ConfigError, RunError)):
+        if not _serve_one(pipe, runner, init, message, expected=(ConfigError, RunError), info=info):
             return
 
 
-def _serve_one(pipe: _Pipe, runner, init: InitWorker, request: RunRequest, *, expected) -> bool:
+def _serve_one(pipe: _Pipe, runner, init: InitWorker, request: RunRequest, *, expected,
+               info: DeviceInfo | None) -> bool:
     """Run one request and send its outcome; False when this worker must exit.
 
-    ``expected`` are the refusals and run failures after which the worker stays healthy.
+    ``expected`` are the refusals and run failures after which the worker stays healthy;
+    ``info`` is the warm-up's measurement, for the run-time limit (None: not measured).
     """
     run_id = request.run_id
 
@@ -119,6 +123,8 @@ def _serve_one(pipe: _Pipe, runner, init: InitWorker, request: RunRequest, *, ex
         pipe.send(StageChanged(run_id=run_id, stage=stage))
 
     try:
+        # Also checked by the page and the queue; here too, as only the worker surely has rates.
+        check_estimate(request.config, info, init.settings)
         result = runner.run_profile(request.config, settings=init.settings, on_stage=on_stage)
     except expected as error:
         kind = FailureKind.CONFIG if isinstance(error, ConfigError) else FailureKind.RUN

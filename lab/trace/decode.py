@@ -208,9 +208,12 @@ def decode(buf, max_events: int) -> Source:
     if first in b'"-0123456789tfn':  # a JSON scalar, or garbage: let the parser say which
         return _decode_python(buf, max_events)
     if first not in (b"{", b"["):
-        shown = bytes(buf[:20])
+        # Quote the start only when it reads as text: a bytes literal (b"y\xd3\xaf…") means nothing
+        # to an attendee.
+        head = bytes(buf[:20]).decode("ascii", errors="replace")
+        shown = f"starts with “{head}”" if head.isprintable() and "\ufffd" not in head else "is binary data"
         raise TraceError(
-            f"this is not JSON (it starts with {shown!r}); upload the .json or .json.gz trace "
+            f"this is not JSON (it {shown}); upload the .json or .json.gz trace "
             "that torch.profiler's export_chrome_trace wrote."
         )
     try:
