@@ -528,3 +528,24 @@ def test_cancel_a_waiting_run_and_a_running_one_frees_the_only_worker():
         print(f"cancel → next run started in {started_s:.1f} s")
     finally:
         svc.shutdown()
+
+
+def test_withdraw_takes_a_waiting_run_out_and_leaves_a_running_one_alone():
+    """What the page does when its script is interrupted (a tab clicked mid-run): the waiting
+    run leaves the queue, the running one keeps its worker (no restart) and still finishes."""
+    svc = ProfileService(settings=HostSettings(run_timeout_s=RESULT_WAIT_S, max_run_estimate_s=0.0),
+                         devices=["cpu"])
+    try:
+        svc.start(wait=True)
+        # 1024³ × 3 steps: ~1 s of one CPU core, long enough to be caught running.
+        running = svc.submit(tiny(label="keeps_running", size=1024, active=3), session="a")
+        waiting = svc.submit(tiny(label="withdrawn"), session="b")
+        wait_for_stage(running, {"allocating", "warming up", "profiling", "exporting", "timing", "summarizing"})
+        pid = svc.health().workers[0].pid
+        assert waiting.withdraw() and waiting.poll().state == "cancelled"
+        assert not running.withdraw()  # running: withdraw does nothing
+        assert running.result(timeout=RESULT_WAIT_S).config.step_label == "keeps_running"
+        health = svc.health()
+        assert health.workers[0].pid == pid and health.runs_served == 1
+    finally:
+        svc.shutdown()

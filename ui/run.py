@@ -119,10 +119,11 @@ def run_configs(service: ProfileService, runs: list[tuple[str, RunConfig]], *,
             messages.error(str(exc))
             return None
         finally:
-            # A rerun or a closed tab stops this script: don't leave runs queued for nobody.
+            # A rerun or a closed tab stops this script: don't leave runs queued for nobody. A
+            # running one finishes (only Cancel kills its worker); nobody collects its result.
             for _, ticket in tickets:
                 if not ticket.done():
-                    ticket.cancel()
+                    ticket.withdraw()
         # Wall time as the visitor waited it: queue, worker and transfer included.
         box.update(label=f"Profiled {what} in {time.monotonic() - started:.1f} s", state="complete",
                    expanded=False)
