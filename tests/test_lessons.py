@@ -30,6 +30,18 @@ def _run_lesson(key: str, settings) -> list[Run]:
 
 @pytest.fixture(scope="module")
 def lesson_runs(warm_cpu, host_settings):
+    """The lessons' CPU runs, each once, with the intra-op threads the page's CPU worker uses
+    (every core but one: ``lab.run.worker.cpu_worker_threads``). With torch's default of one
+    thread per core, a 64³ step on this 2-core box shared with other jobs stalled at the GEMM's
+    barrier often enough that the GEMM read as 99 % of the step (seen in 3 runs of this test)."""
+    import os
+
+    import torch
+
+    from lab.run.worker import cpu_worker_threads
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cpu_worker_threads(os.cpu_count()))
     cache: dict[str, list[Run]] = {}
 
     def get(key: str) -> list[Run]:
@@ -37,7 +49,8 @@ def lesson_runs(warm_cpu, host_settings):
             cache[key] = _run_lesson(key, host_settings)
         return cache[key]
 
-    return get
+    yield get
+    torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("key", CPU_LESSONS)
