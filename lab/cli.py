@@ -178,7 +178,8 @@ def _table(args: argparse.Namespace, settings: HostSettings) -> int:
     if not args.csv:
         limit = TORCH_TABLE_ROW_LIMIT if args.row_limit is None else args.row_limit
         print(torch_table_text(frame, sort_by=sort_by, row_limit=limit, use_device="cuda" if trace.has_gpu else None,
-                               with_flops=bool(trace.meta.with_flops)), end="")
+                               with_flops=bool(trace.meta.with_flops),
+                               profile_memory=bool(trace.meta.profile_memory)), end="")
         return 0
     rows = torch_sorted(frame[frame["device_type"] == "cpu"], sort_by)
     if args.row_limit is not None and args.row_limit >= 0:

@@ -40,8 +40,9 @@ with torch 2.11 and CPU recordings with 2.13, see tests/test_key_averages.py):
   shapes as ``str(FunctionEvent.input_shapes)``]), in order of first appearance. FLOPs: the
   trace's "flops" arg, else torch's ``computeFlops`` formulas over the recorded shapes (the
   JSON torch exports carries no FLOP counts) when the trace says ``with_flops``.
-* Memory columns are 0: the seam is ``_memory_columns`` (profile_memory's "[memory]" instants
-  are not in ``Trace.events`` yet).
+* Memory columns (profile_memory): ``lab.analysis.ka_memory`` — each CPU event takes the
+  ``Trace.memory`` records inside its interval, self = own − children's, and the records no
+  event took make torch's ``[memory]`` row.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from lab.analysis.ka_memory import event_memory, memory_row, self_memory
 from lab.trace import Trace
 
 __all__ = ["trace_key_averages"]
@@ -118,8 +120,8 @@ def trace_key_averages(trace: Trace, *, group_by_input_shape: bool = False,
     if not include_python_functions:
         ev = _take(ev, ev.role != _PYTHON)
     parent = _tree(ev)
-    alive, self_cpu, own, total = _collapse_and_total(ev, parent, _own_device_us(ev))
-    return _average(trace, ev, alive, self_cpu, own, total, group_by_input_shape)
+    alive, self_cpu, own, total, eff = _collapse_and_total(ev, parent, _own_device_us(ev))
+    return _average(trace, ev, (alive, self_cpu, own, total), _memory(trace, ev, eff), group_by_input_shape)
 
 
 # --------------------------------------------------------------------------- events
@@ -330,7 +332,7 @@ def _collapse_and_total(ev: _Events, parent: np.ndarray, own: np.ndarray):
     device = ~ev.cpu
     self_device = np.where(device, dur, total - below)  # torch: total − Σ children's totals
     total[device] = dur[device]
-    return alive, self_cpu, self_device, total
+    return alive, self_cpu, self_device, total, eff
 
 
 def _device_totals(eff: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -356,9 +358,11 @@ def _device_totals(eff: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.nda
 # --------------------------------------------------------------------------- rows
 
 
-def _average(trace: Trace, ev: _Events, alive: np.ndarray, self_cpu: np.ndarray, own: np.ndarray,
-             total: np.ndarray, by_shape: bool) -> pd.DataFrame:
-    """FunctionEventAvg sums per (name, device type, annotation[, shapes]), first-seen order."""
+def _average(trace: Trace, ev: _Events, times: tuple, memory: tuple, by_shape: bool) -> pd.DataFrame:
+    """FunctionEventAvg sums per (name, device type, annotation[, shapes]), first-seen order;
+    torch's ``[memory]`` row where records fell inside no event."""
+    alive, self_cpu, own, total = times
+    per_event_memory, mem = memory
     live = np.flatnonzero(alive)
     if not len(live):
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("name", "input_shapes", "device_type")
@@ -379,8 +383,7 @@ def _average(trace: Trace, ev: _Events, alive: np.ndarray, self_cpu: np.ndarray,
         return np.bincount(gid, weights=values, minlength=n_groups)
 
     dur = ev.dur_us[live]
-    memory = _memory_columns(trace, ev, live, gid, n_groups)
-    return pd.DataFrame({
+    frame = pd.DataFrame({
         "name": ev.key_names[ev.key[live][first]].astype(object),
         "input_shapes": np.asarray(shape_text, dtype=object)[shape_code[first]],
         "count": np.bincount(gid, minlength=n_groups).astype(np.int64),
@@ -388,19 +391,27 @@ def _average(trace: Trace, ev: _Events, alive: np.ndarray, self_cpu: np.ndarray,
         "cpu_total_us": per_group(np.where(device, 0.0, dur)),
         "self_device_us": per_group(own[live]),
         "device_total_us": per_group(total[live]),
-        **memory,
+        **{c: per_group(v[live].astype(np.float64)).astype(np.int64) for c, v in per_event_memory.items()},
         "flops": per_group(_flops(trace, ev.rows[live]).astype(np.float64)).astype(np.int64),
         "is_user_annotation": annotation[first],
         "device_type": np.where(device[first], "cuda", "cpu").astype(object),
     }, columns=list(_COLUMNS))
+    if not mem.unmatched_count:
+        return frame
+    # torch's list is time-sorted: the [memory] event follows every event starting at or before it.
+    at = int(np.searchsorted(ev.start_ns[live][first], mem.first_unmatched_ns, side="right"))
+    return pd.concat([frame.iloc[:at], memory_row(mem, _COLUMNS), frame.iloc[at:]], ignore_index=True)
 
 
-def _memory_columns(trace: Trace, ev: _Events, live: np.ndarray, gid: np.ndarray, n_groups: int) -> dict:
-    """The seam for profile_memory: 0 until the trace's "[memory]" instants are read (torch
-    sums each allocation into every CPU event whose interval holds it, then self = own − children)."""
-    zero = np.zeros(n_groups, dtype=np.int64)
-    return {"self_cpu_memory_bytes": zero, "cpu_memory_bytes": zero.copy(),
-            "self_device_memory_bytes": zero.copy(), "device_memory_bytes": zero.copy()}
+def _memory(trace: Trace, ev: _Events, eff: np.ndarray) -> tuple[dict, object]:
+    """Per event: the four memory columns (bytes) by torch's rule (``ka_memory``), and the
+    records no CPU event took."""
+    cpu_side = ev.cpu
+    mem = event_memory(trace.memory, ev.start_ns, ev.end_ns, cpu_side)
+    has_self = cpu_side & ~ev.is_async
+    return {"self_cpu_memory_bytes": self_memory(mem.cpu, eff, has_self), "cpu_memory_bytes": mem.cpu,
+            "self_device_memory_bytes": self_memory(mem.device, eff, has_self),
+            "device_memory_bytes": mem.device}, mem
 
 
 def _torch_shapes(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
