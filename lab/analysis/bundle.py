@@ -2,7 +2,8 @@
 
 One analyzer per concern, each a pure function of a ``Trace`` (HTA-style):
 ``operators`` (links, operator and kernel tables), ``gpu`` (utilization, gaps, launch delays),
-``steps``, ``gemm`` (efficiency against the device's peak) and ``verdict``.
+``steps``, ``gemm`` (efficiency against the device's peak), ``verdict`` and ``memory``
+(profile_memory's allocations over time).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pandas as pd
 from lab.analysis.gemm import gemm_figures, peak_for
 from lab.analysis.gpu import GpuUtilization, LaunchStats, gpu_utilization, launch_delays
 from lab.analysis.key_averages import trace_key_averages
+from lab.analysis.memory import MemoryAnalysis, memory_analysis
 from lab.analysis.operators import Links, build_links, kernel_summary, operator_summary
 from lab.analysis.steps import step_breakdown
 from lab.analysis.verdict import Verdict, bound_verdict
@@ -42,6 +44,7 @@ class Analysis:
     links: Links
     # What the GEMM table left out and why (a figure above the device's peak is never shown).
     gemm_notes: tuple[str, ...] = ()
+    memory: MemoryAnalysis | None = None  # profile_memory's records (None: the trace has none)
 
 
 def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig | None = None) -> Analysis:
@@ -67,4 +70,5 @@ def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig |
         peak=peak,
         links=links,
         gemm_notes=gemm.notes,
+        memory=memory_analysis(trace),
     )

@@ -47,10 +47,12 @@ class EventMemory:
 def _record_arrays(memory: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(time ns sorted, host bytes, device bytes) of the records, in time order."""
     ns = np.rint(memory["ts_us"].to_numpy() * 1000.0).astype(np.int64)
-    kind = memory["device_type"].astype(str).to_numpy()
+    kind = memory["device_type"].array  # categorical: test the few categories, not every row
+    kinds = np.asarray(kind.categories, dtype=object)
+    codes = np.asarray(kind.codes)
     nbytes = memory["bytes"].to_numpy(dtype=np.int64)
-    host = np.where(np.isin(kind, MEMORY_HOST_TYPES), nbytes, 0)
-    device = np.where(np.isin(kind, MEMORY_DEVICE_KINDS), nbytes, 0)
+    host = np.where(np.isin(kinds, MEMORY_HOST_TYPES)[codes], nbytes, 0)
+    device = np.where(np.isin(kinds, MEMORY_DEVICE_KINDS)[codes], nbytes, 0)
     order = np.argsort(ns, kind="stable")
     return ns[order], host[order], device[order]
 
@@ -70,9 +72,7 @@ def event_memory(memory: pd.DataFrame, start_ns: np.ndarray, end_ns: np.ndarray,
     cpu[at] = host_sum[hi] - host_sum[lo]
     dev[at] = device_sum[hi] - device_sum[lo]
     # Records covered by at least one event's interval: +1 where an interval opens, −1 after it.
-    cover = np.zeros(len(ns) + 1, dtype=np.int64)
-    np.add.at(cover, lo, 1)
-    np.add.at(cover, hi, -1)
+    cover = np.bincount(lo, minlength=len(ns) + 1) - np.bincount(hi, minlength=len(ns) + 1)
     free = np.flatnonzero(np.cumsum(cover[:-1]) == 0)
     return EventMemory(cpu, dev, int(host[free].sum()), int(device[free].sum()), len(free),
                        int(ns[free[0]]) if len(free) else -1)
@@ -81,9 +81,9 @@ def event_memory(memory: pd.DataFrame, start_ns: np.ndarray, end_ns: np.ndarray,
 def self_memory(own: np.ndarray, parent: np.ndarray, has_self: np.ndarray) -> np.ndarray:
     """own − Σ direct children's own (``parent``: -1 at the top), 0 where not ``has_self``."""
     kids = parent >= 0
-    below = np.zeros(len(own), dtype=np.int64)
-    np.add.at(below, parent[kids], own[kids])
-    return np.where(has_self, own - below, 0)
+    # Float sums are exact to 2**53 B (8 PiB) of children's bytes per event.
+    below = np.bincount(parent[kids], weights=own[kids].astype(np.float64), minlength=len(own))
+    return np.where(has_self, own - below.astype(np.int64), 0)
 
 
 def memory_row(mem: EventMemory, columns: tuple[str, ...]) -> pd.DataFrame:
