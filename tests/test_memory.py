@@ -335,3 +335,63 @@ def test_a_real_cpu_leak_is_found(tmp_path):
     ours = analyze(trace).key_averages.set_index("name")
     for name in ("aten::mm", "aten::clone"):  # and the memory columns are torch's
         assert ours.loc[name, "cpu_memory_bytes"] == averages[name].cpu_memory_usage
+
+
+# --------------------------------------------------------------------------- view and CLI
+
+
+def test_memory_view_shares_the_timeline_axis_and_stays_in_budget():
+    from lab import views as lv
+
+    trace = load_trace(MEMORY_TRACES[-1])
+    for window in ((None, None), (12_000.0, 40_000.0)):
+        view = lv.build_memory_view(trace, start_us=window[0], end_us=window[1], max_points=500)
+        timeline = lv.build_timeline(trace, start_us=window[0], end_us=window[1])
+        assert view.window == timeline.window
+        assert len(view.series.points) <= 500
+        spec = lv.memory_chart(view).to_dict()
+        domains = [layer["encoding"]["x"]["scale"]["domain"] for layer in spec["layer"]]
+        assert domains and all(d == list(view.window) for d in domains)
+    whole = lv.build_memory_view(trace)
+    assert whole.peaks["bytes"].max() == trace.memory["total_allocated_bytes"].max()
+    assert lv.build_memory_view(load_trace(ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz")) is None
+
+
+def _lab(*args: str):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROFILER_LAB_")} | {"KINETO_LOG_LEVEL": "6"}
+    return subprocess.run([sys.executable, "-m", "lab", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_cli_memory_prints_peaks_steps_and_insights_and_csv():
+    import csv
+
+    from lab.views.memory import MEMORY_CSV_COLUMNS
+
+    path = MEMORY_TRACES[-1]
+    records = _records(_raw(path))
+    proc = _lab("memory", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "cuda:0: 8,440 records" in proc.stdout and "peak allocated 3.07 GiB" in proc.stdout
+    assert "[info] Memory peak and what was running" in proc.stdout
+    proc = _lab("memory", str(path), "--csv")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(proc.stdout.splitlines()))
+    assert tuple(rows[0]) == MEMORY_CSV_COLUMNS
+    whole = {r["device"]: r for r in rows if r["step"] == "-1"}
+    for device, row in whole.items():
+        mine = [e for e in records if _device_of(e) == device]
+        assert int(row["peak_allocated_bytes"]) == max(e["args"]["Total Allocated"] for e in mine)
+        assert int(row["allocations"]) == sum(e["args"]["Bytes"] > 0 for e in mine)
+        assert int(row["allocated_bytes"]) == sum(e["args"]["Bytes"] for e in mine if e["args"]["Bytes"] > 0)
+    assert sum(r["step"] != "-1" for r in rows) == 4 * len(whole)  # four ProfilerSteps per device
+
+
+def test_cli_memory_refuses_a_trace_without_memory_in_one_line():
+    proc = _lab("memory", str(ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "profile_memory=True" in proc.stderr

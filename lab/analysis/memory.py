@@ -28,7 +28,7 @@ from lab.vocab import PROFILER_STEP_PREFIX
 
 __all__ = [
     "DEFAULT_MAX_POINTS", "MEMORY_STEP_COLUMNS", "SERIES_COLUMNS", "SMALL_ALLOCATION_BYTES", "DeviceMemory",
-    "MemoryAnalysis", "MemoryPeak", "MemorySeries", "memory_analysis", "memory_series",
+    "MemoryAnalysis", "MemoryPeak", "MemorySeries", "device_names", "memory_analysis", "memory_series",
 ]  # fmt: skip
 
 # Points sent to the browser for the whole chart: a line's vertices are far cheaper to draw than

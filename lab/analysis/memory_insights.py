@@ -18,7 +18,7 @@ from lab.units import fmt_mem_bytes, fmt_us_fixed
 
 __all__ = [
     "CHURN_MIN_SMALL_PER_STEP", "FRAGMENTATION_MIN_GAP_BYTES", "FRAGMENTATION_RATIO", "LEAK_MIN_STEPS",
-    "MEMORY_RULES", "allocator_churn", "memory_growth", "peak_owner", "reserved_far_above_allocated",
+    "MEMORY_RULES", "MEMORY_TITLES", "allocator_churn", "memory_growth", "peak_owner", "reserved_far_above_allocated",
 ]  # fmt: skip
 
 # --- thresholds ------------------------------------------------------------------------------
@@ -43,6 +43,12 @@ FRAGMENTATION_MIN_GAP_BYTES = 512 << 20
 # step are mostly the temporaries of unfused elementwise ops, each a dispatcher + allocator round
 # trip on the host, which fusion (torch.compile) or in-place ops remove.
 CHURN_MIN_SMALL_PER_STEP = 1_000
+
+LEAK_TITLE = "Memory grows step after step: a leak candidate"
+FRAGMENTATION_TITLE = "Reserved memory far above allocated: fragmentation"
+CHURN_TITLE = "Allocator churn: many small allocations per step"
+PEAK_TITLE = "Memory peak and what was running"
+MEMORY_TITLES = (LEAK_TITLE, FRAGMENTATION_TITLE, CHURN_TITLE, PEAK_TITLE)
 
 CUDA_MEMORY_DOCS = "https://pytorch.org/docs/stable/torch_cuda_memory.html"
 ALLOC_CONF_DOCS = "https://pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf"
@@ -72,7 +78,7 @@ def memory_growth(trace: Trace, analysis: Analysis) -> Insight | None:
         per_step = growth / (len(ends) - 1)
         return Insight(
             severity="warning",
-            title="Memory grows step after step: a leak candidate",
+            title=LEAK_TITLE,
             evidence=(f"On {dev.device} the allocated memory at the end of each of the {len(ends)} steps rose every "
                       f"step, from {fmt_mem_bytes(ends[0])} to {fmt_mem_bytes(ends[-1])} (+{fmt_mem_bytes(per_step)} "
                       f"per step); the peak rose from {fmt_mem_bytes(int(rows['peak_allocated_bytes'].iloc[0]))} "
@@ -98,7 +104,7 @@ def reserved_far_above_allocated(trace: Trace, analysis: Analysis) -> Insight | 
             continue
         return Insight(
             severity="warning",
-            title="Reserved memory far above allocated: fragmentation",
+            title=FRAGMENTATION_TITLE,
             evidence=(f"On {dev.device} the allocator reserved up to {fmt_mem_bytes(dev.max_reserved_bytes)} "
                       f"while live tensors peaked at {fmt_mem_bytes(peak)} ({dev.max_reserved_bytes / peak:.2f}×): "
                       f"{fmt_mem_bytes(gap)} held but never used at once."),
@@ -124,7 +130,7 @@ def allocator_churn(trace: Trace, analysis: Analysis) -> Insight | None:
         churned = fmt_mem_bytes(float(np.median(rows["allocated_bytes"])))
         return Insight(
             severity="info",
-            title="Allocator churn: many small allocations per step",
+            title=CHURN_TITLE,
             evidence=(f"On {dev.device} a step makes {small:,.0f} allocations of ≤ "
                       f"{fmt_mem_bytes(SMALL_ALLOCATION_BYTES)} (median over {len(rows)} steps; {total:,.0f} "
                       f"allocations in all), {churned} allocated per step."),
@@ -162,7 +168,7 @@ def peak_owner(trace: Trace, analysis: Analysis) -> Insight | None:
                 if dev.device != "cpu" else "")
     return Insight(
         severity="info",
-        title="Memory peak and what was running",
+        title=PEAK_TITLE,
         evidence=(f"{dev.device} peaked at {fmt_mem_bytes(peak.allocated_bytes)} allocated{reserved} at "
                   f"{fmt_us_fixed(peak.ts_us)}{_where(dev)}{baseline}."),
         suggestion=("To lower the peak, shrink what is alive at that moment: activations kept for backward "
