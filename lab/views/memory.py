@@ -38,6 +38,8 @@ MEMORY_CSV_COLUMNS = MEMORY_STEP_COLUMNS  # step -1: the whole trace
 NO_MEMORY = ("This trace has no [memory] events: record it with profile_memory=True "
              "(torch.profiler.profile(profile_memory=True), the form's profile_memory box, or "
              "python -m lab profile --profile-memory) to see allocations over time.")
+PEAK_LABEL_MIN_SHARE = 0.05  # peaks under 5 % of the highest one get a marker but no label
+PEAK_LABEL_HEADROOM = 1.18  # the y axis ends 18 % above the highest point: room for one line of label
 _UNITS = ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B"))
 # Series colours: a device's allocated curve strong, its reserved curve light (Tableau pairs).
 _PALETTE = ("#4c78a8", "#9ecae9", "#f58518", "#ffbf79", "#54a24b", "#88d27a", "#b279a2", "#d6a5c9")
@@ -104,8 +106,12 @@ def memory_chart(view: MemoryView) -> alt.LayerChart:
     color = alt.Color("series:N", scale=alt.Scale(domain=names, range=list(_PALETTE[:len(names)]) or ["#4c78a8"]),
                       legend=alt.Legend(title=None, orient="bottom"))
     zoom = alt.selection_interval(bind="scales", encodings=["x"])
+    # Headroom above the highest curve, so the peak's label stays inside the plot.
+    top = float(pts["value"].max()) * PEAK_LABEL_HEADROOM if len(pts) else 1.0
+    y_scale = alt.Scale(domain=[0, top or 1.0], nice=False)
+    y = alt.Y("value:Q", title=f"memory ({unit})", scale=y_scale)
     lines = (alt.Chart(pts).mark_line(interpolate="step-after", strokeWidth=1.5)
-             .encode(x=x, y=alt.Y("value:Q", title=f"memory ({unit})"), color=color,
+             .encode(x=x, y=y, color=color,
                      tooltip=[alt.Tooltip("series:N"), alt.Tooltip("shown:N", title="bytes"),
                               alt.Tooltip("ts_us:Q", title="time (µs)", format=",.3f")])
              .add_params(zoom))
@@ -120,10 +126,14 @@ def memory_chart(view: MemoryView) -> alt.LayerChart:
     layers.append(lines)
     if len(view.peaks):
         peaks = view.peaks.assign(value=view.peaks["bytes"].to_numpy(dtype=np.float64) / scale)
-        base = alt.Chart(peaks).encode(x=alt.X("ts_us:Q", scale=x_scale), y="value:Q",
+        base = alt.Chart(peaks).encode(x=alt.X("ts_us:Q", scale=x_scale), y=alt.Y("value:Q", scale=y_scale),
                                        tooltip=[alt.Tooltip("device:N"), alt.Tooltip("text:N", title="peak")])
         layers.append(base.mark_point(shape="triangle-down", size=90, filled=True, color="#e45756"))
-        layers.append(base.mark_text(align="left", dx=6, dy=-8, fontSize=11, color="#333333").encode(text="text:N"))
+        # Labels for the peaks that matter at this scale (a CPU's few bytes beside a GPU's GiB would
+        # only clutter); every peak keeps its marker and tooltip.
+        labelled = peaks[peaks["value"] >= PEAK_LABEL_MIN_SHARE * float(peaks["value"].max())]
+        layers.append(alt.Chart(labelled).mark_text(align="left", dx=6, dy=-8, fontSize=11, color="#333333")
+                      .encode(x=alt.X("ts_us:Q", scale=x_scale), y=alt.Y("value:Q", scale=y_scale), text="text:N"))
     return alt.layer(*layers).properties(width="container", height=260)
 
 
