@@ -395,3 +395,13 @@ def test_cli_memory_refuses_a_trace_without_memory_in_one_line():
     proc = _lab("memory", str(ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "profile_memory=True" in proc.stderr
+
+
+def test_report_json_carries_each_devices_peak():
+    from lab.views.report import build_report
+
+    trace = load_trace(MEMORY_TRACES[0])
+    (cuda,) = build_report(trace)["memory"]
+    assert cuda["device"] == "cuda:0"
+    assert cuda["peak_allocated_bytes"] == max(e["args"]["Total Allocated"] for e in _records(_raw(MEMORY_TRACES[0])))
+    assert build_report(load_trace(ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz"))["memory"] is None
