@@ -405,3 +405,18 @@ def test_report_json_carries_each_devices_peak():
     assert cuda["device"] == "cuda:0"
     assert cuda["peak_allocated_bytes"] == max(e["args"]["Total Allocated"] for e in _records(_raw(MEMORY_TRACES[0])))
     assert build_report(load_trace(ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz"))["memory"] is None
+
+
+def test_the_labs_own_profile_memory_run_gets_torchs_memory_columns_from_its_trace(small_cpu_result):
+    """The worker's run records profile_memory and keeps torch's key_averages: the table rebuilt
+    from its exported trace has the same memory columns, row for row."""
+    from lab.analysis import trace_key_averages
+
+    torch_rows = small_cpu_result.key_averages
+    ours = trace_key_averages(load_trace(small_cpu_result.trace_gz))
+    columns = ["self_cpu_memory_bytes", "cpu_memory_bytes", "self_device_memory_bytes", "device_memory_bytes"]
+    want = {(r.name, r.device_type): r for r in torch_rows.itertuples(index=False)}
+    assert (torch_rows["cpu_memory_bytes"] != 0).any()
+    for row in ours.itertuples(index=False):
+        w = want[(row.name, row.device_type)]
+        assert [getattr(row, c) for c in columns] == [getattr(w, c) for c in columns], row.name
