@@ -17,7 +17,8 @@ from ui.run import await_worker, open_recording, run_lesson, run_submitted
 
 st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layout="wide")
 
-VIEWS = ("Summary", "Table", "Timeline", "Insights", "Trace", "Compare")
+# "Memory" is always listed; without profile_memory's records it says how to record them.
+VIEWS = ("Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "Compare")
 
 
 @st.cache_resource(show_spinner=False)
@@ -95,6 +96,7 @@ if loaded is not None:
         "Summary": lambda: views.summary_view(subject, loaded),
         "Table": lambda: views.table_view(subject, loaded),
         "Timeline": lambda: views.timeline_view(subject, loaded),
+        "Memory": lambda: views.memory_view(subject, loaded),
         "Insights": lambda: views.insights_view(loaded),
         "Trace": lambda: views.trace_view(subject, loaded),
         "Compare": lambda: views.compare_view(subjects, load),

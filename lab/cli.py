@@ -1,4 +1,4 @@
-"""Command line: ``python -m lab profile|analyze|compare|table``.
+"""Command line: ``python -m lab profile|analyze|compare|table|memory``.
 
 ``profile`` runs in this process (``run_profile`` directly) and writes the run's artifacts:
 ``trace.json.gz`` (the Chrome trace as torch exported it), ``key_averages.csv`` and
@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
         a.add_argument("trace", help="a Chrome trace (.json or .json.gz)")
         a.add_argument("--json", action="store_true", help="print JSON instead of text")
     _add_table_parser(sub)
+    mem = sub.add_parser("memory", help="profile_memory's allocations: peaks, steps, memory insights")
+    mem.add_argument("trace", help="a Chrome trace (.json or .json.gz) recorded with profile_memory=True")
+    mem.add_argument("--csv", action="store_true",
+                     help="CSV: per device one whole-trace row (step -1), then one row per step")
     c = sub.add_parser("compare", help="compare two traces")
     c.add_argument("a", help="baseline trace")
     c.add_argument("b", help="trace to compare with the baseline")
@@ -87,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             return _profile(args, config, HostSettings.from_env())
         if args.command == "table":
             return _table(args, HostSettings.from_env())
+        if args.command == "memory":
+            return _memory(args, HostSettings.from_env())
         settings = HostSettings.from_env()  # the trace limits (max events, decompressed size)
         # One reader process reads the traces (lab.read); it starts (~1 s of imports) while
         # this process imports the report's own modules.
@@ -181,7 +187,8 @@ def _table(args: argparse.Namespace, settings: HostSettings) -> int:
     if not args.csv:
         limit = TORCH_TABLE_ROW_LIMIT if args.row_limit is None else args.row_limit
         print(torch_table_text(frame, sort_by=sort_by, row_limit=limit, use_device="cuda" if trace.has_gpu else None,
-                               with_flops=bool(trace.meta.with_flops)), end="")
+                               with_flops=bool(trace.meta.with_flops),
+                               profile_memory=bool(trace.meta.profile_memory)), end="")
         return 0
     rows = torch_sorted(frame[frame["device_type"] == "cpu"], sort_by)
     if args.row_limit is not None and args.row_limit >= 0:
@@ -189,6 +196,24 @@ def _table(args: argparse.Namespace, settings: HostSettings) -> int:
     shapes = ["input_shapes"] if args.group_by_shape else []
     columns = list(TABLE_CSV_COLUMNS[:1]) + shapes + list(TABLE_CSV_COLUMNS[1:])
     rows[columns].to_csv(sys.stdout, index=False, float_format="%.3f")  # µs to the ns, as traced
+    return 0
+
+
+def _memory(args: argparse.Namespace, settings: HostSettings) -> int:
+    from lab.analysis import MEMORY_RULES, analyze, find_insights
+    from lab.trace import load_trace
+    from lab.views.memory import MEMORY_CSV_COLUMNS, NO_MEMORY, memory_rows, memory_text
+
+    trace = load_trace(args.trace, settings=settings)
+    if not trace.has_memory:
+        raise _UsageError(f"{args.trace}: {NO_MEMORY}")
+    analysis = analyze(trace)
+    memory = analysis.memory
+    assert memory is not None  # has_memory
+    if args.csv:
+        memory_rows(trace, memory)[list(MEMORY_CSV_COLUMNS)].to_csv(sys.stdout, index=False, float_format="%.3f")
+        return 0
+    print(memory_text(trace, memory, find_insights(trace, analysis, rules=MEMORY_RULES)), end="")
     return 0
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["fmt_bytes", "fmt_pct", "fmt_tflops", "fmt_us", "fmt_us_fixed"]
+__all__ = ["fmt_bytes", "fmt_mem_bytes", "fmt_pct", "fmt_tflops", "fmt_us", "fmt_us_fixed"]
 
 
 def fmt_us(us: float | None) -> str:
@@ -40,6 +40,16 @@ def fmt_bytes(n: float | None) -> str:
     if n is None or (isinstance(n, float) and math.isnan(n)):
         return "—"
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_mem_bytes(n: float | None) -> str:
+    """Binary units for memory (1 GiB = 2**30 B), as allocators count: "3.07 GiB", "512 B"."""
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "—"
+    for unit, size in (("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10)):
         if abs(n) >= size:
             return f"{n / size:.2f} {unit}"
     return f"{n:.0f} B"

@@ -7,8 +7,9 @@ Each ``*.json.gz`` / ``*.json`` trace under DIR with a ``<stem>.key_averages.csv
 turned into a table by ``lab.key_averages.trace_key_averages``, and compared row by row with
 torch's CSV (columns name, device_type, count, self_cpu_us, cpu_total_us, self_device_us,
 device_total_us, ..., is_user_annotation[, input_shapes]). A row matches when the count and
-FLOPs are equal and self CPU, CPU total, self device and device total are each within 2 % or
-5 µs. ``--tables`` also prints ``lab.tables.torch_table_text`` for the trace and compares it
+FLOPs are equal, self CPU, CPU total, self device and device total are each within 2 % or
+5 µs, and the four memory columns (profile_memory traces: torch's ``*_memory_usage``, bytes) are
+each within 1 %. ``--tables`` also prints ``lab.tables.torch_table_text`` for the trace and compares it
 with torch's ``<stem>.table*.txt`` (the sort key read from the file name: ``table.txt`` self CPU,
 ``table_device.txt`` self device, as scripts/record_groundtruth.py writes them).
 
@@ -36,6 +37,8 @@ from lab.trace import load_trace  # noqa: E402
 
 TIME_COLUMNS = ("self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us")
 REL_TOLERANCE, ABS_TOLERANCE_US = 0.02, 5.0
+MEMORY_COLUMNS = ("self_cpu_memory_bytes", "cpu_memory_bytes", "self_device_memory_bytes", "device_memory_bytes")
+MEMORY_REL_TOLERANCE = 0.01  # issue 14: "within 1 %"
 
 
 @dataclass
@@ -46,6 +49,8 @@ class Comparison:
     only_torch: list = field(default_factory=list)
     only_lab: list = field(default_factory=list)
     worst: dict = field(default_factory=dict)  # column -> (relative error, abs error µs, key)
+    worst_memory: dict = field(default_factory=dict)  # column -> (relative error, abs error bytes, key)
+    memory_rows: int = 0  # rows compared where torch's memory columns are not all zero
     python_functions: bool = False
     tables: dict = field(default_factory=dict)  # table file name -> identical text?
 
@@ -91,9 +96,25 @@ def compare_trace(trace_path: Path, csv_path: Path, *, by_shape: bool = False,
                 out.worst[column] = (rel, err, key[0])
             if err > max(REL_TOLERANCE * abs(ref), ABS_TOLERANCE_US):
                 out.mismatching.append((key, column, ref, val))
+        _compare_memory(out, key, w, g)
     if tables and not by_shape:
         out.tables = compare_tables(trace, frame, csv_path)
     return out
+
+
+def _compare_memory(out: Comparison, key: tuple, want: dict, got) -> None:
+    """The memory columns of one row: within MEMORY_REL_TOLERANCE of torch's (exact when 0)."""
+    present = [c for c in MEMORY_COLUMNS if c in want]
+    if any(int(float(want[c] or 0)) for c in present):
+        out.memory_rows += 1
+    for column in present:
+        ref, val = int(float(want[column] or 0)), int(getattr(got, column))
+        err = abs(val - ref)
+        rel = err / abs(ref) if ref else (0.0 if err == 0 else float("inf"))
+        if err > out.worst_memory.get(column, (0.0, 0, None))[1]:
+            out.worst_memory[column] = (rel, err, key[0])
+        if err > MEMORY_REL_TOLERANCE * abs(ref):
+            out.mismatching.append((key, column, ref, val))
 
 
 TABLE_SORTS = {"table.txt": "self_cpu_time_total", "table_device.txt": "self_device_time_total"}
@@ -107,7 +128,8 @@ def compare_tables(trace, frame, csv_path: Path) -> dict:
         if path.exists():
             text = torch_table_text(frame, sort_by=sort_by, row_limit=-1,
                                     use_device="cuda" if trace.has_gpu else None,
-                                    with_flops=bool(trace.meta.with_flops))
+                                    with_flops=bool(trace.meta.with_flops),
+                                    profile_memory=bool(trace.meta.profile_memory))
             out[path.name] = text == path.read_text()
     return out
 
@@ -130,6 +152,14 @@ def _fmt_worst(worst: dict) -> str:
     return ", ".join(parts)
 
 
+def _fmt_worst_memory(worst: dict) -> str:
+    parts = []
+    for column in MEMORY_COLUMNS:
+        rel, err, _ = worst.get(column, (0.0, 0, None))
+        parts.append(f"{column} {100 * rel:.2f}% ({err:,} B)")
+    return ", ".join(parts)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dirs", nargs="+", type=Path)
@@ -140,11 +170,14 @@ def main(argv: list[str] | None = None) -> int:
     results = [compare_trace(t, c, by_shape=args.by_shape, tables=args.tables)
                for d in args.dirs for t, c in find_pairs(d, args.by_shape)]
     worst_all: dict = {}
+    worst_memory: dict = {}
     for r in results:
         bad = len({m[0] for m in r.mismatching})
         print(f"{Path(r.trace).name}: {r.rows} rows compared, {bad} mismatching, "
               f"{len(r.only_torch)} only in torch, {len(r.only_lab)} only in the lab"
               f"{' (python frames as rows)' if r.python_functions else ''}; worst: {_fmt_worst(r.worst)}")
+        if r.memory_rows:
+            print(f"    memory: {r.memory_rows} rows with memory; worst: {_fmt_worst_memory(r.worst_memory)}")
         if r.tables:
             print(f"    tables identical: {', '.join(f'{k} {v}' for k, v in r.tables.items())}")
         if args.verbose:
@@ -153,10 +186,17 @@ def main(argv: list[str] | None = None) -> int:
         for column, value in r.worst.items():
             if value[1] > worst_all.get(column, (0.0, 0.0, None))[1]:
                 worst_all[column] = value
+        for column, value in r.worst_memory.items():
+            if value[1] > worst_memory.get(column, (0.0, 0, None))[1]:
+                worst_memory[column] = value
     rows = sum(r.rows for r in results)
     bad = sum(len({m[0] for m in r.mismatching}) + len(r.only_torch) + len(r.only_lab) for r in results)
     print(f"TOTAL: {len(results)} traces, {rows} rows compared, {bad} rows mismatching or missing; "
           f"worst: {_fmt_worst(worst_all)}")
+    memory = [r for r in results if r.memory_rows]
+    if memory:
+        print(f"MEMORY: {len(memory)} traces with memory columns, {sum(r.memory_rows for r in memory)} rows with "
+              f"memory; worst: {_fmt_worst_memory(worst_memory)}")
     if args.tables:
         texts = [v for r in results for v in r.tables.values()]
         print(f"TABLES: {sum(texts)} of {len(texts)} identical to torch's text")

@@ -24,7 +24,8 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule 
 
 # torch's answer, one row per FunctionEventAvg: the columns the lab's table must equal.
 CSV_COLUMNS = ("name", "input_shapes", "device_type", "count", "self_cpu_us", "cpu_total_us",
-               "self_device_us", "device_total_us", "flops", "is_user_annotation")
+               "self_device_us", "device_total_us", "self_cpu_memory_bytes", "cpu_memory_bytes",
+               "self_device_memory_bytes", "device_memory_bytes", "flops", "is_user_annotation")
 
 
 def seed(device: str):
@@ -162,8 +163,8 @@ TABLE_SORTS = {"self_cpu_time_total": "table.txt", "self_device_time_total": "ta
 
 
 def record(program: str, device: str, out_dir: Path, *, with_stack: bool = False,
-           record_shapes: bool = True, with_flops: bool = False, steps: int = 3,
-           keep_profile: bool = False):
+           record_shapes: bool = True, with_flops: bool = False, profile_memory: bool = False,
+           steps: int = 3, keep_profile: bool = False):
     """Profile ``steps`` active steps of ``program`` (after one wait and one warm-up step).
 
     Returns the ``Recording`` (and the profile too with ``keep_profile``)."""
@@ -171,13 +172,14 @@ def record(program: str, device: str, out_dir: Path, *, with_stack: bool = False
     step()  # first call outside the profile: lazy init, cuBLAS handles
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=steps),
-                 record_shapes=record_shapes, with_stack=with_stack, with_flops=with_flops) as prof:
+                 record_shapes=record_shapes, with_stack=with_stack, with_flops=with_flops,
+                 profile_memory=profile_memory) as prof:
         for _ in range(2 + steps):
             step()
             prof.step()
     if device == "cuda":
         torch.cuda.synchronize()
-    stem = f"{program}_{device}{'_stack' if with_stack else ''}"
+    stem = f"{program}_{device}{'_stack' if with_stack else ''}{'_mem' if profile_memory else ''}"
     out_dir.mkdir(parents=True, exist_ok=True)
     trace_path = out_dir / f"{stem}.json.gz"
     with tempfile.TemporaryDirectory() as tmp:
@@ -185,7 +187,7 @@ def record(program: str, device: str, out_dir: Path, *, with_stack: bool = False
         prof.export_chrome_trace(str(raw))
         trace_path.write_bytes(gzip.compress(raw.read_bytes()))
     averages = prof.key_averages()
-    tables = {key: averages.table(sort_by=key, row_limit=-1) for key in TABLE_SORTS}
+    tables = {key: averages.table(sort_by=key, row_limit=-1) for key in TABLE_SORTS}  # profile_memory: its own
     rec = Recording(trace_path, averages_rows(averages),
                     averages_rows(prof.key_averages(group_by_input_shape=True), shapes=True), tables)
     return (rec, prof) if keep_profile else rec
@@ -213,6 +215,10 @@ def averages_rows(averages, *, shapes: bool = False) -> list[dict]:
             "cpu_total_us": float(e.cpu_time_total),
             "self_device_us": float(e.self_device_time_total),
             "device_total_us": float(e.device_time_total),
+            "self_cpu_memory_bytes": int(e.self_cpu_memory_usage),
+            "cpu_memory_bytes": int(e.cpu_memory_usage),
+            "self_device_memory_bytes": int(e.self_device_memory_usage),
+            "device_memory_bytes": int(e.device_memory_usage),
             "flops": int(e.flops or 0),
             "is_user_annotation": bool(e.is_user_annotation),
         })

@@ -189,7 +189,7 @@ def reset_workload(at) -> None:
 def test_first_visit_shows_a_gpu_sample_and_runs_nothing(at):
     assert_healthy(at)
     assert at.session_state["subject"] == "sample:matmul_add_4096_bf16.json.gz"
-    assert [t.label for t in at.tabs] == ["Summary", "Table", "Timeline", "Insights", "Trace", "Compare"]
+    assert [t.label for t in at.tabs] == ["Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "Compare"]
     assert any("recorded on an NVIDIA H200" in plain(i.value) for i in at.info)
     labels = {m.label for m in at.metric}
     assert {"GPU busy", "GEMM kernel"} <= labels, labels
@@ -242,6 +242,62 @@ def test_run_profile_shows_the_label_in_table_timeline_and_trace(at):
     trace = json.loads(gzip.decompress(data))
     names = {e.get("name") for e in trace["traceEvents"]}
     assert LABEL in names and "aten::mm" in names
+
+
+# ------------------------------------------------------------------------------ memory
+
+
+def _max_total_allocated(trace_json: dict) -> dict:
+    """Brute force: the largest "Total Allocated" per device of the trace's [memory] records."""
+    best: dict = {}
+    for e in trace_json["traceEvents"]:
+        if e.get("ph") == "i" and e.get("name") == "[memory]":
+            a = e["args"]
+            device = "cpu" if a["Device Type"] == 0 else f"cuda:{a['Device Id']}"
+            best[device] = max(best.get(device, 0), a["Total Allocated"])
+    return best
+
+
+def _memory_chart_peaks(at) -> dict:
+    (chart,) = charts(at)
+    rows = chart_rows(chart)
+    allocated = [r for r in rows if r.get("kind") == "allocated"]
+    assert allocated, "the Memory chart ships no allocated curve"
+    assert len(rows) <= 4_000 + 16  # the curve's budget plus the peak marks and step bands
+    return {d: max(r["bytes"] for r in allocated if r["device"] == d) for d in {r["device"] for r in allocated}}
+
+
+def test_memory_view_of_a_profile_memory_run(at):
+    """The lab's own workload run with profile_memory: the Memory tab draws the curve with the
+    trace's peak, the peak's table, the steps; a trace without memory says how to get one."""
+    open_view(at, "Memory")
+    assert not charts(at)
+    assert any("profile_memory=True" in plain(i.value) for i in at.info)  # the H200 sample has none
+
+    submit(at, cfg_m=256, cfg_k=128, cfg_n=192, cfg_profile_memory=True)
+    assert_healthy(at)
+    assert errors(at) == []
+    (run,) = at.session_state["runs"]
+    assert run.run.config.profile_memory
+    open_view(at, "Memory")
+    want = _max_total_allocated(json.loads(gzip.decompress(run.run.trace_gz)))
+    assert want and _memory_chart_peaks(at) == want
+    devices = at.dataframe[0].value
+    assert list(devices["device"]) == list(want)
+    assert any("allocator records" in c.value for c in at.caption)
+    assert len(at.dataframe) >= 2 and "step" in at.dataframe[1].value  # the per-step table
+    assert any("Memory peak" in plain(m.value) for m in at.markdown)  # the peak's owner, as an insight
+
+
+def test_uploaded_profile_memory_trace_gets_memory_columns_and_view(at):
+    trace = ROOT / "tests" / "data" / "groundtruth" / "cuda" / "seed_mem.json.gz"
+    upload(at, "seed_mem.json.gz", trace.read_bytes())
+    assert_healthy(at)
+    open_view(at, "Table")
+    table = at.dataframe[0].value
+    assert {"Device mem", "Self device mem"} <= set(table.columns), list(table.columns)
+    open_view(at, "Memory")
+    assert _memory_chart_peaks(at) == _max_total_allocated(json.loads(gzip.decompress(trace.read_bytes())))
 
 
 # ------------------------------------------------------------------------------ refusals

@@ -20,6 +20,7 @@ QUICK_RUNS = {
                  "## Timeline"),
     "click_to_result": (["bench/bench_click_to_result.py", "--quick", "--no-write"], "Total click to result"),
     "capacity": (["bench/bench_capacity.py", "--quick"], "Each result holds only its own label: yes"),
+    "memory": (["bench/bench_memory.py", "--quick"], "## Memory"),
 }
 
 

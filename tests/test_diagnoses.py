@@ -424,7 +424,7 @@ def test_with_stack_is_named_with_its_measured_share():
     assert f.with_stack and f.python_events == len(py)
     assert f.python_per_op == len(py) / sum(e.get("cat") == "cpu_op" for e in x)
     assert f.python_only_pct == pytest.approx(100 * measure(lo, hi, (py, True), (ops, False)) / (hi - lo))
-    assert f.profile_memory is None  # lab.trace keeps neither the flag nor [memory] events yet
+    assert f.profile_memory is None  # the trace has neither the flag nor [memory] events
     assert dx.profiler_inflation_rule(b.load(doc)).severity == "info"
 
 

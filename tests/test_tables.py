@@ -185,7 +185,7 @@ def test_the_table_from_a_trace_uses_the_same_views():
     assert list(df.columns) == list(KEY_AVERAGES_COLUMNS)
     view = key_averages_view(df, sort_by="Device total", row_limit=-1, show_annotations=False)
     assert "matmul_add" not in set(view["name"]) and (np.diff(view["device_total_us"]) <= 0).all()
-    # Memory columns are not read from a trace yet: absent, not zeros. FLOPs are there when the
+    # Memory columns of a trace without profile_memory: absent, not zeros. FLOPs are there when the
     # trace was recorded with_flops (torch computes them from the recorded shapes, and so does the lab).
     table = format_key_averages(view)
     assert {"Self device", "Device total"} <= set(table.data.columns)

@@ -96,3 +96,12 @@ def matmul_add_steps(n_steps: int, *, first_extra_us: float = 0.0, step_us: floa
         corr += 2
     props = [H200_PROPS] if device_properties is None else device_properties
     return build(events, device_properties=props)
+
+
+def memory(ts: float, nbytes: int, total_allocated: int, *, total_reserved: int | None = None, device_type: int = 1,
+           device_id: int = 0, addr: int = 0x7F0000000000, tid: int = CPU_TID) -> dict:
+    """One profile_memory "[memory]" instant as Kineto writes it (Device Type 1 = CUDA, 0 = CPU)."""
+    reserved = total_reserved if total_reserved is not None else max(total_allocated, 0) + (2 << 20)
+    return {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": CPU_PID, "tid": tid,
+            "ts": ts, "args": {"Total Reserved": reserved, "Total Allocated": total_allocated, "Bytes": nbytes,
+                               "Device Id": device_id, "Device Type": device_type, "Addr": addr}}

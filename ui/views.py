@@ -86,12 +86,14 @@ def table_view(subject: Subject, loaded: Loaded) -> None:
         st.caption("key_averages() of the run, as torch computed it.")
         df = run.key_averages_by_shape if by_shape else run.key_averages
     else:
+        memory = ("Memory columns come from its [memory] events, as torch sums them." if loaded.trace.has_memory
+                  else "Memory columns need [memory] events (profile_memory=True); this trace has none.")
         st.caption("A trace file has no key_averages: this table rebuilds it from the trace's events with "
                    "torch's own rules (python frames are call stacks, not ops; same-name nesting counted once; "
                    "device time through the launch links) — equal to key_averages() on the lab's ground-truth "
-                   "corpus. Memory columns need the trace's [memory] events and are not shown yet.")
+                   f"corpus. {memory}")
         ka = loaded.analysis.key_averages_by_shape if by_shape else loaded.analysis.key_averages
-        df = lv.trace_table(ka)
+        df = lv.trace_table(ka, profile_memory=loaded.trace.has_memory)
     view = lv.key_averages_view(df, sort_by=sort_label, row_limit=row_limit, show_annotations=show_ann)
     shown = lv.format_key_averages(view)
     st.dataframe(shown.data, column_config=_number_formats(shown.column_formats), hide_index=True,
@@ -114,12 +116,14 @@ def table_view(subject: Subject, loaded: Loaded) -> None:
                          "share_pct": st.column_config.NumberColumn("share_pct", format="%.1f%%")}))
 
 
-def timeline_view(subject: Subject, loaded: Loaded) -> None:
+def _time_window(subject: Subject, loaded: Loaded, prefix: str) -> tuple[float, float]:
+    """The "Zoom to" step picker and the window slider (µs since trace start) the Timeline and
+    the Memory view share: the same axis, the same default windows."""
     span = max(loaded.analysis.utilization.trace_span_us, 1.0)
     steps = loaded.analysis.steps
     options = ["whole trace"] + [f"step {i + 1}" for i in range(len(steps))]
     c1, c2 = st.columns([1, 3])
-    focus = c1.selectbox("Zoom to", options, key=f"tl_focus_{subject.digest}")
+    focus = c1.selectbox("Zoom to", options, key=f"{prefix}_focus_{subject.digest}")
     if focus != "whole trace" and len(steps):
         # A step's CPU window, stretched to the next step so the GPU work it queued shows too.
         i = options.index(focus) - 1
@@ -128,13 +132,46 @@ def timeline_view(subject: Subject, loaded: Loaded) -> None:
     else:
         default = (0.0, span)
     window = c2.slider("Time window (µs since trace start)", 0.0, span, default,
-                       key=f"tl_window_{subject.digest}_{focus}", format="%.0f")
+                       key=f"{prefix}_window_{subject.digest}_{focus}", format="%.0f")
+    return float(window[0]), float(window[1])
+
+
+def timeline_view(subject: Subject, loaded: Loaded) -> None:
+    window = _time_window(subject, loaded, "tl")
     data = lv.build_timeline(loaded.trace, start_us=window[0], end_us=window[1])
     st.altair_chart(lv.timeline_chart(data), width="stretch", key=f"tl_chart_{subject.digest}")
     st.caption(
         f"{data.shown_events:,} of {data.total_events:,} events in this window drawn as themselves; "
         f"{len(data.links):,} launch → GPU links. Scroll on the chart to zoom, drag to pan, "
         "hover for shapes, grid/block, registers and occupancy." + (f" {data.note}" if data.note else ""))
+
+
+def memory_view(subject: Subject, loaded: Loaded) -> None:
+    """profile_memory's allocations: the curve on the timeline's axis, the peaks, the steps."""
+    memory = loaded.analysis.memory
+    if memory is None:
+        st.info(lv.NO_MEMORY, icon=":material/memory:")
+        return
+    window = _time_window(subject, loaded, "mem")
+    view = lv.build_memory_view(loaded.trace, memory, start_us=window[0], end_us=window[1])
+    st.altair_chart(lv.memory_chart(view), width="stretch", key=f"mem_chart_{subject.digest}")
+    st.caption(f"Allocated (live tensors) and reserved (held by the caching allocator) bytes after each of "
+               f"{view.series.records:,} allocator records in this window, drawn with {view.points:,} points"
+               f"{' (per pixel column: first, lowest, highest, last)' if view.series.reduced else ''}; "
+               "▼ marks each device's peak. Same time axis as the Timeline: scroll to zoom, drag to pan.")
+    for insight in lv.memory_insights(loaded.insights):
+        insight_card(insight)
+    devices = lv.device_table(memory, view.unit)
+    st.markdown("**Devices**")
+    st.dataframe(devices, hide_index=True, width="stretch", column_config=_float_formats(devices))
+    if len(memory.steps):
+        steps = lv.step_table(memory, view.unit)
+        st.markdown("**Per step** (a leak shows as the allocated level at the end rising step after step)")
+        st.dataframe(steps, hide_index=True, width="stretch", column_config=_float_formats(steps))
+    ops = lv.memory_ops(loaded.analysis.key_averages, view.unit)
+    if len(ops):
+        st.markdown("**Ops that allocate the most** (key_averages' memory columns: frees count negative)")
+        st.dataframe(ops, hide_index=True, width="stretch", column_config=_float_formats(ops))
 
 
 def trace_view(subject: Subject, loaded: Loaded) -> None:

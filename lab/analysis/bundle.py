@@ -2,7 +2,8 @@
 
 One analyzer per concern, each a pure function of a ``Trace`` (HTA-style):
 ``operators`` (links, operator and kernel tables), ``gpu`` (utilization, gaps, launch delays),
-``steps``, ``gemm`` (efficiency against the device's peak) and ``verdict``.
+``steps``, ``gemm`` (efficiency against the device's peak), ``verdict`` and ``memory``
+(profile_memory's allocations over time).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from lab.analysis.diagnoses import Findings, diagnose
 from lab.analysis.gemm import gemm_figures, peak_for
 from lab.analysis.gpu import GpuUtilization, LaunchStats, gpu_utilization, launch_delays
 from lab.analysis.key_averages import trace_key_averages
+from lab.analysis.memory import MemoryAnalysis, memory_analysis
 from lab.analysis.operators import Links, build_links, kernel_summary, operator_summary
 from lab.analysis.steps import step_breakdown
 from lab.analysis.verdict import Verdict, bound_verdict
@@ -43,6 +45,7 @@ class Analysis:
     # What the GEMM table left out and why (a figure above the device's peak is never shown).
     gemm_notes: tuple[str, ...] = ()
     findings: Findings | None = None  # the diagnoses (lab.analysis.diagnoses), computed once
+    memory: MemoryAnalysis | None = None  # profile_memory's records (None: the trace has none)
     # The trace analysed, for the grouped-by-shape tables below: computed when first asked for
     # (the page's "Group by input shape" toggle), not on every analysis — 25 ms of the 52k-event
     # transformer trace's ~150 ms.
@@ -88,4 +91,5 @@ def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig |
         gemm_notes=gemm.notes,
         findings=findings,
         trace=trace,
+        memory=memory_analysis(trace),
     )

@@ -2,11 +2,9 @@
 ``with_stack`` / ``profile_memory`` inflating host times.
 
 Flags: torch writes ``"with_stack": 1`` and ``"profile_memory": 1`` at the top of the trace
-(``torch.profiler.profile.start_trace``), but ``TraceMeta`` keeps neither yet, and
-``lab.trace`` drops the ``[memory]`` instant events (``ph: "i"``). So ``with_stack`` is
-detected from its ``python_function`` events, and ``profile_memory`` from a ``profile_memory``
-attribute of ``TraceMeta`` or ``[memory]`` rows in ``Trace.events`` once ``lab.trace`` keeps
-either — until then it reads as unknown.
+(``torch.profiler.profile.start_trace``); ``TraceMeta`` keeps both. ``with_stack`` is also
+detected from its ``python_function`` events, and ``profile_memory`` from the ``[memory]``
+records in ``Trace.memory``; a trace with neither flag nor events reads as unknown.
 
 How much the options inflate host time, measured on the H200 corpus (tests/data/groundtruth,
 mean ProfilerStep, same program with and without the option): with_stack 131 → 181 µs (1.39×)
@@ -39,7 +37,6 @@ __all__ = [
 # and the profiler's exit cudaDeviceSynchronize; CPU: one ProfilerStep or nothing), while a
 # tiny program of one or two ops is a real capture, to be judged like any other.
 EMPTY_MAX_OPS = 0
-MEMORY_EVENT_NAME = "[memory]"
 # Runtime/driver calls that start GPU work (kernels, graphs, copies, memsets).
 _LAUNCH_CALL = re.compile(r"Launch|Memcpy|Memset", re.IGNORECASE)
 
@@ -131,7 +128,7 @@ def find_profiler_inflation(trace: Trace) -> ProfilerInflation | None:
     """with_stack (python_function events) or profile_memory recorded; None when neither."""
     ev = trace.events
     py = mask_in(ev["cat"], ("python_function",))
-    memory_events = int(mask_in(ev["name"], (MEMORY_EVENT_NAME,)).sum())
+    memory_events = len(trace.memory)
     flag = getattr(trace.meta, "profile_memory", None)
     profile_memory = bool(flag) if flag is not None else (True if memory_events else None)
     with_stack = bool(py.any()) or bool(getattr(trace.meta, "with_stack", None))

@@ -40,21 +40,23 @@ with torch 2.11 and CPU recordings with 2.13, see tests/test_key_averages.py):
   shapes as ``str(FunctionEvent.input_shapes)``]), in order of first appearance. FLOPs: the
   trace's "flops" arg, else torch's ``computeFlops`` formulas over the recorded shapes (the
   JSON torch exports carries no FLOP counts) when the trace says ``with_flops``.
-* Memory columns are 0: the seam is ``_memory_columns`` (profile_memory's "[memory]" instants
-  are not in ``Trace.events`` yet).
+* Memory columns (profile_memory): ``lab.analysis.ka_memory`` — each CPU event takes the
+  ``Trace.memory`` records inside its interval, self = own − children's, and the records no
+  event took make torch's ``[memory]`` row.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from lab.analysis.intervals import innermost_open
+from lab.analysis.ka_flops import op_flops_of
+from lab.analysis.ka_memory import event_memory, memory_row, self_memory
 from lab.trace import Trace
 
 __all__ = ["trace_key_averages"]
@@ -119,8 +121,8 @@ def trace_key_averages(trace: Trace, *, group_by_input_shape: bool = False,
     if not include_python_functions:
         ev = _take(ev, ev.role != _PYTHON)
     parent = _tree(ev)
-    alive, self_cpu, own, total = _collapse_and_total(ev, parent, _own_device_us(ev))
-    return _average(trace, ev, alive, self_cpu, own, total, group_by_input_shape)
+    alive, self_cpu, own, total, eff = _collapse_and_total(ev, parent, _own_device_us(ev))
+    return _average(trace, ev, (alive, self_cpu, own, total), _memory(trace, ev, eff), group_by_input_shape)
 
 
 # --------------------------------------------------------------------------- events
@@ -334,7 +336,7 @@ def _collapse_and_total(ev: _Events, parent: np.ndarray, own: np.ndarray):
     device = ~ev.cpu
     self_device = np.where(device, dur, total - below)  # torch: total − Σ children's totals
     total[device] = dur[device]
-    return alive, self_cpu, self_device, total
+    return alive, self_cpu, self_device, total, eff
 
 
 def _device_totals(eff: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -360,9 +362,11 @@ def _device_totals(eff: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.nda
 # --------------------------------------------------------------------------- rows
 
 
-def _average(trace: Trace, ev: _Events, alive: np.ndarray, self_cpu: np.ndarray, own: np.ndarray,
-             total: np.ndarray, by_shape: bool) -> pd.DataFrame:
-    """FunctionEventAvg sums per (name, device type, annotation[, shapes]), first-seen order."""
+def _average(trace: Trace, ev: _Events, times: tuple, memory: tuple, by_shape: bool) -> pd.DataFrame:
+    """FunctionEventAvg sums per (name, device type, annotation[, shapes]), first-seen order;
+    torch's ``[memory]`` row where records fell inside no event."""
+    alive, self_cpu, own, total = times
+    per_event_memory, mem = memory
     live = np.flatnonzero(alive)
     if not len(live):
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("name", "input_shapes", "device_type")
@@ -383,8 +387,7 @@ def _average(trace: Trace, ev: _Events, alive: np.ndarray, self_cpu: np.ndarray,
         return np.bincount(gid, weights=values, minlength=n_groups)
 
     dur = ev.dur_us[live]
-    memory = _memory_columns(trace, ev, live, gid, n_groups)
-    return pd.DataFrame({
+    frame = pd.DataFrame({
         "name": ev.key_names[ev.key[live][first]].astype(object),
         "input_shapes": np.asarray(shape_text, dtype=object)[shape_code[first]],
         "count": np.bincount(gid, minlength=n_groups).astype(np.int64),
@@ -392,19 +395,27 @@ def _average(trace: Trace, ev: _Events, alive: np.ndarray, self_cpu: np.ndarray,
         "cpu_total_us": per_group(np.where(device, 0.0, dur)),
         "self_device_us": per_group(own[live]),
         "device_total_us": per_group(total[live]),
-        **memory,
-        "flops": per_group(_flops(trace, ev.rows[live]).astype(np.float64)).astype(np.int64),
+        **{c: per_group(v[live].astype(np.float64)).astype(np.int64) for c, v in per_event_memory.items()},
+        "flops": per_group(op_flops_of(trace, ev.rows[live]).astype(np.float64)).astype(np.int64),
         "is_user_annotation": annotation[first],
         "device_type": np.where(device[first], "cuda", "cpu").astype(object),
     }, columns=list(_COLUMNS))
+    if not mem.unmatched_count:
+        return frame
+    # torch's list is time-sorted: the [memory] event follows every event starting at or before it.
+    at = int(np.searchsorted(ev.start_ns[live][first], mem.first_unmatched_ns, side="right"))
+    return pd.concat([frame.iloc[:at], memory_row(mem, _COLUMNS), frame.iloc[at:]], ignore_index=True)
 
 
-def _memory_columns(trace: Trace, ev: _Events, live: np.ndarray, gid: np.ndarray, n_groups: int) -> dict:
-    """The seam for profile_memory: 0 until the trace's "[memory]" instants are read (torch
-    sums each allocation into every CPU event whose interval holds it, then self = own − children)."""
-    zero = np.zeros(n_groups, dtype=np.int64)
-    return {"self_cpu_memory_bytes": zero, "cpu_memory_bytes": zero.copy(),
-            "self_device_memory_bytes": zero.copy(), "device_memory_bytes": zero.copy()}
+def _memory(trace: Trace, ev: _Events, eff: np.ndarray) -> tuple[dict, object]:
+    """Per event: the four memory columns (bytes) by torch's rule (``ka_memory``), and the
+    records no CPU event took."""
+    cpu_side = ev.cpu
+    mem = event_memory(trace.memory, ev.start_ns, ev.end_ns, cpu_side)
+    has_self = cpu_side & ~ev.is_async
+    return {"self_cpu_memory_bytes": self_memory(mem.cpu, eff, has_self), "cpu_memory_bytes": mem.cpu,
+            "self_device_memory_bytes": self_memory(mem.device, eff, has_self),
+            "device_memory_bytes": mem.device}, mem
 
 
 def _torch_shapes(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -426,65 +437,3 @@ def _shapes_text(dims: str) -> str:
         return dims
     return str([[] if any(isinstance(d, list) for d in s) else s if isinstance(s, list) else []
                 for s in shapes])
-
-
-# torch/csrc/profiler/util.cpp computeFlops: the ops it counts and where their tensors sit.
-_FLOP_OPS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1), "aten::baddbmm": (1, 2),
-             "aten::mul": (0,), "aten::add": (0,), "aten::conv2d": (0, 1)}
-
-
-def _flops(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """Each event's FLOPs: the trace's "flops" arg, else computeFlops over the recorded inputs."""
-    e = trace.events
-    given = e["flops"].to_numpy()[rows] if "flops" in e.columns else np.full(len(rows), -1)
-    out = np.maximum(given, 0).astype(np.int64)
-    if not trace.meta.with_flops:
-        return out
-    name_codes, names = _codes(e["name"])
-    counted = np.append(names.isin(list(_FLOP_OPS)), False)[name_codes[rows]]
-    todo = np.flatnonzero(counted & (given < 0))
-    if not len(todo):
-        return out
-    parts = [_codes(e[c]) for c in ("name", "input_dims", "input_type", "concrete_inputs")]
-    combo = np.stack([c[rows[todo]] for c, _ in parts], axis=1)
-    uniq, inv = np.unique(combo, axis=0, return_inverse=True)
-    values = [_op_flops(*(str(t[int(c)]) if c >= 0 else "" for (_, t), c in zip(parts, u, strict=True))) for u in uniq]
-    out[todo] = np.array(values, dtype=np.int64)[inv.reshape(-1)]
-    return out
-
-
-def _op_flops(name: str, dims: str, types: str, concrete: str) -> int:
-    try:
-        shapes, kinds = ast.literal_eval(dims), ast.literal_eval(types)
-        args = ast.literal_eval(concrete) if concrete else []
-    except (ValueError, SyntaxError, RecursionError):
-        return 0
-    need = _FLOP_OPS[name]
-    is_tensor = [isinstance(k, str) and k not in ("", "Scalar", "ScalarList", "TensorList", "GenericList")
-                 for k in kinds]
-    if len(shapes) <= max(need) or not all(i < len(is_tensor) and is_tensor[i] for i in need):
-        return 0
-    if name in ("aten::mul", "aten::add"):
-        return math.prod(shapes[0])
-    if name == "aten::conv2d":
-        return _conv2d_flops(shapes, args)
-    a, b = shapes[need[0]], shapes[need[1]]
-    if not a or a[-1] == 0 or (name in ("aten::bmm", "aten::baddbmm") and a[0] == 0):
-        return 0
-    flops = math.prod(a) // a[-1] * math.prod(b) * 2
-    return flops // a[0] if name in ("aten::bmm", "aten::baddbmm") else flops
-
-
-def _conv2d_flops(shapes: list, args: list) -> int:
-    try:
-        stride, padding, dilation = (ast.literal_eval(args[i]) for i in (3, 4, 5))
-        groups = int(args[6])
-    except (IndexError, ValueError, SyntaxError, TypeError):
-        return 0
-    if len(shapes[0]) != 4 or len(shapes[1]) != 4 or groups == 0 or len(padding) != 2 \
-            or len(dilation) != 2 or len(stride) != 2 or stride[0] * stride[1] == 0:
-        return 0
-    (n, c, h, w), (o, _, kh, kw) = shapes[0], shapes[1]
-    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-    ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-    return 2 * n * oh * ow * kh * kw * c * o // groups

@@ -1,9 +1,10 @@
 """Stage 2 of the pipeline: a Chrome trace (a fresh run's export or an upload) → ``Trace``.
 
-``load_trace`` is the one entry; ``Trace.events`` / ``Trace.flows`` are documented in
-``lab/trace/model.py``. Modules, in pipeline order: ``decode`` (bytes / gzip → JSON → records),
-``records`` (the one record schema and its checks), ``columns`` (records → arrays), ``lanes``
-(lanes and metadata), ``flows`` (launch ↔ GPU pairs), ``load`` (``load_trace``).
+``load_trace`` is the one entry; ``Trace.events`` / ``Trace.flows`` / ``Trace.memory`` are
+documented in ``lab/trace/model.py``. Modules, in pipeline order: ``decode`` (bytes / gzip →
+JSON → records), ``records`` (the one record schema and its checks), ``columns`` (records →
+arrays), ``lanes`` (lanes and metadata), ``flows`` (launch ↔ GPU pairs), ``memory``
+(profile_memory's records), ``load`` (``load_trace``).
 """
 
 from lab.trace.load import load_trace

@@ -15,16 +15,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.trace.records import EMPTY_ARGS, FLOAT_ARGS, INT_ARGS, TEXT_ARGS, Event
+from lab.trace.records import EMPTY_ARGS, FLOAT_ARGS, INT_ARGS, MEMORY_ARGS, TEXT_ARGS, Event
 from lab.trace.values import MAX_ABS_US, id_str, short_repr
-from lab.vocab import FLOW_CAT
+from lab.vocab import FLOW_CAT, MEMORY_EVENT_NAME
 
-__all__ = ["CATEGORY_PARTS", "EventParts", "FlowParts", "grouped_keys"]
+__all__ = ["CATEGORY_PARTS", "EventParts", "FlowParts", "MemoryParts", "grouped_keys"]
 
 CATEGORY_PARTS = ("name", "cat", "pid", "tid") + TEXT_ARGS
 _INT_OF = attrgetter(*INT_ARGS)
 _FLOAT_OF = attrgetter(*FLOAT_ARGS)
 _TEXT_OF = attrgetter(*TEXT_ARGS)
+_MEMORY_OF = attrgetter(*MEMORY_ARGS)
 _TS_OF, _DUR_OF = attrgetter("ts"), attrgetter("dur")
 # Float keys group * width + time stay exact to well under 1 ns below this magnitude
 # (float64 ulp at 1e12 is 1.2e-4); past it (absurd spans) keys become integer ranks instead.
@@ -109,19 +110,23 @@ class EventParts:
         self.parts: list[dict] = []
         self.n = 0
 
-    def add(self, records: list[Event], metas: list[Event], flow_parts: FlowParts) -> int:
-        """Sort a batch's records into X / M / flow events; store the X columns. Returns the
-        number of X events dropped as malformed."""
+    def add(self, records: list[Event], metas: list[Event], flow_parts: FlowParts, memory: MemoryParts) -> int:
+        """Sort a batch's records into X / M / flow / "[memory]" events; store the X columns.
+        Returns the number of X and memory events dropped as malformed."""
         xs = [e for e in records if e.ph == "X"]
+        mem_dropped = 0
         if len(xs) < len(records):
-            flows = []
+            flows, mems = [], []
             for e in [e for e in records if e.ph != "X"]:
                 ph = e.ph
                 if ph == "M":
                     metas.append(e)
                 elif (ph == "s" or ph == "f") and e.cat == FLOW_CAT:
                     flows.append(e)
+                elif ph == "i" and e.name == MEMORY_EVENT_NAME:
+                    mems.append(e)
             flow_parts.add(flows)
+            mem_dropped = memory.add(mems)
         del records
         n = len(xs)
         ts, dur = _floats(xs, _TS_OF, n), _floats(xs, _DUR_OF, n)
@@ -138,7 +143,7 @@ class EventParts:
             ts, dur, n = ts[keep], dur[keep], len(keep)
         if n:
             self._store(xs, ts, dur, names, pids, tids)
-        return dropped
+        return dropped + mem_dropped
 
     def _store(self, xs: list[Event], ts, dur, names: list, pids: list, tids: list) -> None:
         n = len(xs)
@@ -191,4 +196,40 @@ class FlowParts:
         out["pid"] = _merge_factorized([p["pid"] for p in self.parts], id_str)
         out["tid"] = _merge_factorized([p["tid"] for p in self.parts], id_str)
         out["id"] = _merge_factorized([p["id"] for p in self.parts])
+        return out
+
+
+class MemoryParts:
+    """profile_memory's "[memory]" instants as arrays per batch: time, the six memory args
+    (floats, NaN where absent) and the allocating thread. A record without a usable time,
+    bytes, totals or device type is dropped and counted."""
+
+    def __init__(self) -> None:
+        self.parts: list[dict] = []
+
+    def add(self, mems: list[Event]) -> int:
+        if not mems:
+            return 0
+        n = len(mems)
+        ts = _floats(mems, _TS_OF, n)
+        args = [e.args or EMPTY_ARGS for e in mems]
+        values = np.fromiter(chain.from_iterable(map(_MEMORY_OF, args)), dtype=np.float64,
+                             count=n * len(MEMORY_ARGS)).reshape(n, -1)
+        with np.errstate(invalid="ignore"):
+            ok = (np.abs(ts) <= MAX_ABS_US) & np.isfinite(values[:, [0, 2, 3, 4]]).all(axis=1)
+        keep = np.flatnonzero(ok)
+        if len(keep):
+            self.parts.append({
+                "ts": ts[keep], "values": values[keep],
+                "pid": _factorized([mems[i].pid for i in keep.tolist()]),
+                "tid": _factorized([mems[i].tid for i in keep.tolist()]),
+            })  # fmt: skip
+        return n - len(keep)
+
+    def columns(self) -> dict | None:
+        if not self.parts:
+            return None
+        out: dict[str, Any] = {k: np.concatenate([p[k] for p in self.parts]) for k in ("ts", "values")}
+        out["pid"] = _merge_factorized([p["pid"] for p in self.parts], id_str)
+        out["tid"] = _merge_factorized([p["tid"] for p in self.parts], id_str)
         return out

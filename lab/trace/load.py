@@ -9,7 +9,9 @@ How ``load_trace`` works, stage by stage (one module each):
 3. ``_build`` (here): each batch → column pieces (``columns``), so the Python objects of one
    batch at a time are alive; then lanes from process/thread metadata (``lanes``), one sort,
    nesting depth (vectorised).
-4. ``flows.build_flows``: launch ↔ GPU pairs from ``ac2g`` flow events and correlation ids.
+4. ``flows.build_flows``: launch ↔ GPU pairs from ``ac2g`` flow events and correlation ids;
+   ``memory.memory_frame``: profile_memory's "[memory]" records (collected by stage 3 in the
+   same pass) on the events' clock.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from lab.trace.columns import CATEGORY_PARTS, EventParts, FlowParts, grouped_keys
+from lab.trace.columns import CATEGORY_PARTS, EventParts, FlowParts, MemoryParts, grouped_keys
 from lab.trace.decode import Source, decode, read_json_bytes, too_deep
 from lab.trace.flows import build_flows
 from lab.trace.lanes import Lane, lanes_for, metadata_names, trace_meta
+from lab.trace.memory import memory_frame
 from lab.trace.model import EVENT_COLUMNS, Trace, TraceError, TraceMeta
 from lab.trace.records import FLOAT_ARGS, INT_ARGS, Event
 from lab.trace.values import id_str, relative_us
@@ -102,7 +105,7 @@ def _gc_paused():
 
 def _build(src: Source, source_bytes: int) -> Trace:
     """Records → ``Trace``: column pieces merged, lanes assigned, one sort, depth, flows."""
-    parts, metas, flow_parts, skipped = _collect(src)
+    parts, metas, flow_parts, memory_parts, skipped = _collect(src)
     cols = {"ts": parts.column("ts"), "dur": parts.column("dur")}
     ints, floats = parts.column("ints"), parts.column("floats")
     cols.update({a: ints[:, i] for i, a in enumerate(INT_ARGS)})
@@ -127,7 +130,7 @@ def _build(src: Source, source_bytes: int) -> Trace:
     flow_frame, flow_skipped = build_flows(flow_cols, flow_parts.columns(), start_ts, by_key)
     meta = trace_meta(src.top, names_meta, start_ts, span_us)
     return Trace(events=events, flows=flow_frame, meta=meta, skipped_events=skipped + flow_skipped,
-                 source_bytes=source_bytes)
+                 source_bytes=source_bytes, memory=memory_frame(memory_parts.columns(), start_ts, by_key))
 
 
 def _sort(cols: dict, lane_order: np.ndarray) -> tuple[np.ndarray, dict, float, float]:
@@ -146,13 +149,13 @@ def _sort(cols: dict, lane_order: np.ndarray) -> tuple[np.ndarray, dict, float, 
     return order, out, start_ts, span_us
 
 
-def _collect(src: Source) -> tuple[EventParts, list, FlowParts, int]:
+def _collect(src: Source) -> tuple[EventParts, list, FlowParts, MemoryParts, int]:
     """Every batch of records into column pieces; metadata events kept aside."""
-    parts, flow_parts = EventParts(), FlowParts()
+    parts, flow_parts, memory_parts = EventParts(), FlowParts(), MemoryParts()
     metas: list[Event] = []
     skipped = 0
     for records, dropped in src.batches:
-        skipped += dropped + parts.add(records, metas, flow_parts)
+        skipped += dropped + parts.add(records, metas, flow_parts, memory_parts)
         del records
     if parts.n == 0:
         raise TraceError(
@@ -160,7 +163,7 @@ def _collect(src: Source) -> tuple[EventParts, list, FlowParts, int]:
             + (f" ({skipped} malformed events skipped)" if skipped else "")
             + "; export it with torch.profiler's export_chrome_trace after the profiled steps ran."
         )
-    return parts, metas, flow_parts, skipped
+    return parts, metas, flow_parts, memory_parts, skipped
 
 
 def _assign_lanes(cats: dict, cols: dict, names_meta: dict) -> tuple[list[Lane], dict]:

@@ -36,15 +36,32 @@ copy_bytes             float64   bytes of a gpu_memcpy / gpu_memset ("bytes"), N
 ``Trace.flows`` — one row per CPU launch ↔ GPU activity pair:
 ``correlation`` (int64), ``launch_row`` and ``gpu_row`` (int64 positions in ``events``),
 ``delay_us`` (GPU start − launch start).
+
+``Trace.memory`` — one row per ``[memory]`` instant (``profile_memory=True``: one per allocator
+allocation or free), sorted by time (file order within a tie); empty without profile_memory:
+
+=====================  ========  ===========================================================
+column                 dtype     meaning
+=====================  ========  ===========================================================
+ts_us                  float64   µs since the trace's first event (the clock of ``events``)
+bytes                  int64     "Bytes": > 0 allocated, < 0 freed
+addr                   int64     "Addr" of the block, -1 if none
+total_allocated_bytes  int64     "Total Allocated" on that device right after this record
+total_reserved_bytes   int64     "Total Reserved" (the caching allocator's segments)
+device_type            category  "cpu", "cuda", … (``lab.vocab.MEMORY_DEVICE_TYPES``)
+device_id              int16     "Device Id" (-1 for the CPU in Kineto's records)
+lane_order             int32     the allocating thread's lane in ``events``, -1 if it has none
+=====================  ========  ===========================================================
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
-__all__ = ["EVENT_COLUMNS", "Trace", "TraceError", "TraceMeta"]
+__all__ = ["EVENT_COLUMNS", "MEMORY_COLUMNS", "Trace", "TraceError", "TraceMeta", "empty_memory"]
 
 EVENT_COLUMNS = (
     "name", "cat", "pid", "tid", "lane", "lane_kind", "lane_order", "ts_us", "dur_us", "depth",
@@ -52,6 +69,18 @@ EVENT_COLUMNS = (
     "shared_memory_bytes", "blocks_per_sm", "warps_per_sm", "occupancy_pct", "input_dims",
     "input_type", "concrete_inputs", "copy_bytes",
 )  # fmt: skip
+
+MEMORY_COLUMNS = ("ts_us", "bytes", "addr", "total_allocated_bytes", "total_reserved_bytes", "device_type",
+                  "device_id", "lane_order")
+_MEMORY_DTYPES = {"ts_us": np.float64, "bytes": np.int64, "addr": np.int64, "total_allocated_bytes": np.int64,
+                  "total_reserved_bytes": np.int64, "device_id": np.int16, "lane_order": np.int32}
+
+
+def empty_memory() -> pd.DataFrame:
+    """``Trace.memory`` of a trace without profile_memory: no rows, the same columns."""
+    cols = {c: np.zeros(0, dtype=t) for c, t in _MEMORY_DTYPES.items()}
+    cols["device_type"] = pd.Categorical([], categories=pd.Index([], dtype=object))
+    return pd.DataFrame(cols, columns=list(MEMORY_COLUMNS))
 
 
 class TraceError(ValueError):
@@ -86,6 +115,12 @@ class Trace:
     meta: TraceMeta
     skipped_events: int = 0  # malformed events dropped while loading
     source_bytes: int = 0  # size of the JSON text
+    memory: pd.DataFrame = field(default_factory=empty_memory)  # profile_memory's records
+
+    @property
+    def has_memory(self) -> bool:
+        """The trace holds profile_memory's allocator records."""
+        return len(self.memory) > 0
 
     @property
     def has_gpu(self) -> bool:

@@ -29,11 +29,11 @@ from lab.trace.values import (
     int_or_none,
     short_repr,
 )
-from lab.vocab import FLOW_CAT
+from lab.vocab import FLOW_CAT, MEMORY_EVENT_NAME
 
 __all__ = [
-    "ARG_KEYS", "EMPTY_ARGS", "EVENT_DECODER", "FLOAT_ARGS", "INT_ARGS", "LIST_DECODER", "RAW_DOC_DECODER",
-    "RAW_LIST_DECODER", "TEXT_ARGS", "Args", "Event", "RawDoc", "checked", "typed_or_python",
+    "ARG_KEYS", "EMPTY_ARGS", "EVENT_DECODER", "FLOAT_ARGS", "INT_ARGS", "LIST_DECODER", "MEMORY_ARGS",
+    "RAW_DOC_DECODER", "RAW_LIST_DECODER", "TEXT_ARGS", "Args", "Event", "RawDoc", "checked", "typed_or_python",
 ]  # fmt: skip
 
 ARG_KEYS = {  # attribute -> key in the event's "args"
@@ -54,9 +54,19 @@ ARG_KEYS = {  # attribute -> key in the event's "args"
     "copy_bytes": "bytes",  # gpu_memcpy / gpu_memset size
     "name": "name",  # metadata events: process/thread name
     "labels": "labels",  # metadata events: process label ("GPU 0", "CPU")
+    # profile_memory's "[memory]" instants (c10's reportMemoryUsage, written by Kineto)
+    "mem_bytes": "Bytes",  # > 0 allocated, < 0 freed
+    "mem_addr": "Addr",
+    "mem_allocated": "Total Allocated",  # the allocator's totals right after this record
+    "mem_reserved": "Total Reserved",
+    "mem_device_type": "Device Type",  # c10::DeviceType: 0 CPU, 1 CUDA (lab.vocab.MEMORY_DEVICE_TYPES)
+    "mem_device_id": "Device Id",
 }
 INT_ARGS = ("correlation", "external_id", "device", "stream")
 FLOAT_ARGS = ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "occupancy", "copy_bytes")
+# Read as floats (NaN when absent), like FLOAT_ARGS: integers up to 2**53 (8 PiB, and every
+# 48-bit address) are exact, and a record missing one is told apart from a 0.
+MEMORY_ARGS = ("mem_bytes", "mem_addr", "mem_allocated", "mem_reserved", "mem_device_type", "mem_device_id")
 TEXT_ARGS = ("grid", "block", "input_dims", "input_type", "concrete_inputs")
 _NAN = float("nan")
 _NO_TEXT = msgspec.Raw(b"")
@@ -86,6 +96,12 @@ class Args(msgspec.Struct, rename=ARG_KEYS, gc=False):
     concrete_inputs: msgspec.Raw = _NO_TEXT
     name: Any = None
     labels: Any = None
+    mem_bytes: float = _NAN
+    mem_addr: float = _NAN
+    mem_allocated: float = _NAN
+    mem_reserved: float = _NAN
+    mem_device_type: float = _NAN
+    mem_device_id: float = _NAN
 
 
 class Event(msgspec.Struct, gc=False):
@@ -159,6 +175,8 @@ def _validate(obj):
     if not isinstance(obj, dict):
         return None
     ph = obj.get("ph")
+    if ph == "i" and obj.get("name") == MEMORY_EVENT_NAME:
+        return _memory_record(obj)
     if ph not in ("X", "M", "s", "f"):
         return _IGNORED if isinstance(ph, str) else None
     if ph in ("s", "f") and obj.get("cat") != FLOW_CAT:
@@ -186,6 +204,17 @@ def _metadata_record(obj: dict) -> Event:
     args = obj.get("args")
     return Event(ph="M", name=obj.get("name"), cat="", pid=id_value(obj.get("pid")), tid=id_value(obj.get("tid")),
                  args=_validate_args(args) if isinstance(args, dict) else None)
+
+
+def _memory_record(obj: dict):
+    """A "[memory]" instant: kept with what its args hold (``columns.MemoryParts`` drops one
+    without a time, bytes or totals); args that are not an object make it malformed."""
+    args = obj.get("args")
+    if not isinstance(args, dict):
+        return None
+    values = {attr: v for attr in MEMORY_ARGS if (v := finite(args.get(ARG_KEYS[attr]))) is not None}
+    return Event(ph="i", name=MEMORY_EVENT_NAME, cat="", pid=id_value(obj.get("pid")), tid=id_value(obj.get("tid")),
+                 ts=finite(obj.get("ts")), args=Args(**values))
 
 
 def _validate_args(args: dict) -> Args:

@@ -1,10 +1,20 @@
 """Stage 4 of the pipeline: what the page and the CLI show, as plain data (and Altair specs):
-the summary cards, the key_averages tables, the timeline, the JSON/text report.
+the summary cards, the key_averages tables, the timeline, the memory chart, the JSON/text report.
 
 Nothing here imports streamlit; ``ui/`` lays these out.
 """
 
 from lab.units import fmt_us
+from lab.views.memory import (
+    NO_MEMORY,
+    build_memory_view,
+    device_table,
+    memory_chart,
+    memory_insights,
+    memory_ops,
+    memory_rows,
+    step_table,
+)
 from lab.views.summary import category_counts, comparison_totals, summarize
 from lab.views.tables import (
     format_key_averages,
@@ -18,6 +28,8 @@ from lab.views.torch_table import TORCH_SORT_COLUMNS, torch_sorted, torch_table_
 from lab.vocab import SORT_KEYS, TORCH_SORT_KEYS, is_device_sort
 
 __all__ = [
+    "NO_MEMORY", "build_memory_view", "device_table", "memory_chart", "memory_insights", "memory_ops", "memory_rows",
+    "step_table",
     "SORT_KEYS", "TORCH_SORT_COLUMNS", "TORCH_SORT_KEYS", "build_timeline", "category_counts", "comparison_totals",
     "fmt_us", "format_key_averages", "is_device_sort", "key_averages_view", "limit_text_table",
     "trace_table", "summarize", "timeline_chart", "to_csv_bytes", "torch_sorted", "torch_table_text",

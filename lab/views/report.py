@@ -106,8 +106,19 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
                     "cause": dict(analysis.verdict.cause)},
         "insights": [{"severity": i.severity, "title": i.title, "evidence": i.evidence,
                       "suggestion": i.suggestion, "learn_more": i.learn_more} for i in insights],
+        "memory": _memory(analysis),
     }
     return _plain(report)
+
+
+def _memory(analysis: Analysis) -> list[dict] | None:
+    """profile_memory: one entry per device (peak, what ran at it, reserved); None without records."""
+    if analysis.memory is None:
+        return None
+    return [{"device": d.device, "peak_allocated_bytes": d.peak.allocated_bytes, "peak_at_us": d.peak.ts_us,
+             "peak_op": d.peak.op or None, "peak_annotation": d.peak.annotation or None,
+             "peak_step": d.peak.step if d.peak.step >= 0 else None, "max_reserved_bytes": d.max_reserved_bytes,
+             "allocations": d.allocations, "frees": d.frees} for d in analysis.memory.devices]
 
 
 def _gemm_rows(gemm) -> list[dict]:

@@ -130,15 +130,16 @@ def format_key_averages(df: pd.DataFrame) -> FormattedTable:
     return FormattedTable(pd.DataFrame(data), formats, units)
 
 
-def trace_table(frame: pd.DataFrame) -> pd.DataFrame:
+def trace_table(frame: pd.DataFrame, *, profile_memory: bool = False) -> pd.DataFrame:
     """A trace-derived key_averages frame (``lab.analysis.trace_key_averages``) for the views.
 
-    The memory columns are left NaN (shown as absent, not zero): a trace's ``[memory]`` events
-    are not read into them yet. FLOPs stay where torch would count them (``with_flops``).
+    The memory columns are torch's (from the trace's ``[memory]`` records) when the trace was
+    recorded with ``profile_memory`` (``Trace.has_memory``), else NaN: shown as absent, not as
+    zeros. FLOPs stay where torch would count them (``with_flops``).
     """
     out = frame.copy()
     for column in ("self_cpu_memory_bytes", "cpu_memory_bytes", "self_device_memory_bytes", "device_memory_bytes"):
-        out[column] = np.nan
+        out[column] = out[column] if profile_memory else np.nan
     if not (out["flops"] > 0).any():
         out["flops"] = np.nan
     return out[list(KEY_AVERAGES_COLUMNS)]

@@ -44,7 +44,10 @@ def torch_table_text(frame: pd.DataFrame, *, sort_by: str | None = None, row_lim
     rows = frame.reset_index(drop=True) if sort_by is None else torch_sorted(frame, sort_by)
     has_device = bool((rows["self_device_us"] > 0).any())
     device_name = (use_device or ("cuda" if has_device else "")).upper() or "None"
-    widths, headers = _torch_columns(rows, has_device, device_name, with_flops, profile_memory)
+    # torch: device memory columns when profiling a device and some row has self device memory.
+    device_memory = bool(use_device) and bool((rows["self_device_memory_bytes"] > 0).any())
+    memory = (profile_memory, profile_memory and device_memory)
+    widths, headers = _torch_columns(rows, has_device, device_name, with_flops, memory)
     fmt = "".join("{: >" + str(w) + "}  " for w in widths)
     sep = "".join("-" * w + "  " for w in widths)
     cpu_total = float(rows["self_cpu_us"].sum())
@@ -53,7 +56,7 @@ def torch_table_text(frame: pd.DataFrame, *, sort_by: str | None = None, row_lim
     flop_scale = _flop_scale(rows) if "FLOPs" in headers[-1] else None
     lines = [sep, fmt.format(*headers), sep]
     for row in rows.head(row_limit if row_limit >= 0 else len(rows)).itertuples(index=False):
-        lines.append(fmt.format(*_torch_row(row, cpu_total, device_total, has_device, profile_memory,
+        lines.append(fmt.format(*_torch_row(row, cpu_total, device_total, has_device, memory,
                                             "Input Shapes" in headers, flop_scale)))
     lines += [sep, f"Self CPU time total: {_torch_time(cpu_total)}"]
     if has_device:
@@ -78,17 +81,18 @@ def _torch_sort_values(rows: pd.DataFrame, column: str) -> np.ndarray:
     return rows[column].to_numpy(dtype=np.float64)
 
 
-def _torch_columns(rows, has_device, device_name, with_flops, profile_memory):
-    """(column widths, header texts) as _build_table lays them out."""
+def _torch_columns(rows, has_device, device_name, with_flops, memory: tuple[bool, bool]):
+    """(column widths, header texts) as _build_table lays them out; ``memory``: (CPU memory
+    columns, device memory columns)."""
     name_width = min(max(len(str(n)) for n in rows["name"]) + 4, 55)
     headers = ["Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"]
     if has_device:
         headers += [f"Self {device_name}", f"Self {device_name} %", f"{device_name} total",
                     f"{device_name} time avg"]
-    if profile_memory:
+    if memory[0]:
         headers += ["CPU Mem", "Self CPU Mem"]
-        if (rows["self_device_memory_bytes"] > 0).any():
-            headers += [f"{device_name} Mem", f"Self {device_name} Mem"]
+    if memory[1]:
+        headers += [f"{device_name} Mem", f"Self {device_name} Mem"]
     headers.append("# of Calls")
     widths = [name_width] + [12] * (len(headers) - 1)
     shapes = rows["input_shapes"].astype(str)
@@ -101,7 +105,7 @@ def _torch_columns(rows, has_device, device_name, with_flops, profile_memory):
     return widths, headers
 
 
-def _torch_row(row, cpu_total, device_total, has_device, profile_memory, shapes, flop_scale) -> list:
+def _torch_row(row, cpu_total, device_total, has_device, memory: tuple[bool, bool], shapes, flop_scale) -> list:
     name = str(row.name)
     if len(name) >= 52:
         name = name[:52] + "..."
@@ -115,8 +119,10 @@ def _torch_row(row, cpu_total, device_total, has_device, profile_memory, shapes,
     if has_device:
         values += [_torch_time(row.self_device_us), _torch_share(row.self_device_us, device_total),
                    _torch_time(row.device_total_us), _torch_time(row.device_total_us / count if count else 0.0)]
-    if profile_memory:
+    if memory[0]:
         values += [_torch_bytes(row.cpu_memory_bytes), _torch_bytes(row.self_cpu_memory_bytes)]
+    if memory[1]:
+        values += [_torch_bytes(row.device_memory_bytes), _torch_bytes(row.self_device_memory_bytes)]
     values.append(count)
     if shapes:
         values.append(str(row.input_shapes)[:80])

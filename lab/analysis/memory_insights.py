@@ -1,0 +1,181 @@
+"""Insights from profile_memory's records (``Analysis.memory``): memory that grows step after
+step, reserved far above allocated, allocator churn, and what was running at the peak.
+
+Rules as in ``insights.py``: ``rule(trace, analysis) -> Insight | None``, constant titles,
+numbers in the evidence, thresholds named here with their reason. They are added to
+``insights.RULES`` (``MEMORY_RULES``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lab.analysis.bundle import Analysis
+from lab.analysis.insight import Insight
+from lab.analysis.memory import SMALL_ALLOCATION_BYTES, DeviceMemory, MemoryAnalysis
+from lab.trace import Trace
+from lab.units import fmt_mem_bytes, fmt_us_fixed
+
+__all__ = [
+    "CHURN_MIN_SMALL_PER_STEP", "FRAGMENTATION_MIN_GAP_BYTES", "FRAGMENTATION_RATIO", "LEAK_MIN_STEPS",
+    "MEMORY_RULES", "MEMORY_TITLES", "allocator_churn", "memory_growth", "peak_owner", "reserved_far_above_allocated",
+]  # fmt: skip
+
+# --- thresholds ------------------------------------------------------------------------------
+# A training or inference loop in its steady state ends every step with the same tensors alive
+# (weights, gradients, optimizer state): on every profile_memory trace of the corpus the level at
+# each step's end is identical to the byte (H200 transformer step: 1,251,686,400 B at all 4 step
+# ends; the seed: 100,671,488 B at all 3). One rise can be the first iteration's one-time
+# allocations (AdamW's exp_avg / exp_avg_sq at the first step(), .grad at the first backward);
+# a rise at every step of at least three is a trend: something keeps references (a loss kept as a
+# tensor in a list, a cache that grows, a graph retained with retain_graph=True).
+LEAK_MIN_STEPS = 3
+# The caching allocator keeps what it reserved; the corpus's training steps hold 1.08–1.10× their
+# peak allocation (transformer 3.30 / 3.07 GiB, Llama 354 / 323 MiB, ResNet-50 498 / 452 MiB): size
+# rounding and the 2 MiB / 20 MiB segments. Reserved 1.5× the peak means a third of what the
+# process holds never held a tensor even at the peak: blocks split into sizes nothing reuses
+# (fragmentation) or an earlier, larger working set. Below 512 MiB of gap it matters little on a
+# GPU of tens of GB, and small programs always show a few segments of rounding.
+FRAGMENTATION_RATIO = 1.5
+FRAGMENTATION_MIN_GAP_BYTES = 512 << 20
+# Allocations of ≤ 1 MiB (the caching allocator's small pool) per step: the corpus's training
+# steps make 197 (Llama, 342 in all) to 455 (the H200 transformer, 1,055 in all). Thousands per
+# step are mostly the temporaries of unfused elementwise ops, each a dispatcher + allocator round
+# trip on the host, which fusion (torch.compile) or in-place ops remove.
+CHURN_MIN_SMALL_PER_STEP = 1_000
+
+LEAK_TITLE = "Memory grows step after step: a leak candidate"
+FRAGMENTATION_TITLE = "Reserved memory far above allocated: fragmentation"
+CHURN_TITLE = "Allocator churn: many small allocations per step"
+PEAK_TITLE = "Memory peak and what was running"
+MEMORY_TITLES = (LEAK_TITLE, FRAGMENTATION_TITLE, CHURN_TITLE, PEAK_TITLE)
+
+CUDA_MEMORY_DOCS = "https://pytorch.org/docs/stable/torch_cuda_memory.html"
+ALLOC_CONF_DOCS = "https://pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf"
+COMPILE_TUTORIAL = "https://pytorch.org/tutorials/intermediate/torch_compile_tutorial.html"
+
+
+def _memory(analysis: Analysis) -> MemoryAnalysis | None:
+    return getattr(analysis, "memory", None)
+
+
+def _step_rows(memory: MemoryAnalysis, device: str):
+    steps = memory.steps
+    return steps[steps["device"] == device]
+
+
+def memory_growth(trace: Trace, analysis: Analysis) -> Insight | None:
+    """Allocated memory at each step's end higher than at the step before, at every step."""
+    memory = _memory(analysis)
+    if memory is None or memory.steps.empty:
+        return None
+    for dev in memory.devices:
+        rows = _step_rows(memory, dev.device)
+        ends = rows["end_allocated_bytes"].to_numpy(dtype=np.int64)
+        if len(ends) < LEAK_MIN_STEPS or not (np.diff(ends) > 0).all():
+            continue
+        growth = int(ends[-1] - ends[0])
+        per_step = growth / (len(ends) - 1)
+        return Insight(
+            severity="warning",
+            title=LEAK_TITLE,
+            evidence=(f"On {dev.device} the allocated memory at the end of each of the {len(ends)} steps rose every "
+                      f"step, from {fmt_mem_bytes(ends[0])} to {fmt_mem_bytes(ends[-1])} (+{fmt_mem_bytes(per_step)} "
+                      f"per step); the peak rose from {fmt_mem_bytes(int(rows['peak_allocated_bytes'].iloc[0]))} "
+                      f"to {fmt_mem_bytes(int(rows['peak_allocated_bytes'].iloc[-1]))}."),
+            suggestion=("Look for tensors kept across steps: a loss or metric stored as a tensor (append loss.item(), "
+                        "not loss), outputs kept in a list, a cache that never evicts, retain_graph=True. "
+                        "torch.cuda.memory._record_memory_history() and its snapshot show which allocations stay."),
+            learn_more=CUDA_MEMORY_DOCS,
+        )
+    return None
+
+
+def reserved_far_above_allocated(trace: Trace, analysis: Analysis) -> Insight | None:
+    """The caching allocator holds much more than the peak of live tensors (fragmentation)."""
+    memory = _memory(analysis)
+    if memory is None:
+        return None
+    for dev in memory.devices:
+        peak = dev.peak.allocated_bytes
+        gap = dev.max_reserved_bytes - peak
+        if dev.device == "cpu" or peak <= 0 or dev.max_reserved_bytes < FRAGMENTATION_RATIO * peak \
+                or gap < FRAGMENTATION_MIN_GAP_BYTES:
+            continue
+        return Insight(
+            severity="warning",
+            title=FRAGMENTATION_TITLE,
+            evidence=(f"On {dev.device} the allocator reserved up to {fmt_mem_bytes(dev.max_reserved_bytes)} "
+                      f"while live tensors peaked at {fmt_mem_bytes(peak)} ({dev.max_reserved_bytes / peak:.2f}×): "
+                      f"{fmt_mem_bytes(gap)} held but never used at once."),
+            suggestion=("Run with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True so segments grow instead of "
+                        "splitting; keep tensor sizes steady across steps (pad variable sequence lengths to a few "
+                        "buckets); avoid torch.cuda.empty_cache() in the loop."),
+            learn_more=ALLOC_CONF_DOCS,
+        )
+    return None
+
+
+def allocator_churn(trace: Trace, analysis: Analysis) -> Insight | None:
+    """Thousands of small allocations every step."""
+    memory = _memory(analysis)
+    if memory is None or memory.steps.empty:
+        return None
+    for dev in memory.devices:
+        rows = _step_rows(memory, dev.device)
+        small = float(np.median(rows["small_allocations"].to_numpy())) if len(rows) else 0.0
+        if small < CHURN_MIN_SMALL_PER_STEP:
+            continue
+        total = float(np.median(rows["allocations"].to_numpy()))
+        churned = fmt_mem_bytes(float(np.median(rows["allocated_bytes"])))
+        return Insight(
+            severity="info",
+            title=CHURN_TITLE,
+            evidence=(f"On {dev.device} a step makes {small:,.0f} allocations of ≤ "
+                      f"{fmt_mem_bytes(SMALL_ALLOCATION_BYTES)} (median over {len(rows)} steps; {total:,.0f} "
+                      f"allocations in all), {churned} allocated per step."),
+            suggestion=("Fuse the small elementwise ops that make these temporaries (torch.compile), use in-place or "
+                        "out= variants in hot loops, and keep shapes fixed so cached blocks are reused."),
+            learn_more=COMPILE_TUTORIAL,
+        )
+    return None
+
+
+def _where(dev: DeviceMemory) -> str:
+    peak = dev.peak
+    parts = []
+    if peak.op:
+        parts.append(f"inside {peak.op}")
+    if peak.annotation:
+        parts.append(f"in record_function '{peak.annotation}'")
+    if peak.step >= 0:
+        parts.append(f"during step {peak.step + 1}")
+    return (" " + ", ".join(parts)) if parts else " outside any op"
+
+
+def peak_owner(trace: Trace, analysis: Analysis) -> Insight | None:
+    """Where the highest allocation level of the main device was reached, and what ran then."""
+    memory = _memory(analysis)
+    if memory is None:
+        return None
+    dev = memory.main
+    peak = dev.peak
+    before = dev.start_allocated_bytes
+    reserved = f" ({fmt_mem_bytes(peak.reserved_bytes)} reserved)" if peak.reserved_bytes else ""
+    # A GPU allocator's totals are absolute; the CPU's, as the profiler reports them, start at 0.
+    baseline = (f"; {fmt_mem_bytes(before)} were already allocated when the profile began (weights, optimizer "
+                f"state, inputs), so the profiled work added {fmt_mem_bytes(peak.allocated_bytes - before)} on top"
+                if dev.device != "cpu" else "")
+    return Insight(
+        severity="info",
+        title=PEAK_TITLE,
+        evidence=(f"{dev.device} peaked at {fmt_mem_bytes(peak.allocated_bytes)} allocated{reserved} at "
+                  f"{fmt_us_fixed(peak.ts_us)}{_where(dev)}{baseline}."),
+        suggestion=("To lower the peak, shrink what is alive at that moment: activations kept for backward "
+                    "(torch.utils.checkpoint), the batch size, fp32 tensors that could be bf16; the Memory view shows "
+                    "the curve, and a snapshot from torch.cuda.memory._record_memory_history() names the tensors."),
+        learn_more=CUDA_MEMORY_DOCS,
+    )
+
+
+MEMORY_RULES = (memory_growth, reserved_far_above_allocated, allocator_churn, peak_owner)
