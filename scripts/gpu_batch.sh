@@ -67,7 +67,7 @@ print(f"python {platform.python_version()}, torch {torch.__version__}, CUDA {tor
 for i in range(torch.cuda.device_count()):
     free, total = torch.cuda.mem_get_info(i)
     print(f"  cuda:{i} {torch.cuda.get_device_name(i)}: {free / 2**30:.1f} of {total / 2**30:.1f} GiB free")
-for name in ("streamlit", "msgspec", "orjson", "pandas", "numpy", "pytest"):
+for name in ("streamlit", "msgspec", "pandas", "numpy", "pytest"):
     try:
         module = __import__(name)
         print(f"  {name} {getattr(module, '__version__', '?')}")
