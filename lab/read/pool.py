@@ -36,10 +36,11 @@ from lab.read.limits import (
 from lab.read.protocol import Lane, Parsed, PoolHealth, ReaderHealth
 from lab.read.queue import ABANDONED_READ_S, ReaderRecord, ReadQueue, ReadTicket
 from lab.read.store import ResultStore
-from lab.read.supervisor import READER_START_TIMEOUT_S, SHUTDOWN_GRACE_S, TICK_S, ReaderSupervisor
+from lab.read.supervisor import READER_START_TIMEOUT_S, TICK_S, ReaderSupervisor
 from lab.run.config import RunConfig
 from lab.run.devices import DevicePeak
 from lab.run.settings import HostSettings
+from lab.run.spawn import SHUTDOWN_GRACE_S
 
 __all__ = ["ReaderPool"]
 

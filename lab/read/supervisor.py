@@ -12,13 +12,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
-import socket
 import subprocess
-import sys
 import threading
 import time
 from multiprocessing.connection import Connection
-from pathlib import Path
 
 from lab.read.limits import READER_NICE, memory_refusal, timeout_refusal
 from lab.read.protocol import (
@@ -35,17 +32,14 @@ from lab.read.protocol import (
 )
 from lab.read.queue import ReaderRecord, ReadQueue, ReadTicket
 from lab.read.reader import READER_CODE, READER_FD_ENV
-from lab.run.spawn import exit_text
+from lab.run.spawn import REAP_S, exit_text, start_child, stop_child
 
 __all__ = ["READER_START_TIMEOUT_S", "ReaderSupervisor", "start_reader_process"]
 
 # Imports (pandas, msgspec) and one sample read: ~1.5 s on an idle core; 2 busy cores, far more.
 READER_START_TIMEOUT_S = 120.0
 MAX_RESTART_BACKOFF_S = 30.0
-SHUTDOWN_GRACE_S = 3.0
 TICK_S = 0.25
-REAP_S = 5
-_LAB_PARENT_DIR = str(Path(__file__).resolve().parents[2])
 # One thread for every numeric library, two malloc arenas, and Arrow on the system allocator:
 # fewer reserved mappings, so the address-space limit measures the trace, not allocators'
 # reservations (Arrow's mimalloc reserved 1 GiB at the first DataFrame, glibc 64 MiB a thread).
@@ -55,18 +49,7 @@ _READER_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THR
 
 def start_reader_process() -> tuple[subprocess.Popen, Connection]:
     """Start a reader interpreter; (process, the server's end of its socketpair)."""
-    parent_sock, child_sock = socket.socketpair()
-    env = {**os.environ, **_READER_ENV, READER_FD_ENV: str(child_sock.fileno())}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_LAB_PARENT_DIR, env.get("PYTHONPATH")) if p)
-    try:
-        process = subprocess.Popen([sys.executable, "-c", READER_CODE], env=env, pass_fds=(child_sock.fileno(),),
-                                   stdin=subprocess.DEVNULL)
-    except BaseException:
-        parent_sock.close()
-        raise
-    finally:
-        child_sock.close()  # the reader holds the only copy: its death shows as EOF here
-    return process, Connection(parent_sock.detach())
+    return start_child(READER_CODE, READER_FD_ENV, {**os.environ, **_READER_ENV})
 
 
 class ReaderSupervisor:
@@ -246,13 +229,4 @@ class ReaderSupervisor:
             queue.changed.notify_all()
         if process is None or conn is None:
             return
-        if process.poll() is None and polite:
-            try:
-                conn.send(StopReader())
-                process.wait(timeout=SHUTDOWN_GRACE_S)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=REAP_S)
-        conn.close()
+        stop_child(process, conn, StopReader(), polite=polite)

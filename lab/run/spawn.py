@@ -23,10 +23,17 @@ from pathlib import Path
 from lab.run.settings import HostSettings
 from lab.run.worker import WORKER_CODE, WORKER_FD_ENV
 
-__all__ = ["default_devices", "exit_text", "start_worker_process", "visible_gpu_ids", "worker_pinning"]
+__all__ = [
+    "REAP_S", "SHUTDOWN_GRACE_S", "default_devices", "exit_text", "start_child", "start_worker_process", "stop_child",
+    "visible_gpu_ids", "worker_pinning",
+]
 
 # The directory holding the ``lab`` package, put first on the worker's PYTHONPATH.
 _LAB_PARENT_DIR = str(Path(__file__).resolve().parents[2])
+# How long a polite stop lets an idle child exit on its own before it is killed.
+SHUTDOWN_GRACE_S = 3.0
+# After a kill, how long to wait for the process to be reaped.
+REAP_S = 5
 # A hung driver must not hang the server's start; nvidia-smi -L is a quick query, 15 s is generous.
 NVIDIA_SMI_TIMEOUT_S = 15
 
@@ -94,23 +101,45 @@ def worker_pinning(device: str, gpu_ids: list[str]) -> tuple[str, int]:
 
 def start_worker_process(visible_id: str) -> tuple[subprocess.Popen, multiprocessing.connection.Connection]:
     """Start a worker interpreter that sees only GPU ``visible_id`` ("" = none); (process, pipe)."""
-    parent_sock, child_sock = socket.socketpair()
     env = dict(os.environ)
     # Pinned before the interpreter starts: CUDA reads the variable once, at initialization.
     env["CUDA_VISIBLE_DEVICES"] = visible_id
     env.setdefault("KINETO_LOG_LEVEL", "6")  # silences Kineto's stderr lines
-    env[WORKER_FD_ENV] = str(child_sock.fileno())
+    return start_child(WORKER_CODE, WORKER_FD_ENV, env)
+
+
+def start_child(code: str, fd_env: str, env: dict[str, str]) -> tuple[subprocess.Popen,
+                                                                    multiprocessing.connection.Connection]:
+    """A fresh interpreter running ``python -c code``, its end of a socketpair named in
+    ``env[fd_env]``; (process, the server's end). Profiling workers and trace readers both
+    start this way (not multiprocessing spawn, which re-runs the Streamlit page in the child)."""
+    parent_sock, child_sock = socket.socketpair()
+    env = {**env, fd_env: str(child_sock.fileno())}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_LAB_PARENT_DIR, env.get("PYTHONPATH")) if p)
     try:
-        process = subprocess.Popen(
-            [sys.executable, "-c", WORKER_CODE], env=env, pass_fds=(child_sock.fileno(),),
-            stdin=subprocess.DEVNULL)
+        process = subprocess.Popen([sys.executable, "-c", code], env=env, pass_fds=(child_sock.fileno(),),
+                                   stdin=subprocess.DEVNULL)
     except BaseException:
         parent_sock.close()
         raise
     finally:
-        child_sock.close()  # the worker holds the only copy: its death shows as EOF here
+        child_sock.close()  # the child holds the only copy: its death shows as EOF here
     return process, multiprocessing.connection.Connection(parent_sock.detach())
+
+
+def stop_child(process: subprocess.Popen, conn, stop_message, *, polite: bool) -> None:
+    """End a child started by ``start_child``: ask an idle one to stop (``stop_message``) and give
+    it SHUTDOWN_GRACE_S, else — or then — kill it; close the server's end."""
+    if process.poll() is None and polite:
+        try:
+            conn.send(stop_message)
+            process.wait(timeout=SHUTDOWN_GRACE_S)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    if process.poll() is None:
+        process.kill()
+        process.wait(timeout=REAP_S)
+    conn.close()
 
 
 def exit_text(exitcode: int | None) -> str:

@@ -25,7 +25,7 @@ from lab.run.protocol import (
     WorkerState,
 )
 from lab.run.queue import RunQueue, RunTicket, WorkerRecord, describe_config
-from lab.run.spawn import exit_text, start_worker_process
+from lab.run.spawn import REAP_S, SHUTDOWN_GRACE_S, exit_text, start_worker_process, stop_child
 
 __all__ = ["MAX_RESTART_BACKOFF_S", "SHUTDOWN_GRACE_S", "WORKER_START_TIMEOUT_S", "Supervisor"]
 
@@ -34,12 +34,8 @@ __all__ = ["MAX_RESTART_BACKOFF_S", "SHUTDOWN_GRACE_S", "WORKER_START_TIMEOUT_S"
 WORKER_START_TIMEOUT_S = 180.0
 # A worker that keeps dying while it starts is retried after 1, 2, 4 … seconds, at most this.
 MAX_RESTART_BACKOFF_S = 60.0
-# How long shutdown() lets an idle worker exit on its own before killing it.
-SHUTDOWN_GRACE_S = 3.0
 # Supervisor threads wake at least this often to check deadlines and stop requests.
 TICK_S = 0.25
-# After a kill, how long to wait for the process to be reaped.
-REAP_S = 5
 
 
 class Supervisor:
@@ -212,13 +208,4 @@ class Supervisor:
             queue.changed.notify_all()
         if process is None or conn is None:
             return
-        if process.poll() is None and polite:
-            try:
-                conn.send(StopWorker())
-                process.wait(timeout=SHUTDOWN_GRACE_S)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=REAP_S)
-        conn.close()
+        stop_child(process, conn, StopWorker(), polite=polite)
