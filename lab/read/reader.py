@@ -31,6 +31,7 @@ from lab.read.protocol import (
     ReadProgress,
     ReadRequest,
 )
+from lab.run.child import ChildPipe
 
 __all__ = ["OOM_SCORE_ADJ", "READER_CODE", "READER_FD_ENV"]
 
@@ -52,40 +53,11 @@ def _reader_entry() -> None:
     os._exit(0)  # nothing left to flush: every message was sent synchronously
 
 
-class _Pipe:
-    """The reader's end; a send that fails means the server went away: exit."""
-
-    def __init__(self, conn):
-        self.conn = conn
-
-    def send(self, message) -> None:
-        try:
-            self.conn.send(message)
-        except OSError:
-            os._exit(0)
-
-    def send_bytes(self, data) -> None:
-        try:
-            self.conn.send_bytes(data)
-        except OSError:
-            os._exit(0)
-
-    def recv(self):
-        try:
-            return self.conn.recv()
-        except (EOFError, OSError):
-            return None
-
-    def recv_bytes(self):
-        try:
-            return self.conn.recv_bytes()
-        except (EOFError, OSError):
-            return None
 
 
 def _reader_main(conn, init: InitReader) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when readers stop
-    pipe = _Pipe(conn)
+    pipe = ChildPipe(conn)
     try:
         steps = _Steps()
         steps.warm_up()
@@ -99,7 +71,7 @@ def _reader_main(conn, init: InitReader) -> None:
         pass
 
 
-def _serve_next(pipe: _Pipe, steps: _Steps, memory_mb: int) -> bool:
+def _serve_next(pipe: ChildPipe, steps: _Steps, memory_mb: int) -> bool:
     """Take the next request (and its bytes) and serve it; False when the reader must exit.
 
     A function of its own so that the request's bytes die with its frame, not while idle.
@@ -165,7 +137,7 @@ class _Steps:
 class _Progress:
     """What one read has got to, kept apart from its frames so a failure can still be described."""
 
-    def __init__(self, pipe: _Pipe, read_id: int):
+    def __init__(self, pipe: ChildPipe, read_id: int):
         self.pipe, self.read_id, self.json_bytes = pipe, read_id, 0
 
     def stage(self, name: str) -> None:
@@ -192,7 +164,7 @@ def _read(steps: _Steps, request: ReadRequest, data, progress: _Progress) -> tup
     return head, [b.raw() for b in buffers]
 
 
-def _serve_one(pipe: _Pipe, steps: _Steps, request: ReadRequest, data, memory_mb: int) -> bool:
+def _serve_one(pipe: ChildPipe, steps: _Steps, request: ReadRequest, data, memory_mb: int) -> bool:
     """Read one trace and send the outcome; False when this reader must exit."""
     progress = _Progress(pipe, request.read_id)
     progress.json_bytes = request.json_hint

@@ -15,6 +15,7 @@ import multiprocessing.connection
 import os
 import signal
 
+from lab.run.child import ChildPipe
 from lab.run.config import ConfigError
 from lab.run.devices import DeviceInfo
 from lab.run.estimate import check_estimate
@@ -66,31 +67,13 @@ def _leave_a_core_to_the_server() -> None:
     torch.set_num_threads(cpu_worker_threads(os.cpu_count()))
 
 
-class _Pipe:
-    """The worker's end of the pipe; a send that fails means the server went away: exit."""
-
-    def __init__(self, conn):
-        self.conn = conn
-
-    def send(self, message) -> None:
-        try:
-            self.conn.send(message)
-        except OSError:  # the server went away: nobody wants the result
-            os._exit(0)
-
-    def recv(self):
-        """The next message, or None when the server's end has closed."""
-        try:
-            return self.conn.recv()
-        except (EOFError, OSError):
-            return None
 
 
 def _worker_main(conn, init: InitWorker) -> None:
     """Warm up, then serve runs until told to stop or the server goes away."""
     # Ctrl+C in the server's terminal must not kill a run; the server decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    pipe = _Pipe(conn)
+    pipe = ChildPipe(conn)
     try:
         runner = importlib.import_module("lab.run.runner")  # imports torch
         from lab.run.result import RunError
@@ -110,7 +93,7 @@ def _worker_main(conn, init: InitWorker) -> None:
             return
 
 
-def _serve_one(pipe: _Pipe, runner, init: InitWorker, request: RunRequest, *, expected,
+def _serve_one(pipe: ChildPipe, runner, init: InitWorker, request: RunRequest, *, expected,
                info: DeviceInfo | None) -> bool:
     """Run one request and send its outcome; False when this worker must exit.
 
