@@ -6,6 +6,10 @@ only once both workers are warm and idle with nothing queued: a test starts from
 whatever ran before it (a killed or timed-out worker is replaced in the background). The
 tests pass in any order (``-p randomly``, or the node ids reversed); the queue test uses the
 pool while it is still cold, or a fresh service of its own.
+
+Both backends run this suite: here the local one (worker processes of this interpreter);
+``tests/test_service_ray.py`` collects the same tests with the ``backend`` fixture set to a
+real two-node Ray cluster. Every service a test makes takes its settings from ``backend``.
 """
 
 from __future__ import annotations
@@ -93,12 +97,23 @@ def page_as_main(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def shared(page_as_main):
+def backend() -> HostSettings:
+    """The settings that pick the backend (``backend``, ``ray_address``); the Ray module overrides it."""
+    return HostSettings()
+
+
+def on(backend: HostSettings, **limits) -> HostSettings:
+    """``limits`` on the module's backend."""
+    return backend.replace(**limits)
+
+
+@pytest.fixture(scope="module")
+def shared(page_as_main, backend):
     """The file's pool, not started: the first test that needs it warm starts it.
     Every worker it starts (and restarts) does so with a page script as ``__main__``."""
     svc = ProfileService(
         # No run-time estimate limit: BIG must start, so the time-limit and kill tests can stop it.
-        settings=HostSettings(run_timeout_s=RUN_TIMEOUT_S, queue_max=QUEUE_MAX, reuse_window_s=600.0,
+        settings=on(backend, run_timeout_s=RUN_TIMEOUT_S, queue_max=QUEUE_MAX, reuse_window_s=600.0,
                               max_run_estimate_s=0.0),
         devices=["cpu", "cpu"])
     yield svc
@@ -195,8 +210,8 @@ def test_queue_positions_busy_and_cancel(unstarted):
     estimated.result(timeout=RESULT_WAIT_S)  # leave the queue empty for the next test
 
 
-def test_one_submission_per_session_and_sessions_take_turns():
-    svc = ProfileService(settings=HostSettings(queue_max=QUEUE_MAX), devices=["cpu"])  # never started
+def test_one_submission_per_session_and_sessions_take_turns(backend):
+    svc = ProfileService(settings=on(backend, queue_max=QUEUE_MAX), devices=["cpu"])  # never started
     try:
         first = svc.submit(tiny(label="a_first"), session="a")
         second = svc.submit(tiny(label="a_second"), session="a")
@@ -220,10 +235,10 @@ def test_one_submission_per_session_and_sessions_take_turns():
         svc.shutdown()
 
 
-def test_wait_estimate_adds_the_run_estimates_ahead():
+def test_wait_estimate_adds_the_run_estimates_ahead(backend):
     from lab.run.devices import DeviceInfo, DeviceRates
 
-    svc = ProfileService(settings=HostSettings(), devices=["cpu"])  # never started
+    svc = ProfileService(settings=backend, devices=["cpu"])  # never started
     try:
         # As a warm worker would report: 50 GFLOP/s (the queue estimates from its DeviceInfo).
         rates = DeviceRates(kind="cpu", matmul_gflops=(("float32", 50.0),), copy_gbs=10.0, fill_gbs=1.0,
@@ -238,8 +253,8 @@ def test_wait_estimate_adds_the_run_estimates_ahead():
         svc.shutdown()
 
 
-def test_unpolled_queued_ticket_is_dropped():
-    svc = ProfileService(settings=HostSettings(), devices=["cpu"], abandon_after_s=0.05)
+def test_unpolled_queued_ticket_is_dropped(backend):
+    svc = ProfileService(settings=backend, devices=["cpu"], abandon_after_s=0.05)
     try:
         gone = svc.submit(tiny(label="tab_closed"))
         time.sleep(0.2)  # nobody polls it
@@ -251,8 +266,8 @@ def test_unpolled_queued_ticket_is_dropped():
         svc.shutdown()
 
 
-def test_result_wait_timeout_leaves_the_run_queued():
-    svc = ProfileService(settings=HostSettings(), devices=["cpu"])
+def test_result_wait_timeout_leaves_the_run_queued(backend):
+    svc = ProfileService(settings=backend, devices=["cpu"])
     try:
         ticket = svc.submit(tiny())
         with pytest.raises(TimeoutError):
@@ -385,7 +400,9 @@ def test_killed_worker_fails_the_run_and_is_replaced(service):
         ticket.result(timeout=RESULT_WAIT_S)
     assert caught.value.kind == "crash"
     message = str(caught.value)
-    assert "the profiling worker crashed (exit code -9, SIGKILL)" in message
+    crashed = {"local": "the profiling worker crashed (exit code -9, SIGKILL)",
+               "ray": f"the profiling worker crashed (its Ray actor on {busy.node} died)"}[service.settings.backend]
+    assert crashed in message
     assert "4096x4096x4096" in message and "run again" in message
     # A worker that dies while idle is replaced too, without waiting for a run to find out.
     os.kill(idle.pid, signal.SIGKILL)
@@ -495,8 +512,8 @@ def test_protocol_messages_are_frozen_dataclasses_and_states_read_as_strings():
 NEXT_RUN_AFTER_CANCEL_S = 60.0
 
 
-def test_cancel_a_waiting_run_and_a_running_one_frees_the_only_worker():
-    svc = ProfileService(settings=HostSettings(run_timeout_s=RESULT_WAIT_S, max_run_estimate_s=0.0),
+def test_cancel_a_waiting_run_and_a_running_one_frees_the_only_worker(backend):
+    svc = ProfileService(settings=on(backend, run_timeout_s=RESULT_WAIT_S, max_run_estimate_s=0.0),
                          devices=["cpu"])
     try:
         svc.start(wait=True)
@@ -530,10 +547,10 @@ def test_cancel_a_waiting_run_and_a_running_one_frees_the_only_worker():
         svc.shutdown()
 
 
-def test_withdraw_takes_a_waiting_run_out_and_leaves_a_running_one_alone():
+def test_withdraw_takes_a_waiting_run_out_and_leaves_a_running_one_alone(backend):
     """What the page does when its script is interrupted (a tab clicked mid-run): the waiting
     run leaves the queue, the running one keeps its worker (no restart) and still finishes."""
-    svc = ProfileService(settings=HostSettings(run_timeout_s=RESULT_WAIT_S, max_run_estimate_s=0.0),
+    svc = ProfileService(settings=on(backend, run_timeout_s=RESULT_WAIT_S, max_run_estimate_s=0.0),
                          devices=["cpu"])
     try:
         svc.start(wait=True)

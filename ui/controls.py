@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 import streamlit as st
 
@@ -16,9 +17,11 @@ from lab.run import (
     WORKLOADS,
     ConfigError,
     DeviceInfo,
+    DeviceKind,
     HostSettings,
     Option,
     RunConfig,
+    describe_kinds,
     dtype_refusal,
     lesson_configs,
 )
@@ -27,6 +30,9 @@ from lab.samples import lesson_samples
 SIZES = [2**p for p in range(4, 15)]  # 16 … 16384, the slider's stops
 FORM_KEY = "run_form"
 FORCE_FRESH_KEY = "cfg_force_fresh"
+# The device model a run asks for ("any" or a DeviceKind.name); offered when the pool has several.
+DEVICE_KIND_KEY = "cfg_device_kind"
+ANY_KIND = "any"
 DIMS = ("m", "k", "n")
 # Widget keys, one per RunConfig field and the exact-sizes box: stable, so a preset can fill
 # them and a rerun keeps them.
@@ -93,7 +99,8 @@ def parse_exact(text: str) -> tuple[int, int, int] | None:
     return values
 
 
-def run_form(device: DeviceInfo | None, settings: HostSettings) -> RunConfig | ConfigError | None:
+def run_form(device: DeviceInfo | None, settings: HostSettings,
+             kinds: tuple[DeviceKind, ...] = ()) -> RunConfig | ConfigError | None:
     """Draw the form; on submit return the RunConfig, or the ConfigError to show; else None."""
     _defaults()
     # Outside the form so that the slider names follow the workload at once.
@@ -110,6 +117,7 @@ def run_form(device: DeviceInfo | None, settings: HostSettings) -> RunConfig | C
         values["dtype"] = _dtype_radio(device)
         values["device"] = st.radio(OPTIONS["device"].label, DEVICES, key=K["device"], horizontal=True)
         st.caption(_device_caption(device))
+        _kind_choice(kinds)
         for group, title in EXPANDERS.items():
             with st.expander(title, expanded=False):
                 values.update(_group_widgets(group))
@@ -125,6 +133,13 @@ def run_form(device: DeviceInfo | None, settings: HostSettings) -> RunConfig | C
         return RunConfig(**{name: _config_value(OPTIONS[name], value) for name, value in values.items()})
     except ConfigError as exc:
         return exc
+
+
+def _kind_choice(kinds: tuple[DeviceKind, ...]) -> None:
+    """With workers of several device models, or on several nodes (the Ray backend): which one runs it."""
+    if len(kinds) > 1 or any(k.nodes > 1 for k in kinds):
+        st.selectbox("Device kind", [ANY_KIND, *(k.name for k in kinds)], key=DEVICE_KIND_KEY,
+                     help=f"This lab's workers: {describe_kinds(kinds)}.")
 
 
 def _dtype_radio(device: DeviceInfo | None) -> str:
@@ -204,12 +219,18 @@ def health_text(health, settings: HostSettings | None = None) -> str:
         f"uptime: {health.uptime_s / 60:.0f} min",
     ]
     for w in health.workers:
-        lines.append(f"  worker {w.index} on {w.device}: {w.state}, {w.runs_served} runs, {w.restarts} restarts")
+        where = f" @ {w.node}" if w.node else ""
+        lines.append(f"  worker {w.index} on {w.device}{where}: {w.state}, {w.runs_served} runs, {w.restarts} restarts")
+    if health.backend == "ray":
+        per_node = Counter((w.node or "not placed yet", w.device) for w in health.workers)
+        lines.append("Ray actors per node and device:")
+        lines += [f"  {node}: {device} ×{count}" for (node, device), count in sorted(per_node.items())]
     if health.last_error:
         lines.append(f"last error: {health.last_error}")
     if settings is not None:
         lines.append("host limits (environment variables):")
-        lines += [f"  {ENV_PREFIX}{name.upper()}={value:g}" for name, value in dataclasses.asdict(settings).items()]
+        lines += [f"  {ENV_PREFIX}{name.upper()}={value if isinstance(value, str) else format(value, 'g')}"
+                  for name, value in dataclasses.asdict(settings).items()]
     return "\n".join(lines)
 
 

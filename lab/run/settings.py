@@ -12,9 +12,13 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["ENV_PREFIX", "HostSettings", "SettingsError", "host_environment"]
+__all__ = ["BACKENDS", "ENV_PREFIX", "HostSettings", "SettingsError", "host_environment"]
 
 ENV_PREFIX = "PROFILER_LAB_"
+# Where runs execute: "local" = worker processes of this server (lab.run.supervisor); "ray" =
+# Ray actors of a cluster, possibly on other hosts (lab.run.ray_backend; pip install -r
+# requirements-ray.txt).
+BACKENDS = ("local", "ray")
 
 
 class SettingsError(ValueError):
@@ -57,6 +61,15 @@ class HostSettings:
     # Runs estimated (lab.run.estimate) to take longer are refused before they queue, so one
     # attendee cannot hold a worker for minutes (16384³ float32 on a CPU: ~15 min). 0 = no limit.
     max_run_estimate_s: float = 20.0
+    # "local" (worker processes here) or "ray" (actors of the Ray cluster at ray_address).
+    backend: str = "local"
+    # The Ray cluster to join: "auto" = the one `ray start` set up on this machine (or RAY_ADDRESS),
+    # else "host:port" of its head (ray start --head prints it).
+    ray_address: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise SettingsError(f"{ENV_PREFIX}BACKEND={self.backend!r} is unknown; use one of: {', '.join(BACKENDS)}")
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> HostSettings:
@@ -69,6 +82,9 @@ class HostSettings:
             if key not in env:
                 continue
             raw = env[key]
+            if f.type == "str":
+                values[f.name] = raw.strip()
+                continue
             cast = int if f.type == "int" else float
             try:
                 value = cast(raw)

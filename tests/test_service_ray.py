@@ -1,0 +1,84 @@
+"""The service test suite (tests/test_service.py) against the Ray backend, on a real cluster.
+
+A head and a second node, each started here with ``ray start --block`` as a process of its own
+(``bench/ray_cluster.py``: CPU only, 2 logical CPUs, a 200 MB object store, no dashboard), make
+one local cluster for the session; every test of ``test_service`` runs again with ``backend`` set to it: submit, queue
+positions, stages, cancel, the time limit, a killed actor, queue-full, 8 threads at once. The
+nodes are stopped after by their own processes (SIGTERM, then their process groups are killed),
+never ``ray stop``, which would end every Ray process on the machine.
+
+Why a second module and not a parametrised fixture: pytest-randomly shuffles the tests, and a
+module-scoped parametrised pool would be torn down and warmed up again at every switch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from test_service import *  # noqa: F403 - the suite, collected again here on Ray
+from test_service import RESULT_WAIT_S, tiny
+
+from lab.run.settings import HostSettings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from ray_cluster import local_cluster  # noqa: E402
+
+if importlib.util.find_spec("ray") is None:
+    if os.environ.get("CI"):
+        raise RuntimeError("CI must run the Ray half: .ci/run installs requirements-ray.txt")
+    pytest.skip("ray is not installed (pip install -r requirements-ray.txt); the Ray half of the "
+                "service tests is skipped outside CI", allow_module_level=True)
+
+# The local backend's own tests, not the service contract: GPU pinning by CUDA_VISIBLE_DEVICES.
+del test_one_worker_per_gpu_each_pinned_to_its_own  # noqa: F821
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A head and a second node, each ``ray start --block`` in its own process, 2 logical CPUs
+    each (the shared pool's two actors, one test's own one-actor service, and room while a
+    killed actor's CPU is handed back); yields the head's address; stops both after."""
+    with local_cluster(nodes=2, cpus_per_node=2) as address:
+        yield address
+
+
+@pytest.fixture(scope="module")
+def backend(ray_cluster) -> HostSettings:
+    return HostSettings(backend="ray", ray_address=ray_cluster)
+
+
+# ---------------------------------------------------------------- Ray only: nodes and kinds
+
+
+def test_actors_spread_over_both_nodes_and_each_run_names_its_node(service):
+    health = service.health()
+    assert health.backend == "ray"
+    nodes = {w.node for w in health.workers}
+    assert len(nodes) == 2 and None not in nodes, health  # SPREAD: one actor per node
+    configs = [tiny(label=f"where_{i}", size=24 + i) for i in range(4)]
+    tickets = [service.submit(c) for c in configs]
+    for ticket in tickets:
+        result = ticket.result(timeout=RESULT_WAIT_S)
+        status = ticket.poll()
+        # The result says where it ran: the node of the actor that the ticket ran on.
+        assert result.device.node == status.node == health.workers[status.worker].node
+        assert result.device.node in result.device.label
+    kinds = service.device_kinds()
+    assert len(kinds) == 1 and kinds[0].count == 2 and kinds[0].nodes == 2 and kinds[0].kind == "cpu"
+    assert kinds[0].text == f"{kinds[0].name} ×2 on 2 nodes"
+
+
+def test_a_run_asks_for_a_device_kind(service):
+    name = service.device_kinds()[0].name
+    ticket = service.submit(tiny(label="this_kind"), device_name=name)
+    assert ticket.result(timeout=RESULT_WAIT_S).device.name == name
+    assert ticket.poll().device_name == name
+    from lab.run.config import ConfigError
+
+    with pytest.raises(ConfigError, match="no worker here has a NVIDIA L4; choose one of: .*, or any"):
+        service.submit(tiny(label="no_such_kind"), device_name="NVIDIA L4")
+
