@@ -143,7 +143,8 @@ def section(m: dict, runs: int, burst_n: int) -> str:
         f"| start + warm-up of the worker | {m['ready_s']['local']:.1f} s | {m['ready_s']['ray']:.1f} s | |",
         "",
         "Ray's extra per run is the actor call, the stage polls (one small call per 0.25 s tick) and the "
-        "result's trip through Ray's object store; the profile itself costs the same. "
+        "result's trip through Ray's object store; the runner's own stages are the same work on both (their "
+        "difference is this shared box's noise and the actor's thread). "
         f"Errors: local {b['local']['errors'][:2] or 'none'}, Ray {b['ray']['errors'][:2] or 'none'}.",
     ]
     return "\n".join(lines) + "\n"

@@ -25,7 +25,7 @@ import types
 
 import pytest
 
-from lab.run.config import RunConfig
+from lab.run.config import ConfigError, RunConfig
 from lab.run.service import (
     ProfileService,
     RunFailed,
@@ -276,6 +276,53 @@ def test_result_wait_timeout_leaves_the_run_queued(backend):
     finally:
         svc.shutdown()
     assert ticket.poll().state == "cancelled"
+
+
+def test_device_kinds_count_models_and_nodes_and_runs_go_to_the_kind_asked_for(backend):
+    from lab.run.devices import DeviceInfo, describe_kinds, device_kinds
+    from lab.run.queue import WorkerRecord
+
+    # A cluster as the Ray backend would see it: 8 H200s over 2 nodes, 4 L4s on a third.
+    placed = [("NVIDIA H200", f"box{i % 2}") for i in range(8)] + [("NVIDIA L4", "box2")] * 4
+    kinds = device_kinds([(DeviceInfo(kind="cuda", name=name), node) for name, node in placed])
+    expected = {}
+    for name, node in placed:  # brute force: count and nodes per model
+        expected.setdefault(name, set()).add(node)
+    assert [(k.name, k.count, k.nodes) for k in kinds] == [
+        (name, sum(n == name for n, _ in placed), len(nodes)) for name, nodes in expected.items()]
+    assert describe_kinds(kinds) == "NVIDIA H200 ×8 on 2 nodes, NVIDIA L4 ×4"
+
+    svc = ProfileService(settings=backend, devices=["cpu", "cpu"])  # never started
+    try:
+        workers = svc._queue.workers
+        for worker, name in zip(workers, ("NVIDIA H200", "NVIDIA L4")):
+            worker.info = DeviceInfo(kind="cuda", name=name)
+        ticket = svc.submit(tiny(label="wants_l4"), device_name="NVIDIA L4")
+        assert ticket.poll().device_name == "NVIDIA L4"
+        assert [w.serves(ticket, workers) for w in workers] == [False, True]
+        anyone = svc.submit(tiny(label="any"))
+        assert all(w.serves(anyone, workers) for w in workers)
+        with pytest.raises(ConfigError, match="no worker here has a NVIDIA A100; choose one of: NVIDIA H200, "
+                                              "NVIDIA L4, or any"):
+            svc.submit(tiny(label="wants_a100"), device_name="NVIDIA A100")
+        assert isinstance(workers[0], WorkerRecord)
+    finally:
+        svc.shutdown()
+
+
+def test_health_text_names_nodes_and_string_settings():
+    from lab.run.protocol import ServiceHealth, WorkerHealth
+    from ui.controls import health_text
+
+    workers = tuple(WorkerHealth(index=i, device="cuda", state="idle", pid=None, alive=True, runs_served=i,
+                                 restarts=0, device_info=None, node=f"box{i // 2}") for i in range(3))
+    health = ServiceHealth(workers_alive=3, workers_total=3, workers=workers, queue_length=0, runs_served=3,
+                           runs_failed=0, last_error=None, uptime_s=60.0, backend="ray")
+    text = health_text(health, HostSettings(backend="ray", ray_address="head:6379"))
+    assert "  worker 2 on cuda @ box1: idle, 2 runs, 0 restarts" in text
+    assert "Ray actors per node and device:\n  box0: cuda ×2\n  box1: cuda ×1" in text
+    assert "PROFILER_LAB_BACKEND=ray" in text and "PROFILER_LAB_RAY_ADDRESS=head:6379" in text
+    assert "PROFILER_LAB_MAX_DIM=16384" in text
 
 
 # ---------------------------------------------------------------- a warm two-worker service

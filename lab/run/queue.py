@@ -295,14 +295,14 @@ class RunQueue:
     def _info_for(self, device_name: str | None) -> DeviceInfo | None:
         """(lock held) The measured DeviceInfo estimates use: a worker of ``device_name``'s
         model, else any. Refuses a model no warm worker has, naming those there are."""
-        measured = [w.info for w in self.workers if w.info is not None and w.info.rates]
-        if device_name is None:
-            return measured[0] if measured else None
-        named = [i for i in measured if i.name == device_name]
-        if not named:
-            have = sorted({i.name for i in measured}) or ["none warmed up yet"]
-            raise ConfigError(f"no worker here has a {device_name}; choose one of: {', '.join(have)}, or any")
-        return named[0]
+        warm = [w.info for w in self.workers if w.info is not None]
+        if device_name is not None:
+            named = [i for i in warm if i.name == device_name]
+            if not named:
+                have = sorted({i.name for i in warm}) or ["none warmed up yet"]
+                raise ConfigError(f"no worker here has a {device_name}; choose one of: {', '.join(have)}, or any")
+            warm = named
+        return next((i for i in warm if i.rates), None)
 
     def _reusable(self, config: RunConfig, now: float):
         reuse_s = self.settings.reuse_window_s
