@@ -30,6 +30,9 @@ NODE_START_S = 120
 NODE_STOP_S = 30
 # 200 MB: a run's result is ~100 KB; Ray's default would take 30 % of the machine's memory.
 OBJECT_STORE_BYTES = 200_000_000
+# A throwaway cluster on 127.0.0.1: no token. Ray 2.60 turns token auth on by itself once a
+# ~/.ray/auth_token exists, and then this process (which set RAY_AUTH_MODE below) must match.
+NODE_AUTH_MODE = "disabled"
 
 
 def _free_port() -> int:
@@ -39,7 +42,7 @@ def _free_port() -> int:
 
 
 def _start_node(args: list[str], cpus: int, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": NODE_AUTH_MODE}
     ray_cli = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
     command = [ray_cli, "start", "--block", f"--num-cpus={cpus}", "--num-gpus=0",
                f"--object-store-memory={OBJECT_STORE_BYTES}", "--disable-usage-stats",
@@ -90,6 +93,8 @@ def _wait_for_nodes(address: str, count: int, nodes: list[subprocess.Popen], log
 def local_cluster(*, nodes: int = 2, cpus_per_node: int = 2):
     """A head and ``nodes - 1`` more nodes, separate processes; yields the head's address.
     This process is joined to it (``ray.init``) and leaves it (``ray.shutdown``) at the end."""
+    os.environ["RAY_AUTH_MODE"] = NODE_AUTH_MODE  # this process joins as the nodes expect
+    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")  # before ray's import: see lab.run.ray_backend._ray
     temp = Path(tempfile.mkdtemp(prefix="labray-", dir="/tmp"))  # short: Ray's socket paths
     port = _free_port()
     address = f"127.0.0.1:{port}"

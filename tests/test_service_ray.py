@@ -2,7 +2,7 @@
 
 A head and a second node, each started here with ``ray start --block`` as a process of its own
 (``bench/ray_cluster.py``: CPU only, 2 logical CPUs, a 200 MB object store, no dashboard), make
-one local cluster for the session; every test of ``test_service`` runs again with ``backend`` set to it: submit, queue
+one local cluster for the module; every test of ``test_service`` runs again with ``backend`` set to it: submit, queue
 positions, stages, cancel, the time limit, a killed actor, queue-full, 8 threads at once. The
 nodes are stopped after by their own processes (SIGTERM, then their process groups are killed),
 never ``ray stop``, which would end every Ray process on the machine.
@@ -33,15 +33,22 @@ if importlib.util.find_spec("ray") is None:
     pytest.skip("ray is not installed (pip install -r requirements-ray.txt); the Ray half of the "
                 "service tests is skipped outside CI", allow_module_level=True)
 
-# The local backend's own tests, not the service contract: GPU pinning by CUDA_VISIBLE_DEVICES.
+# The local backend's own tests, not the service contract: GPU pinning by CUDA_VISIBLE_DEVICES;
+# and workers never re-running the page as __main__ (multiprocessing spawn's trap): an actor is a
+# process of its node's raylet, never started from this interpreter (and the test costs ~20 s of
+# actor kills and warm-ups here).
 del test_one_worker_per_gpu_each_pinned_to_its_own  # noqa: F821
+del test_workers_never_run_the_main_script  # noqa: F821
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster():
     """A head and a second node, each ``ray start --block`` in its own process, 2 logical CPUs
     each (the shared pool's two actors, one test's own one-actor service, and room while a
-    killed actor's CPU is handed back); yields the head's address; stops both after."""
+    killed actor's CPU is handed back); yields the head's address; stops both after.
+
+    Module-scoped, not session-scoped: only this module uses it, and pytest-randomly keeps a
+    module's tests together, so the cluster (~1 GB of Ray processes) is gone for the rest of CI."""
     with local_cluster(nodes=2, cpus_per_node=2) as address:
         yield address
 

@@ -69,6 +69,10 @@ _LAB_DIR = str(Path(__file__).resolve().parents[1])
 
 
 def _ray():
+    # A Ray call after ray.shutdown() (or before ray.init) would otherwise start a single-node
+    # cluster of its own, and a token file in ~/.ray with it (Ray's auto-init; seen here: an idle
+    # supervisor's liveness check after a test cluster stopped). Ray reads this at its import.
+    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
     try:
         return importlib.import_module("ray")
     except ImportError:
@@ -126,9 +130,10 @@ class RayWorkerRecord(WorkerRecord):
         self.death: str | None = None
 
     def died(self) -> bool:
-        if self.lifeline is None:
+        ray = _ray()
+        if self.lifeline is None or not ray.is_initialized():  # no cluster: nothing can be alive
             return True
-        ready, _ = _ray().wait([self.lifeline], timeout=0)
+        ready, _ = ray.wait([self.lifeline], timeout=0)
         return bool(ready)
 
     def exit_reason(self) -> str:
