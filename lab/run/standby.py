@@ -6,8 +6,10 @@ Replacing a killed worker costs a fresh interpreter, torch's import and the warm
 supervisor has a ``Standby`` beside it: a second worker process, started and warmed up in its
 own thread once the worker itself is ready, that waits idle (no CPU) until the supervisor
 ``take``s it in place of a killed worker; then the next spare is started. Its cost is one more
-idle process per device: measured here, an idle warm CPU worker holds ~400 MB resident (see
-``STANDBY_MIN_AVAILABLE_BYTES``); a GPU one also holds a CUDA context on its GPU.
+idle process per device: an idle warm CPU worker holds ~400 MB resident, a GPU one ~1.2 GB and
+a CUDA context on its GPU (see ``STANDBY_MIN_AVAILABLE_BYTES``). On the H200, cancel → the next
+run running took 0.41 s with the spare (BENCHMARKS.md, *Run-time estimates on an H200*); on this
+2-core box 0.32 s, where a fresh worker took ~10 s.
 
 The host turns it off with ``PROFILER_LAB_STANDBY=0``; it is also skipped while the machine has
 less than ``STANDBY_MIN_AVAILABLE_BYTES`` available. *Server status* shows each spare.
@@ -31,8 +33,10 @@ __all__ = [
 ]  # fmt: skip
 
 # A spare is started only while the machine has at least this much memory available
-# (MemAvailable): an idle warm CPU worker measured 0.40 GB resident here (torch 2.13 CPU, after
-# its warm-up profile); 2 GiB leaves room for the spare, a run's tensors and the page.
+# (MemAvailable), and twice what its worker holds: an idle warm CPU worker measured 0.40 GB
+# resident here (torch 2.13 CPU, after its warm-up profile), a GPU one 1.21 GB on the H200 host
+# (torch 2.11, CUDA libraries; BENCHMARKS.md); 2 GiB leaves room for the spare, a run's tensors
+# and the page.
 STANDBY_MIN_AVAILABLE_BYTES = 2 * 2**30
 # While memory is short, or after a spare failed to start, look again after this long.
 STANDBY_MEMORY_RECHECK_S = 30.0
@@ -111,7 +115,8 @@ class Standby:
         backoff_s = 1.0
         while not self._wait_for_a_turn():
             available = available_memory_bytes()
-            if available is not None and available < STANDBY_MIN_AVAILABLE_BYTES:
+            needed = max(STANDBY_MIN_AVAILABLE_BYTES, 2 * (resident_bytes(self.worker.pid) or 0))
+            if available is not None and available < needed:
                 self._set_state(StandbyState.LOW_MEMORY)
                 if self.stop_event.wait(STANDBY_MEMORY_RECHECK_S):
                     break
