@@ -50,7 +50,7 @@ device = service.device_info()
 
 with st.sidebar:
     st.header("Run a profile")
-    submitted = controls.run_form(device, settings)
+    submitted = controls.run_form(device, settings, kind=service.device_kind)
     st.divider()
     st.header("Lessons")
     lesson_click = controls.lesson_picker(device)
