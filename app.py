@@ -13,7 +13,7 @@ import streamlit as st
 from lab.read import ReaderPool
 from lab.run import HostSettings, ProfileService, host_environment
 from ui import cache, controls, state, upload, views
-from ui.run import await_worker, open_recording, run_lesson, run_submitted
+from ui.run import await_worker, open_recording, run_lesson, run_submitted, settle_interrupted
 
 st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layout="wide")
 
@@ -108,6 +108,7 @@ if loaded is not None:
 
 # An upload being read is awaited last, once the page is drawn: a click meanwhile is answered.
 upload.await_upload(waiting_upload, readers)
+settle_interrupted()  # runs left waiting by an interrupted page run, if this one submitted nothing
 
 if device is None and submitted is None and lesson_click is None:
     # Last, once the page is drawn: wait for the worker's warm-up, then redraw with the device.
