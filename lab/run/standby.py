@@ -2,14 +2,14 @@
 device within a tick, not after a fresh worker's start-up.
 
 Replacing a killed worker costs a fresh interpreter, torch's import and the warm-up profile:
-~10 s on this repo's 2-core box, ~15 s on an H200 (CUPTI's start-up). So each worker's
+~10–30 s on this repo's shared 2-core box, ~11 s on an H200 (CUPTI's start-up). So each worker's
 supervisor has a ``Standby`` beside it: a second worker process, started and warmed up in its
 own thread once the worker itself is ready, that waits idle (no CPU) until the supervisor
 ``take``s it in place of a killed worker; then the next spare is started. Its cost is one more
 idle process per device: an idle warm CPU worker holds ~400 MB resident, a GPU one ~1.2 GB and
 a CUDA context on its GPU (see ``STANDBY_MIN_AVAILABLE_BYTES``). On the H200, cancel → the next
 run running took 0.41 s with the spare (BENCHMARKS.md, *Run-time estimates on an H200*); on this
-2-core box 0.32 s, where a fresh worker took ~10 s.
+2-core box 0.37 s, where a fresh worker took 22 s (*Cancel and the warm spare*).
 
 The host turns it off with ``PROFILER_LAB_STANDBY=0``; it is also skipped while the machine has
 less than ``STANDBY_MIN_AVAILABLE_BYTES`` available. *Server status* shows each spare.
@@ -28,8 +28,8 @@ from lab.run.queue import RunQueue, WorkerRecord
 from lab.run.spawn import exit_text, start_worker_process, stop_child
 
 __all__ = [
-    "STANDBY_MEMORY_RECHECK_S", "STANDBY_MIN_AVAILABLE_BYTES", "Standby", "available_memory_bytes", "await_ready",
-    "resident_bytes",
+    "STANDBY_MEMORY_RECHECK_S", "STANDBY_MIN_AVAILABLE_BYTES", "WORKER_START_TIMEOUT_S", "Standby",
+    "available_memory_bytes", "await_ready", "resident_bytes",
 ]  # fmt: skip
 
 # A spare is started only while the machine has at least this much memory available
@@ -40,8 +40,9 @@ __all__ = [
 STANDBY_MIN_AVAILABLE_BYTES = 2 * 2**30
 # While memory is short, or after a spare failed to start, look again after this long.
 STANDBY_MEMORY_RECHECK_S = 30.0
-# First profile in a fresh process (see lab.run.supervisor.WORKER_START_TIMEOUT_S).
-_START_TIMEOUT_S = 180.0
+# First profile in a fresh process: ~1.1 s on CPU (imports torch._inductor), ~7 s on an H200
+# (CUPTI init), plus the torch import itself. A worker (or spare) not ready after this is replaced.
+WORKER_START_TIMEOUT_S = 180.0
 _TICK_S = 0.25
 
 
@@ -70,7 +71,7 @@ def resident_bytes(pid: int | None) -> int | None:
 
 
 def await_ready(queue: RunQueue, process: subprocess.Popen, conn: Connection,
-                timeout_s: float = _START_TIMEOUT_S) -> WorkerReady | None:
+                timeout_s: float = WORKER_START_TIMEOUT_S) -> WorkerReady | None:
     """The worker's WorkerReady once its warm-up is done; None if it died, hung or the service stops."""
     deadline = time.monotonic() + timeout_s
     while not queue.stopping:

@@ -27,13 +27,10 @@ from lab.run.protocol import (
 )
 from lab.run.queue import RunQueue, RunTicket, WorkerRecord, describe_config
 from lab.run.spawn import REAP_S, SHUTDOWN_GRACE_S, exit_text, start_worker_process, stop_child
-from lab.run.standby import Standby, await_ready
+from lab.run.standby import WORKER_START_TIMEOUT_S, Standby, await_ready
 
 __all__ = ["MAX_RESTART_BACKOFF_S", "SHUTDOWN_GRACE_S", "WORKER_START_TIMEOUT_S", "Supervisor"]
 
-# First profile in a fresh process: ~1.1 s on CPU (imports torch._inductor), ~7 s on an H200
-# (CUPTI init), plus the torch import itself. A worker not ready after this is replaced.
-WORKER_START_TIMEOUT_S = 180.0
 # A worker that keeps dying while it starts is retried after 1, 2, 4 … seconds, at most this.
 MAX_RESTART_BACKOFF_S = 60.0
 # Supervisor threads wake at least this often to check deadlines and stop requests.
@@ -84,7 +81,7 @@ class Supervisor:
                                  settings=queue.settings))
         except OSError:
             pass  # it died already; reported below
-        ready = await_ready(queue, process, conn, WORKER_START_TIMEOUT_S)
+        ready = await_ready(queue, process, conn)
         if ready is not None:
             self._ready(ready)
             return process.poll() is None
