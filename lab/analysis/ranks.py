@@ -22,7 +22,7 @@ import pandas as pd
 
 from lab.analysis.diag_common import pct
 from lab.analysis.ranks_comm import RankTimes, rank_times
-from lab.analysis.ranks_job import RankInfo, RanksError, check_job
+from lab.analysis.ranks_job import RankInfo, RanksError, check_job, job_offsets_us
 from lab.trace import Trace
 from lab.vocab import ANNOTATION_CATS
 
@@ -155,8 +155,7 @@ def analyze_ranks(traces: Sequence[Trace], names: Sequence[str], *, analyses: Se
     analyses = [analyses[i] for i in order] if analyses is not None else None
     times = [rank_times(t) for t in traces]
     rows = [_row(i, t, tm) for i, t, tm in zip(infos, traces, times, strict=True)]
-    origin = min(i.start_abs_us for i in infos)
-    offsets = [i.start_abs_us - origin for i in infos]
+    offsets = job_offsets_us(infos)
     counts = {len(t.call_starts_us) for t in times}
     if len(counts) > 1:
         warnings.append("the ranks made different numbers of collective calls ("

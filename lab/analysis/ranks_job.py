@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 
 from lab.trace import Trace
 
-__all__ = ["RANK_NAME_PATTERN", "RankInfo", "RanksError", "check_job", "rank_from_name", "rank_info"]
+__all__ = ["RANK_NAME_PATTERN", "RankInfo", "RanksError", "check_job", "job_offsets_us", "rank_from_name",
+           "rank_info"]
 
 # "rank0", "rank_1", "job-rank-2.pt.trace.json", "RANK3": "rank", an optional _ or -, digits
 # not followed by another digit; "rank" must not end a longer word ("frank2" is no rank).
@@ -37,7 +38,8 @@ class RankInfo:
     world_size: int | None  # None: only the file name said the rank
     backend: str  # "gloo", "nccl", … ("" when unknown)
     source: str  # "distributedInfo" | "file name"
-    start_abs_us: float  # the trace's first event on the job's clock (µs since the epoch when known)
+    base_time_ns: int  # baseTimeNanoseconds (0 when absent): the events' ts are µs after it
+    start_ts_us: float  # the trace's first event's ts, as in the file
     has_base_time: bool
 
 
@@ -62,8 +64,7 @@ def rank_info(trace: Trace, name: str) -> RankInfo:
     base = trace.meta.base_time_ns
     return RankInfo(name=name, rank=int(rank), world_size=int(world) if isinstance(world, int) else None,
                     backend=backend if isinstance(backend, str) else "", source=source,
-                    start_abs_us=(base / 1000.0 if base is not None else 0.0) + trace.meta.start_ts_us,
-                    has_base_time=base is not None)
+                    base_time_ns=base or 0, start_ts_us=trace.meta.start_ts_us, has_base_time=base is not None)
 
 
 def check_job(traces: Sequence[Trace], names: Sequence[str]) -> tuple[list[RankInfo], list[str]]:
@@ -78,12 +79,12 @@ def check_job(traces: Sequence[Trace], names: Sequence[str]) -> tuple[list[RankI
     worlds = {i.world_size for i in infos if i.world_size is not None}
     if len(worlds) > 1:
         said = ", ".join(f"{i.name}: {i.world_size}" for i in infos if i.world_size is not None)
-        raise RanksError(f"these traces come from different jobs: their world sizes differ ({said}). Upload the "
+        raise RanksError(f"these traces come from different jobs: their world sizes differ ({said}). Open the "
                          "traces of one run together (one per rank).")
     backends = {i.backend for i in infos if i.backend}
     if len(backends) > 1:
         said = ", ".join(f"{i.name}: {i.backend}" for i in infos if i.backend)
-        raise RanksError(f"these traces come from different jobs: their backends differ ({said}). Upload the "
+        raise RanksError(f"these traces come from different jobs: their backends differ ({said}). Open the "
                          "traces of one run together (one per rank).")
     by_rank: dict[int, list[str]] = {}
     for i in infos:
@@ -101,7 +102,7 @@ def check_job(traces: Sequence[Trace], names: Sequence[str]) -> tuple[list[RankI
     warnings = []
     if not all(i.has_base_time for i in infos):
         # Without every base time, the events' own timestamps are the only clock the traces share.
-        infos = [replace(i, start_abs_us=t.meta.start_ts_us) for i, t in zip(infos, traces, strict=True)]
+        infos = [replace(i, base_time_ns=0) for i in infos]
         warnings.append("some traces have no baseTimeNanoseconds: they are aligned on their event timestamps alone, "
                         "which only agree when every rank ran on one host.")
     missing = sorted(set(range(world)) - set(by_rank))
@@ -109,3 +110,12 @@ def check_job(traces: Sequence[Trace], names: Sequence[str]) -> tuple[list[RankI
         warnings.append(f"ranks {', '.join(map(str, missing))} of the job's {world} are missing: the straggler and "
                         f"imbalance figures cover ranks {', '.join(map(str, sorted(by_rank)))} only.")
     return infos, warnings
+
+
+def job_offsets_us(infos: Sequence[RankInfo]) -> list[float]:
+    """Each trace's first event on the job's clock, in µs after the earliest trace's first event.
+
+    Differences first, then sums: base + ts is ~1.8e15 µs, where a float64 keeps only 0.25 µs.
+    """
+    rel = [(i.base_time_ns - infos[0].base_time_ns) / 1000.0 + (i.start_ts_us - infos[0].start_ts_us) for i in infos]
+    return [r - min(rel) for r in rel]
