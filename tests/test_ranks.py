@@ -185,6 +185,7 @@ def test_nccl_kernels_are_the_communication_when_a_rank_has_them():
 @pytest.mark.parametrize(("name", "rank"), [
     ("rank0.json", 0), ("trace_rank_1.pt.trace.json.gz", 1), ("job-rank-2-host.json", 2), ("RANK13.json", 13),
     ("worker3.json", None), ("frank2.json", None), ("rank.json", None), ("dir_rank9/rank_4.json", 4),
+    ("rank3/trace.json", 3),
 ])
 def test_rank_from_file_name(name, rank):
     assert rank_from_name(name) == rank

@@ -34,6 +34,7 @@ class RankInfo:
     """One trace's place in its job, and where its clock starts on the job's clock."""
 
     name: str  # the file name (or a label)
+    index: int  # its position among the traces given
     rank: int
     world_size: int | None  # None: only the file name said the rank
     backend: str  # "gloo", "nccl", … ("" when unknown)
@@ -44,12 +45,12 @@ class RankInfo:
 
 
 def rank_from_name(name: str) -> int | None:
-    """The rank a file name states (the last ``rank<N>`` in it), else None."""
-    found = RANK_NAME_PATTERN.findall(name.rsplit("/", 1)[-1])
+    """The rank a file name (or its path in a .zip) states: the last ``rank<N>`` in it, else None."""
+    found = RANK_NAME_PATTERN.findall(name)
     return int(found[-1]) if found else None
 
 
-def rank_info(trace: Trace, name: str) -> RankInfo:
+def rank_info(trace: Trace, name: str, index: int = 0) -> RankInfo:
     """``trace``'s rank from distributedInfo, else from ``name``; ``RanksError`` if neither says it."""
     info = trace.meta.distributed or {}
     world = info.get("world_size")
@@ -62,7 +63,7 @@ def rank_info(trace: Trace, name: str) -> RankInfo:
                          "when it was recorded) and its file name holds no 'rank<N>'. Rename it, e.g. "
                          "trace_rank0.json.gz, or upload it on its own to open it as a single trace.")
     base = trace.meta.base_time_ns
-    return RankInfo(name=name, rank=int(rank), world_size=int(world) if isinstance(world, int) else None,
+    return RankInfo(name=name, index=index, rank=int(rank), world_size=int(world) if isinstance(world, int) else None,
                     backend=backend if isinstance(backend, str) else "", source=source,
                     base_time_ns=base or 0, start_ts_us=trace.meta.start_ts_us, has_base_time=base is not None)
 
@@ -75,7 +76,7 @@ def check_job(traces: Sequence[Trace], names: Sequence[str]) -> tuple[list[RankI
     if len(traces) < 2:
         raise RanksError("reading ranks side by side needs at least two traces of one job; a single trace opens "
                          "as itself.")
-    infos = [rank_info(t, n) for t, n in zip(traces, names, strict=True)]
+    infos = [rank_info(t, n, i) for i, (t, n) in enumerate(zip(traces, names, strict=True))]
     worlds = {i.world_size for i in infos if i.world_size is not None}
     if len(worlds) > 1:
         said = ", ".join(f"{i.name}: {i.world_size}" for i in infos if i.world_size is not None)
