@@ -303,6 +303,7 @@ def test_stacked_timeline_puts_each_rank_on_the_jobs_clock(job):
 def test_rank_table_and_cli(job, tmp_path):
     table = rank_table(job["cpu"][2])
     assert list(table["rank"]) == [0, 1] and table["comm_ms"].gt(0).all()
+    assert "gpu_busy_ms" not in table and rank_table(job["cuda"][2])["gpu_busy_ms"].gt(0).all()
     out = subprocess.run([sys.executable, "-m", "lab", "ranks", "--json", *map(str, paths("cpu"))],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr

@@ -113,7 +113,8 @@ def build_ranks_timeline(traces: Sequence[Trace], ranks: RanksAnalysis, *, start
 
 
 def rank_table(ranks: RanksAnalysis) -> pd.DataFrame:
-    """The per-rank table as the page shows it (ms, %, µs for launch delays)."""
+    """The per-rank table as the page shows it (ms, %, µs for launch delays; without the GPU
+    columns when no rank has a GPU)."""
     rows = []
     for r in ranks.ranks:
         rows.append({
@@ -122,7 +123,10 @@ def rank_table(ranks: RanksAnalysis) -> pd.DataFrame:
             "overlap_pct": r.overlap_pct, "idle_ms": r.idle_us * _MS, "launch_delay_us": r.launch_delay_us,
             "collective_calls": r.collective_calls, "comm_source": r.comm_source, "name": r.name,
         })
-    return pd.DataFrame(rows, columns=list(RANK_TABLE_COLUMNS))
+    table = pd.DataFrame(rows, columns=list(RANK_TABLE_COLUMNS))
+    if not table["gpu_busy_ms"].any() and table["launch_delay_us"].isna().all():
+        table = table.drop(columns=["gpu_busy_ms", "launch_delay_us"])  # a CPU-only job: no GPU to show
+    return table
 
 
 def _plain(value):
