@@ -503,6 +503,24 @@ def test_zip_of_ranks_opens_the_ranks_view(at):
     assert_ranks_view(at, n_calls=6)
 
 
+def test_zip_members_are_bounded_like_one_upload():
+    from ui.upload import zip_members
+
+    def zipped(members: dict[str, bytes]) -> bytes:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            for name, data in members.items():
+                z.writestr(name, data)
+        return buf.getvalue()
+
+    pair = {f"run/{name}": data for name, data, _ in gloo_pair("cpu")}
+    assert zip_members("job.zip", zipped({**pair, "README.txt": b"notes"}), 2**20) == list(pair.items())
+    bomb = zipped({"rank0.json": bytes(2**21), "rank1.json": bytes(2**21)})  # 4 MiB of zeros, ~8 KiB zipped
+    assert len(bomb) < 2**15 and "inflate past 1 MB" in zip_members("bomb.zip", bomb, 2**20)
+    assert "not a zip archive" in zip_members("x.zip", b"PK not really", 2**20)
+    assert "holds no .json" in zip_members("notes.zip", zipped({"a.txt": b"x"}), 2**20)
+
+
 def test_traces_of_two_jobs_are_refused_together_and_a_single_trace_has_no_ranks_view(at):
     cpu, cuda = gloo_pair("cpu")[0], gloo_pair("cuda")[0]
     at.file_uploader(key="upload").set_value([cpu, (f"other_{cuda[0]}", cuda[1], cuda[2])])

@@ -8,6 +8,10 @@ so a click meanwhile is answered at once and the wait picks up again on the next
 Once opened, the upload's bytes are let go, Streamlit's own copies included: the session keeps
 its digest, the pool's store its parsed form. The uploader hands the same file back on every
 rerun; refusals are remembered per session by digest so a bad (or bomb) file is read once.
+
+Several files at once (or a .zip of them) are one job's ranks: each is read by the pool as a
+single upload is, and once all are read ``analyze_ranks`` checks they are one job and the
+group opens as one "ranks" subject with its Ranks view; a single file behaves as before.
 """
 
 from __future__ import annotations
@@ -214,8 +218,9 @@ def _release(pending: _Pending) -> None:
 
 
 def zip_members(name: str, data: bytes, limit_bytes: int) -> list[tuple[str, bytes]] | str:
-    """The traces in a .zip (members ending .json / .json.gz), each read up to ``limit_bytes``; or
-    why not. Nothing is parsed here: the members go to the readers as uploads do."""
+    """The traces in a .zip (members ending .json / .json.gz), ``limit_bytes`` inflated in all —
+    what one upload may hold, so a zip bomb costs the server no more than an upload; or why not.
+    Nothing is parsed here: the members go to the readers as uploads do."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
@@ -226,13 +231,17 @@ def zip_members(name: str, data: bytes, limit_bytes: int) -> list[tuple[str, byt
         return f"{name} holds no .json or .json.gz trace; zip the *.pt.trace.json[.gz] files of one run."
     if len(infos) > MAX_RANK_FILES:
         return f"{name} holds {len(infos)} traces; this page opens up to {MAX_RANK_FILES} ranks at once."
-    members = []
+    members, left = [], limit_bytes
     for info in infos:
-        with archive.open(info) as member:
-            body = member.read(limit_bytes + 1)  # a member that inflates past the limit stops here
-        if len(body) > limit_bytes:
-            return (f"{info.filename} in {name} is over {limit_bytes / 2**20:.0f} MB; this host accepts traces up "
-                    "to that size each. Profile fewer steps, or zip the .json.gz files.")
+        try:
+            with archive.open(info) as member:
+                body = member.read(left + 1)  # a member that inflates past what is left stops here
+        except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as exc:
+            return f"{info.filename} in {name} cannot be unpacked ({exc}); zip the trace files again, unencrypted."
+        if len(body) > left:
+            return (f"the traces in {name} inflate past {limit_bytes / 2**20:.0f} MB, what this host accepts per "
+                    "upload; zip the .json.gz files (not the .json), or upload them as files.")
+        left -= len(body)
         members.append((info.filename, body))  # the path too: "rank0/trace.json" says its rank
     return members
 
