@@ -298,6 +298,9 @@ def test_stacked_timeline_puts_each_rank_on_the_jobs_clock(job):
         first_step = min(e["ts"] for e in complete(doc) if e["name"] == "ProfilerStep#2")  # CPU only here
         step_mark = marks[marks["name"] == "ProfilerStep#2"]["start_us"].iloc[0]
         assert step_mark == pytest.approx(ranks.offsets_us[rank] + first_step - t0, abs=1e-3)
+    late = max(range(2), key=ranks.offsets_us.__getitem__)  # the rank whose trace starts later (rank 1)
+    early = build_ranks_timeline(traces, ranks, start_us=0.0, end_us=0.9 * ranks.offsets_us[late])
+    assert {lane.split(" · ")[0] for lane in early.marks["lane"]} == {f"rank {1 - late}"}
 
 
 def test_rank_table_and_cli(job, tmp_path):
