@@ -46,7 +46,7 @@ def errors(at) -> list[str]:
 def every_text(at) -> str:
     """Every string the page sent: element values, labels, the expanders' titles."""
     out = []
-    for node in _walk(at._tree):
+    for node in (*_walk(at.main), *_walk(at.sidebar)):
         for attr in ("value", "label", "body"):
             value = getattr(node, attr, None)
             if isinstance(value, str):
@@ -104,6 +104,7 @@ def test_passcode_page_shows_nothing_else_until_the_passcode(monkeypatch):
     assert "workers alive" in status
     assert "PROFILER_LAB_PASSCODE=set" in status and "PROFILER_LAB_HOST_TOKEN=set" in status
     text = every_text(at)
+    assert "workers alive" in text  # every_text sees the sidebar's status: its "not in" checks can fail
     assert PASSCODE not in text and TOKEN not in text
 
 
@@ -111,6 +112,17 @@ def test_the_host_token_on_the_sign_in_page_signs_the_host_in(monkeypatch):
     at = page(monkeypatch, passcode=PASSCODE, host_token=TOKEN)
     sign_in(at, TOKEN)
     assert [t.label for t in at.tabs][:1] == ["Summary"] and SERVER_STATUS in expanders(at)
+
+
+def test_a_passcode_in_secrets_toml_counts_as_the_variable(monkeypatch):
+    monkeypatch.delenv("PROFILER_LAB_PASSCODE", raising=False)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.secrets["PROFILER_LAB_PASSCODE"] = PASSCODE  # a root-level entry of .streamlit/secrets.toml
+    at.run()
+    assert [b.label for b in at.button] == ["Sign in"] and not at.tabs
+    sign_in(at, PASSCODE)
+    assert [t.label for t in at.tabs][:1] == ["Summary"]
+    assert SERVER_STATUS not in expanders(at)  # signed in, but no host token given: an attendee
 
 
 def test_sign_in_attempts_are_limited(monkeypatch):
