@@ -26,6 +26,16 @@ SMALL_TRACE = ROOT / "tests" / "data" / "matmul_add_4096_bf16.json.gz"
 pytestmark = pytest.mark.timeout(900)
 
 
+@pytest.fixture(autouse=True)
+def _restore_error_details():
+    """A hosted page sets client.showErrorDetails to "none" for the server (this process)."""
+    from streamlit import config
+
+    before = config.get_option("client.showErrorDetails")
+    yield
+    config.set_option("client.showErrorDetails", before)
+
+
 def page(monkeypatch, **env: str) -> AppTest:
     for key, value in env.items():
         monkeypatch.setenv(f"PROFILER_LAB_{key.upper()}", value)
@@ -94,6 +104,9 @@ def test_passcode_page_shows_nothing_else_until_the_passcode(monkeypatch):
     assert "Host sign-in" in expanders(at)
     text = every_text(at)
     assert PASSCODE not in text and TOKEN not in text and "workers alive" not in text
+    from streamlit import config
+
+    assert config.get_option("client.showErrorDetails") == "none"  # no tracebacks with host paths
 
     # The host token, in the sidebar's form (never a URL): the status appears, secrets as "set".
     sign_in(at, "wrong", key="access_host_token_box")

@@ -81,6 +81,11 @@ def checked_settings(get_settings: Callable[[tuple[tuple[str, str], ...]], HostS
             st.code(example[0], language="toml")
             st.caption(messages.md_escape(" ".join(example[1:])))
         st.stop()
+    if not settings.open_access:
+        # An uncaught exception's traceback names the host's paths: on a hosted lab the page says
+        # only that an error happened (Streamlit logs the whole of it to the server's terminal).
+        # A server-wide option, the same for every session, so set before anyone is let in.
+        st.set_option("client.showErrorDetails", "none")
     return settings
 
 
