@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from lab.access import RateLimiter
 from lab.read import ReaderPool, ReadFailed, ReadFailureKind, ReadState, ReadStatus, ReadTicket
 from lab.run import HostSettings
-from ui import messages, state
+from ui import access, messages, state
 
 UPLOADER_KEY = "upload"
 _REJECTED = "rejected_uploads"  # session_state: digest (or "file:<id>") → message
@@ -48,7 +49,7 @@ class Waiting:
     line: object  # an st.empty() placeholder in the upload box
 
 
-def upload_box(settings: HostSettings, readers: ReaderPool) -> Waiting | None:
+def upload_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimiter) -> Waiting | None:
     """The "open your own trace" expander; a new upload's read is queued and returned, to be
     awaited at the end of the page (``await_upload``)."""
     with st.expander("Open your own trace (.json or .json.gz from torch.profiler)", expanded=False):
@@ -63,7 +64,8 @@ def upload_box(settings: HostSettings, readers: ReaderPool) -> Waiting | None:
             return None
         if getattr(upload, "getvalue", None) is None:  # an opened upload whose bytes were let go
             return None
-        outcome = accept_upload(upload.name, upload.getvalue(), settings, readers, file_id=upload.file_id)
+        outcome = accept_upload(upload.name, upload.getvalue(), settings, readers, file_id=upload.file_id,
+                                limiter=limiter)
         if isinstance(outcome, str):
             messages.error(outcome)
             return None
@@ -71,9 +73,11 @@ def upload_box(settings: HostSettings, readers: ReaderPool) -> Waiting | None:
 
 
 def accept_upload(name: str, data: bytes, settings: HostSettings, readers: ReaderPool, *,
-                  file_id: str | None = None) -> str | _Pending | None:
+                  limiter: RateLimiter, file_id: str | None = None) -> str | _Pending | None:
     """Queue a read of ``data`` unless it is refused at once (the reason, for the user), already
-    open (None) or already being read (its pending read)."""
+    open (None) or already being read (its pending read). A read past the visitor's uploads per
+    minute is refused with the wait and not remembered: the uploader still holds the file, and
+    a page run after the wait reads it."""
     limit_bytes = settings.max_upload_mb * 2**20
     if len(data) > limit_bytes:
         return (f"{name} is {len(data) / 2**20:.1f} MB; this host accepts traces up to {settings.max_upload_mb} MB. "
@@ -89,6 +93,8 @@ def accept_upload(name: str, data: bytes, settings: HostSettings, readers: Reade
     for other in [d for d in pending if d != digest]:  # the uploader now holds another file
         pending.pop(other).ticket.cancel()
     if digest not in pending:
+        if (why := access.refusal("upload", settings, limiter)) is not None:
+            return why
         ticket = readers.submit(data, settings=settings, label=name)
         pending[digest] = _Pending(name=name, digest=digest, file_id=file_id, ticket=ticket)
     return pending[digest]
@@ -136,7 +142,7 @@ def _settle(pending: _Pending, readers: ReaderPool) -> str | None:
         readers.uploads.put(state.owner(), pending.digest, pending.ticket.result(timeout=0))
     except ReadFailed as exc:
         key = f"file:{pending.file_id}" if exc.kind in _RETRYABLE else pending.digest
-        return _remember_refusal(key, f"{pending.name} cannot be opened: {exc}")
+        return _remember_refusal(key, f"{pending.name} cannot be opened: {access.read_failure(exc)}")
     _, dropped = state.add_upload(pending.name, pending.digest)
     for old in dropped:
         readers.uploads.drop(state.owner(), old.digest)
