@@ -10,9 +10,10 @@ import functools
 
 import streamlit as st
 
+from lab.access import RateLimiter
 from lab.read import ReaderPool
-from lab.run import HostSettings, ProfileService, host_environment
-from ui import cache, controls, ranks, state, upload, views
+from lab.run import HostSettings, ProfileService
+from ui import access, cache, controls, ranks, state, upload, views
 from ui.run import await_worker, open_recording, run_lesson, run_submitted
 
 st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layout="wide")
@@ -44,9 +45,20 @@ def get_readers(_settings: HostSettings) -> ReaderPool:
     return ReaderPool(settings=_settings).start()
 
 
-settings = get_settings(host_environment())
+@st.cache_resource(show_spinner=False)
+def get_limiter() -> RateLimiter:
+    """The per-visitor rate limits' counts, one per server, shared (behind a lock) by every session."""
+    return RateLimiter()
+
+
+# Settings that cannot work (e.g. login=oidc without [auth] in secrets.toml) stop here, saying why.
+settings = access.checked_settings(get_settings)
 service = get_service(settings)
 readers = get_readers(settings)
+limiter = get_limiter()
+# Without a passcode or login set, everyone is let in (and is the host); else a visitor who has
+# not signed in sees only the sign-in page: the script stops here. Workers warm up meanwhile.
+access.gate(settings, limiter)
 device = service.device_info()
 
 with st.sidebar:
@@ -56,9 +68,11 @@ with st.sidebar:
     st.header("Lessons")
     lesson_click = controls.lesson_picker(device)
     st.divider()
-    with st.expander("Server status (for the host)", expanded=False):
-        st.text(controls.health_text(service.health(), settings))
-        st.text(controls.reader_text(readers.health()))
+    if access.is_host():
+        with st.expander("Server status (for the host)", expanded=False):
+            st.text(controls.health_text(service.health(), settings))
+            st.text(controls.reader_text(readers.health()))
+    access.host_sign_in(settings, limiter)
 
 st.title("Profiler Lab")
 st.caption("torch.profiler gives you two artifacts: the key_averages **table** (what takes the most time?) "
@@ -67,17 +81,17 @@ st.caption("torch.profiler gives you two artifacts: the key_averages **table** (
 
 # Nothing runs until a button is pressed: the form only returns a config on "Run profile".
 if submitted is not None:
-    run_submitted(service, settings, device, submitted)
+    run_submitted(service, settings, device, submitted, limiter=limiter)
 if lesson_click is not None:
     action, lesson_key = lesson_click
     # Statements, not a conditional expression: Streamlit's magic writes an expression's value
     # to the page (here a stray "None" below the results).
     if action == "run":
-        run_lesson(service, device, lesson_key)
+        run_lesson(service, device, lesson_key, settings=settings, limiter=limiter)
     else:
         open_recording(lesson_key)
 
-waiting_upload = upload.upload_box(settings, readers)
+waiting_upload = upload.upload_box(settings, readers, limiter=limiter)
 
 subjects = state.all_subjects()
 load = functools.partial(cache.load, settings=settings, readers=readers)

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from lab.access import RateLimiter
 from lab.analysis import RanksError, analyze_ranks
 from lab.read import ReaderPool, ReadFailed, ReadFailureKind, ReadState, ReadStatus, ReadTicket
 from lab.run import HostSettings
-from ui import messages, state
+from ui import access, messages, state
 
 UPLOADER_KEY = "upload"
 _REJECTED = "rejected_uploads"  # session_state: digest (or "file:<id>") → message
@@ -68,7 +69,7 @@ class Waiting:
     line: object  # an st.empty() placeholder in the upload box
 
 
-def upload_box(settings: HostSettings, readers: ReaderPool) -> Waiting | None:
+def upload_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimiter) -> Waiting | None:
     """The "open your own trace" expander; a new upload's read is queued and returned, to be
     awaited at the end of the page (``await_upload``). Several files (or a .zip of them) are
     one job's ranks: read each, then open them together (``accept_group``)."""
@@ -89,11 +90,12 @@ def upload_box(settings: HostSettings, readers: ReaderPool) -> Waiting | None:
         if not files:
             return None
         if len(files) > 1 or files[0].name.lower().endswith(".zip"):
-            outcome: str | _Pending | _Group | None = accept_group(files, settings, readers)
+            outcome: str | _Pending | _Group | None = accept_group(files, settings, readers, limiter=limiter)
         else:
             upload = files[0]
             _cancel_groups()
-            outcome = accept_upload(upload.name, upload.getvalue(), settings, readers, file_id=upload.file_id)
+            outcome = accept_upload(upload.name, upload.getvalue(), settings, readers, file_id=upload.file_id,
+                                    limiter=limiter)
         if isinstance(outcome, str):
             messages.error(outcome)
             return None
@@ -101,9 +103,11 @@ def upload_box(settings: HostSettings, readers: ReaderPool) -> Waiting | None:
 
 
 def accept_upload(name: str, data: bytes, settings: HostSettings, readers: ReaderPool, *,
-                  file_id: str | None = None) -> str | _Pending | None:
+                  limiter: RateLimiter, file_id: str | None = None) -> str | _Pending | None:
     """Queue a read of ``data`` unless it is refused at once (the reason, for the user), already
-    open (None) or already being read (its pending read)."""
+    open (None) or already being read (its pending read). A read past the visitor's uploads per
+    minute is refused with the wait and not remembered: the uploader still holds the file, and
+    a page run after the wait reads it."""
     limit_bytes = settings.max_upload_mb * 2**20
     if len(data) > limit_bytes:
         return (f"{name} is {len(data) / 2**20:.1f} MB; this host accepts traces up to {settings.max_upload_mb} MB. "
@@ -119,6 +123,8 @@ def accept_upload(name: str, data: bytes, settings: HostSettings, readers: Reade
     for other in [d for d in pending if d != digest]:  # the uploader now holds another file
         pending.pop(other).ticket.cancel()
     if digest not in pending:
+        if (why := access.refusal("upload", settings, limiter)) is not None:
+            return why
         ticket = readers.submit(data, settings=settings, label=name)
         pending[digest] = _Pending(name=name, digest=digest, file_id=file_id, ticket=ticket)
     return pending[digest]
@@ -169,7 +175,7 @@ def _settle(pending: _Pending, readers: ReaderPool) -> str | None:
         readers.uploads.put(state.owner(), pending.digest, pending.ticket.result(timeout=0))
     except ReadFailed as exc:
         key = f"file:{pending.file_id}" if exc.kind in _RETRYABLE else pending.digest
-        return _remember_refusal(key, f"{pending.name} cannot be opened: {exc}")
+        return _remember_refusal(key, f"{pending.name} cannot be opened: {access.read_failure(exc)}")
     _, dropped = state.add_upload(pending.name, pending.digest)
     for old in dropped:
         readers.uploads.drop(state.owner(), old.digest)
@@ -261,10 +267,12 @@ def _group_files(files, limit_bytes: int) -> list[tuple[str, bytes, str | None]]
     return out
 
 
-def accept_group(files, settings: HostSettings, readers: ReaderPool) -> str | _Pending | _Group | None:
+def accept_group(files, settings: HostSettings, readers: ReaderPool, *,
+                 limiter: RateLimiter) -> str | _Pending | _Group | None:
     """Several files (or a .zip): each queued for a reader, to open together as one job's ranks
     once all are read; a .zip of one trace opens as that trace. The reason if refused at once,
-    None if this group is already open."""
+    None if this group is already open. A group is one upload for the visitor's uploads per
+    minute: one action, however many ranks it holds (their number is bounded by MAX_RANK_FILES)."""
     limit_bytes = settings.max_upload_mb * 2**20
     entries = _group_files(files, limit_bytes)
     if isinstance(entries, str):
@@ -272,10 +280,10 @@ def accept_group(files, settings: HostSettings, readers: ReaderPool) -> str | _P
     if len(entries) == 1:
         _cancel_groups()
         name, data, file_id = entries[0]
-        return accept_upload(name, data, settings, readers, file_id=file_id)
+        return accept_upload(name, data, settings, readers, file_id=file_id, limiter=limiter)
     for name, data, _ in entries:
         if len(data) > limit_bytes:
-            return accept_upload(name, data, settings, readers)  # the size refusal, worded as for one file
+            return accept_upload(name, data, settings, readers, limiter=limiter)  # the size refusal, as for one file
     digests = [state.digest_of(data) for _, data, _ in entries]
     key = state.ranks_key(digests)
     rejected: dict[str, str] = st.session_state.setdefault(_REJECTED, {})
@@ -291,6 +299,8 @@ def accept_group(files, settings: HostSettings, readers: ReaderPool) -> str | _P
         for member in groups.pop(other).members:
             member.ticket.cancel()
     if key not in groups:
+        if (why := access.refusal("upload", settings, limiter)) is not None:
+            return why
         groups[key] = _Group(key=key, members=tuple(
             _Pending(name=name, digest=digest, file_id=file_id,
                      ticket=readers.submit(data, settings=settings, label=name))
@@ -319,7 +329,7 @@ def _settle_group(group: _Group, readers: ReaderPool) -> str | None:
             parsed.append(m.ticket.result(timeout=0))
         except ReadFailed as exc:
             key = f"file:{m.file_id}" if exc.kind in _RETRYABLE else group.key
-            return _remember_refusal(key, f"{m.name} cannot be opened: {exc}")
+            return _remember_refusal(key, f"{m.name} cannot be opened: {access.read_failure(exc)}")
     names = [m.name for m in group.members]
     try:
         ranks = analyze_ranks([p.trace for p in parsed], names, analyses=[p.analysis for p in parsed])
@@ -329,7 +339,7 @@ def _settle_group(group: _Group, readers: ReaderPool) -> str | None:
         for m, p in zip(group.members, parsed, strict=True):
             readers.uploads.put(state.owner(), m.digest, p)
     except ReadFailed as exc:
-        return _remember_refusal(group.key, f"These files cannot be kept: {exc}")
+        return _remember_refusal(group.key, f"These files cannot be kept: {access.read_failure(exc)}")
     _, dropped = state.add_ranks([(i.name, group.members[i.index].digest) for i in ranks.infos], ranks)
     for old in dropped:
         for _, digest in old.ranks:
