@@ -13,13 +13,14 @@ import streamlit as st
 from lab.access import RateLimiter
 from lab.read import ReaderPool
 from lab.run import HostSettings, ProfileService
-from ui import access, cache, controls, state, upload, views
+from ui import access, cache, controls, ranks, state, upload, views
 from ui.run import await_worker, open_recording, run_lesson, run_submitted
 
 st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layout="wide")
 
 # "Memory" is always listed; without profile_memory's records it says how to record them.
-VIEWS = ("Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "Compare")
+# "Ranks" is shown only for a group of one job's ranks (several traces uploaded together).
+VIEWS = ("Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "Compare", "Ranks")
 
 
 @st.cache_resource(show_spinner=False)
@@ -105,7 +106,10 @@ loaded = load(subject) if subject else None
 
 if loaded is not None:
     # Only the open tab's code runs (on_change="rerun" + .open): each view parses nothing twice.
-    tabs = st.tabs(VIEWS, key="view", on_change="rerun")
+    shown = [v for v in VIEWS if v != "Ranks" or subject.kind == "ranks"]
+    if "view" in st.session_state and st.session_state["view"] not in shown:  # a single trace after a group
+        st.session_state["view"] = shown[0]
+    tabs = st.tabs(shown, key="view", on_change="rerun")
     show = {
         "Summary": lambda: views.summary_view(subject, loaded),
         "Table": lambda: views.table_view(subject, loaded),
@@ -114,8 +118,9 @@ if loaded is not None:
         "Insights": lambda: views.insights_view(loaded),
         "Trace": lambda: views.trace_view(subject, loaded),
         "Compare": lambda: views.compare_view(subjects, load),
+        "Ranks": lambda: ranks.ranks_view(subject, readers),
     }
-    for name, tab in zip(VIEWS, tabs):
+    for name, tab in zip(shown, tabs):
         if tab.open:
             with tab:
                 show[name]()

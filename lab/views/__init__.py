@@ -15,6 +15,7 @@ from lab.views.memory import (
     memory_rows,
     step_table,
 )
+from lab.views.ranks import build_ranks_timeline, rank_table, ranks_span_us
 from lab.views.summary import category_counts, comparison_totals, summarize
 from lab.views.tables import (
     format_key_averages,
@@ -33,4 +34,5 @@ __all__ = [
     "SORT_KEYS", "TORCH_SORT_COLUMNS", "TORCH_SORT_KEYS", "build_timeline", "category_counts", "comparison_totals",
     "fmt_us", "format_key_averages", "is_device_sort", "key_averages_view", "limit_text_table",
     "trace_table", "summarize", "timeline_chart", "to_csv_bytes", "torch_sorted", "torch_table_text",
+    "build_ranks_timeline", "rank_table", "ranks_span_us",
 ]  # fmt: skip
