@@ -50,7 +50,8 @@ def named_ops(ev, name):
 
 
 def launches(ev) -> dict:
-    return {e["args"]["correlation"]: e for e in ev if e.get("cat") in LAUNCH_CATS and "correlation" in e.get("args", {})}
+    return {e["args"]["correlation"]: e for e in ev
+            if e.get("cat") in LAUNCH_CATS and "correlation" in e.get("args", {})}
 
 
 def kernels_launched_in_steps(ev) -> list[dict]:

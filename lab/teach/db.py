@@ -22,6 +22,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from lab.teach.models import Base, SchemaVersion
 
+_VERSION_TABLE = Base.metadata.tables[SchemaVersion.__tablename__]
+
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "RoomSettings", "RoomsUnavailable", "connect", "migrate", "safe_url"]
 
 DATABASE_URL_VAR = "PROFILER_LAB_DATABASE_URL"
@@ -84,7 +86,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 def migrate(engine: Engine) -> int:
     """Bring the database to ``SCHEMA_VERSION`` (in one transaction); returns the version it was at."""
     with engine.begin() as conn:
-        SchemaVersion.__table__.create(conn, checkfirst=True)
+        _VERSION_TABLE.create(conn, checkfirst=True)
         row = conn.execute(select(SchemaVersion.version).where(SchemaVersion.id == 1)).scalar()
         was = int(row or 0)
         if was > SCHEMA_VERSION:
@@ -93,9 +95,9 @@ def migrate(engine: Engine) -> int:
         for step in MIGRATIONS[was:]:
             step(conn)
         if row is None:
-            conn.execute(SchemaVersion.__table__.insert().values(id=1, version=SCHEMA_VERSION))
+            conn.execute(_VERSION_TABLE.insert().values(id=1, version=SCHEMA_VERSION))
         elif was < SCHEMA_VERSION:
-            conn.execute(SchemaVersion.__table__.update().where(SchemaVersion.id == 1).values(version=SCHEMA_VERSION))
+            conn.execute(_VERSION_TABLE.update().where(SchemaVersion.id == 1).values(version=SCHEMA_VERSION))
     return was
 
 

@@ -36,7 +36,8 @@ class Room(Base):
     instructor_key_sha256: Mapped[str] = mapped_column(String(KEY_CHARS))
     created_at_s: Mapped[float] = mapped_column(Float)  # Unix time
     expires_at_s: Mapped[float] = mapped_column(Float, index=True)
-    members: Mapped[list[Member]] = relationship(back_populates="room", cascade="all, delete-orphan", passive_deletes=True)
+    members: Mapped[list[Member]] = relationship(back_populates="room", cascade="all, delete-orphan",
+                                                 passive_deletes=True)
     answers: Mapped[list[Answer]] = relationship(cascade="all, delete-orphan", passive_deletes=True)
     runs: Mapped[list[RoomRun]] = relationship(cascade="all, delete-orphan", passive_deletes=True)
 

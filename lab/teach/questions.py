@@ -230,7 +230,8 @@ def _tf32_speedup(runs: Sequence[Run]) -> Answer:
     _, tf32_us, name = _gemm_kernels(runs[1])
     ratio = fp32_us / tf32_us if tf32_us > 0 else float("nan")
     return Answer(choice=band_of(ratio, _SPEEDUP), measured=ratio,
-                  measured_text=f"GEMM kernel {fp32_us:,.0f} µs (FP32) vs {tf32_us:,.0f} µs (TF32): {ratio:.1f}× faster",
+                  measured_text=(f"GEMM kernel {fp32_us:,.0f} µs (FP32) vs {tf32_us:,.0f} µs (TF32): "
+                                 f"{ratio:.1f}× faster"),
                   where=Where(text="the GEMM kernel's row in each table (its name says tf32 in the TF32 run)",
                               row=name, run=1))
 

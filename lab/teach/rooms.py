@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from lab.teach.db import RoomSettings, RoomsUnavailable, connect, unavailable
 from lab.teach.models import NAME_CHARS, Answer, Member, Room, RoomRun
+from lab.teach.roofline import RunSummary
 
 __all__ = [
     "CODE_ALPHABET", "Membership", "RoomKeys", "RoomNotFound", "RoomStore", "RoomView", "RunSummary",
@@ -37,25 +38,6 @@ CODE_ATTEMPTS = 8
 
 class RoomNotFound(LookupError):
     """No room with that code (never was, or expired); the message says what to do."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunSummary:
-    """What a room keeps of one run: no trace, only its shape and its roofline coordinates."""
-
-    workload: str
-    m: int
-    k: int
-    n: int
-    dtype: str
-    device: str
-    tflops: float
-    intensity_flops_per_byte: float
-    display_name: str = ""  # who ran it (filled in when read back)
-
-    @property
-    def shape_text(self) -> str:
-        return f"{self.m}×{self.k}×{self.n}"
 
 
 @dataclass(frozen=True, kw_only=True)
