@@ -3,9 +3,12 @@ room (SQLite), and a rooms database that is down (a clear message; everything el
 
 from __future__ import annotations
 
+import io
+import json
 import re
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 pytest.importorskip("streamlit")
@@ -88,3 +91,46 @@ def test_instructor_sees_an_attendees_prediction_and_reveal(monkeypatch, tmp_pat
     captions = [plain(c.value) for c in teacher.caption]
     assert "1 answer · measured: Self CPU (1)" in captions, captions
     assert "In the room: Ada" in captions
+
+
+def test_the_reveal_outlines_its_events_and_opens_the_timeline_on_its_window(monkeypatch, tmp_path):
+    monkeypatch.setenv("PROFILER_LAB_DATABASE_URL", f"sqlite:///{tmp_path / 'rooms.sqlite3'}")
+    at = page()
+    predict_and_open_recording(at, "Self CPU")
+    key = "tiny_vs_large.gpu_busy"
+    before = len(list(at.get("vega_lite_chart")))
+    at.toggle(key=f"reveal_show_{key}").set_value(True)
+    at.run()
+    healthy(at)
+    charts = list(at.get("vega_lite_chart"))
+    assert len(charts) == before + 1
+    (outlined,) = [c for c in charts if "the evidence" in c.proto.spec]  # the outline layer
+    assert "#d62728" in outlined.proto.spec
+    rows = [r for d in outlined.proto.datasets
+            for r in pa.ipc.open_stream(io.BytesIO(d.data.data)).read_all().to_pylist()]
+    outlined_names = {r["name"] for r in rows if set(r) == {"lane", "depth", "start_us", "draw_end_us", "name"}}
+    assert outlined_names and all(n.startswith("nvjet") or "elementwise" in n for n in outlined_names)
+    next(b for b in at.button if b.key == f"reveal_tl_{key}").click()
+    at.run()
+    healthy(at)
+    assert at.session_state["view"] == "Timeline"
+    # The Timeline opens on the reveal's window: the same range on its slider.
+    from lab.teach import questions_for
+
+    (slider,) = [s for s in at.slider if s.label.startswith("Time window")]
+    assert [f.value for f in at.selectbox if f.label == "Zoom to"] == ["step 1"]
+    assert slider.value[1] > slider.value[0] > 0
+    from lab.analysis import Run, analyze
+    from lab.run import LESSONS
+    from lab.samples import lesson_samples
+    from lab.trace import load_trace
+
+    runs = []
+    for run, sample in zip(LESSONS["tiny_vs_large"].runs, lesson_samples(LESSONS["tiny_vs_large"].runs)):
+        trace = load_trace(sample.read_bytes())
+        runs.append(Run(run.name, trace, analyze(trace)))
+    (q,) = [q for q in questions_for("tiny_vs_large", "cuda") if q.key == key]
+    assert slider.value == pytest.approx(q.answer(runs).where.window_us)
+    domains = [json.loads(c.proto.spec)["layer"][0]["encoding"]["x"]["scale"].get("domain")
+               for c in at.get("vega_lite_chart")]
+    assert pytest.approx(list(slider.value)) in domains  # the Timeline's chart shows that window

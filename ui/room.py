@@ -68,8 +68,8 @@ def _call(what, *args) -> object | None:
         return None
     try:
         return getattr(store, what)(*args)
-    except RoomNotFound as exc:
-        st.session_state.pop(MEMBER, None)
+    except RoomNotFound as exc:  # expired or closed: this session is no longer in it
+        st.session_state.pop(INSTRUCTOR if what == "view" else MEMBER, None)
         messages.error(str(exc))
     except (RoomsUnavailable, PermissionError) as exc:
         messages.error(str(exc))

@@ -67,11 +67,11 @@ def _where_text(answer: Answer, names: list[str]) -> str:
             f"{len(where.event_ids)} event(s) outlined — {md_escape(where.text)}")
 
 
-def _open_timeline(subject_key: str, digest: str, window: tuple[float, float]) -> None:
-    # The Timeline view's own window (ui.views._time_window's keys): whole trace, this range.
+def _open_timeline(subject_key: str, digest: str, step: int | None) -> None:
+    # The Timeline view's own window: its "Zoom to" picker on the step the reveal's window is
+    # (ui.views._time_window gives a step the same window as lab.teach.questions).
     st.session_state["subject"] = subject_key
-    st.session_state[f"tl_focus_{digest}"] = "whole trace"
-    st.session_state[f"tl_window_{digest}_whole trace"] = window
+    st.session_state[f"tl_focus_{digest}"] = "whole trace" if step is None else f"step {step + 1}"
     st.session_state["view"] = "Timeline"
 
 
@@ -104,11 +104,12 @@ def _one(q: Question, answer: Answer, runs: list[Run], subjects: list, check_key
     st.caption("Where to look: " + _where_text(answer, names))
     where, subject = answer.where, subjects[answer.where.run]
     if where.window_us:
-        with st.expander("The events that prove it", expanded=False):
+        # A toggle, not an expander: the chart is built (and sent) only when asked for.
+        if st.toggle("The events that prove it", key=f"reveal_show_{q.key}"):
             _, chart = lv.reveal_timeline(runs[where.run].trace, where.window_us, where.event_names)
             st.altair_chart(chart, width="stretch", key=f"reveal_chart_{q.key}_{subject.digest}")
-            st.button("Open this window in the Timeline", key=f"reveal_tl_{q.key}", on_click=_open_timeline,
-                      args=(subject.key, subject.digest, where.window_us))
+        st.button("Open this window in the Timeline", key=f"reveal_tl_{q.key}", on_click=_open_timeline,
+                  args=(subject.key, subject.digest, where.step))
     else:
         st.button("Open the Table", key=f"reveal_table_{q.key}", on_click=_open_table, args=(subject.key,))
 

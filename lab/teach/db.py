@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import Connection, Engine, create_engine, event, select
+from sqlalchemy import Connection, Engine, create_engine, event, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -33,6 +33,8 @@ ROOM_TTL_VAR = "PROFILER_LAB_ROOM_TTL_H"
 DEFAULT_ROOM_TTL_H = 4.0
 # A database that does not answer within this is "down": the page must not hang on it.
 CONNECT_TIMEOUT_S = 3
+# Any fixed number: the PostgreSQL advisory lock that serialises migrations across replicas.
+MIGRATION_LOCK_KEY = 1_770_017
 
 
 class RoomsUnavailable(RuntimeError):
@@ -86,6 +88,8 @@ SCHEMA_VERSION = len(MIGRATIONS)
 def migrate(engine: Engine) -> int:
     """Bring the database to ``SCHEMA_VERSION`` (in one transaction); returns the version it was at."""
     with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":  # replicas starting at once migrate one after another
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
         _VERSION_TABLE.create(conn, checkfirst=True)
         row = conn.execute(select(SchemaVersion.version).where(SchemaVersion.id == 1)).scalar()
         was = int(row or 0)
@@ -103,7 +107,9 @@ def migrate(engine: Engine) -> int:
 
 def _sqlite_foreign_keys(dbapi_connection, _record) -> None:
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA foreign_keys=ON")  # members, answers and runs go with their room
+    # WAL: readers (the instructor's view every few seconds) never block an attendee's write.
+    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.close()
 
 

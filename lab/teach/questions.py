@@ -38,6 +38,7 @@ class Where:
     text: str
     row: str | None = None  # a key_averages row name
     window_us: tuple[float, float] | None = None  # µs since trace start, as the Timeline shows it
+    step: int | None = None  # the window is this step's (0-based): the Timeline's "Zoom to" window
     run: int = 0  # which of the lesson's runs (index) the window or row is in
     event_ids: tuple[int, ...] = ()  # positions in that run's ``trace.events``
     event_names: tuple[str, ...] = ()
@@ -116,7 +117,8 @@ def _where_window(run: Run, index: int, rows: np.ndarray, text: str, step: int =
     window = _step_window(run, step)
     shown = _in_window(run, rows, window)
     names = tuple(dict.fromkeys(str(n) for n in run.trace.events["name"].to_numpy()[shown]))
-    return Where(text=text, window_us=window, run=index, event_ids=tuple(int(i) for i in shown), event_names=names)
+    return Where(text=text, window_us=window, step=step if len(run.analysis.steps) else None, run=index,
+                 event_ids=tuple(int(i) for i in shown), event_names=names)
 
 
 def _ka_row(run: Run, name: str) -> dict:
