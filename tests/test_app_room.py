@@ -63,6 +63,15 @@ def test_a_database_that_is_down_says_so_and_the_lab_still_teaches(monkeypatch):
     text = " ".join(plain(m.value) for m in at.markdown)
     assert "Reveal — Tiny vs large" in text and "Answer: **Self CPU**" in text
     assert at.session_state["teach_score"][Q_KEY] is True
+    # A question revealed without a prediction is never scored, even if predicted afterwards.
+    late = "tiny_vs_large.gpu_busy"
+    assert at.session_state["teach_score"][late] is None
+    at.radio(key=f"predict_{late}").set_value("less than half")
+    button(at, "Lock in my predictions").click()
+    at.run()
+    healthy(at)
+    assert at.session_state["teach_score"][late] is None
+    assert "Your predictions: 1 of 1 right" in [c.value for c in at.sidebar.caption]
 
 
 def test_instructor_sees_an_attendees_prediction_and_reveal(monkeypatch, tmp_path):

@@ -213,3 +213,20 @@ def test_default_settings_use_a_sqlite_file_under_the_data_dir(tmp_path):
     assert RoomSettings.from_env({"PROFILER_LAB_DATABASE_URL": "postgresql://h/db"}).database_url == "postgresql://h/db"
     with pytest.raises(RoomsUnavailable, match="PROFILER_LAB_ROOM_TTL_H"):
         RoomSettings.from_env({"PROFILER_LAB_ROOM_TTL_H": "soon"})
+
+
+def test_a_database_from_a_newer_lab_is_refused_with_the_fix(tmp_path):
+    url = f"sqlite:///{tmp_path / 'rooms.sqlite3'}"
+    engine = connect(url)
+    with engine.begin() as conn:
+        conn.execute(SchemaVersion.__table__.update().values(version=SCHEMA_VERSION + 1))  # type: ignore[attr-defined]
+    with pytest.raises(RoomsUnavailable, match="newer than this lab"):
+        migrate(engine)
+
+
+def test_an_empty_database_is_migrated_from_version_zero(tmp_path):
+    from sqlalchemy import create_engine
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'rooms.sqlite3'}")
+    assert migrate(engine) == 0  # was at 0: every migration ran
+    assert migrate(engine) == SCHEMA_VERSION

@@ -17,7 +17,7 @@ from ui import room
 from ui.messages import md_escape
 
 PREDICTIONS = "teach_predictions"  # question key → the choice predicted
-SCORE = "teach_score"  # question key → right or not, counted once per question
+SCORE = "teach_score"  # question key → right or not (None: revealed unpredicted), set at its first reveal
 REVEALED = "teach_revealed"  # (question key, subject keys) already sent to the room
 
 
@@ -53,8 +53,8 @@ def predict_form(lesson_key: str, device_kind: str) -> None:
 
 
 def score_text() -> str:
-    score = st.session_state.get(SCORE, {})
-    return f"Your predictions: {sum(score.values())} of {len(score)} right" if score else ""
+    scored = [right for right in st.session_state.get(SCORE, {}).values() if right is not None]
+    return f"Your predictions: {sum(scored)} of {len(scored)} right" if scored else ""
 
 
 def _where_text(answer: Answer, names: list[str]) -> str:
@@ -83,9 +83,10 @@ def _open_table(subject_key: str) -> None:
 def _score(q: Question, answer: Answer, check_key: tuple) -> str | None:
     """The session's prediction, scored once; sent to the room once per opened lesson."""
     predicted = st.session_state.get(PREDICTIONS, {}).get(q.key)
+    # Scored at the first reveal: a prediction made after seeing the answer never counts (None).
+    st.session_state.setdefault(SCORE, {}).setdefault(q.key, None if predicted is None else predicted == answer.choice)
     if predicted is None:
         return None
-    st.session_state.setdefault(SCORE, {}).setdefault(q.key, predicted == answer.choice)
     revealed = st.session_state.setdefault(REVEALED, set())
     if (q.key, check_key) not in revealed:
         revealed.add((q.key, check_key))
