@@ -143,3 +143,24 @@ def test_the_reveal_outlines_its_events_and_opens_the_timeline_on_its_window(mon
     domains = [json.loads(c.proto.spec)["layer"][0]["encoding"]["x"]["scale"].get("domain")
                for c in at.get("vega_lite_chart")]
     assert pytest.approx(list(slider.value)) in domains  # the Timeline's chart shows that window
+
+
+def test_alone_one_click_runs_the_sweep_and_opens_your_roofline(monkeypatch, tmp_path):
+    monkeypatch.setenv("PROFILER_LAB_DATABASE_URL", f"sqlite:///{tmp_path / 'rooms.sqlite3'}")
+    from lab.teach import ALONE_SWEEP
+
+    at = page()
+    button(at, "Run the size sweep here").click()
+    at.run()
+    healthy(at)
+    device = "cuda" if any("cuda" in s.run.device.kind for s in at.session_state["runs"]) else "cpu"
+    shapes = ALONE_SWEEP[device]
+    runs = at.session_state["runs"][-len(shapes):]
+    assert [(s.run.config.m, s.run.config.k, s.run.config.n) for s in runs] == list(shapes)
+    assert all(s.run.config.step_label == "size_sweep" for s in runs)
+    (chart,) = [c for c in at.get("vega_lite_chart") if "arithmetic intensity" in c.proto.spec]
+    rows = [r for d in chart.proto.datasets for r in pa.ipc.open_stream(io.BytesIO(d.data.data)).read_all().to_pylist()
+            if "shape" in r]
+    assert sorted(r["shape"] for r in rows) == sorted(f"{m}×{k}×{n}" for m, k, n in shapes)
+    assert all(r["tflops"] > 0 and r["region"] in ("overhead-bound", "memory-bound", "compute-bound") for r in rows)
+    assert any(c.value.startswith("Roof: ") for c in at.caption)
