@@ -111,6 +111,7 @@ def test_instructor_sees_three_attendees_answers(server):
                 join(page, code, f"attendee {i + 1}")
                 predict(page, choice)
 
+            sidebar(attendees[0]).screenshot(path=str(ARTIFACTS / "room_attendee_sidebar.png"))
             expect(view.get_by_text("3 answers")).to_be_visible(timeout=LIVE_S * 1000)
             expect(view.get_by_text("In the room: attendee 1, attendee 2, attendee 3")).to_be_visible()
 
