@@ -13,7 +13,7 @@ import streamlit as st
 from lab.access import RateLimiter
 from lab.read import ReaderPool
 from lab.run import HostSettings, ProfileService
-from ui import access, cache, controls, ranks, state, upload, views
+from ui import access, cache, controls, ranks, room, state, teach, upload, views
 from ui.run import await_worker, open_recording, run_lesson, run_submitted
 
 st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layout="wide")
@@ -67,6 +67,15 @@ with st.sidebar:
     st.divider()
     st.header("Lessons")
     lesson_click = controls.lesson_picker(device)
+    teach.predict_form(st.session_state["lesson_key"], device.kind if device else "cpu")
+    if score := teach.score_text():
+        st.caption(score)
+    st.divider()
+    st.header("Room")
+    seat_click = room.room_sidebar(device)
+    sweep_click = st.button("Run the size sweep here", key="run_sweep_alone", width="stretch",
+                            help="A few matmul shapes from overhead- to compute-bound, run on this host; "
+                                 "opens your roofline.")
     st.divider()
     if access.is_host():
         with st.expander("Server status (for the host)", expanded=False):
@@ -91,11 +100,20 @@ if lesson_click is not None:
     else:
         open_recording(lesson_key)
 
+if seat_click is not None:
+    room.run_sweep(service, device, [seat_click], settings=settings, limiter=limiter)
+if sweep_click:
+    room.run_sweep(service, device, room.alone_sweep_shapes(device), settings=settings, limiter=limiter)
+room.instructor_view(device)
+
 waiting_upload = upload.upload_box(settings, readers, limiter=limiter)
 
 subjects = state.all_subjects()
 load = functools.partial(cache.load, settings=settings, readers=readers)
 views.lesson_check(subjects, load)
+teach.reveal(subjects, load)
+room.share_runs(subjects, load)
+room.my_roofline(subjects, load, device)
 subject = state.current_subject(subjects)
 st.selectbox("Showing", [s.key for s in subjects], key="subject",
              format_func={s.key: s.title for s in subjects}.get,
@@ -128,7 +146,7 @@ if loaded is not None:
 # An upload being read is awaited last, once the page is drawn: a click meanwhile is answered.
 upload.await_upload(waiting_upload, readers)
 
-if device is None and submitted is None and lesson_click is None:
+if device is None and submitted is None and lesson_click is None and seat_click is None and not sweep_click:
     # Last, once the page is drawn: wait for the worker's warm-up, then redraw with the device.
     # Not after a click that ran or refused something: the redraw would wipe its messages.
     await_worker(service)

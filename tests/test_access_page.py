@@ -21,6 +21,7 @@ APP = str(ROOT / "app.py")
 TIMEOUT_S = 300  # a script run that profiles: the worker may still be importing torch on 2 busy cores
 PASSCODE, TOKEN = "blue-otter-42", "host-tok-XYZ"
 SERVER_STATUS = "Server status (for the host)"
+OPEN_ROOM = "Open a room (instructor)"
 SMALL_TRACE = ROOT / "tests" / "data" / "matmul_add_4096_bf16.json.gz"
 
 pytestmark = pytest.mark.timeout(900)
@@ -125,6 +126,7 @@ def test_the_host_token_on_the_sign_in_page_signs_the_host_in(monkeypatch):
     at = page(monkeypatch, passcode=PASSCODE, host_token=TOKEN)
     sign_in(at, TOKEN)
     assert [t.label for t in at.tabs][:1] == ["Summary"] and SERVER_STATUS in expanders(at)
+    assert OPEN_ROOM in [b.label for b in at.button]  # the host opens rooms (the instructor view)
 
 
 def test_a_passcode_in_secrets_toml_counts_as_the_variable(monkeypatch):
@@ -136,6 +138,7 @@ def test_a_passcode_in_secrets_toml_counts_as_the_variable(monkeypatch):
     sign_in(at, PASSCODE)
     assert [t.label for t in at.tabs][:1] == ["Summary"]
     assert SERVER_STATUS not in expanders(at)  # signed in, but no host token given: an attendee
+    assert OPEN_ROOM not in [b.label for b in at.button]  # and attendees join rooms, never open one
 
 
 def test_sign_in_attempts_are_limited(monkeypatch):
