@@ -68,6 +68,11 @@ class HostSettings:
     # Runs estimated (lab.run.estimate) to take longer are refused before they queue, so one
     # attendee cannot hold a worker for minutes (16384³ float32 on a CPU: ~15 min). 0 = no limit.
     max_run_estimate_s: float = 20.0
+    # 1 = each worker has a warm spare (lab.run.standby) that takes over within a tick when a run
+    # is cancelled or its worker dies, instead of a fresh start (~10 s on a 2-core CPU box); it
+    # costs one idle process per worker (~0.40 GB resident on CPU) and is skipped while the
+    # machine has under 2 GiB available. 0 = no spare.
+    standby: int = 1
     # --- who may use the page (lab/access) ---------------------------------------------------
     # "" = not set: "passcode" when a passcode is set, else "off" (see login_mode).
     login: str = ""
