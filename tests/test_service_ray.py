@@ -16,11 +16,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from test_service import *  # noqa: F403 - the suite, collected again here on Ray
-from test_service import RESULT_WAIT_S, tiny
+from test_service import BIG, RESULT_WAIT_S, ProfileService, RunFailed, tiny, wait_for_stage
 
 from lab.run.settings import HostSettings
 
@@ -39,6 +40,9 @@ if importlib.util.find_spec("ray") is None:
 # actor kills and warm-ups here).
 del test_one_worker_per_gpu_each_pinned_to_its_own  # noqa: F821
 del test_workers_never_run_the_main_script  # noqa: F821
+# The local backend's warm spare (lab.run.standby): an actor has none; the Ray cancel test is below.
+del test_cancel_a_running_run_hands_the_device_to_the_warm_spare  # noqa: F821
+del test_no_spare_while_memory_is_short  # noqa: F821
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +93,34 @@ def test_a_run_asks_for_a_device_kind(service):
     with pytest.raises(ConfigError, match="no worker here has a NVIDIA L4; choose one of: .*, or any"):
         service.submit(tiny(label="no_such_kind"), device_name="NVIDIA L4")
 
+
+def test_cancel_a_waiting_run_and_a_running_one_frees_the_only_actor(backend):
+    """Cancel on a one-actor pool: the waiting run leaves the queue; the running one's actor is
+    killed (within a tick) and a fresh one, warmed up, serves the next run."""
+    svc = ProfileService(settings=backend.replace(run_timeout_s=RESULT_WAIT_S, max_run_estimate_s=0.0),
+                         devices=["cpu"])
+    try:
+        svc.start(wait=True)
+        running = svc.submit(BIG, session="a")
+        waiting = svc.submit(tiny(label="never_runs"), session="b")
+        wait_for_stage(running, {"allocating", "warming up", "profiling"})
+        assert waiting.poll().state == "queued"
+        assert waiting.cancel()
+        assert waiting.poll().state == "cancelled" and svc.health().queue_length == 0
+
+        old = svc.health().workers[0]
+        cancelled_at = time.monotonic()
+        assert running.cancel()
+        with pytest.raises(RunFailed, match="cancelled") as caught:
+            running.result(timeout=0)
+        assert caught.value.kind == "cancelled"
+        following = svc.submit(tiny(label="next"), session="c")
+        while svc.health().workers[0].pid == old.pid:  # killed at the supervisor's next tick
+            assert time.monotonic() - cancelled_at < 2.0, svc.health().workers[0]
+            time.sleep(0.01)
+        assert following.result(timeout=RESULT_WAIT_S).config.step_label == "next"
+        health = svc.health()
+        assert health.workers[0].restarts == old.restarts + 1 and health.workers[0].pid != old.pid
+        assert health.runs_served == 1 and health.runs_failed == 0  # "never_runs" never ran
+    finally:
+        svc.shutdown()

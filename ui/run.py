@@ -7,6 +7,7 @@ import time
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from lab.access import RateLimiter
 from lab.run import (
     LESSONS,
     STAGE_TEXT,
@@ -29,10 +30,14 @@ from lab.run import (
     lesson_configs,
 )
 from lab.samples import lesson_samples
-from ui import messages, state
+from ui import access, messages, state
 from ui.controls import ANY_KIND, DEVICE_KIND_KEY, FORCE_FRESH_KEY
 
 POLL_S = 0.2
+# This session's runs whose page run was interrupted (a click) before they finished: the next
+# submission replaces them, keeping their place in line and saying so; a page run that submits
+# nothing withdraws them at its end (``settle_interrupted``).
+INTERRUPTED_KEY = "interrupted_tickets"
 FIRST_RUN_NOTE = (
     "The profiling worker is still starting, so this first run waits for it. A fresh process pays "
     "torch's import and the profiler's one-time start-up (about 1 s on a CPU, about 7 s on a GPU while "
@@ -85,6 +90,7 @@ def _submit(service: ProfileService, runs: list[tuple[str, RunConfig]], force_fr
     except ConfigError as exc:  # the run-time estimate, measured by a worker since the page checked
         messages.error(str(exc))
         return None
+    st.session_state.pop(INTERRUPTED_KEY, None)  # replaced by this submission (the queue cancelled them)
     if tickets and tickets[0].replaced:
         st.info("Your earlier run, still waiting or running, was replaced by this one: each visitor "
                 "has one run at a time, so everyone gets a turn.")
@@ -118,18 +124,26 @@ def run_configs(service: ProfileService, runs: list[tuple[str, RunConfig]], *,
             results = [ticket.result(timeout=0) for _, ticket in tickets]
         except RunFailed as exc:
             box.update(label=f"Profiling {what} did not finish", state="error", expanded=True)
-            messages.error(str(exc))
+            messages.error(access.run_failure(exc))
             return None
         finally:
-            # A rerun or a closed tab stops this script: don't leave runs queued for nobody. A
-            # running one finishes (only Cancel kills its worker); nobody collects its result.
-            for _, ticket in tickets:
-                if not ticket.done():
-                    ticket.withdraw()
+            # A click stops this script: if it submits again, the new run replaces these (in their
+            # place in line); otherwise settle_interrupted withdraws the waiting ones at the end of
+            # that page run. A closed tab's are dropped by the queue (nobody polls them).
+            unsettled = [ticket for _, ticket in tickets if not ticket.done()]
+            if unsettled:
+                st.session_state[INTERRUPTED_KEY] = unsettled
         # Wall time as the visitor waited it: queue, worker and transfer included.
         box.update(label=f"Profiled {what} in {time.monotonic() - started:.1f} s", state="complete",
                    expanded=False)
     return results
+
+
+def settle_interrupted() -> None:
+    """At the end of a page run that submitted nothing: withdraw this session's runs still waiting
+    from an interrupted page run (a running one finishes; only Cancel kills its worker)."""
+    for ticket in st.session_state.pop(INTERRUPTED_KEY, None) or []:
+        ticket.withdraw()
 
 
 def await_worker(service: ProfileService, timeout_s: float = WORKER_START_TIMEOUT_S) -> None:
@@ -153,7 +167,7 @@ def await_worker(service: ProfileService, timeout_s: float = WORKER_START_TIMEOU
 
 
 def run_submitted(service: ProfileService, settings: HostSettings, device: DeviceInfo | None,
-                  submitted: RunConfig | ConfigError) -> None:
+                  submitted: RunConfig | ConfigError, *, limiter: RateLimiter) -> None:
     """The form's "Run profile": refuse with one message, or run and show the result's Summary."""
     if isinstance(submitted, ConfigError):
         messages.error(str(submitted))
@@ -171,6 +185,9 @@ def run_submitted(service: ProfileService, settings: HostSettings, device: Devic
     except ConfigError as exc:
         messages.error(str(exc))
         return
+    if (why := access.refusal("run", settings, limiter)) is not None:  # counted once it would run
+        messages.error(why)
+        return
     c = submitted
     results = run_configs(service, [(f"{c.workload} {c.shape_text} {c.dtype}", submitted)],
                           force_fresh=bool(st.session_state.get(FORCE_FRESH_KEY)))
@@ -179,13 +196,17 @@ def run_submitted(service: ProfileService, settings: HostSettings, device: Devic
         st.session_state["view"] = "Summary"
 
 
-def run_lesson(service: ProfileService, device: DeviceInfo | None, lesson_key: str) -> None:
+def run_lesson(service: ProfileService, device: DeviceInfo | None, lesson_key: str, *, settings: HostSettings,
+               limiter: RateLimiter) -> None:
     """A lesson's "Run lesson": one run opens its Summary, a pair opens Compare with A and B set."""
     lesson = LESSONS[lesson_key]
     try:
         runs = lesson_configs(lesson, device.kind if device else "cpu")
     except ConfigError as exc:
         messages.error(str(exc))
+        return
+    if (why := access.refusal("run", settings, limiter)) is not None:  # a lesson's click counts once
+        messages.error(why)
         return
     results = run_configs(service, list(runs))
     if not results:

@@ -15,6 +15,8 @@ from lab.views.memory import (
     memory_rows,
     step_table,
 )
+from lab.views.ranks import build_ranks_timeline, rank_table, ranks_span_us
+from lab.views.roofline import answers_chart, answers_frame, reveal_timeline, roofline_chart
 from lab.views.summary import category_counts, comparison_totals, summarize
 from lab.views.tables import (
     format_key_averages,
@@ -30,7 +32,9 @@ from lab.vocab import SORT_KEYS, TORCH_SORT_KEYS, is_device_sort
 __all__ = [
     "NO_MEMORY", "build_memory_view", "device_table", "memory_chart", "memory_insights", "memory_ops", "memory_rows",
     "step_table",
+    "answers_chart", "answers_frame", "reveal_timeline", "roofline_chart",
     "SORT_KEYS", "TORCH_SORT_COLUMNS", "TORCH_SORT_KEYS", "build_timeline", "category_counts", "comparison_totals",
     "fmt_us", "format_key_averages", "is_device_sort", "key_averages_view", "limit_text_table",
     "trace_table", "summarize", "timeline_chart", "to_csv_bytes", "torch_sorted", "torch_table_text",
+    "build_ranks_timeline", "rank_table", "ranks_span_us",
 ]  # fmt: skip
