@@ -89,6 +89,7 @@ class ProfileService:
             if self._started_at is None:
                 self._started_at = time.monotonic()
                 for worker in queue.workers:
+                    standby = None
                     if self.settings.backend == "ray":  # actors: Ray places them; no spare
                         supervisor = _ray_supervisor(queue, worker, self._stop_event)
                     else:
