@@ -88,7 +88,8 @@ def burst(service: ProfileService, n: int, tag: str) -> dict:
 
 
 def measure(runs: int, burst_n: int) -> dict:
-    limits = dict(queue_max=200, max_run_estimate_s=0.0, run_timeout_s=RESULT_WAIT_S)
+    # standby=0: a Ray actor has no warm spare, so the local worker runs without one too (same config).
+    limits = dict(queue_max=200, max_run_estimate_s=0.0, run_timeout_s=RESULT_WAIT_S, standby=0)
     with local_cluster(nodes=1, cpus_per_node=1) as address:
         services = {"local": ProfileService(settings=HostSettings(**limits), devices=["cpu"]),
                     "ray": ProfileService(settings=HostSettings(backend="ray", ray_address=address, **limits),
@@ -124,7 +125,7 @@ def section(m: dict, runs: int, burst_n: int) -> str:
         "",
         f"`python bench/bench_ray.py` ({dt.date.today()}, {platform.node()}, {os.cpu_count()} cores shared with "
         f"other jobs, Python {platform.python_version()}, ray {__import__('ray').__version__}). One CPU worker "
-        "each: a local worker process, and one CPU actor on a one-node Ray cluster the bench starts "
+        "each, no warm spare: a local worker process, and one CPU actor on a one-node Ray cluster the bench starts "
         "(`ray start --head --num-cpus=1 --object-store-memory=200000000 --include-dashboard=false`); "
         "same config, measured side by side, alternating.",
         "",
