@@ -103,14 +103,16 @@ def chart_rows(chart) -> list[dict]:
 
 
 def chart_lanes(chart) -> list[str]:
-    """The lane axis: the domain of the y encoding on the "lane" field, wherever the layer puts it."""
+    """The lane axis: the lane names its labels show (the y axis's labelExpr holds them as a JSON
+    list, one per lane's middle row), wherever the layer puts it."""
     found = []
 
     def walk(node):
         if isinstance(node, dict):
             y = node.get("y")
-            if isinstance(y, dict) and y.get("field") == "lane" and "domain" in y.get("scale", {}):
-                found.append(y["scale"]["domain"])
+            axis = y.get("axis") if isinstance(y, dict) else None
+            if isinstance(axis, dict) and "labelExpr" in axis:
+                found.append(json.loads(axis["labelExpr"].split("[indexof(")[0]))
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
@@ -118,7 +120,7 @@ def chart_lanes(chart) -> list[str]:
                 walk(value)
 
     walk(json.loads(chart.proto.spec))
-    assert found, "the timeline's lane axis has no domain"
+    assert found, "the timeline's lane axis has no labels"
     return found[0]
 
 

@@ -122,6 +122,7 @@ def test_chart_spec_has_lanes_rows_links_and_zoom(real_trace):
     assert zoom["select"]["type"] == "interval" and zoom["select"]["encodings"] == ["x"] and zoom["bind"] == "scales"
     assert zoom.get("views", [bars.get("name")]) == [bars.get("name")]
     assert spec["width"] == "container" and spec["height"] >= n_rows * 3  # height follows the rows
+    assert spec["autosize"]["type"] == "fit-x"  # the plot's own height, not the whole chart's
 
 
 def test_window_clips_and_keeps_only_overlapping(real_trace):

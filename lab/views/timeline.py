@@ -19,9 +19,9 @@ Level of detail, for one window (``start_us``..``end_us``) at a plot width of ``
 
 Nothing is dropped silently: ``shown_events + merged_events + hidden_events + left_out_events
 == total_events`` (left out: Python frames below ``python_levels`` and the profiler's own lanes,
-``lab/views/timeline_rows.py``) and ``note`` says what was merged or folded. Launch → GPU links are marks too: they are drawn only
-between events shown as themselves, and only while marks + links fit the budget and the
-links are sparse enough to read (``MAX_LINKS_PER_PX``).
+``lab/views/timeline_rows.py``) and ``note`` says what was merged or folded. Launch → GPU links
+are marks too: they are drawn only between events shown as themselves, and only while marks +
+links fit the budget and the links are sparse enough to read (``MAX_LINKS_PER_PX``).
 
 The steps live in ``lab/views/timeline_lod.py``, the Altair chart in ``lab/views/timeline_chart.py``.
 """

@@ -97,7 +97,11 @@ def timeline_chart(data: TimelineData) -> alt.LayerChart:
     if len(data.links):
         layers.append(_link_rules(data, x_scale, y_scale))
     step = min(ROW_STEP_PX, max(MIN_ROW_STEP_PX, MAX_PLOT_HEIGHT_PX // n_rows))
-    return alt.layer(*layers).properties(width="container", height=n_rows * step)
+    # fit-x: the width follows the container and the height is the rows' own. Without it
+    # Streamlit asks for "fit", which makes the height the whole chart's (legend and axis
+    # included): 9 rows × 12 px minus a 100 px legend left no rows at all (measured in 1.67).
+    return alt.layer(*layers).properties(width="container", height=n_rows * step,
+                                         autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
 
 
 def lane_label(data: TimelineData, lane: str) -> str:
