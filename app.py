@@ -12,7 +12,7 @@ import streamlit as st
 
 from lab.read import ReaderPool
 from lab.run import HostSettings, ProfileService, host_environment
-from ui import cache, controls, state, upload, views
+from ui import cache, controls, layout, state, upload, views
 from ui.run import await_worker, open_recording, run_lesson, run_submitted
 
 st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layout="wide")
@@ -58,6 +58,7 @@ with st.sidebar:
     with st.expander("Server status (for the host)", expanded=False):
         st.text(controls.health_text(service.health(), settings))
         st.text(controls.reader_text(readers.health()))
+    layout.collapse_sidebar_when_narrow()
 
 st.title("Profiler Lab")
 st.caption("torch.profiler gives you two artifacts: the key_averages **table** (what takes the most time?) "
@@ -98,7 +99,7 @@ if loaded is not None:
         "Timeline": lambda: views.timeline_view(subject, loaded),
         "Memory": lambda: views.memory_view(subject, loaded),
         "Insights": lambda: views.insights_view(loaded),
-        "Trace": lambda: views.trace_view(subject, loaded),
+        "Trace": lambda: views.trace_view(subject, loaded, settings.perfetto_origin),
         "Compare": lambda: views.compare_view(subjects, load),
     }
     for name, tab in zip(VIEWS, tabs):

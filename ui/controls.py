@@ -209,7 +209,8 @@ def health_text(health, settings: HostSettings | None = None) -> str:
         lines.append(f"last error: {health.last_error}")
     if settings is not None:
         lines.append("host limits (environment variables):")
-        lines += [f"  {ENV_PREFIX}{name.upper()}={value:g}" for name, value in dataclasses.asdict(settings).items()]
+        lines += [f"  {ENV_PREFIX}{name.upper()}={value if isinstance(value, str) else format(value, 'g')}"
+                  for name, value in dataclasses.asdict(settings).items()]
     return "\n".join(lines)
 
 

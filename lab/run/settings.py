@@ -57,6 +57,9 @@ class HostSettings:
     # Runs estimated (lab.run.estimate) to take longer are refused before they queue, so one
     # attendee cannot hold a worker for minutes (16384³ float32 on a CPU: ~15 min). 0 = no limit.
     max_run_estimate_s: float = 20.0
+    # Where *Open in Perfetto* sends the trace (lab/views/perfetto.py); a test points it at a
+    # local stand-in, a site without internet at its own copy of the Perfetto UI.
+    perfetto_origin: str = "https://ui.perfetto.dev"
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> HostSettings:
@@ -69,6 +72,9 @@ class HostSettings:
             if key not in env:
                 continue
             raw = env[key]
+            if f.type == "str":
+                values[f.name] = raw
+                continue
             cast = int if f.type == "int" else float
             try:
                 value = cast(raw)
