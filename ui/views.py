@@ -114,7 +114,10 @@ def table_view(subject: Subject, loaded: Loaded) -> None:
         st.markdown("**GPU kernels** (from the trace: every kernel, memcpy and memset by name)")
         st.dataframe(loaded.analysis.kernels, hide_index=True, width="stretch",
                      column_config=_float_formats(loaded.analysis.kernels, {
-                         "share_pct": st.column_config.NumberColumn("share_pct", format="%.1f%%")}))
+                         "share_pct": st.column_config.NumberColumn("share_pct", format="%.1f%%"),
+                         # A kernel name can be 300 characters: the numbers stay in view, the name
+                         # is whole in the cell's tooltip.
+                         "name": st.column_config.Column("name", width=DIFF_COLUMN_PX["name"] + 80)}))
 
 
 def _time_window(subject: Subject, loaded: Loaded, prefix: str) -> tuple[float, float]:
@@ -291,7 +294,7 @@ def compare_view(subjects: list[Subject], load) -> None:
 # Compare's diff tables: 9 columns in the ~880 px main column of a 1280 px window. Left to
 # Streamlit, a 300-character kernel name took ~half and pushed b_us … ratio out of view; the
 # full name is in the cell's tooltip.
-DIFF_COLUMN_PX = {"name": 220, "cat": 80, "status": 60, "a_count": 65, "b_count": 65, "a_us": 90, "b_us": 90,
+DIFF_COLUMN_PX = {"name": 200, "cat": 110, "status": 60, "a_count": 65, "b_count": 65, "a_us": 90, "b_us": 90,
                   "delta_us": 90, "ratio": 60}
 
 
