@@ -540,6 +540,10 @@ def test_compare_after_two_runs_is_run_2_vs_run_1_with_whole_counts_and_no_none(
     # The visitor's previous run is the baseline, not a sample.
     assert (at.session_state["cmp_a"], at.session_state["cmp_b"]) == (first.key, second.key)
     _no_none_cells([df.value for df in at.dataframe])
+    # The A/B labels start with what tells runs apart (a selectbox cuts the end off).
+    labels = at.selectbox(key="cmp_a").options
+    for size, name in ((first.run.config.shape_text, "run_one"), (second.run.config.shape_text, "run_two")):
+        assert any(re.fullmatch(rf"Run \d\d:\d\d:\d\d · {size} float32 cpu · {name}", x) for x in labels), labels
     # Two H200 samples: kernel counts are whole numbers, and kernels new in B have a "—" ratio.
     at.session_state["cmp_a"] = "sample:matmul_add_4096_bf16.json.gz"
     at.session_state["cmp_b"] = "sample:matmul_add_4096_bf16_compiled.json.gz"

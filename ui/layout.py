@@ -9,7 +9,7 @@ they can open it again, and it is not collapsed a second time in that tab.
 
 from __future__ import annotations
 
-import streamlit.components.v1 as components
+import streamlit as st
 
 __all__ = ["COLLAPSE_BELOW_PX", "collapse_sidebar_when_narrow"]
 
@@ -37,5 +37,5 @@ _SCRIPT = """<script>
 
 
 def collapse_sidebar_when_narrow() -> None:
-    """The script above, in a zero-height frame (put it last in the sidebar: no visible gap)."""
-    components.html(_SCRIPT % {"below": COLLAPSE_BELOW_PX}, height=0)
+    """The script above, in a 1 px frame (put it last in the sidebar: no visible gap)."""
+    st.iframe(_SCRIPT % {"below": COLLAPSE_BELOW_PX}, height=1)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 
 import streamlit as st
-import streamlit.components.v1 as components
 
 from lab import views as lv
 from lab.analysis import TOTAL_METRICS, Insight, Run, compare_analyses, lesson_signals
@@ -218,8 +217,10 @@ def _open_in_perfetto(subject: Subject, data: bytes, origin: str) -> None:
         st.caption("This trace is too large to hand to Perfetto from the page: download it and open it there.")
         return
     suffix = ".pt.trace.json.gz" if data[:2] == b"\x1f\x8b" else ".pt.trace.json"
-    components.html(lv.perfetto_button_html(data, title=subject.title, file_name=_stem(subject) + suffix,
-                                            origin=origin), height=lv.PERFETTO_HEIGHT_PX)
+    # st.iframe runs the snippet's script (sandbox: scripts, same origin, pop-ups): the trace is
+    # the app's own bytes and the title is escaped into a JS string (lab/views/perfetto.py).
+    st.iframe(lv.perfetto_button_html(data, title=subject.title, file_name=_stem(subject) + suffix, origin=origin),
+              height=lv.PERFETTO_HEIGHT_PX)
 
 
 def _trace_downloads(stem: str, data: bytes) -> None:
