@@ -10,15 +10,17 @@ import functools
 
 import streamlit as st
 
+from lab.access import RateLimiter
 from lab.read import ReaderPool
-from lab.run import HostSettings, ProfileService, host_environment
-from ui import cache, controls, layout, state, upload, views
+from lab.run import HostSettings, ProfileService
+from ui import access, cache, controls, layout, ranks, room, state, teach, upload, views
 from ui.run import await_worker, open_recording, run_lesson, run_submitted
 
 st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layout="wide")
 
 # "Memory" is always listed; without profile_memory's records it says how to record them.
-VIEWS = ("Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "Compare")
+# "Ranks" is shown only for a group of one job's ranks (several traces uploaded together).
+VIEWS = ("Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "Compare", "Ranks")
 
 
 @st.cache_resource(show_spinner=False)
@@ -43,9 +45,20 @@ def get_readers(_settings: HostSettings) -> ReaderPool:
     return ReaderPool(settings=_settings).start()
 
 
-settings = get_settings(host_environment())
+@st.cache_resource(show_spinner=False)
+def get_limiter() -> RateLimiter:
+    """The per-visitor rate limits' counts, one per server, shared (behind a lock) by every session."""
+    return RateLimiter()
+
+
+# Settings that cannot work (e.g. login=oidc without [auth] in secrets.toml) stop here, saying why.
+settings = access.checked_settings(get_settings)
 service = get_service(settings)
 readers = get_readers(settings)
+limiter = get_limiter()
+# Without a passcode or login set, everyone is let in (and is the host); else a visitor who has
+# not signed in sees only the sign-in page: the script stops here. Workers warm up meanwhile.
+access.gate(settings, limiter)
 device = service.device_info()
 
 with st.sidebar:
@@ -54,10 +67,21 @@ with st.sidebar:
     st.divider()
     st.header("Lessons")
     lesson_click = controls.lesson_picker(device)
+    teach.predict_form(st.session_state["lesson_key"], device.kind if device else "cpu")
+    if score := teach.score_text():
+        st.caption(score)
     st.divider()
-    with st.expander("Server status (for the host)", expanded=False):
-        st.text(controls.health_text(service.health(), settings))
-        st.text(controls.reader_text(readers.health()))
+    st.header("Room")
+    seat_click = room.room_sidebar(device)
+    sweep_click = st.button("Run the size sweep here", key="run_sweep_alone", width="stretch",
+                            help="A few matmul shapes from overhead- to compute-bound, run on this host; "
+                                 "opens your roofline.")
+    st.divider()
+    if access.is_host():
+        with st.expander("Server status (for the host)", expanded=False):
+            st.text(controls.health_text(service.health(), settings))
+            st.text(controls.reader_text(readers.health()))
+    access.host_sign_in(settings, limiter)
     layout.collapse_sidebar_when_narrow()
 
 st.title("Profiler Lab")
@@ -67,21 +91,30 @@ st.caption("torch.profiler gives you two artifacts: the key_averages **table** (
 
 # Nothing runs until a button is pressed: the form only returns a config on "Run profile".
 if submitted is not None:
-    run_submitted(service, settings, device, submitted)
+    run_submitted(service, settings, device, submitted, limiter=limiter)
 if lesson_click is not None:
     action, lesson_key = lesson_click
     # Statements, not a conditional expression: Streamlit's magic writes an expression's value
     # to the page (here a stray "None" below the results).
     if action == "run":
-        run_lesson(service, device, lesson_key)
+        run_lesson(service, device, lesson_key, settings=settings, limiter=limiter)
     else:
         open_recording(lesson_key)
 
-waiting_upload = upload.upload_box(settings, readers)
+if seat_click is not None:
+    room.run_sweep(service, device, [seat_click], settings=settings, limiter=limiter)
+if sweep_click:
+    room.run_sweep(service, device, room.alone_sweep_shapes(device), settings=settings, limiter=limiter)
+room.instructor_view(device)
+
+waiting_upload = upload.upload_box(settings, readers, limiter=limiter)
 
 subjects = state.all_subjects()
 load = functools.partial(cache.load, settings=settings, readers=readers)
 views.lesson_check(subjects, load)
+teach.reveal(subjects, load)
+room.share_runs(subjects, load)
+room.my_roofline(subjects, load, device)
 subject = state.current_subject(subjects)
 st.selectbox("Showing", [s.key for s in subjects], key="subject",
              format_func={s.key: s.title for s in subjects}.get,
@@ -92,7 +125,10 @@ loaded = load(subject) if subject else None
 
 if loaded is not None:
     # Only the open tab's code runs (on_change="rerun" + .open): each view parses nothing twice.
-    tabs = st.tabs(VIEWS, key="view", on_change="rerun")
+    shown = [v for v in VIEWS if v != "Ranks" or subject.kind == "ranks"]
+    if "view" in st.session_state and st.session_state["view"] not in shown:  # a single trace after a group
+        st.session_state["view"] = shown[0]
+    tabs = st.tabs(shown, key="view", on_change="rerun")
     show = {
         "Summary": lambda: views.summary_view(subject, loaded),
         "Table": lambda: views.table_view(subject, loaded),
@@ -101,8 +137,9 @@ if loaded is not None:
         "Insights": lambda: views.insights_view(loaded),
         "Trace": lambda: views.trace_view(subject, loaded, settings.perfetto_origin),
         "Compare": lambda: views.compare_view(subjects, load),
+        "Ranks": lambda: ranks.ranks_view(subject, readers),
     }
-    for name, tab in zip(VIEWS, tabs):
+    for name, tab in zip(shown, tabs):
         if tab.open:
             with tab:
                 show[name]()
@@ -110,7 +147,7 @@ if loaded is not None:
 # An upload being read is awaited last, once the page is drawn: a click meanwhile is answered.
 upload.await_upload(waiting_upload, readers)
 
-if device is None and submitted is None and lesson_click is None:
+if device is None and submitted is None and lesson_click is None and seat_click is None and not sweep_click:
     # Last, once the page is drawn: wait for the worker's warm-up, then redraw with the device.
     # Not after a click that ran or refused something: the redraw would wipe its messages.
     await_worker(service)

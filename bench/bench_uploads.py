@@ -42,6 +42,7 @@ from benchmarks_md import write_section  # bench/ is on sys.path when this scrip
 from browser_harness import (  # the server and browser helpers the load test uses, shared, not copied
     CHROMIUM,
     CHROMIUM_ARGS,
+    IDLE_JS,
     free_port,
     health,
     start_server,
@@ -60,6 +61,13 @@ RESULT_PER_JSON_BYTE = 0.5
 BOUND_SLACK_BYTES = 512 * 2**20
 # Upload → outcome, all sessions: 12 large reads one after another on a 2-core box, ~25 s each.
 OUTCOME_S = 1800
+# --quick (the CI test): 3 reads of a 20 MB trace take ~4 s here and a 64³ click ~0.3 s, so a
+# minute or two is generous; every wait fails with what the page showed long before the
+# test's own subprocess limit, instead of one stuck wait eating it (a CI run lost 900 s so).
+QUICK_PAGE_LOAD_S = 120
+QUICK_OUTCOME_S = 180
+# The observer's last click may be in flight when the uploads end: it gets this long, then is cancelled.
+WATCHER_GRACE_S = 60
 OBSERVER_PAUSE_S = 2.0
 IDLE_CLICKS = 3
 LOAD_CONCURRENCY = 3
@@ -97,6 +105,10 @@ CLICK_JS = """() => {
     window.__before = box ? box.value : ""; window.__clickAt = Date.now();
     [...document.querySelectorAll('[data-testid="stSidebar"] button')].find(b => b.innerText.includes("Run profile")).click();
 }"""
+RECLICK_JS = """() => {
+    [...document.querySelectorAll('[data-testid="stSidebar"] button')].find(b => b.innerText.includes("Run profile")).click();
+}"""
+RECLICK_S = 30
 RESULT_JS = """() => {
     for (const input of document.querySelectorAll('input[role="combobox"]')) {
         if (input.value.startsWith("Run: ") && input.value !== window.__before) return Date.now() - window.__clickAt;
@@ -206,19 +218,61 @@ class Report:
     observer_errors: list[str] = field(default_factory=list)
 
 
-async def open_page(browser, url: str, expect):
+@dataclass(frozen=True)
+class Waits:
+    """How long each kind of wait may take (seconds): the full bench's, or --quick's."""
+
+    page_load_s: float = PAGE_LOAD_S
+    outcome_s: float = OUTCOME_S
+
+
+WAITS = {"full": Waits(), "quick": Waits(page_load_s=QUICK_PAGE_LOAD_S, outcome_s=QUICK_OUTCOME_S)}
+T0 = time.monotonic()
+
+
+def step(message: str) -> None:
+    """A progress line (seconds since start): when a wait fails, the log says which phase it was."""
+    print(f"[{time.monotonic() - T0:6.1f} s] {message}", flush=True)
+
+
+PAGE_STATE_JS = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const main = document.querySelector('[data-testid="stMain"]');
+    const side = document.querySelector('[data-testid="stSidebar"]');
+    return {script: app ? app.dataset.testScriptState : "no app",
+            skeletons: document.querySelectorAll('[data-testid="stSkeleton"]').length,
+            main: main ? main.innerText.slice(0, 1500) : "no main", sidebar: side ? side.innerText.slice(0, 600) : ""};
+}"""
+
+
+async def describe_pages(pages: dict[str, object]) -> None:
+    """What each page shows (script state, text, a screenshot in artifacts/): printed when a wait failed."""
+    for name, page in pages.items():
+        if page is None:
+            continue
+        try:
+            state = await page.evaluate(PAGE_STATE_JS)
+            shot = ARTIFACTS / f"bench_uploads_{name}.png"
+            await page.screenshot(path=str(shot), timeout=15_000)
+            print(f"--- page {name}: script {state['script']}, {state['skeletons']} skeletons, screenshot {shot}\n"
+                  f"main: {state['main']}\nsidebar: {state['sidebar']}", flush=True)
+        except Exception as exc:  # noqa: BLE001 - a page that cannot even be described
+            print(f"--- page {name}: could not be read ({type(exc).__name__}: {exc})"[:400], flush=True)
+
+
+async def open_page(browser, url: str, expect, waits: Waits):
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(PAGE_LOAD_S * 1000)
+    context.set_default_timeout(waits.page_load_s * 1000)
     page = await context.new_page()
-    await page.goto(url, timeout=PAGE_LOAD_S * 1000)
-    await expect(sidebar(page).get_by_text("Detected:")).to_be_visible(timeout=PAGE_LOAD_S * 1000)
-    await wait_idle(page, PAGE_LOAD_S)
+    await page.goto(url, timeout=waits.page_load_s * 1000)
+    await expect(sidebar(page).get_by_text("Detected:")).to_be_visible(timeout=waits.page_load_s * 1000)
+    await wait_idle(page, waits.page_load_s)
     return page
 
 
-async def prepare_observer(browser, url: str, expect):
+async def prepare_observer(browser, url: str, expect, waits: Waits):
     """A session with M=K=N=64 on the form (ArrowLeft halves the sliders' 1024 four times)."""
-    page = await open_page(browser, url, expect)
+    page = await open_page(browser, url, expect, waits)
     sliders = sidebar(page).get_by_role("slider")
     for i in range(3):
         await sliders.nth(i).focus()
@@ -228,18 +282,28 @@ async def prepare_observer(browser, url: str, expect):
     return page
 
 
-async def click_to_result(page) -> float:
+async def click_to_result(page, waits: Waits) -> float:
+    """Click "Run profile" and time it to the result. A click that left the page idle with no new
+    run after ``RECLICK_S`` (a 64³ run takes ~0.3 s) was lost by the browser: it is made again,
+    once, and the time still counts from the first click."""
     await page.evaluate(CLICK_JS)
-    handle = await page.wait_for_function(RESULT_JS, timeout=OUTCOME_S * 1000, polling=50)
+    try:
+        handle = await page.wait_for_function(RESULT_JS, timeout=RECLICK_S * 1000, polling=50)
+    except Exception:  # noqa: BLE001 - playwright's TimeoutError
+        if not await page.evaluate(IDLE_JS):
+            raise
+        step("a click on Run profile had no effect; clicking again")
+        await page.evaluate(RECLICK_JS)
+        handle = await page.wait_for_function(RESULT_JS, timeout=waits.outcome_s * 1000, polling=50)
     seconds = await handle.json_value() / 1000
-    await wait_idle(page)
+    await wait_idle(page, waits.page_load_s)
     return seconds
 
 
-async def prepare_upload(browser, url: str, upload: Upload, expect, gate: asyncio.Semaphore) -> None:
+async def prepare_upload(browser, url: str, upload: Upload, expect, gate: asyncio.Semaphore, waits: Waits) -> None:
     async with gate:
         try:
-            upload.page = await open_page(browser, url, expect)
+            upload.page = await open_page(browser, url, expect, waits)
             await main_area(upload.page).get_by_text("Open your own trace").click()
             await expect(main_area(upload.page).locator('input[type="file"]')).to_be_attached()
             await upload.page.evaluate(UPLOAD_PROBE_JS)
@@ -247,13 +311,13 @@ async def prepare_upload(browser, url: str, upload: Upload, expect, gate: asynci
             upload.error = f"page load: {type(exc).__name__}: {exc}"[:300]
 
 
-async def do_upload(upload: Upload, path: Path) -> None:
+async def do_upload(upload: Upload, path: Path, waits: Waits) -> None:
     if upload.page is None:
         return
     try:
         upload.started = time.monotonic()
         await main_area(upload.page).locator('input[type="file"]').set_input_files(str(path))
-        handle = await upload.page.wait_for_function(OUTCOME_JS, arg=path.name, timeout=OUTCOME_S * 1000,
+        handle = await upload.page.wait_for_function(OUTCOME_JS, arg=path.name, timeout=waits.outcome_s * 1000,
                                                      polling=250)
         upload.outcome = await handle.json_value()
         upload.seconds = time.monotonic() - upload.started
@@ -262,11 +326,11 @@ async def do_upload(upload: Upload, path: Path) -> None:
         upload.error = f"{type(exc).__name__}: {exc}"[:300]
 
 
-async def observe(page, done: asyncio.Event, clicks: list[float], errors: list[str]) -> None:
+async def observe(page, done: asyncio.Event, clicks: list[float], errors: list[str], waits: Waits) -> None:
     """Click → result again and again until every upload has its outcome."""
     while not done.is_set():
         try:
-            clicks.append(await click_to_result(page))
+            clicks.append(await click_to_result(page, waits))
         except Exception as exc:  # noqa: BLE001
             errors.append(f"{type(exc).__name__}: {exc}"[:200])
         try:
@@ -275,43 +339,64 @@ async def observe(page, done: asyncio.Event, clicks: list[float], errors: list[s
             pass
 
 
-async def server_status(page, expect) -> str:
+async def server_status(page, expect, waits: Waits) -> str:
     """*Server status* (workers, then the trace readers) as a fresh page run draws it (the
     observer's last run drew it while the uploads were being read)."""
     await page.reload()
-    await expect(sidebar(page).get_by_text("Detected:")).to_be_visible(timeout=PAGE_LOAD_S * 1000)
-    await wait_idle(page)
+    await expect(sidebar(page).get_by_text("Detected:")).to_be_visible(timeout=waits.page_load_s * 1000)
+    await wait_idle(page, waits.page_load_s)
     await sidebar(page).get_by_text("Server status (for the host)").click()
-    await wait_idle(page)
+    await wait_idle(page, waits.page_load_s)
     texts = sidebar(page).locator('[data-testid="stText"]')
     return "\n".join([await texts.nth(i).inner_text() for i in range(await texts.count())])
 
 
-async def run_bench(url: str, n: int, path: Path, sampler: Sampler) -> Report:
+async def run_bench(url: str, n: int, path: Path, sampler: Sampler, waits: Waits) -> Report:
     from playwright.async_api import async_playwright, expect
 
+    uploads = [Upload(i) for i in range(n)]
+    pages: dict[str, object] = {}
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        observer = await prepare_observer(browser, url, expect)
-        idle = [await click_to_result(observer) for _ in range(IDLE_CLICKS)]
-        uploads = [Upload(i) for i in range(n)]
-        gate = asyncio.Semaphore(LOAD_CONCURRENCY)
-        sampler.phase = "pages"
-        await asyncio.gather(*(prepare_upload(browser, url, u, expect, gate) for u in uploads))
-        await asyncio.sleep(2.0)
-        idle_server_rss = max(sampler.rss.get(phase, {}).get("server", 0) for phase in ("idle", "pages"))
-        sampler.phase = "uploads"
-        done, busy, errors = asyncio.Event(), [], []
-        watcher = asyncio.create_task(observe(observer, done, busy, errors))
-        t0 = time.monotonic()
-        await asyncio.gather(*(do_upload(u, path) for u in uploads))
-        wall = time.monotonic() - t0
-        done.set()
-        await watcher
-        sampler.phase = "after"
-        await asyncio.sleep(2.0)
-        status = await server_status(observer, expect)
-        await browser.close()
+        try:
+            return await _phases(browser, url, path, sampler, waits, uploads, pages, expect)
+        except BaseException as exc:
+            step(f"FAILED during phase {sampler.phase!r}: {type(exc).__name__}: {str(exc)[:600]}")
+            await describe_pages({**pages, **{f"upload{u.index}": u.page for u in uploads}})
+            raise
+        finally:
+            await browser.close()
+
+
+async def _phases(browser, url, path, sampler, waits, uploads, pages, expect) -> Report:
+    step("observer: loading the page")
+    pages["observer"] = observer = await prepare_observer(browser, url, expect, waits)
+    step("observer: idle clicks")
+    idle = [await click_to_result(observer, waits) for _ in range(IDLE_CLICKS)]
+    gate = asyncio.Semaphore(LOAD_CONCURRENCY)
+    sampler.phase = "pages"
+    step(f"loading {len(uploads)} upload pages")
+    await asyncio.gather(*(prepare_upload(browser, url, u, expect, gate, waits) for u in uploads))
+    await asyncio.sleep(2.0)
+    idle_server_rss = max(sampler.rss.get(phase, {}).get("server", 0) for phase in ("idle", "pages"))
+    sampler.phase = "uploads"
+    done, busy, errors = asyncio.Event(), [], []
+    watcher = asyncio.create_task(observe(observer, done, busy, errors, waits))
+    step("uploading")
+    t0 = time.monotonic()
+    await asyncio.gather(*(do_upload(u, path, waits) for u in uploads))
+    wall = time.monotonic() - t0
+    step(f"uploads over in {wall:.1f} s: " + ", ".join(f"{u.index}: {(u.outcome or u.error or '-')[:80]}"
+                                                  for u in uploads))
+    done.set()
+    try:
+        await asyncio.wait_for(watcher, WATCHER_GRACE_S)
+    except asyncio.TimeoutError:
+        errors.append(f"the observer's last click had no result {WATCHER_GRACE_S} s after the uploads")
+    sampler.phase = "after"
+    await asyncio.sleep(2.0)
+    step("reading Server status")
+    status = await server_status(observer, expect, waits)
     return Report(uploads=uploads, idle_clicks_s=idle, busy_clicks_s=busy, uploads_wall_s=wall,
                   health_after=health(url), status_text=status, sampler=sampler, idle_server_rss=idle_server_rss,
                   observer_errors=errors)
@@ -441,9 +526,12 @@ def main() -> int:
     try:
         wait_healthy(url, process, log)
         sampler = Sampler(process.pid, url).start()
-        report = asyncio.run(run_bench(url, n, path, sampler))
+        report = asyncio.run(run_bench(url, n, path, sampler, WAITS["quick" if args.quick else "full"]))
         sampler.stop()
         alive = process.poll() is None
+    except BaseException:
+        print(f"--- server log (last 3000 characters of {log}):\n{log.read_text()[-3000:]}", flush=True)
+        raise
     finally:
         stop_server(process)
     readers = int(next((w.split("/")[1].split()[0] for w in report.status_text.split("trace readers alive: ")[1:]), 2))
@@ -451,6 +539,8 @@ def main() -> int:
     print("\n".join(figures))
     for u in report.uploads:
         print(f"  session {u.index}: {u.outcome or u.error} ({u.seconds or 0:.1f} s, position {u.max_position})")
+    for error in report.observer_errors:
+        print(f"  observer: {error}")
     print(report.status_text)
     checks = verdicts(report, bound_bytes(report, json_bytes, readers))
     print(f"every session got its summary or a clear refusal: {'yes' if checks['outcomes'] else 'no'}")

@@ -1,4 +1,4 @@
-"""Command line: ``python -m lab profile|analyze|compare|table|memory``.
+"""Command line: ``python -m lab profile|analyze|compare|table|memory|ranks``.
 
 ``profile`` runs in this process (``run_profile`` directly) and writes the run's artifacts:
 ``trace.json.gz`` (the Chrome trace as torch exported it), ``key_averages.csv`` and
@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("a", help="baseline trace")
     c.add_argument("b", help="trace to compare with the baseline")
     c.add_argument("--json", action="store_true", help="print JSON instead of text")
+    r = sub.add_parser("ranks", help="read the ranks of one torch.distributed job side by side")
+    r.add_argument("traces", nargs="+",
+                   help="one Chrome trace per rank (its rank from distributedInfo, else 'rank<N>' in the file name)")
+    r.add_argument("--json", action="store_true", help="print JSON instead of text")
     return parser
 
 
@@ -97,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         # One reader process reads the traces (lab.read); it starts (~1 s of imports) while
         # this process imports the report's own modules.
         with ReaderPool(settings=settings, readers=1).start() as pool:
+            if args.command == "ranks":
+                return importlib.import_module("lab.views.ranks").ranks_main(args.traces, as_json=args.json, pool=pool)
             report = _import_report(args.command)
             if args.command == "analyze":
                 return report.analyze_main(args.trace, as_json=args.json, settings=settings, pool=pool)

@@ -23,6 +23,7 @@ import io
 import json
 import re
 import time
+import zipfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -453,6 +454,86 @@ def test_gzip_bombs_are_refused(at):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PROFILER_LAB_MAX_TRACE_DECOMPRESSED_MB", "8")
         _bad_upload_then_page_still_works(at, "spaces.json.gz", spaces, "inflates past the 8 MiB limit")
+
+
+# ------------------------------------------------------------------------------ ranks: several files of one job
+
+GLOO = ROOT / "tests" / "data" / "groundtruth"
+
+
+def gloo_pair(kind: str) -> list[tuple[str, bytes, str]]:
+    return [(f"gloo_ddp_rank{r}.json.gz", (GLOO / kind / f"gloo_ddp_rank{r}.json.gz").read_bytes(), "application/gzip")
+            for r in (0, 1)]
+
+
+def assert_ranks_view(at, n_calls: int) -> None:
+    assert errors(at) == []
+    assert at.session_state["subject"].startswith("ranks:")
+    assert [t.label for t in at.tabs][-1] == "Ranks" and at.session_state["view"] == "Ranks"
+    table = at.dataframe[0].value
+    assert list(table["rank"]) == [0, 1] and list(table["collective_calls"]) == [n_calls, n_calls]
+    (chart,) = charts(at)
+    lanes = chart_lanes(chart)
+    assert any(lane.startswith("rank 0 · ") for lane in lanes) and any(lane.startswith("rank 1 · ") for lane in lanes)
+    assert {row["lane"].split(" · ")[0] for row in chart_rows(chart) if "lane" in row} == {"rank 0", "rank 1"}
+
+
+def test_two_file_upload_opens_the_ranks_view_with_both_ranks(at):
+    at.file_uploader(key="upload").set_value(gloo_pair("cpu"))
+    at.run()
+    assert_healthy(at)
+    assert_ranks_view(at, n_calls=4)  # each rank's c10d::allreduce_ calls in the raw JSON
+    assert any("Straggler: rank 1" in t.value for t in at.text)
+    open_view(at, "Summary")  # the single-trace views show the lowest rank's trace
+    assert errors(at) == []
+    open_view(at, "Ranks")
+    # From the Ranks view to a single trace: no Ranks tab, and the page falls back to Summary.
+    at.selectbox(key="subject").set_value("sample:matmul_add_4096_bf16.json.gz")
+    at.run()
+    assert_healthy(at)
+    assert "Ranks" not in [t.label for t in at.tabs] and at.session_state["view"] == "Summary"
+
+
+def test_zip_of_ranks_opens_the_ranks_view(at):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data, _ in gloo_pair("cuda"):
+            z.writestr(f"job/{name}", data)
+    at.file_uploader(key="upload").set_value(("job.zip", buf.getvalue(), "application/zip"))
+    at.run()
+    assert_healthy(at)
+    assert_ranks_view(at, n_calls=6)
+
+
+def test_zip_members_are_bounded_like_one_upload():
+    from ui.upload import zip_members
+
+    def zipped(members: dict[str, bytes]) -> bytes:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            for name, data in members.items():
+                z.writestr(name, data)
+        return buf.getvalue()
+
+    pair = {f"run/{name}": data for name, data, _ in gloo_pair("cpu")}
+    assert zip_members("job.zip", zipped({**pair, "README.txt": b"notes"}), 2**20) == list(pair.items())
+    bomb = zipped({"rank0.json": bytes(2**21), "rank1.json": bytes(2**21)})  # 4 MiB of zeros, ~8 KiB zipped
+    assert len(bomb) < 2**15 and "inflate past 1 MB" in zip_members("bomb.zip", bomb, 2**20)
+    assert "not a zip archive" in zip_members("x.zip", b"PK not really", 2**20)
+    assert "holds no .json" in zip_members("notes.zip", zipped({"a.txt": b"x"}), 2**20)
+
+
+def test_traces_of_two_jobs_are_refused_together_and_a_single_trace_has_no_ranks_view(at):
+    cpu, cuda = gloo_pair("cpu")[0], gloo_pair("cuda")[0]
+    at.file_uploader(key="upload").set_value([cpu, (f"other_{cuda[0]}", cuda[1], cuda[2])])
+    at.run()
+    assert any("cannot be opened as one job's ranks" in e and "rank 0 appears 2 times" in e for e in errors(at))
+    assert not any(s.key.startswith("ranks:") for s in at.session_state.get("rank_groups", []))
+    assert "Ranks" not in [t.label for t in at.tabs]
+    upload(at, *cpu)  # one file of a distributed job: a single trace, as before
+    assert_healthy(at)
+    assert errors(at) == [] and at.session_state["subject"].startswith("upload:")
+    assert "Ranks" not in [t.label for t in at.tabs]
 
 
 # ------------------------------------------------------------------------------ lessons, compare, sessions

@@ -21,6 +21,7 @@ QUICK_RUNS = {
     "click_to_result": (["bench/bench_click_to_result.py", "--quick", "--no-write"], "Total click to result"),
     "capacity": (["bench/bench_capacity.py", "--quick"], "Each result holds only its own label: yes"),
     "memory": (["bench/bench_memory.py", "--quick"], "## Memory"),
+    "rooms": (["bench/bench_rooms.py", "--quick"], "## Rooms"),
 }
 
 

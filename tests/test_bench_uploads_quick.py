@@ -34,6 +34,10 @@ def _require(condition: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
+def _text(out: bytes | str | None) -> str:
+    return out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
+
+
 def test_three_sessions_upload_at_once_and_the_server_stays_up():
     _require(Path(CHROMIUM).exists(), f"{CHROMIUM} is missing (apt-get install chromium)")
     try:
@@ -42,8 +46,13 @@ def test_three_sessions_upload_at_once_and_the_server_stays_up():
         _require(False, "playwright is not installed (pip install -r requirements-dev.txt)")
     before = (ROOT / "BENCHMARKS.md").read_text()
     env = {**os.environ, "KINETO_LOG_LEVEL": "6"}
-    done = subprocess.run([sys.executable, "bench/bench_uploads.py", "--quick", "--no-write"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S)
+    try:
+        done = subprocess.run([sys.executable, "bench/bench_uploads.py", "--quick", "--no-write"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S)
+    except subprocess.TimeoutExpired as stuck:  # the script's own waits end well before; say where it was
+        log = ROOT / "artifacts" / "bench_uploads_server.log"
+        pytest.fail(f"bench_uploads.py ran past {SCRIPT_TIMEOUT_S} s; it printed:\n{_text(stuck.stdout)}"
+                    f"{_text(stuck.stderr)}\nserver log tail:\n{log.read_text()[-3000:] if log.exists() else '-'}")
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     assert re.search(r"^outcomes: \d+ summaries, \d+ clear refusals, 0 other, of 3 sessions$", done.stdout,

@@ -382,3 +382,32 @@ def test_views_at_1280_and_800_px_and_open_in_perfetto(playwright_api, page, ser
                 playwright_api.expect(a).to_have_value(re.compile("SDPA, math backend"), timeout=UI_S * 1000)
         finally:
             context.close()
+GLOO_CPU = ROOT / "tests" / "data" / "groundtruth" / "cpu"
+
+
+def test_two_rank_upload_opens_the_ranks_view(playwright_api, page, server):
+    """Two files set on the uploader at once: one job's ranks, side by side (a page of its own,
+    so the end-to-end test's page keeps its state whichever runs first)."""
+    expect = playwright_api.expect
+    ranks_page = page.context.new_page()
+    try:
+        ranks_page.set_viewport_size({"width": 1280, "height": 1800})
+        ranks_page.goto(server)
+        expect(ranks_page.get_by_role("tab", name="Summary", exact=True)).to_be_visible(timeout=SERVER_START_S * 1000)
+        wait_idle(ranks_page)
+        expect(ranks_page.get_by_role("tab", name="Ranks", exact=True)).to_have_count(0)  # a single trace
+        main(ranks_page).get_by_text("Open your own trace").click()
+        files = [str(GLOO_CPU / f"gloo_ddp_rank{r}.json.gz") for r in (0, 1)]
+        main(ranks_page).locator('input[type="file"]').set_input_files(files)
+        tab = ranks_page.get_by_role("tab", name="Ranks", exact=True)
+        expect(tab).to_have_attribute("aria-selected", "true", timeout=UI_S * 1000)
+        wait_idle(ranks_page)
+        expect(main(ranks_page).get_by_text("2 ranks of a world of 2 over gloo")).to_be_visible()
+        expect(main(ranks_page).get_by_text(re.compile(r"first events at rank 0 \+0\.0 µs, rank 1 \+"))).to_be_visible()
+        expect(main(ranks_page).get_by_text("Straggler: rank 1 starts its collectives last")).to_be_visible()
+        expect(main(ranks_page).locator('[data-testid="stDataFrame"]').first).to_be_visible()
+        chart = main(ranks_page).locator('[data-testid="stVegaLiteChart"]')
+        expect(chart.locator("canvas, svg").first).to_be_visible()
+        shot(ranks_page, "ranks")
+    finally:
+        ranks_page.close()

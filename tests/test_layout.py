@@ -19,8 +19,10 @@ LAB = ROOT / "lab"
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
 # What the page may import: the stage packages (their __init__s), the samples package, the
-# trace readers (``lab.read``), and ``lab`` itself (``from lab import views``).
-PAGE_IMPORTS = {"lab", "lab.run", "lab.read", "lab.trace", "lab.analysis", "lab.views", "lab.samples"}
+# trace readers (``lab.read``), who may do what (``lab.access``), teaching (``lab.teach``), and
+# ``lab`` itself (``from lab import views``).
+PAGE_IMPORTS = {"lab", "lab.access", "lab.run", "lab.read", "lab.trace", "lab.analysis", "lab.views", "lab.samples",
+                "lab.teach"}
 
 
 def _module_name(path: Path) -> str:

@@ -96,6 +96,26 @@ def test_a_reader_killed_mid_parse_fails_that_read_only_and_the_next_read_works(
 # ------------------------------------------------------------------------------ memory
 
 
+def test_a_reader_that_cannot_start_fails_the_waiting_read_with_a_message_instead_of_a_wait(monkeypatch):
+    """Every reader dies at start (a real interpreter that exits 3): the waiting read fails with
+    the visitor's words once the start has failed, and the error is kept for Server status."""
+    from lab.read import supervisor
+    from lab.run.spawn import start_child
+
+    monkeypatch.setattr(supervisor, "start_reader_process",
+                        lambda: start_child("import sys; sys.exit(3)", supervisor.READER_FD_ENV, dict(os.environ)))
+    pool = ReaderPool(settings=HostSettings(reader_count=2)).start()
+    try:
+        ticket = pool.submit(b"{}", label="an upload")
+        with pytest.raises(ReadFailed) as failed:
+            ticket.result(timeout=START_S)
+        assert failed.value.kind == ReadFailureKind.CRASH
+        assert "no trace reader could start" in str(failed.value)
+        assert "did not start (exit code 3" in (pool.health().last_error or ""), pool.health().last_error
+    finally:
+        pool.shutdown()
+
+
 def test_a_trace_whose_size_shows_it_cannot_fit_is_refused_before_any_parse(medium):
     with started(ReaderPool(settings=HostSettings(reader_count=1, reader_memory_mb=16))) as pool:
         ticket = pool.submit(medium, label="big.json")

@@ -43,7 +43,7 @@ def why_unreadable(exc: Exception) -> str:
 
 def load(subject: Subject, settings: HostSettings, readers: ReaderPool) -> Loaded | None:
     """The subject's trace, analysis and insights; shows the reason and returns None if unreadable."""
-    if subject.kind == "upload":
+    if subject.kind in ("upload", "ranks"):  # a group of ranks: its lowest rank's trace
         parsed = readers.uploads.get(state.owner(), subject.digest)
         if parsed is None:
             messages.error(f"{subject.title} is no longer held by this server: it keeps "

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import streamlit as st
 
 from lab.run import (
     DEVICES,
     DTYPES,
-    ENV_PREFIX,
     LESSONS,
     MAX_LABEL_CHARS,
     OPTIONS,
@@ -209,8 +206,7 @@ def health_text(health, settings: HostSettings | None = None) -> str:
         lines.append(f"last error: {health.last_error}")
     if settings is not None:
         lines.append("host limits (environment variables):")
-        lines += [f"  {ENV_PREFIX}{name.upper()}={value if isinstance(value, str) else format(value, 'g')}"
-                  for name, value in dataclasses.asdict(settings).items()]
+        lines += [f"  {variable}={text}" for variable, text in settings.shown()]  # secrets: "set" only
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ import time
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from lab.access import RateLimiter
 from lab.run import (
     LESSONS,
     STAGE_TEXT,
@@ -29,7 +30,7 @@ from lab.run import (
     lesson_configs,
 )
 from lab.samples import lesson_samples
-from ui import messages, state
+from ui import access, messages, state
 from ui.controls import FORCE_FRESH_KEY
 
 POLL_S = 0.2
@@ -116,7 +117,7 @@ def run_configs(service: ProfileService, runs: list[tuple[str, RunConfig]], *,
             results = [ticket.result(timeout=0) for _, ticket in tickets]
         except RunFailed as exc:
             box.update(label=f"Profiling {what} did not finish", state="error", expanded=True)
-            messages.error(str(exc))
+            messages.error(access.run_failure(exc))
             return None
         finally:
             # A rerun or a closed tab stops this script: don't leave runs queued for nobody. A
@@ -151,7 +152,7 @@ def await_worker(service: ProfileService, timeout_s: float = WORKER_START_TIMEOU
 
 
 def run_submitted(service: ProfileService, settings: HostSettings, device: DeviceInfo | None,
-                  submitted: RunConfig | ConfigError) -> None:
+                  submitted: RunConfig | ConfigError, *, limiter: RateLimiter) -> None:
     """The form's "Run profile": refuse with one message, or run and show the result's Summary."""
     if isinstance(submitted, ConfigError):
         messages.error(str(submitted))
@@ -169,6 +170,9 @@ def run_submitted(service: ProfileService, settings: HostSettings, device: Devic
     except ConfigError as exc:
         messages.error(str(exc))
         return
+    if (why := access.refusal("run", settings, limiter)) is not None:  # counted once it would run
+        messages.error(why)
+        return
     c = submitted
     results = run_configs(service, [(f"{c.workload} {c.shape_text} {c.dtype}", submitted)],
                           force_fresh=bool(st.session_state.get(FORCE_FRESH_KEY)))
@@ -177,13 +181,17 @@ def run_submitted(service: ProfileService, settings: HostSettings, device: Devic
         st.session_state["view"] = "Summary"
 
 
-def run_lesson(service: ProfileService, device: DeviceInfo | None, lesson_key: str) -> None:
+def run_lesson(service: ProfileService, device: DeviceInfo | None, lesson_key: str, *, settings: HostSettings,
+               limiter: RateLimiter) -> None:
     """A lesson's "Run lesson": one run opens its Summary, a pair opens Compare with A and B set."""
     lesson = LESSONS[lesson_key]
     try:
         runs = lesson_configs(lesson, device.kind if device else "cpu")
     except ConfigError as exc:
         messages.error(str(exc))
+        return
+    if (why := access.refusal("run", settings, limiter)) is not None:  # a lesson's click counts once
+        messages.error(why)
         return
     results = run_configs(service, list(runs))
     if not results:

@@ -16,11 +16,13 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from lab.analysis import RanksAnalysis
 from lab.run import RunResult
 from lab.samples import Sample, list_samples
 
 MAX_RUNS = 8  # per session: each run keeps its trace (≈0.1–5 MB) in memory
 MAX_UPLOADS = 4
+MAX_RANK_GROUPS = 2  # per session: a group holds every rank's parsed trace in the pool's store
 # First visit: the seed exercise as recorded on an H200 (eager 4096³ bf16: a GEMM then an add
 # kernel per step). It shows kernels, streams and launches on any host, GPU or not.
 DEFAULT_SAMPLE_KEY = "sample:matmul_add_4096_bf16.json.gz"
@@ -30,12 +32,15 @@ DEFAULT_SAMPLE_KEY = "sample:matmul_add_4096_bf16.json.gz"
 class Subject:
     """Something the views can show: a run of this session, a bundled sample or an upload."""
 
-    key: str  # "run:3", "sample:<file>", "upload:2"
+    key: str  # "run:3", "sample:<file>", "upload:2", "ranks:4"
     title: str
     trace_bytes: bytes  # b"" for an upload: its bytes were let go once it was read
-    digest: str
+    digest: str  # for ranks: the lowest rank's, which the single-trace views show
     run: RunResult | None = None
     sample: Sample | None = None
+    # A group of one job's ranks: (file name, digest) per rank, by rank, and their analysis.
+    ranks: tuple[tuple[str, str], ...] = ()
+    ranks_analysis: RanksAnalysis | None = None
 
     @property
     def kind(self) -> str:
@@ -94,6 +99,30 @@ def add_upload(name: str, digest: str) -> tuple[Subject, list[Subject]]:
     return subject, dropped
 
 
+def has_ranks(group_key: str) -> bool:
+    return any(s.ranks and group_key == ranks_key(d for _, d in s.ranks) for s in _session_list("rank_groups"))
+
+
+def ranks_key(digests) -> str:
+    """One key per set of files, whatever order they came in."""
+    return "+".join(sorted(digests))
+
+
+def add_ranks(members: list[tuple[str, str]], analysis: RanksAnalysis) -> tuple[Subject, list[Subject]]:
+    """Add a group of one job's ranks, already read (each ``Parsed`` is in the pool's store), and
+    open its Ranks view on the next page run; returns it and the groups pushed out (to release)."""
+    groups = _session_list("rank_groups")
+    names = ", ".join(name for name, _ in members)
+    subject = Subject(key=f"ranks:{_next_id()}", title=f"Ranks: {len(members)} ranks of one job ({names})",
+                      trace_bytes=b"", digest=members[0][1], ranks=tuple(members), ranks_analysis=analysis)
+    groups.append(subject)
+    dropped = groups[:-MAX_RANK_GROUPS]
+    del groups[:-MAX_RANK_GROUPS]
+    st.session_state["_select_subject"] = subject.key
+    st.session_state["_select_view"] = "Ranks"
+    return subject, dropped
+
+
 def sample_subjects() -> list[Subject]:
     return [_sample_subject(s) for s in list_samples()]
 
@@ -110,8 +139,9 @@ def _sample_subject(sample: Sample) -> Subject:
 
 
 def all_subjects() -> list[Subject]:
-    """Newest runs first, then uploads, then the bundled samples."""
-    return [*reversed(_session_list("runs")), *reversed(_session_list("uploads")), *sample_subjects()]
+    """Newest runs first, then groups of ranks, uploads, then the bundled samples."""
+    return [*reversed(_session_list("runs")), *reversed(_session_list("rank_groups")),
+            *reversed(_session_list("uploads")), *sample_subjects()]
 
 
 def current_subject(subjects: list[Subject]) -> Subject | None:
@@ -125,6 +155,8 @@ def current_subject(subjects: list[Subject]) -> Subject | None:
     by_key = {s.key: s for s in subjects}
     if st.session_state.get("_select_subject") in by_key:
         st.session_state["subject"] = st.session_state.pop("_select_subject")
+    if "_select_view" in st.session_state:  # before the tabs are drawn, as "subject" before its box
+        st.session_state["view"] = st.session_state.pop("_select_view")
     key = st.session_state.get("subject")
     if key not in by_key:
         key = DEFAULT_SAMPLE_KEY if DEFAULT_SAMPLE_KEY in by_key else subjects[0].key

@@ -8,18 +8,26 @@ so a click meanwhile is answered at once and the wait picks up again on the next
 Once opened, the upload's bytes are let go, Streamlit's own copies included: the session keeps
 its digest, the pool's store its parsed form. The uploader hands the same file back on every
 rerun; refusals are remembered per session by digest so a bad (or bomb) file is read once.
+
+Several files at once (or a .zip of them) are one job's ranks: each is read by the pool as a
+single upload is, and once all are read ``analyze_ranks`` checks they are one job and the
+group opens as one "ranks" subject with its Ranks view; a single file behaves as before.
 """
 
 from __future__ import annotations
 
+import io
 import time
+import zipfile
 from dataclasses import dataclass
 
 import streamlit as st
 
+from lab.access import RateLimiter
+from lab.analysis import RanksError, analyze_ranks
 from lab.read import ReaderPool, ReadFailed, ReadFailureKind, ReadState, ReadStatus, ReadTicket
 from lab.run import HostSettings
-from ui import messages, state
+from ui import access, messages, state
 
 UPLOADER_KEY = "upload"
 _REJECTED = "rejected_uploads"  # session_state: digest (or "file:<id>") → message
@@ -28,6 +36,11 @@ _RETRYABLE = frozenset({ReadFailureKind.CRASH, ReadFailureKind.TIMEOUT, ReadFail
                         ReadFailureKind.SHUTDOWN})
 _PENDING = "pending_uploads"  # session_state: digest → _Pending (a read in flight)
 MAX_REMEMBERED_REFUSALS = 16
+_GROUP_PENDING = "pending_rank_groups"  # session_state: group key → _Group (reads in flight)
+# Ranks opened together: each one's parsed trace is held for the session (≈ 0.5× its JSON), so a
+# group is bounded like the session's uploads; 16 covers two 8-GPU nodes.
+MAX_RANK_FILES = 16
+TRACE_SUFFIXES = (".json", ".json.gz")  # what a .zip's members may be (*.pt.trace.json[.gz] included)
 POLL_S = 0.2
 STAGE_TEXT = {"sending": "handing it to a reader", "parsing": "parsing", "analysing": "analysing"}
 
@@ -41,29 +54,48 @@ class _Pending:
 
 
 @dataclass(frozen=True)
+class _Group:
+    """Several files read at once, to open together as one job's ranks."""
+
+    key: str  # state.ranks_key of the members' digests
+    members: tuple[_Pending, ...]
+
+
+@dataclass(frozen=True)
 class Waiting:
     """A read in flight, as this page run shows it: the record and its status line."""
 
-    pending: _Pending
+    pending: _Pending | _Group
     line: object  # an st.empty() placeholder in the upload box
 
 
-def upload_box(settings: HostSettings, readers: ReaderPool) -> Waiting | None:
+def upload_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimiter) -> Waiting | None:
     """The "open your own trace" expander; a new upload's read is queued and returned, to be
-    awaited at the end of the page (``await_upload``)."""
+    awaited at the end of the page (``await_upload``). Several files (or a .zip of them) are
+    one job's ranks: read each, then open them together (``accept_group``)."""
     with st.expander("Open your own trace (.json or .json.gz from torch.profiler)", expanded=False):
-        upload = st.file_uploader(
-            "Trace file", type=["json", "gz"], key=UPLOADER_KEY, max_upload_size=settings.max_upload_mb,
+        uploads = st.file_uploader(
+            "Trace file", type=["json", "gz", "zip"], key=UPLOADER_KEY, max_upload_size=settings.max_upload_mb,
+            accept_multiple_files=True,
             help="export_chrome_trace() output or a tensorboard_trace_handler file, up to "
-                 f"{settings.max_upload_mb} MB. Read in a separate process, never executed, kept in your "
+                 f"{settings.max_upload_mb} MB. Several files (or a .zip of them) of one torch.distributed job "
+                 "open side by side in a Ranks view. Read in a separate process, never executed, kept in your "
                  "session only.")
         line = st.empty()
-        if upload is None:
+        if not uploads:
             _cancel_pending()
             return None
-        if getattr(upload, "getvalue", None) is None:  # an opened upload whose bytes were let go
+        # An opened upload whose bytes were let go comes back as a stand-in without bytes.
+        files = [u for u in uploads if getattr(u, "getvalue", None) is not None]
+        if not files:
             return None
-        outcome = accept_upload(upload.name, upload.getvalue(), settings, readers, file_id=upload.file_id)
+        if len(files) > 1 or files[0].name.lower().endswith(".zip"):
+            outcome: str | _Pending | _Group | None = accept_group(files, settings, readers, limiter=limiter)
+        else:
+            upload = files[0]
+            _cancel_groups()
+            outcome = accept_upload(upload.name, upload.getvalue(), settings, readers, file_id=upload.file_id,
+                                    limiter=limiter)
         if isinstance(outcome, str):
             messages.error(outcome)
             return None
@@ -71,9 +103,11 @@ def upload_box(settings: HostSettings, readers: ReaderPool) -> Waiting | None:
 
 
 def accept_upload(name: str, data: bytes, settings: HostSettings, readers: ReaderPool, *,
-                  file_id: str | None = None) -> str | _Pending | None:
+                  limiter: RateLimiter, file_id: str | None = None) -> str | _Pending | None:
     """Queue a read of ``data`` unless it is refused at once (the reason, for the user), already
-    open (None) or already being read (its pending read)."""
+    open (None) or already being read (its pending read). A read past the visitor's uploads per
+    minute is refused with the wait and not remembered: the uploader still holds the file, and
+    a page run after the wait reads it."""
     limit_bytes = settings.max_upload_mb * 2**20
     if len(data) > limit_bytes:
         return (f"{name} is {len(data) / 2**20:.1f} MB; this host accepts traces up to {settings.max_upload_mb} MB. "
@@ -89,6 +123,8 @@ def accept_upload(name: str, data: bytes, settings: HostSettings, readers: Reade
     for other in [d for d in pending if d != digest]:  # the uploader now holds another file
         pending.pop(other).ticket.cancel()
     if digest not in pending:
+        if (why := access.refusal("upload", settings, limiter)) is not None:
+            return why
         ticket = readers.submit(data, settings=settings, label=name)
         pending[digest] = _Pending(name=name, digest=digest, file_id=file_id, ticket=ticket)
     return pending[digest]
@@ -111,6 +147,9 @@ def await_upload(waiting: Waiting | None, readers: ReaderPool) -> None:
     (a rerun) or show why it cannot be opened. A click meanwhile ends this run; the next one
     picks the same read up again."""
     if waiting is None:
+        return
+    if isinstance(waiting.pending, _Group):
+        await_group(waiting.pending, waiting.line, readers)
         return
     ticket = waiting.pending.ticket
     while not ticket.done():
@@ -136,7 +175,7 @@ def _settle(pending: _Pending, readers: ReaderPool) -> str | None:
         readers.uploads.put(state.owner(), pending.digest, pending.ticket.result(timeout=0))
     except ReadFailed as exc:
         key = f"file:{pending.file_id}" if exc.kind in _RETRYABLE else pending.digest
-        return _remember_refusal(key, f"{pending.name} cannot be opened: {exc}")
+        return _remember_refusal(key, f"{pending.name} cannot be opened: {access.read_failure(exc)}")
     _, dropped = state.add_upload(pending.name, pending.digest)
     for old in dropped:
         readers.uploads.drop(state.owner(), old.digest)
@@ -156,6 +195,13 @@ def _cancel_pending() -> None:
     """The visitor cleared the uploader: nobody waits for its reads any more."""
     for pending in st.session_state.pop(_PENDING, {}).values():
         pending.ticket.cancel()
+    _cancel_groups()
+
+
+def _cancel_groups() -> None:
+    for group in st.session_state.pop(_GROUP_PENDING, {}).values():
+        for member in group.members:
+            member.ticket.cancel()
 
 
 def _release(pending: _Pending) -> None:
@@ -172,3 +218,132 @@ def _release(pending: _Pending) -> None:
     except Exception:  # noqa: BLE001 - another file manager: it keeps its copy, nothing breaks
         pass
     st.session_state.pop(UPLOADER_KEY, None)
+
+
+# ------------------------------------------------------------------ several files: one job's ranks
+
+
+def zip_members(name: str, data: bytes, limit_bytes: int) -> list[tuple[str, bytes]] | str:
+    """The traces in a .zip (members ending .json / .json.gz), ``limit_bytes`` inflated in all —
+    what one upload may hold, so a zip bomb costs the server no more than an upload; or why not.
+    Nothing is parsed here: the members go to the readers as uploads do."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        return f"{name} is not a zip archive; upload the trace files themselves, or a .zip of them."
+    infos = [i for i in archive.infolist() if not i.is_dir() and i.filename.lower().endswith(TRACE_SUFFIXES)
+             and not i.filename.startswith("__MACOSX/")]
+    if not infos:
+        return f"{name} holds no .json or .json.gz trace; zip the *.pt.trace.json[.gz] files of one run."
+    if len(infos) > MAX_RANK_FILES:
+        return f"{name} holds {len(infos)} traces; this page opens up to {MAX_RANK_FILES} ranks at once."
+    members, left = [], limit_bytes
+    for info in infos:
+        try:
+            with archive.open(info) as member:
+                body = member.read(left + 1)  # a member that inflates past what is left stops here
+        except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as exc:
+            return f"{info.filename} in {name} cannot be unpacked ({exc}); zip the trace files again, unencrypted."
+        if len(body) > left:
+            return (f"the traces in {name} inflate past {limit_bytes / 2**20:.0f} MB, what this host accepts per "
+                    "upload; zip the .json.gz files (not the .json), or upload them as files.")
+        left -= len(body)
+        members.append((info.filename, body))  # the path too: "rank0/trace.json" says its rank
+    return members
+
+
+def _group_files(files, limit_bytes: int) -> list[tuple[str, bytes, str | None]] | str:
+    out: list[tuple[str, bytes, str | None]] = []
+    for f in files:
+        if f.name.lower().endswith(".zip"):
+            members = zip_members(f.name, f.getvalue(), limit_bytes)
+            if isinstance(members, str):
+                return members
+            out += [(n, b, f.file_id) for n, b in members]
+        else:
+            out.append((f.name, f.getvalue(), f.file_id))
+    if len(out) > MAX_RANK_FILES:
+        return f"{len(out)} traces at once; this page opens up to {MAX_RANK_FILES} ranks together."
+    return out
+
+
+def accept_group(files, settings: HostSettings, readers: ReaderPool, *,
+                 limiter: RateLimiter) -> str | _Pending | _Group | None:
+    """Several files (or a .zip): each queued for a reader, to open together as one job's ranks
+    once all are read; a .zip of one trace opens as that trace. The reason if refused at once,
+    None if this group is already open. A group is one upload for the visitor's uploads per
+    minute: one action, however many ranks it holds (their number is bounded by MAX_RANK_FILES)."""
+    limit_bytes = settings.max_upload_mb * 2**20
+    entries = _group_files(files, limit_bytes)
+    if isinstance(entries, str):
+        return entries
+    if len(entries) == 1:
+        _cancel_groups()
+        name, data, file_id = entries[0]
+        return accept_upload(name, data, settings, readers, file_id=file_id, limiter=limiter)
+    for name, data, _ in entries:
+        if len(data) > limit_bytes:
+            return accept_upload(name, data, settings, readers, limiter=limiter)  # the size refusal, as for one file
+    digests = [state.digest_of(data) for _, data, _ in entries]
+    key = state.ranks_key(digests)
+    rejected: dict[str, str] = st.session_state.setdefault(_REJECTED, {})
+    for seen in (key, *(f"file:{file_id}" for _, _, file_id in entries)):
+        if seen in rejected:
+            return rejected[seen]
+    if state.has_ranks(key):
+        return None
+    for pending in st.session_state.pop(_PENDING, {}).values():  # the uploader now holds other files
+        pending.ticket.cancel()
+    groups: dict[str, _Group] = st.session_state.setdefault(_GROUP_PENDING, {})
+    for other in [k for k in groups if k != key]:
+        for member in groups.pop(other).members:
+            member.ticket.cancel()
+    if key not in groups:
+        if (why := access.refusal("upload", settings, limiter)) is not None:
+            return why
+        groups[key] = _Group(key=key, members=tuple(
+            _Pending(name=name, digest=digest, file_id=file_id,
+                     ticket=readers.submit(data, settings=settings, label=name))
+            for (name, data, file_id), digest in zip(entries, digests, strict=True)))
+    return groups[key]
+
+
+def await_group(group: _Group, line, readers: ReaderPool) -> None:
+    """``await_upload`` for a group: every member's progress until all settle, then the job."""
+    while not all(m.ticket.done() for m in group.members):
+        line.text("\n".join(describe_read(m.ticket.poll(), m.name) for m in group.members))
+        time.sleep(POLL_S)
+    refusal = _settle_group(group, readers)
+    if refusal is None:
+        st.rerun()
+    with line.container():
+        messages.error(refusal)
+
+
+def _settle_group(group: _Group, readers: ReaderPool) -> str | None:
+    """Open the group as one job's ranks (None), or remember and return why it cannot be."""
+    st.session_state.get(_GROUP_PENDING, {}).pop(group.key, None)
+    parsed = []
+    for m in group.members:
+        try:
+            parsed.append(m.ticket.result(timeout=0))
+        except ReadFailed as exc:
+            key = f"file:{m.file_id}" if exc.kind in _RETRYABLE else group.key
+            return _remember_refusal(key, f"{m.name} cannot be opened: {access.read_failure(exc)}")
+    names = [m.name for m in group.members]
+    try:
+        ranks = analyze_ranks([p.trace for p in parsed], names, analyses=[p.analysis for p in parsed])
+    except RanksError as exc:
+        return _remember_refusal(group.key, f"These {len(names)} files cannot be opened as one job's ranks: {exc}")
+    try:
+        for m, p in zip(group.members, parsed, strict=True):
+            readers.uploads.put(state.owner(), m.digest, p)
+    except ReadFailed as exc:
+        return _remember_refusal(group.key, f"These files cannot be kept: {access.read_failure(exc)}")
+    _, dropped = state.add_ranks([(i.name, group.members[i.index].digest) for i in ranks.infos], ranks)
+    for old in dropped:
+        for _, digest in old.ranks:
+            readers.uploads.drop(state.owner(), digest)
+    for m in group.members:
+        _release(m)
+    return None

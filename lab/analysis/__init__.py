@@ -15,10 +15,13 @@ from lab.analysis.insights import Insight, find_insights
 from lab.analysis.key_averages import trace_key_averages
 from lab.analysis.memory import MemoryAnalysis, memory_analysis, memory_series
 from lab.analysis.memory_insights import MEMORY_RULES
+from lab.analysis.ranks import RankRow, RanksAnalysis, RanksError, Straggler, analyze_ranks, rank_frame
+from lab.analysis.ranks_insights import RANK_RULES, rank_insights
 from lab.analysis.signals import Run, Signal, lesson_signals
 
 __all__ = [
     "MEMORY_RULES", "TOTAL_METRICS", "Analysis", "Comparison", "Insight", "MemoryAnalysis", "Run", "Signal",
     "analyze", "compare_analyses", "compare_traces", "device_name", "find_insights", "lesson_signals",
     "memory_analysis", "memory_series", "trace_key_averages",
+    "RANK_RULES", "RankRow", "RanksAnalysis", "RanksError", "Straggler", "analyze_ranks", "rank_frame", "rank_insights",
 ]  # fmt: skip

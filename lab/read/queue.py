@@ -256,6 +256,21 @@ class ReadQueue:
         with self.lock:
             self.last_error = text
 
+    def start_failed(self, reader: ReaderRecord, why: str) -> None:
+        """A reader did not start: note why, and if no reader is up to take them, fail the waiting
+        reads now with the visitor's words (each would otherwise wait for a reader that may
+        never come; the readers keep being restarted behind them for the next read)."""
+        with self.lock:
+            self.last_error = why
+            if any(r is not reader and r.state in (ReaderState.IDLE, ReaderState.BUSY) for r in self.readers):
+                return
+            while self.pending:
+                self.reads_failed += 1
+                self.pending.popleft().settle(error=ReadFailed(
+                    "no trace reader could start on this host just now; open the file again in a minute "
+                    "(the host's Server status says why)", kind=ReadFailureKind.CRASH))
+            self.changed.notify_all()
+
     def _drop_abandoned(self, now: float) -> None:
         for ticket in [t for t in self.pending if now - t.last_seen > self.abandon_after_s]:
             self.pending.remove(ticket)

@@ -65,7 +65,8 @@ class ReaderSupervisor:
                 launched = self._launch()
             except Exception as error:  # noqa: BLE001 - e.g. spawn refused; keep retrying
                 launched = False
-                self.queue.note_error(f"{self.reader.label} could not be started: {type(error).__name__}: {error}")
+                self.queue.start_failed(self.reader, f"{self.reader.label} could not be started: "
+                                                     f"{type(error).__name__}: {error}")
             if not launched:
                 self._retire(ReaderState.STOPPED if self.queue.stopping else ReaderState.RESTARTING)
                 if self.stop_event.wait(backoff_s):
@@ -99,16 +100,22 @@ class ReaderSupervisor:
                 break
             return self._ready(ready) and process.poll() is None
         if not queue.stopping:
+            if time.monotonic() < deadline:  # its pipe closed before the deadline: it is exiting
+                try:
+                    process.wait(timeout=REAP_S)
+                except subprocess.TimeoutExpired:
+                    pass
             why = "timed out" if process.poll() is None else exit_text(process.returncode)
-            queue.note_error(f"{reader.label} did not start ({why})")
+            queue.start_failed(reader, f"{reader.label} did not start ({why})")
         return False
 
     def _ready(self, ready: ReaderReady) -> bool:
+        if not ready.usable:  # the imports or the warm-up read failed: nothing can be read
+            self.queue.start_failed(self.reader, f"{self.reader.label}: {ready.error}")
+            return False
         with self.queue.lock:
             if ready.error:
                 self.queue.last_error = f"{self.reader.label}: {ready.error}"
-            if not ready.usable:
-                return False  # the imports or the warm-up read failed: nothing can be read
             self.reader.ever_ready = True
             self.reader.state = ReaderState.IDLE
             self.queue.changed.notify_all()

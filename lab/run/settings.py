@@ -2,19 +2,30 @@
 
 Read from environment variables named ``PROFILER_LAB_<FIELD>`` (upper case), e.g.
 ``PROFILER_LAB_MAX_DIM=8192``. Streamlit exposes ``.streamlit/secrets.toml`` entries as
-environment variables too, so either works. Nothing here imports torch or streamlit.
+environment variables too, so either works (the page also reads the root-level
+``PROFILER_LAB_*`` entries of ``st.secrets`` itself and passes them in, ``ui/access.py``).
+Nothing here imports torch or streamlit.
+
+Who may use the page (``lab/access``): ``login`` is ``off``, ``passcode`` or ``oidc``; left
+unset it is ``passcode`` when a passcode is set, else ``off``. The passcode and the host token
+are secrets: never in ``repr``, and ``shown()`` (the host's status lines) says only "set".
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-__all__ = ["ENV_PREFIX", "HostSettings", "SettingsError", "host_environment"]
+__all__ = ["ENV_PREFIX", "LOGIN_MODES", "SECRET_FIELDS", "HostSettings", "SettingsError", "host_environment"]
 
 ENV_PREFIX = "PROFILER_LAB_"
+# off: anyone who reaches the port (one's own box); passcode: one shared workshop passcode;
+# oidc: Streamlit's own st.login with the provider in .streamlit/secrets.toml [auth].
+LOGIN_MODES = ("off", "passcode", "oidc")
+# Fields whose values are never shown, logged or sent to a page: only whether they are set.
+SECRET_FIELDS = frozenset({"passcode", "host_token"})
 
 
 class SettingsError(ValueError):
@@ -60,6 +71,51 @@ class HostSettings:
     # Where *Open in Perfetto* sends the trace (lab/views/perfetto.py); a test points it at a
     # local stand-in, a site without internet at its own copy of the Perfetto UI.
     perfetto_origin: str = "https://ui.perfetto.dev"
+    # --- who may use the page (lab/access) ---------------------------------------------------
+    # "" = not set: "passcode" when a passcode is set, else "off" (see login_mode).
+    login: str = ""
+    # The shared workshop passcode; "" = no passcode.
+    passcode: str = field(default="", repr=False)
+    # Whoever enters it (on the sign-in page or under "Host sign-in") is the host; "" = none.
+    host_token: str = field(default="", repr=False)
+    # OIDC identities (emails, or the provider's "sub") who are hosts; lower case.
+    hosts: tuple[str, ...] = field(default=(), repr=False)
+    # Per visitor (browser session, and signed-in identity), in any 60 s (lab.access.RATE_WINDOW_S);
+    # 0 = no limit. A submission (a "Run profile" or "Run lesson" click) counts once. 12 = one
+    # every 5 s on average: a small CPU run and reading its Summary takes longer (~1–3 s run +
+    # reading), so an attendee iterating by hand never meets it; a held Enter key or a script does.
+    runs_per_min: int = 12
+    # Each upload costs a reader's time (a 509 MB-JSON trace: ~25 s of a core) and is kept for
+    # its session; 6 a minute is more than anyone opens by hand (a session keeps 4 at most).
+    uploads_per_min: int = 6
+
+    @property
+    def login_mode(self) -> str:
+        """The sign-in the page asks for: "off", "passcode" or "oidc" (one of LOGIN_MODES)."""
+        return self.login or ("passcode" if self.passcode else "off")
+
+    @property
+    def open_access(self) -> bool:
+        """Nothing set (one's own box): every visitor is the host, as before there were hosts."""
+        return self.login_mode == "off" and not self.host_token and not self.hosts
+
+    def shown(self) -> list[tuple[str, str]]:
+        """(variable, value as the host's status lines show it): secrets only as "set"/"not set"."""
+        lines = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in SECRET_FIELDS:
+                text = "set" if value else "not set"
+            elif f.name == "hosts":
+                text = f"{len(value)} listed" if value else "not set"
+            elif f.name == "login":
+                text = self.login_mode
+            elif isinstance(value, str):
+                text = value
+            else:
+                text = f"{value:g}"
+            lines.append((ENV_PREFIX + f.name.upper(), text))
+        return lines
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> HostSettings:
@@ -69,24 +125,44 @@ class HostSettings:
         values: dict[str, Any] = {}
         for f in fields(cls):
             key = ENV_PREFIX + f.name.upper()
-            if key not in env:
-                continue
-            raw = env[key]
-            if f.type == "str":
-                values[f.name] = raw
-                continue
-            cast = int if f.type == "int" else float
-            try:
-                value = cast(raw)
-            except ValueError:
-                raise SettingsError(f"{key}={raw!r} is not a number; set it to a {f.type}") from None
-            if value < 0:
-                raise SettingsError(f"{key}={raw!r} is negative; use 0 or more")
-            values[f.name] = value
-        return cls(**values)
+            if key in env:
+                values[f.name] = _parse(key, env[key], str(f.type))
+        settings = cls(**values)
+        _check_access(settings)
+        return settings
 
     def replace(self, **changes) -> HostSettings:
         return dataclasses.replace(self, **changes)
+
+
+def _parse(key: str, raw: str, kind: str) -> Any:
+    if kind == "str":
+        return raw.strip().lower() if key == ENV_PREFIX + "LOGIN" else raw.strip()
+    if kind.startswith("tuple"):  # a comma list: PROFILER_LAB_HOSTS=ana@lab.org,bo@lab.org
+        return tuple(item.strip().lower() for item in raw.split(",") if item.strip())
+    cast = int if kind == "int" else float
+    try:
+        value = cast(raw)
+    except ValueError:
+        raise SettingsError(f"{key}={raw!r} is not a number; set it to a {kind}") from None
+    if value < 0:
+        raise SettingsError(f"{key}={raw!r} is negative; use 0 or more")
+    return value
+
+
+def _check_access(settings: HostSettings) -> None:
+    """Refuse a sign-in setup that would not do what the host meant, saying what to set."""
+    login = ENV_PREFIX + "LOGIN"
+    if settings.login and settings.login not in LOGIN_MODES:
+        raise SettingsError(f"{login}={settings.login!r} is not a sign-in mode; use one of {', '.join(LOGIN_MODES)}")
+    if settings.login_mode == "passcode" and not settings.passcode:
+        raise SettingsError(f"{login}=passcode needs the passcode too: set {ENV_PREFIX}PASSCODE")
+    if settings.login_mode == "oidc" and settings.passcode:
+        raise SettingsError(f"{login}=oidc signs visitors in with your provider, and {ENV_PREFIX}PASSCODE is set "
+                            f"too: unset one of them ({login}=passcode for the passcode alone)")
+    if settings.hosts and settings.login_mode != "oidc":
+        raise SettingsError(f"{ENV_PREFIX}HOSTS lists OIDC identities, which only {login}=oidc signs in; "
+                            f"set {login}=oidc, or give the host {ENV_PREFIX}HOST_TOKEN instead")
 
 
 def host_environment(environ: dict[str, str] | None = None) -> tuple[tuple[str, str], ...]:

@@ -16,6 +16,8 @@ from lab.views.memory import (
     step_table,
 )
 from lab.views.perfetto import PERFETTO_HEIGHT_PX, PERFETTO_INLINE_MAX_BYTES, perfetto_button_html
+from lab.views.ranks import build_ranks_timeline, rank_table, ranks_span_us
+from lab.views.roofline import answers_chart, answers_frame, reveal_timeline, roofline_chart
 from lab.views.summary import category_counts, comparison_totals, summarize
 from lab.views.tables import (
     format_key_averages,
@@ -34,7 +36,9 @@ __all__ = [
     "step_table",
     "PERFETTO_HEIGHT_PX", "PERFETTO_INLINE_MAX_BYTES", "perfetto_button_html",
     "DEFAULT_PYTHON_LEVELS", "PROFILER_LANE_NOTE", "profiler_lanes",
+    "answers_chart", "answers_frame", "reveal_timeline", "roofline_chart",
     "SORT_KEYS", "TORCH_SORT_COLUMNS", "TORCH_SORT_KEYS", "build_timeline", "category_counts", "comparison_totals",
     "fmt_us", "format_key_averages", "is_device_sort", "key_averages_view", "limit_text_table",
     "trace_table", "summarize", "timeline_chart", "to_csv_bytes", "torch_sorted", "torch_table_text",
+    "build_ranks_timeline", "rank_table", "ranks_span_us",
 ]  # fmt: skip

@@ -35,7 +35,7 @@ import pandas as pd
 
 from lab.trace.load import Trace
 from lab.units import fmt_us_fixed
-from lab.views.timeline_chart import timeline_chart
+from lab.views.timeline_chart import outline_layer, timeline_chart
 from lab.views.timeline_lod import (
     CAT_COLORS,
     LINK_COLUMNS,
@@ -66,7 +66,7 @@ from lab.vocab import ANNOTATION_CATS
 __all__ = [
     "ANNOTATION_CATS", "BAR_FILL", "CAT_COLORS", "DEFAULT_MAX_MARKS", "DEFAULT_PYTHON_LEVELS", "DEFAULT_WIDTH_PX",
     "LINK_COLUMNS", "MARK_COLUMNS",
-    "PROFILER_LANE_NOTE", "TimelineData", "build_timeline", "timeline_chart",
+    "PROFILER_LANE_NOTE", "TimelineData", "outline_layer", "build_timeline", "timeline_chart",
 ]  # fmt: skip
 
 # Browser-side budget (see module docstring); BENCHMARKS.md "Timeline" has the paint times.

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # the data class lives with build_timeline, which imports thi
     from lab.views.timeline import TimelineData
 
 __all__ = ["LANE_LABEL_PX", "LEGEND_COLUMNS", "MAX_PLOT_HEIGHT_PX", "MIN_OPACITY", "MIN_ROW_STEP_PX",
-           "ROW_STEP_PX", "TOOLTIP_NAME_CHARS", "lane_label", "timeline_chart"]
+           "ROW_STEP_PX", "TOOLTIP_NAME_CHARS", "lane_label", "outline_layer", "timeline_chart"]
 
 # Tooltip names are cut: some kernel names are ~400 characters of template arguments.
 TOOLTIP_NAME_CHARS = 160
@@ -102,6 +102,27 @@ def timeline_chart(data: TimelineData) -> alt.LayerChart:
     # included): 9 rows × 12 px minus a 100 px legend left no rows at all (measured in 1.67).
     return alt.layer(*layers).properties(width="container", height=n_rows * step,
                                          autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
+
+
+def outline_layer(data: TimelineData, marks: pd.DataFrame, *, color: str, stroke_px: float,
+                  title: str) -> alt.Chart:
+    """Unfilled outlines over some of ``data.marks`` (their rows and spans), on the chart's scales:
+    a layer to add to ``timeline_chart(data)``'s."""
+    n_rows = max(sum(n for _, _, n in data.lane_rows), 1)
+    pad = (1.0 - BAR_FILL) / 2
+    return (
+        alt.Chart(marks.loc[:, ["row", "start_us", "draw_end_us", "name"]])
+        .transform_calculate(y_top=f"datum.row + {pad}", y_bottom=f"datum.row + {1.0 - pad}")
+        .mark_rect(filled=False, stroke=color, strokeWidth=stroke_px)
+        .encode(
+            x=alt.X("start_us:Q", scale=alt.Scale(domain=list(data.window), nice=False, zero=False)),
+            x2="draw_end_us:Q",
+            y=alt.Y("y_top:Q", scale=alt.Scale(domain=[0, n_rows], reverse=True, nice=False, zero=False),
+                    title=None),
+            y2="y_bottom:Q",
+            tooltip=[alt.Tooltip("name:N", title=title)],
+        )
+    )
 
 
 def lane_label(data: TimelineData, lane: str) -> str:

@@ -1,0 +1,120 @@
+"""Insights across the ranks of one job: low comm/compute overlap, a straggler, compute imbalance.
+
+Rules as elsewhere (``insights.py``): pure functions ``rule(ranks) -> Insight | None`` of a
+``RanksAnalysis``, constant titles, the numbers that triggered them in the evidence, thresholds
+named here with their reason; ``RANK_RULES`` is the tuple, ``rank_insights`` runs it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lab.analysis.diag_comm import COMM_LOW_OVERLAP_PCT, COMM_WARN_PCT
+from lab.analysis.insight import Insight
+from lab.analysis.ranks import RanksAnalysis
+from lab.units import fmt_us
+
+__all__ = [
+    "IMBALANCE_PCT", "LOW_OVERLAP_COMM_PCT", "LOW_OVERLAP_PCT", "RANK_RULES", "STRAGGLER_STEP_PCT",
+    "compute_imbalance", "low_overlap", "rank_insights", "straggler",
+]  # fmt: skip
+
+# The single-trace diagnosis's bars (lab/analysis/diag_comm.py, with their sources): communication
+# at ≥ 20 % of the window with under half of it hidden behind compute is worth acting on — what
+# does not overlap, every rank waits for, and DDP's gradient buckets exist to overlap all-reduce
+# with backward.
+LOW_OVERLAP_COMM_PCT = COMM_WARN_PCT
+LOW_OVERLAP_PCT = COMM_LOW_OVERLAP_PCT
+# Collectives are synchronous: every rank waits for the last to arrive, so a rank late by x costs
+# each other rank x of waiting. Two gloo ranks sharing one H200 (tests/data/groundtruth/cuda)
+# arrive 0.4 ms apart in 48.5 ms steps (0.9 %): scheduling noise. 5 % of a step is five times that
+# and what a 20-rank job pays twenty times over.
+STRAGGLER_STEP_PCT = 5.0
+# Data-parallel ranks run the same model on equal batches: their compute should match. The H200
+# pair differs by 0.2 %; 10 % is a rank doing more work (uneven batches or sequence lengths, a
+# rank that logs or evaluates) or a slower device, which the others then wait for.
+IMBALANCE_PCT = 10.0
+
+LOW_OVERLAP_TITLE = "Communication barely overlaps compute"
+STRAGGLER_TITLE = "A straggler rank: the others wait for it"
+IMBALANCE_TITLE = "Compute is imbalanced across ranks"
+DDP_DOCS = "https://pytorch.org/docs/stable/notes/ddp.html"
+HTA_OVERLAP = "https://hta.readthedocs.io/en/latest/source/features/comm_comp_overlap.html"
+HTA_STRAGGLER = "https://hta.readthedocs.io/en/latest/source/features/temporal_breakdown.html"
+
+
+def _ranks_text(ranks) -> str:
+    return ", ".join(str(r.rank) for r in ranks)
+
+
+def low_overlap(ranks: RanksAnalysis) -> Insight | None:
+    """Ranks whose communication is a large share of their window and mostly not overlapped."""
+    hit = [r for r in ranks.ranks if r.window_us > 0 and 100 * r.comm_us / r.window_us >= LOW_OVERLAP_COMM_PCT
+           and (r.overlap_pct or 0.0) < LOW_OVERLAP_PCT]
+    if not hit:
+        return None
+    detail = "; ".join(f"rank {r.rank}: communication {fmt_us(r.comm_us)} ({100 * r.comm_us / r.window_us:.0f} % of "
+                       f"its {fmt_us(r.window_us)} window), {r.overlap_pct or 0.0:.0f} % of it overlapped" for r in hit)
+    gloo = " With gloo the reduction runs on CPU threads; for CUDA tensors use NCCL." if ranks.backend == "gloo" else ""
+    return Insight(
+        severity="warning", title=LOW_OVERLAP_TITLE,
+        evidence=f"{detail} (overlap: communication time during which compute ran, HTA's definition).",
+        suggestion=("Let all-reduce run during backward: DDP buckets gradients (bucket_cap_mb, 25 MB by default — "
+                    "smaller buckets start earlier), use model.no_sync() on the accumulation steps of gradient "
+                    "accumulation so only the last one communicates, and keep compute queued while collectives "
+                    f"run.{gloo}"),
+        learn_more=HTA_OVERLAP,
+    )
+
+
+def straggler(ranks: RanksAnalysis) -> Insight | None:
+    """The rank whose collective calls start last, when it is late by a real share of a step."""
+    s = ranks.straggler
+    if s is None:
+        return None
+    steps = [r.step_us for r in ranks.ranks if np.isfinite(r.step_us)]
+    step = float(np.median(steps)) if steps else float(np.median([r.window_us for r in ranks.ranks]))
+    if step <= 0 or 100 * s.late_median_us / step < STRAGGLER_STEP_PCT:
+        return None
+    where = ", ".join(f"{what} {'+' if d >= 0 else '−'}{fmt_us(abs(d))}" for what, d in s.deltas_us)
+    ops = ("; ops with the most extra time: " + ", ".join(f"{n} +{fmt_us(d)}" for n, d in s.op_deltas_us)
+           if s.op_deltas_us else "")
+    return Insight(
+        severity="warning", title=STRAGGLER_TITLE,
+        evidence=(f"rank {s.rank} starts its collectives last: by {fmt_us(s.late_median_us)} at the median of "
+                  f"{s.matched_calls} matched {s.call_name} ({100 * s.late_median_us / step:.0f} % of a "
+                  f"{fmt_us(step)} step). Per step against the other ranks' median: {where}{ops}."),
+        suggestion=(f"Look at what rank {s.rank} does before each collective (the stacked timeline): uneven "
+                    "batches or sequence lengths, extra work on that rank (logging, evaluation, checkpoints), "
+                    "a data loader that cannot keep up, or a slower or shared device."),
+        learn_more=HTA_STRAGGLER,
+    )
+
+
+def compute_imbalance(ranks: RanksAnalysis) -> Insight | None:
+    """Per-step compute differing across ranks by ≥ IMBALANCE_PCT of its median."""
+    per_step = {r.rank: r.compute_us / r.steps if r.steps else r.compute_us for r in ranks.ranks}
+    median = float(np.median(list(per_step.values())))
+    if median <= 0:
+        return None
+    hi, lo = max(per_step, key=per_step.__getitem__), min(per_step, key=per_step.__getitem__)
+    spread = 100 * (per_step[hi] - per_step[lo]) / median
+    if spread < IMBALANCE_PCT:
+        return None
+    return Insight(
+        severity="warning", title=IMBALANCE_TITLE,
+        evidence=(f"compute per step: rank {hi} {fmt_us(per_step[hi])}, rank {lo} {fmt_us(per_step[lo])} — a spread "
+                  f"of {spread:.0f} % of the median ({fmt_us(median)}) across ranks {_ranks_text(ranks.ranks)}."),
+        suggestion=("Give every rank the same work: equal batch sizes (DistributedSampler, drop_last), sequence "
+                    "lengths bucketed or padded alike, no rank-0-only work inside the step; then check the "
+                    "devices are alike (clocks, a shared GPU)."),
+        learn_more=DDP_DOCS,
+    )
+
+
+RANK_RULES = (low_overlap, straggler, compute_imbalance)
+
+
+def rank_insights(ranks: RanksAnalysis) -> list[Insight]:
+    """Every rule that fires, in ``RANK_RULES`` order."""
+    return [i for rule in RANK_RULES if (i := rule(ranks)) is not None]

@@ -1,0 +1,363 @@
+"""Predict, then reveal: one to three questions per lesson, answered from the trace just opened.
+
+Each ``Question`` is asked before a lesson's run (or its H200 recording) opens; its ``answer``
+is a pure function of the runs that then open (``lab.analysis.signals.Run``: name, Trace,
+Analysis, in the lesson's order; a pair's questions compare its two runs), never a stored
+value, so it is right on whatever device ran it. An ``Answer`` names the right choice, the
+number behind it and where to look (a key_averages row, or a timeline window with the events
+that prove it). Questions that need a GPU are skipped on CPU runs, with the reason; where a
+CPU run can answer the same idea, a CPU phrasing of it is asked instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lab.analysis.signals import Run
+from lab.run.lessons import LESSONS
+from lab.vocab import is_gemm_kernel
+
+__all__ = [
+    "ANY_DEVICE", "CPU", "GPU", "QUESTIONS", "Answer", "Band", "Question", "Where", "band_of", "questions_for",
+    "skipped_for",
+]  # fmt: skip
+
+GPU, CPU = "cuda", "cpu"
+ANY_DEVICE = (GPU, CPU)
+# The most event ids a reveal highlights: a 10-step trace has ~20 kernels; more is noise.
+MAX_HIGHLIGHT = 40
+
+
+@dataclass(frozen=True, kw_only=True)
+class Where:
+    """Where the evidence is: a key_averages row, or a timeline window and its events."""
+
+    text: str
+    row: str | None = None  # a key_averages row name
+    window_us: tuple[float, float] | None = None  # µs since trace start, as the Timeline shows it
+    step: int | None = None  # the window is this step's (0-based): the Timeline's "Zoom to" window
+    run: int = 0  # which of the lesson's runs (index) the window or row is in
+    event_ids: tuple[int, ...] = ()  # positions in that run's ``trace.events``
+    event_names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    choice: str  # the right one of ``Question.choices``
+    measured: float  # the number the choice was read from
+    measured_text: str  # that number in words
+    where: Where
+
+
+@dataclass(frozen=True, kw_only=True)
+class Band:
+    """A numeric choice: values below ``below`` (and at or above the previous band's) read as ``label``."""
+
+    label: str
+    below: float = float("inf")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Question:
+    key: str  # "<lesson>.<what>", unique; the room stores answers under it
+    lesson: str
+    text: str
+    choices: tuple[str, ...]
+    answer: Callable[[Sequence[Run]], Answer]
+    devices: tuple[str, ...] = ANY_DEVICE  # the device kinds whose runs can answer it
+    why_gpu: str = ""  # for a GPU-only question: why a CPU run cannot answer it
+
+
+def band_of(value: float, bands: Sequence[Band]) -> str:
+    return next(b.label for b in bands if value < b.below or b is bands[-1])
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def _rows(run: Run, cat: str, lane_kind: str | None = None) -> np.ndarray:
+    ev = run.trace.events
+    mask = ev["cat"].astype(str).to_numpy() == cat
+    if lane_kind:
+        mask &= ev["lane_kind"].astype(str).to_numpy() == lane_kind
+    return np.flatnonzero(mask)
+
+
+def _named(run: Run, names: Sequence[str]) -> np.ndarray:
+    ev = run.trace.events
+    named = ev["name"].astype(str).isin(list(names)).to_numpy()
+    return np.flatnonzero(named & (ev["cat"].astype(str) == "cpu_op").to_numpy())
+
+
+def _step_count(run: Run) -> int:
+    return max(len(run.analysis.steps), 1)
+
+
+def _step_window(run: Run, index: int = 0) -> tuple[float, float]:
+    """Step ``index``'s CPU window stretched to the next step's start (its GPU work shows too)."""
+    steps = run.analysis.steps
+    if not len(steps):
+        return 0.0, float(run.analysis.utilization.trace_span_us)
+    start = float(steps["start_us"].iloc[index])
+    end = float(steps["end_us"].iloc[index])
+    if index + 1 < len(steps):
+        end = max(end, float(steps["start_us"].iloc[index + 1]))
+    return start, end
+
+
+def _in_window(run: Run, rows: np.ndarray, window: tuple[float, float]) -> np.ndarray:
+    ts = run.trace.events["ts_us"].to_numpy(dtype=float)[rows]
+    return rows[(ts >= window[0]) & (ts <= window[1])][:MAX_HIGHLIGHT]
+
+
+def _where_window(run: Run, index: int, rows: np.ndarray, text: str, step: int = 0) -> Where:
+    window = _step_window(run, step)
+    shown = _in_window(run, rows, window)
+    names = tuple(dict.fromkeys(str(n) for n in run.trace.events["name"].to_numpy()[shown]))
+    return Where(text=text, window_us=window, step=step if len(run.analysis.steps) else None, run=index,
+                 event_ids=tuple(int(i) for i in shown), event_names=names)
+
+
+def _ka_row(run: Run, name: str) -> dict:
+    ka = run.analysis.key_averages
+    rows = ka[ka["name"].astype(str) == name]
+    cols = ("self_cpu_us", "self_device_us", "device_total_us", "count")
+    return {c: float(rows[c].sum()) if len(rows) else 0.0 for c in cols}
+
+
+def _in_steps(run: Run, ts: np.ndarray) -> np.ndarray:
+    """Which of the times ``ts`` (µs since trace start) fall inside a step's CPU window."""
+    steps = run.analysis.steps
+    inside = np.zeros(len(ts), dtype=bool)
+    for start, end in zip(steps["start_us"].to_numpy(dtype=float), steps["end_us"].to_numpy(dtype=float)):
+        inside |= (ts >= start) & (ts <= end)
+    return inside
+
+
+def step_work_rows(run: Run) -> tuple[np.ndarray, str]:
+    """GPU trace: the kernels launched from inside a step (a step's kernels may run after it
+    ends: the GPU lags the host); CPU trace: the CPU operators that start inside a step."""
+    ts = run.trace.events["ts_us"].to_numpy(dtype=float)
+    kernels = _rows(run, "kernel")
+    if len(kernels):
+        launch = run.analysis.links.launch[kernels]
+        known = launch >= 0
+        kernels = kernels[known][_in_steps(run, ts[launch[known]])]
+        return kernels, "kernels"
+    ops = _rows(run, "cpu_op", "cpu")
+    return ops[_in_steps(run, ts[ops])], "operators"
+
+
+def work_per_step(run: Run) -> tuple[float, str]:
+    """Kernels launched per step on a GPU trace, else CPU operators per step (and which)."""
+    rows, unit = step_work_rows(run)
+    return len(rows) / _step_count(run), unit
+
+
+# --------------------------------------------------------------------------- answers
+
+_SELF_BANDS = (Band(label="Self CPU", below=1.0), Band(label="Self CUDA"))  # ratio CUDA / CPU
+
+
+def _self_cpu_vs_cuda(runs: Sequence[Run]) -> Answer:
+    row = _ka_row(runs[0], "aten::mm")
+    ratio = row["self_device_us"] / row["self_cpu_us"] if row["self_cpu_us"] > 0 else float("inf")
+    return Answer(choice=band_of(ratio, _SELF_BANDS), measured=ratio,
+                  measured_text=(f"aten::mm: Self CPU {row['self_cpu_us']:,.1f} µs, Self CUDA "
+                                 f"{row['self_device_us']:,.1f} µs (CUDA/CPU = {ratio:.2f})"),
+                  where=Where(text="the table's aten::mm row of the tiny run: Self CPU and Self CUDA",
+                              row="aten::mm", run=0))
+
+
+_HALF = (Band(label="less than half", below=50.0), Band(label="half or more"))
+
+
+def _gpu_busy(runs: Sequence[Run]) -> Answer:
+    run = runs[0]
+    pct = float(run.analysis.utilization.active_busy_pct)
+    return Answer(choice=band_of(pct, _HALF), measured=pct,
+                  measured_text=f"GPU busy {pct:.1f} % of its active window",
+                  where=_where_window(run, 0, _rows(run, "kernel"),
+                                      "the tiny run's first step: the GPU lane's kernels and the gaps between them"))
+
+
+def _gemm_share(runs: Sequence[Run]) -> Answer:
+    run = runs[0]
+    mm = _named(run, ("aten::mm",))
+    steps = run.analysis.steps
+    dur = run.trace.events["dur_us"].to_numpy(dtype=float)
+    pct = 100.0 * float(dur[mm].sum()) / float(steps["cpu_us"].sum()) if len(steps) else float("nan")
+    return Answer(choice=band_of(pct, _HALF), measured=pct,
+                  measured_text=f"aten::mm is {pct:.1f} % of the steps' CPU time",
+                  where=_where_window(run, 0, mm, "the tiny run's first step: aten::mm inside it"))
+
+
+_FIRST_STEP = (Band(label="under 1.5×", below=1.5), Band(label="1.5–5×", below=5.0), Band(label="over 5×"))
+
+
+def _first_step(runs: Sequence[Run]) -> Answer:
+    cold = runs[0]
+    cpu = cold.analysis.steps["cpu_us"].to_numpy(dtype=float)
+    rest = float(np.median(cpu[1:])) if len(cpu) > 1 else float("nan")
+    ratio = float(cpu[0]) / rest if rest > 0 else float("nan")
+    step_rows = np.flatnonzero(cold.trace.events["name"].astype(str).str.startswith("ProfilerStep#").to_numpy())
+    return Answer(choice=band_of(ratio, _FIRST_STEP), measured=ratio,
+                  measured_text=f"cold first step {cpu[0]:,.0f} µs vs {rest:,.0f} µs median later step ({ratio:.1f}×)",
+                  where=_where_window(cold, 0, step_rows, "the cold run's first step, from its label to its last op"))
+
+
+_SPEEDUP = (Band(label="under 2×", below=2.0), Band(label="2–6×", below=6.0), Band(label="over 6×"))
+
+
+def _gemm_kernels(run: Run) -> tuple[np.ndarray, float, str]:
+    """Rows of the GEMM kernels, their mean duration and the name of the longest-total one."""
+    ev = run.trace.events
+    rows = _rows(run, "kernel")
+    names = ev["name"].astype(str).to_numpy()[rows]
+    rows = rows[np.array([is_gemm_kernel(n) for n in names], dtype=bool)]
+    dur = ev["dur_us"].to_numpy(dtype=float)[rows]
+    if not len(rows):
+        return rows, float("nan"), ""
+    by_name: dict[str, float] = {}
+    for name, d in zip(ev["name"].astype(str).to_numpy()[rows], dur):
+        by_name[name] = by_name.get(name, 0.0) + float(d)
+    return rows, float(dur.mean()), max(by_name, key=lambda n: by_name[n])
+
+
+def _tf32_speedup(runs: Sequence[Run]) -> Answer:
+    _, fp32_us, _ = _gemm_kernels(runs[0])
+    _, tf32_us, name = _gemm_kernels(runs[1])
+    ratio = fp32_us / tf32_us if tf32_us > 0 else float("nan")
+    return Answer(choice=band_of(ratio, _SPEEDUP), measured=ratio,
+                  measured_text=(f"GEMM kernel {fp32_us:,.0f} µs (FP32) vs {tf32_us:,.0f} µs (TF32): "
+                                 f"{ratio:.1f}× faster"),
+                  where=Where(text="the GEMM kernel's row in each table (its name says tf32 in the TF32 run)",
+                              row=name, run=1))
+
+
+_KERNELS_123 = (Band(label="1", below=1.5), Band(label="2", below=2.5), Band(label="3 or more"))
+_KERNELS_234 = (Band(label="2 or fewer", below=2.5), Band(label="3", below=3.5), Band(label="4 or more"))
+_FLASH_KERNELS = (Band(label="1", below=1.5), Band(label="2–3", below=3.5), Band(label="4 or more"))
+
+
+def _kernels_per_step(index: int, bands: Sequence[Band], what: str) -> Callable[[Sequence[Run]], Answer]:
+    def answer(runs: Sequence[Run]) -> Answer:
+        run = runs[index]
+        kernels, _ = step_work_rows(run)
+        per_step = len(kernels) / _step_count(run)
+        return Answer(choice=band_of(per_step, bands), measured=per_step,
+                      measured_text=(f"{len(kernels)} kernels launched in {_step_count(run)} steps: "
+                                     f"{per_step:.1f} per step"),
+                      where=_where_window(run, index, kernels, f"the {what} run's first step: its GPU lane"))
+    return answer
+
+
+_YES_NO = ("yes", "no")
+
+
+def _still_calls(index: int, op: str, row_if_not: str, what: str) -> Callable[[Sequence[Run]], Answer]:
+    def answer(runs: Sequence[Run]) -> Answer:
+        run = runs[index]
+        rows = _named(run, (op,))
+        calls = len(rows)
+        row = op if calls else row_if_not
+        return Answer(choice="yes" if calls else "no", measured=float(calls),
+                      measured_text=f"{calls} {op} call(s) in the {what} run",
+                      where=Where(text=f"the {what} run's table: the {row} row", row=row, run=index))
+    return answer
+
+
+_BIAS = ("a separate aten::add", "aten::addmm, inside the GEMM")
+
+
+def _linear_bias(runs: Sequence[Run]) -> Answer:
+    run = runs[0]
+    add, addmm = len(_named(run, ("aten::add",))), len(_named(run, ("aten::addmm",)))
+    choice = _BIAS[0] if add else _BIAS[1]
+    return Answer(choice=choice, measured=float(add),
+                  measured_text=f"{addmm} aten::addmm call(s), {add} aten::add call(s)",
+                  where=Where(text="the table's aten::addmm row (and no aten::add row)",
+                              row="aten::add" if add else "aten::addmm", run=0))
+
+
+def _t_kernel(runs: Sequence[Run]) -> Answer:
+    row = _ka_row(runs[0], "aten::t")
+    return Answer(choice="yes" if row["device_total_us"] > 0 else "no", measured=row["device_total_us"],
+                  measured_text=f"aten::t: {row['count']:.0f} calls, {row['device_total_us']:,.1f} µs on the GPU",
+                  where=Where(text="the table's aten::t row: CPU time, no CUDA time", row="aten::t", run=0))
+
+
+_FEWER = ("fewer", "about the same", "more")
+# Per-step counts within half a launch of each other read as "about the same".
+SAME_WITHIN = 0.5
+
+
+def _fewer_than(first: int, second: int, what: str) -> Callable[[Sequence[Run]], Answer]:
+    def answer(runs: Sequence[Run]) -> Answer:
+        a, unit = work_per_step(runs[first])
+        b, _ = work_per_step(runs[second])
+        choice = _FEWER[1] if abs(b - a) <= SAME_WITHIN else _FEWER[0] if b < a else _FEWER[2]
+        run = runs[second]
+        rows, _ = step_work_rows(run)
+        return Answer(choice=choice, measured=b - a,
+                      measured_text=f"{a:.1f} vs {b:.1f} {unit} per step ({what})",
+                      where=_where_window(run, second, rows, f"the second run's first step: its {unit}"))
+    return answer
+
+
+# --------------------------------------------------------------------------- the questions
+
+_NEEDS_KERNELS = "it counts GPU kernels, and a CPU run launches none"
+
+
+def _q(key: str, text: str, choices: Sequence[str], answer, devices=ANY_DEVICE, why_gpu: str = "") -> Question:
+    return Question(key=key, lesson=key.split(".", 1)[0], text=text, choices=tuple(choices), answer=answer,
+                    devices=tuple(devices), why_gpu=why_gpu)
+
+
+QUESTIONS: tuple[Question, ...] = (
+    _q("tiny_vs_large.self_cpu_vs_cuda", "At 64³, which is larger in the table's aten::mm row: Self CPU or Self CUDA?",
+       [b.label for b in _SELF_BANDS], _self_cpu_vs_cuda, (GPU,), "a CPU run has no Self CUDA column"),
+    _q("tiny_vs_large.gpu_busy", "At 64³, will the GPU be busy more or less than half of its active window?",
+       [b.label for b in _HALF], _gpu_busy, (GPU,), "a CPU run has no GPU to be busy"),
+    _q("tiny_vs_large.gemm_share", "At 64³ on this CPU, will the matmul itself (aten::mm) be more or less than "
+       "half of each step's time?", [b.label for b in _HALF], _gemm_share, (CPU,)),
+    _q("cold_vs_warm.first_step", "In the cold run, how much longer than the later steps will the first step be?",
+       [b.label for b in _FIRST_STEP], _first_step),
+    _q("fp32_vs_tf32.speedup", "How much faster will the TF32 GEMM kernel be than the FP32 one?",
+       [b.label for b in _SPEEDUP], _tf32_speedup, (GPU,), "TF32 is a tensor-core mode of NVIDIA GPUs"),
+    _q("eager_vs_compile.kernels", "How many kernels per step will the compiled version launch?",
+       [b.label for b in _KERNELS_123], _kernels_per_step(1, _KERNELS_123, "compiled"), (GPU,), _NEEDS_KERNELS),
+    _q("eager_vs_compile.add_op", "Will the compiled version still call aten::add?", _YES_NO,
+       _still_calls(1, "aten::add", "aten::addmm", "compiled"), (CPU,)),
+    _q("linear.bias", "Which op will apply nn.Linear's bias?", _BIAS, _linear_bias),
+    _q("linear.t_kernel", "Will aten::t (the weight's transpose) launch a GPU kernel?", _YES_NO, _t_kernel, (GPU,),
+       "a CPU run launches no kernels"),
+    _q("geglu.kernels", "How many kernels per step will the compiled GeGLU MLP launch?",
+       [b.label for b in _KERNELS_234], _kernels_per_step(1, _KERNELS_234, "compiled"), (GPU,), _NEEDS_KERNELS),
+    _q("geglu.gelu_op", "Will the compiled version still call aten::gelu?", _YES_NO,
+       _still_calls(1, "aten::gelu", "aten::mm", "compiled"), (CPU,)),
+    _q("attention.fewer", "Will SDPA run fewer, about the same, or more kernels (operators on a CPU) per step "
+       "than attention written out?", _FEWER, _fewer_than(0, 1, "written out vs SDPA")),
+    _q("sdpa_backends.flash_kernels", "How many kernels per step will the FlashAttention backend launch?",
+       [b.label for b in _FLASH_KERNELS], _kernels_per_step(1, _FLASH_KERNELS, "flash"), (GPU,), _NEEDS_KERNELS),
+    _q("sdpa_backends.fewer", "Will FlashAttention run fewer, about the same, or more kernels (operators on a "
+       "CPU) per step than the math backend?", _FEWER, _fewer_than(0, 1, "math vs flash")),
+)
+
+assert {q.lesson for q in QUESTIONS} == set(LESSONS), "every lesson has questions, and only lessons do"
+assert len({q.key for q in QUESTIONS}) == len(QUESTIONS), "question keys are unique"
+
+
+def questions_for(lesson_key: str, device_kind: str) -> tuple[Question, ...]:
+    """The questions asked before ``lesson_key`` opens runs of ``device_kind`` ("cuda" or "cpu")."""
+    return tuple(q for q in QUESTIONS if q.lesson == lesson_key and device_kind in q.devices)
+
+
+def skipped_for(lesson_key: str, device_kind: str) -> tuple[tuple[Question, str], ...]:
+    """The lesson's GPU questions a CPU run cannot answer, each with why (said on the page)."""
+    return tuple((q, f"needs a GPU run: {q.why_gpu}") for q in QUESTIONS
+                 if q.lesson == lesson_key and device_kind not in q.devices and q.why_gpu)

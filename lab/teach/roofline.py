@@ -1,0 +1,175 @@
+"""The roofline a room builds: each run's arithmetic intensity and achieved TFLOP/s, over the device's roof.
+
+A run's point: on a GPU trace, the GEMM kernel's figures (``lab.analysis.gemm``: 2·M·K·N FLOPs
+over the kernel's time, inputs read once and the output written once); on a CPU trace (no
+kernels), the workload's own cost (``lab.run.workloads``: its FLOPs and bytes per step) over the
+median step. The roof: peak compute for the dtype and memory bandwidth — the datasheet table
+of ``lab.run.devices`` for a listed GPU, else what the worker measured at warm-up (its best
+matmul rate for the dtype and a large tensor's copy rate: a CPU has no datasheet entry).
+The "size sweep": a list of shapes from overhead-bound to compute-bound, one suggested per seat.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from lab.analysis.bundle import Analysis
+from lab.run.config import RunConfig
+from lab.run.devices import DeviceInfo, DevicePeak
+from lab.run.workloads import WORKLOADS
+
+__all__ = [
+    "ALONE_SWEEP", "OVERHEAD_FRACTION", "REGIONS", "SWEEP_SHAPES", "Roofline", "RunSummary", "classify",
+    "device_roofline", "peak_roofline", "roofline_data", "run_summary", "seat_shape", "sweep_config",
+]  # fmt: skip
+
+# A run below this fraction of the roof at its own intensity is held back by neither memory nor
+# compute but by fixed costs (launch, dispatch, Python): on the H200 a 64³ bf16 GEMM reaches
+# ~0.01 TFLOP/s against a ~130 TFLOP/s roof at its intensity (lab/samples, 64³ recording).
+OVERHEAD_FRACTION = 0.1
+REGIONS = ("overhead-bound", "memory-bound", "compute-bound")
+
+# The sweep, smallest work first: squares from launch-bound to compute-bound, and skinny GEMMs
+# (N small) whose low FLOPs per byte land left of the ridge. GPU in bfloat16, CPU in float32
+# and smaller (each CPU shape runs in well under a second on 2 cores).
+SWEEP_SHAPES: dict[str, tuple[tuple[int, int, int], ...]] = {
+    "cuda": ((64, 64, 64), (256, 256, 256), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096),
+             (8192, 8192, 8192), (8192, 8192, 16), (8192, 8192, 64), (8192, 8192, 256), (16384, 16384, 32),
+             (512, 512, 512), (128, 128, 128)),
+    "cpu": ((32, 32, 32), (64, 64, 64), (128, 128, 128), (256, 256, 256), (512, 512, 512), (1024, 1024, 1024),
+            (2048, 2048, 16), (1024, 1024, 64), (96, 96, 96), (384, 384, 384)),
+}
+SWEEP_DTYPE = {"cuda": "bfloat16", "cpu": "float32"}
+# "Alone, one click": a few of the sweep's shapes, spread over its range (CPU: ~2 s in all here).
+ALONE_SWEEP: dict[str, tuple[tuple[int, int, int], ...]] = {
+    "cuda": ((64, 64, 64), (1024, 1024, 1024), (8192, 8192, 16), (4096, 4096, 4096)),
+    "cpu": ((32, 32, 32), (128, 128, 128), (512, 512, 512), (2048, 2048, 16)),
+}
+SWEEP_LABEL = "size_sweep"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSummary:
+    """What a room keeps of one run: no trace, only its shape and its roofline coordinates."""
+
+    workload: str
+    m: int
+    k: int
+    n: int
+    dtype: str
+    device: str
+    tflops: float
+    intensity_flops_per_byte: float
+    display_name: str = ""  # who ran it (filled in when a room reads it back)
+
+    @property
+    def shape_text(self) -> str:
+        return f"{self.m}×{self.k}×{self.n}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Roofline:
+    device: str
+    dtype: str
+    peak_tflops: float
+    bandwidth_gbs: float
+    source: str  # where both numbers come from, in words
+
+    @property
+    def ridge_flops_per_byte(self) -> float:
+        return self.peak_tflops * 1e12 / (self.bandwidth_gbs * 1e9)
+
+    def roof_tflops(self, intensity: np.ndarray | float) -> np.ndarray:
+        return np.minimum(self.peak_tflops, np.asarray(intensity, dtype=float) * self.bandwidth_gbs / 1e3)
+
+
+def peak_roofline(peak: DevicePeak, dtype: str, device: str = "") -> Roofline | None:
+    tflops = peak.tflops.get(dtype)
+    if tflops is None:
+        return None
+    return Roofline(device=device or peak.model, dtype=dtype, peak_tflops=tflops,
+                    bandwidth_gbs=peak.memory_bandwidth_gbs, source=f"datasheet ({peak.model}: {peak.source})")
+
+
+def device_roofline(device: DeviceInfo, dtype: str) -> Roofline | None:
+    """The datasheet roof of a listed GPU, else the rates its worker measured at warm-up (None: neither)."""
+    if device.peak is not None and (roof := peak_roofline(device.peak, dtype, device.name)) is not None:
+        return roof
+    rates = device.rates_for(device.kind)
+    gflops = rates.gflops(dtype) if rates else None
+    if rates is None or not gflops or rates.copy_gbs <= 0:
+        return None
+    return Roofline(device=device.name, dtype=dtype, peak_tflops=gflops / 1e3, bandwidth_gbs=rates.copy_gbs,
+                    source="measured at the worker's warm-up (best matmul rate for the dtype; a large tensor's copy)")
+
+
+def run_summary(config: RunConfig, analysis: Analysis, device: str) -> RunSummary | None:
+    """The run's roofline point (None when it has neither a GEMM figure nor a step to time)."""
+    gemm = analysis.gemm
+    rates = gemm["tflops"].to_numpy(dtype=float) if len(gemm) else np.array([])
+    ok = np.isfinite(rates)
+    if ok.any():  # a GPU trace: the GEMM kernel's own figures
+        tflops = float(np.median(rates[ok]))
+        intensity = float(np.median(gemm["intensity_flops_per_byte"].to_numpy(dtype=float)[ok]))
+    else:  # a CPU trace: the workload's cost over the median step
+        steps = analysis.steps["cpu_us"].to_numpy(dtype=float) if len(analysis.steps) else np.array([])
+        if not len(steps) or float(np.median(steps)) <= 0:
+            return None
+        work = WORKLOADS[config.workload]
+        flops, moved = work.flops(config), work.estimate_bytes(config)
+        tflops = flops / float(np.median(steps)) / 1e6
+        intensity = flops / moved
+    if not (math.isfinite(tflops) and math.isfinite(intensity) and tflops > 0 and intensity > 0):
+        return None
+    return RunSummary(workload=config.workload, m=config.m, k=config.k, n=config.n, dtype=config.dtype,
+                      device=device, tflops=tflops, intensity_flops_per_byte=intensity)
+
+
+def classify(point: RunSummary, roof: Roofline) -> str:
+    """overhead-bound (far under the roof at its intensity), memory-bound (left of the ridge), or compute-bound."""
+    if point.tflops < OVERHEAD_FRACTION * float(roof.roof_tflops(point.intensity_flops_per_byte)):
+        return REGIONS[0]
+    return REGIONS[1] if point.intensity_flops_per_byte < roof.ridge_flops_per_byte else REGIONS[2]
+
+
+def seat_shape(seat: int, device_kind: str) -> tuple[int, int, int]:
+    """The sweep shape suggested to seat ``seat`` (1, 2, …): each seat a different one, round the list."""
+    shapes = SWEEP_SHAPES["cuda" if device_kind == "cuda" else "cpu"]
+    return shapes[(max(seat, 1) - 1) % len(shapes)]
+
+
+def sweep_config(shape: tuple[int, int, int], device_kind: str) -> RunConfig:
+    """A sweep run: warm (the roofline wants steady-state rates), three recorded steps."""
+    kind = "cuda" if device_kind == "cuda" else "cpu"
+    m, k, n = shape
+    return RunConfig(workload="matmul_add", m=m, k=k, n=n, dtype=SWEEP_DTYPE[kind],
+                     device="auto" if kind == "cuda" else "cpu", step_label=SWEEP_LABEL, wait=0, warmup=1,
+                     active=3, warmup_iters=2)
+
+
+def roofline_data(roof: Roofline, points: Sequence[RunSummary]) -> dict[str, pd.DataFrame]:
+    """The chart's data: the roof (a polyline), the three regions, and the points with their region."""
+    xs = [p.intensity_flops_per_byte for p in points] + [roof.ridge_flops_per_byte]
+    x_lo = 10 ** math.floor(math.log10(max(min(xs) / 4, 1e-3)))
+    x_hi = 10 ** math.ceil(math.log10(max(xs) * 4))
+    x = np.unique(np.r_[np.geomspace(x_lo, x_hi, 64), roof.ridge_flops_per_byte])
+    line = pd.DataFrame({"intensity_flops_per_byte": x, "roof_tflops": roof.roof_tflops(x),
+                         "overhead_tflops": OVERHEAD_FRACTION * roof.roof_tflops(x)})
+    ys = [p.tflops for p in points] + [float(line["overhead_tflops"].min())]
+    y_lo = 10 ** math.floor(math.log10(max(min(ys) / 4, 1e-9)))
+    ridge = roof.ridge_flops_per_byte
+    regions = pd.DataFrame({"region": ["memory-bound", "compute-bound"], "x": [x_lo, ridge], "x2": [ridge, x_hi],
+                            "y": [y_lo, y_lo], "y2": [roof.peak_tflops * 2] * 2})
+    pts = pd.DataFrame({
+        "who": [p.display_name for p in points], "shape": [p.shape_text for p in points],
+        "dtype": [p.dtype for p in points], "device": [p.device for p in points],
+        "intensity_flops_per_byte": [p.intensity_flops_per_byte for p in points],
+        "tflops": [p.tflops for p in points], "region": [classify(p, roof) for p in points],
+    })
+    return {"roof": line, "regions": regions, "points": pts,
+            "domain": pd.DataFrame({"x": [x_lo, x_hi], "y": [y_lo, roof.peak_tflops * 2]})}

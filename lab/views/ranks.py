@@ -1,0 +1,210 @@
+"""The Ranks view's data: the ranks' timelines stacked on one clock, the per-rank table, the CLI's text.
+
+``build_ranks_timeline`` lays every rank's lanes one under the other ("rank 1 · GPU 0 stream 7")
+on the job's clock — µs since the earliest rank's first event, each rank shifted by its offset
+from ``baseTimeNanoseconds`` (``RanksAnalysis.offsets_us``) — with the single timeline's level
+of detail (``build_timeline``, ``lab/views/timeline_lod.py``) and its budget in total: the
+ranks share ``max_marks``, the rank with fewest events in the window first, each taking an
+even share of what is left, so what one rank does not use the next may.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lab.analysis.insight import Insight
+from lab.analysis.ranks import RanksAnalysis, RanksError, analyze_ranks
+from lab.analysis.ranks_insights import rank_insights
+from lab.read import ReaderPool, ReadFailed
+from lab.trace import Trace
+from lab.units import fmt_us
+from lab.views.timeline import DEFAULT_MAX_MARKS, DEFAULT_WIDTH_PX, TimelineData, build_timeline
+from lab.views.timeline_lod import empty_marks
+
+__all__ = [
+    "LANE_ORDER_STRIDE", "RANK_TABLE_COLUMNS", "build_ranks_timeline", "rank_lane", "rank_table", "ranks_dict",
+    "ranks_main", "ranks_span_us", "ranks_text",
+]  # fmt: skip
+
+# lane_order of rank r's lanes = r × this + the lane's own order: rank 0's lanes first, and no
+# trace has a million lanes.
+LANE_ORDER_STRIDE = 1_000_000
+_MS = 1e-3
+EXIT_BAD_INPUT = 2
+RANK_TABLE_COLUMNS = (
+    "rank", "steps", "step_ms", "gpu_busy_ms", "compute_ms", "comm_ms", "overlap_ms", "overlap_pct", "idle_ms",
+    "launch_delay_us", "collective_calls", "comm_source", "name",
+)
+
+
+def rank_lane(rank: int, lane: str) -> str:
+    return f"rank {rank} · {lane}"
+
+
+def ranks_span_us(traces: Sequence[Trace], ranks: RanksAnalysis) -> float:
+    """The job's span on its clock: the last rank's last event end."""
+    return max(off + t.meta.span_us for t, off in zip(traces, ranks.offsets_us, strict=True))
+
+
+def _shifted(data: TimelineData, rank: int, offset: float,
+             first_row: int) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, ...]]:
+    """One rank's marks and links on the job's clock, its rows below the ranks above it."""
+    marks = data.marks.copy()
+    for c in ("start_us", "end_us", "draw_end_us"):
+        marks[c] = marks[c].to_numpy(dtype=np.float64) + offset
+    marks["row"] = marks["row"].to_numpy(dtype=np.int64) + first_row
+    marks["lane"] = [rank_lane(rank, str(x)) for x in marks["lane"]]
+    marks["lane_order"] = marks["lane_order"].to_numpy(dtype=np.int64) + rank * LANE_ORDER_STRIDE
+    links = data.links.copy()
+    for c in ("launch_x_us", "gpu_x_us"):
+        links[c] = links[c].to_numpy(dtype=np.float64) + offset
+    for c in ("launch_y", "gpu_y"):
+        links[c] = links[c].to_numpy(dtype=np.float64) + first_row
+    for c in ("launch_lane", "gpu_lane"):
+        links[c] = [rank_lane(rank, str(x)) for x in links[c]]
+    return marks, links, tuple(rank_lane(rank, lane) for lane in data.lanes)
+
+
+def build_ranks_timeline(traces: Sequence[Trace], ranks: RanksAnalysis, *, start_us: float | None = None,
+                         end_us: float | None = None, max_marks: int = DEFAULT_MAX_MARKS,
+                         width_px: int = DEFAULT_WIDTH_PX) -> TimelineData:
+    """Every rank's timeline in the job-clock window ``start_us``..``end_us``, ≤ ``max_marks`` marks in all.
+
+    ``traces`` are in ``ranks.ranks``' order (by rank).
+    """
+    n = len(traces)
+    if n != len(ranks.ranks):
+        raise ValueError(f"{n} traces for {len(ranks.ranks)} ranks")
+    if max_marks < 2 * n:
+        raise ValueError(f"max_marks={max_marks}: use at least 2 per rank ({2 * n})")
+    w0 = 0.0 if start_us is None else float(start_us)
+    w1 = ranks_span_us(traces, ranks) if end_us is None else float(end_us)
+    if not w1 > w0:
+        raise ValueError(f"end_us={w1} must be greater than start_us={w0}; widen the window")
+    offsets = ranks.offsets_us
+    in_window = [int(((t.events["ts_us"] + off <= w1) & (t.events["ts_us"] + t.events["dur_us"] + off >= w0)).sum())
+                 for t, off in zip(traces, offsets, strict=True)]
+    left, parts = max_marks, {}
+    for k, i in enumerate(sorted(range(n), key=in_window.__getitem__)):
+        share = max(2, left // (n - k))
+        data = build_timeline(traces[i], start_us=w0 - offsets[i], end_us=w1 - offsets[i], max_marks=share,
+                              width_px=width_px)
+        left -= data.mark_count
+        parts[i] = data
+    first_rows = np.cumsum([0] + [sum(r for _, _, r in parts[i].lane_rows) for i in range(n)])
+    shifted = [_shifted(parts[i], ranks.ranks[i].rank, offsets[i], int(first_rows[i])) for i in range(n)]
+    marks = [m for m, _, _ in shifted if len(m)]
+    links = [x for _, x, _ in shifted if len(x)]
+    datas = [parts[i] for i in range(n)]
+    notes = [f"rank {ranks.ranks[i].rank}: {d.note}" for i, d in enumerate(datas) if d.note]
+    base = datas[0]
+    return replace(
+        base,
+        marks=pd.concat(marks, ignore_index=True) if marks else empty_marks(),
+        links=pd.concat(links, ignore_index=True) if links else base.links.iloc[0:0],
+        lanes=tuple(lane for _, _, lanes in shifted for lane in lanes), window=(w0, w1),
+        total_events=sum(d.total_events for d in datas), shown_events=sum(d.shown_events for d in datas),
+        merged_events=sum(d.merged_events for d in datas), note="; ".join(notes),
+        hidden_events=sum(d.hidden_events for d in datas), hidden_links=sum(d.hidden_links for d in datas),
+        bin_us=max(d.bin_us for d in datas), depth_cap=None, trace_events=sum(d.trace_events for d in datas),
+        lane_rows=tuple((rank_lane(ranks.ranks[i].rank, lane), first + int(first_rows[i]), rows)
+                        for i in range(n) for lane, first, rows in parts[i].lane_rows),
+        folded_python=sum(d.folded_python for d in datas),
+        profiler_lanes=tuple(rank_lane(ranks.ranks[i].rank, lane)
+                             for i in range(n) for lane in parts[i].profiler_lanes),
+        hidden_profiler_events=sum(d.hidden_profiler_events for d in datas),
+    )
+
+
+def rank_table(ranks: RanksAnalysis) -> pd.DataFrame:
+    """The per-rank table as the page shows it (ms, %, µs for launch delays; without the GPU
+    columns when no rank has a GPU)."""
+    rows = []
+    for r in ranks.ranks:
+        rows.append({
+            "rank": r.rank, "steps": r.steps, "step_ms": r.step_us * _MS, "gpu_busy_ms": r.gpu_busy_us * _MS,
+            "compute_ms": r.compute_us * _MS, "comm_ms": r.comm_us * _MS, "overlap_ms": r.overlap_us * _MS,
+            "overlap_pct": r.overlap_pct, "idle_ms": r.idle_us * _MS, "launch_delay_us": r.launch_delay_us,
+            "collective_calls": r.collective_calls, "comm_source": r.comm_source, "name": r.name,
+        })
+    table = pd.DataFrame(rows, columns=list(RANK_TABLE_COLUMNS))
+    if not table["gpu_busy_ms"].any() and table["launch_delay_us"].isna().all():
+        table = table.drop(columns=["gpu_busy_ms", "launch_delay_us"])  # a CPU-only job: no GPU to show
+    return table
+
+
+def _plain(value):
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def ranks_dict(ranks: RanksAnalysis, insights: Sequence[Insight]) -> dict:
+    """``python -m lab ranks --json``: the job, a row per rank (µs), the straggler, the insights."""
+    s = ranks.straggler
+    return {
+        "world_size": ranks.world_size, "backend": ranks.backend,
+        "ranks": [{k: _plain(v) for k, v in vars(r).items()} | {"offset_us": ranks.offsets_us[i],
+                                                                 "rank_source": ranks.infos[i].source}
+                  for i, r in enumerate(ranks.ranks)],
+        "straggler": None if s is None else {
+            "rank": s.rank, "late_median_us": s.late_median_us, "matched_calls": s.matched_calls,
+            "call_name": s.call_name, "per_step_deltas_us": dict(s.deltas_us), "op_deltas_us": dict(s.op_deltas_us)},
+        "insights": [vars(i) for i in insights],
+        "warnings": list(ranks.warnings),
+    }
+
+
+def ranks_text(ranks: RanksAnalysis, insights: Sequence[Insight]) -> str:
+    """``python -m lab ranks``: the table, the straggler and the insights as text."""
+    backend = f", {ranks.backend}" if ranks.backend else ""
+    lines = [f"{len(ranks.ranks)} ranks of a world of {ranks.world_size}{backend}"]
+    lines += [f"warning: {w}" for w in ranks.warnings]
+    lines.append(f"{'rank':>4}  {'step':>10}  {'GPU busy':>10}  {'compute':>10}  {'comm':>10}  {'overlap':>8}  "
+                 f"{'idle':>10}  {'launch':>9}  calls  file")
+    for r in ranks.ranks:
+        overlap = "—" if r.overlap_pct is None else f"{r.overlap_pct:.0f} %"
+        launch = "—" if not math.isfinite(r.launch_delay_us) else fmt_us(r.launch_delay_us)
+        lines.append(f"{r.rank:>4}  {fmt_us(r.step_us) if math.isfinite(r.step_us) else '—':>10}  "
+                     f"{fmt_us(r.gpu_busy_us):>10}  {fmt_us(r.compute_us):>10}  {fmt_us(r.comm_us):>10}  "
+                     f"{overlap:>8}  {fmt_us(r.idle_us):>10}  {launch:>9}  {r.collective_calls:>5}  {r.name}")
+    lines.append(f"communication: {ranks.ranks[0].comm_source} (times over each rank's profiled steps, unions of "
+                 "intervals)")
+    s = ranks.straggler
+    lines.append("straggler: none (no collective calls to match)" if s is None else
+                 f"straggler: rank {s.rank}, late by {fmt_us(s.late_median_us)} (median of {s.matched_calls} "
+                 f"matched {s.call_name})")
+    for i in insights:
+        lines += [f"[{i.severity}] {i.title}", f"  {i.evidence}", f"  try: {i.suggestion}"]
+    return "\n".join(lines) + "\n"
+
+
+def ranks_main(paths: Sequence[str], *, as_json: bool, pool: ReaderPool) -> int:
+    """``python -m lab ranks A B … [--json]``: each trace read by ``pool``'s reader, then the ranks."""
+    parsed = []
+    for path in paths:
+        try:
+            parsed.append(pool.read(path=path, label=path))
+        except ReadFailed as exc:
+            print(f"error: {path}: {' '.join(str(exc).split())}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    try:
+        ranks = analyze_ranks([p.trace for p in parsed], [Path(p).name for p in paths],
+                              analyses=[p.analysis for p in parsed])
+    except RanksError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    insights = rank_insights(ranks)
+    print(json.dumps(ranks_dict(ranks, insights), indent=2, ensure_ascii=False) if as_json
+          else ranks_text(ranks, insights), end="" if not as_json else "\n")
+    return 0

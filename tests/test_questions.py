@@ -1,0 +1,254 @@
+"""Every lesson's revealed answers equal what the raw trace JSON says, computed here by brute force.
+
+The questions (``lab.teach.questions``) answer from the lab's Trace and Analysis; these tests
+read the same trace's JSON events directly (nesting, correlations, step windows by hand) and
+compare the right choice and the number behind it: on the lessons' CPU runs (run here, small,
+as tests/test_lessons.py runs them) and on the H200 recordings in lab/samples/.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+
+import pytest
+
+from lab.analysis import analyze
+from lab.analysis.signals import Run
+from lab.run.lessons import LESSONS, lesson_configs
+from lab.run.runner import run_profile
+from lab.samples import lesson_samples
+from lab.teach.questions import QUESTIONS, band_of, questions_for, skipped_for
+from lab.trace.load import load_trace
+from lab.vocab import is_gemm_kernel
+
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+CPU_LESSONS = [k for k, lesson in LESSONS.items() if lesson.cpu_refusal is None]
+
+
+# --------------------------------------------------------------------------- the raw JSON, by hand
+
+
+def raw_events(trace_gz: bytes) -> list[dict]:
+    data = json.loads(gzip.decompress(trace_gz))
+    return [e for e in data["traceEvents"] if e.get("ph") == "X"]
+
+
+def steps(ev: list[dict]) -> list[tuple[float, float]]:
+    rows = [e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+    return sorted((e["ts"], e["ts"] + e["dur"]) for e in rows)
+
+
+def in_a_step(ts: float, windows) -> bool:
+    return any(a <= ts <= b for a, b in windows)
+
+
+def named_ops(ev, name):
+    return [e for e in ev if e.get("cat") == "cpu_op" and e["name"] == name]
+
+
+def launches(ev) -> dict:
+    return {e["args"]["correlation"]: e for e in ev
+            if e.get("cat") in LAUNCH_CATS and "correlation" in e.get("args", {})}
+
+
+def kernels_launched_in_steps(ev) -> list[dict]:
+    by_corr, windows = launches(ev), steps(ev)
+    out = []
+    for k in (e for e in ev if e.get("cat") == "kernel"):
+        launch = by_corr.get(k.get("args", {}).get("correlation"))
+        if launch is not None and in_a_step(launch["ts"] - 0.0, windows):
+            out.append(k)
+    return out
+
+
+def work_per_step(ev) -> float:
+    kernels = [e for e in ev if e.get("cat") == "kernel"]
+    if kernels:
+        return len(kernels_launched_in_steps(ev)) / len(steps(ev))
+    windows = steps(ev)
+    return sum(in_a_step(e["ts"], windows) for e in ev if e.get("cat") == "cpu_op") / len(windows)
+
+
+def contains(outer, inner) -> bool:
+    return (outer is not inner and outer["pid"] == inner["pid"] and outer["tid"] == inner["tid"]
+            and outer["ts"] <= inner["ts"] and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"])
+
+
+def self_cpu_us(ev, op: dict) -> float:
+    inside = [e for e in ev if contains(op, e)]
+    direct = [e for e in inside if not any(contains(o, e) for o in inside)]
+    return op["dur"] - sum(e["dur"] for e in direct)
+
+
+def device_us_launched_inside(ev, ops) -> float:
+    corrs = {e["args"]["correlation"] for e in ev if e.get("cat") in LAUNCH_CATS and "correlation" in e.get("args", {})
+             and any(contains(op, e) for op in ops)}
+    return sum(k["dur"] for k in ev if k.get("cat") in GPU_CATS and k.get("args", {}).get("correlation") in corrs)
+
+
+def busy_pct(ev) -> float:
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") in GPU_CATS)
+    busy, cur_a, cur_b = 0.0, *spans[0]
+    for a, b in spans[1:]:
+        if a > cur_b:
+            busy, cur_a, cur_b = busy + cur_b - cur_a, a, b
+        else:
+            cur_b = max(cur_b, b)
+    busy += cur_b - cur_a
+    return 100.0 * busy / (max(b for _, b in spans) - spans[0][0])
+
+
+def gemm_kernel_mean_us(ev) -> float:
+    return statistics.mean(e["dur"] for e in ev if e.get("cat") == "kernel" and is_gemm_kernel(e["name"]))
+
+
+def choice(key: str, value: float) -> str:
+    """The question's choice for ``value``, from the bands its text lists."""
+    q = next(q for q in QUESTIONS if q.key == key)
+    bands = {
+        "tiny_vs_large.gpu_busy": [(50.0, 0), (float("inf"), 1)],
+        "tiny_vs_large.gemm_share": [(50.0, 0), (float("inf"), 1)],
+        "tiny_vs_large.self_cpu_vs_cuda": [(1.0, 0), (float("inf"), 1)],
+        "cold_vs_warm.first_step": [(1.5, 0), (5.0, 1), (float("inf"), 2)],
+        "fp32_vs_tf32.speedup": [(2.0, 0), (6.0, 1), (float("inf"), 2)],
+        "eager_vs_compile.kernels": [(1.5, 0), (2.5, 1), (float("inf"), 2)],
+        "geglu.kernels": [(2.5, 0), (3.5, 1), (float("inf"), 2)],
+        "sdpa_backends.flash_kernels": [(1.5, 0), (3.5, 1), (float("inf"), 2)],
+    }[key]
+    return q.choices[next(i for edge, i in bands if value < edge or edge == float("inf"))]
+
+
+def fewer(a: float, b: float) -> str:
+    return "about the same" if abs(b - a) <= 0.5 else "fewer" if b < a else "more"
+
+
+def expected(key: str, evs: list[list[dict]]) -> tuple[str, float]:
+    """(right choice, measured number) of question ``key``, from the runs' raw events."""
+    first, last = evs[0], evs[-1]
+    if key == "tiny_vs_large.self_cpu_vs_cuda":
+        mm = named_ops(first, "aten::mm")
+        ratio = device_us_launched_inside(first, mm) / sum(self_cpu_us(first, op) for op in mm)
+        return choice(key, ratio), ratio
+    if key == "tiny_vs_large.gpu_busy":
+        pct = busy_pct(first)
+        return choice(key, pct), pct
+    if key == "tiny_vs_large.gemm_share":
+        pct = 100.0 * sum(e["dur"] for e in named_ops(first, "aten::mm")) / sum(b - a for a, b in steps(first))
+        return choice(key, pct), pct
+    if key == "cold_vs_warm.first_step":
+        durs = [b - a for a, b in steps(first)]
+        ratio = durs[0] / statistics.median(durs[1:])
+        return choice(key, ratio), ratio
+    if key == "fp32_vs_tf32.speedup":
+        ratio = gemm_kernel_mean_us(first) / gemm_kernel_mean_us(last)
+        return choice(key, ratio), ratio
+    if key in ("eager_vs_compile.kernels", "geglu.kernels", "sdpa_backends.flash_kernels"):
+        per_step = len(kernels_launched_in_steps(last)) / len(steps(last))
+        return choice(key, per_step), per_step
+    if key in ("eager_vs_compile.add_op", "geglu.gelu_op"):
+        calls = len(named_ops(last, "aten::add" if key.startswith("eager") else "aten::gelu"))
+        return ("yes" if calls else "no"), float(calls)
+    if key == "linear.bias":
+        adds = len(named_ops(first, "aten::add"))
+        return ("a separate aten::add" if adds else "aten::addmm, inside the GEMM"), float(adds)
+    if key == "linear.t_kernel":
+        us = device_us_launched_inside(first, named_ops(first, "aten::t"))
+        return ("yes" if us > 0 else "no"), us
+    if key in ("attention.fewer", "sdpa_backends.fewer"):
+        a, b = work_per_step(first), work_per_step(last)
+        return fewer(a, b), b - a
+    raise AssertionError(f"no brute force for {key}: add one")
+
+
+def check_answers(key: str, kind: str, runs: list[Run], raw: list[list[dict]]) -> int:
+    asked = questions_for(key, kind)
+    assert 1 <= len(asked) <= 3, f"{key} on {kind}: {len(asked)} questions"
+    for q in asked:
+        answer = q.answer(runs)
+        want, measured = expected(q.key, raw)
+        assert answer.choice in q.choices
+        assert answer.choice == want, f"{q.key}: revealed {answer.choice!r}, the raw trace says {want!r}"
+        assert answer.measured == pytest.approx(measured, rel=1e-3, abs=1e-3), q.key
+        where = answer.where
+        assert where.row or where.window_us, f"{q.key}: nowhere to look"
+        if where.row:
+            ka = runs[where.run].analysis.key_averages
+            assert where.row in set(ka["name"].astype(str)) or answer.measured == 0, f"{q.key}: no row {where.row}"
+        if where.window_us:
+            ev = runs[where.run].trace.events
+            a, b = where.window_us
+            assert all(a <= ev["ts_us"].iloc[i] <= b for i in where.event_ids), f"{q.key}: event outside its window"
+            assert set(where.event_names) == {str(ev["name"].iloc[i]) for i in where.event_ids}
+    return len(asked)
+
+
+# --------------------------------------------------------------------------- the H200 recordings
+
+
+@pytest.mark.parametrize("key", list(LESSONS))
+def test_answers_on_the_h200_recordings_equal_the_raw_trace(key):
+    lesson = LESSONS[key]
+    samples = lesson_samples(lesson.runs)
+    assert samples, f"{key} has no H200 recording"
+    runs, raw = [], []
+    for run, sample in zip(lesson.runs, samples):
+        data = sample.read_bytes()
+        trace = load_trace(data)
+        runs.append(Run(run.name, trace, analyze(trace)))
+        raw.append(raw_events(data))
+    check_answers(key, "cuda", runs, raw)
+
+
+# --------------------------------------------------------------------------- CPU runs
+
+
+@pytest.fixture(scope="module")
+def cpu_lesson_runs(warm_cpu, host_settings):
+    import os
+
+    import torch
+
+    from lab.run.worker import cpu_worker_threads
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cpu_worker_threads(os.cpu_count()))
+    cache: dict[str, tuple[list[Run], list[list[dict]]]] = {}
+
+    def get(key: str):
+        if key not in cache:
+            runs, raw = [], []
+            for name, config in lesson_configs(LESSONS[key], "cpu"):
+                result = run_profile(config, settings=host_settings)
+                trace = load_trace(result.trace_gz)
+                runs.append(Run(name, trace, analyze(trace, config=config)))
+                raw.append(raw_events(result.trace_gz))
+            cache[key] = (runs, raw)
+        return cache[key]
+
+    yield get
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("key", CPU_LESSONS)
+def test_answers_on_cpu_runs_equal_the_raw_trace(key, cpu_lesson_runs):
+    runs, raw = cpu_lesson_runs(key)
+    check_answers(key, "cpu", runs, raw)
+
+
+def test_gpu_questions_are_skipped_on_a_cpu_with_the_reason():
+    skipped = skipped_for("tiny_vs_large", "cpu")
+    assert {q.key for q, _ in skipped} == {"tiny_vs_large.self_cpu_vs_cuda", "tiny_vs_large.gpu_busy"}
+    assert all(reason.startswith("needs a GPU run: ") and len(reason) > 20 for _, reason in skipped)
+    # The TF32 lesson refuses on a CPU as a whole; its one question is GPU-only, with the reason.
+    assert not questions_for("fp32_vs_tf32", "cpu") and skipped_for("fp32_vs_tf32", "cpu")
+
+
+def test_band_edges():
+    q = next(q for q in QUESTIONS if q.key == "fp32_vs_tf32.speedup")
+    from lab.teach.questions import _SPEEDUP
+
+    assert [band_of(v, _SPEEDUP) for v in (1.99, 2.0, 5.99, 6.0, 80.0)] == [
+        q.choices[0], q.choices[1], q.choices[1], q.choices[2], q.choices[2]]

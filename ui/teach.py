@@ -1,0 +1,142 @@
+"""Predict, then reveal: a lesson's questions before its runs open, the answers once they have.
+
+The questions and their answers come from ``lab.teach`` (computed from the traces that opened);
+this module lays them out, keeps the session's predictions and score in ``st.session_state`` and,
+in a room, sends predictions and reveals to it (``ui.room``).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from lab import views as lv
+from lab.analysis import Run
+from lab.run import LESSONS
+from lab.teach import Answer, Question, questions_for, skipped_for
+from ui import room
+from ui.messages import md_escape
+
+PREDICTIONS = "teach_predictions"  # question key → the choice predicted
+SCORE = "teach_score"  # question key → right or not (None: revealed unpredicted), set at its first reveal
+REVEALED = "teach_revealed"  # (question key, subject keys) already sent to the room
+
+
+def _asked(lesson_key: str, device_kind: str) -> list[Question]:
+    """This host's questions, and the GPU ones the H200 recording answers (asked here too)."""
+    kinds = [device_kind] + (["cuda"] if device_kind != "cuda" else [])
+    seen: dict[str, Question] = {}
+    for kind in kinds:
+        for q in questions_for(lesson_key, kind):
+            seen.setdefault(q.key, q)
+    return list(seen.values())
+
+
+def predict_form(lesson_key: str, device_kind: str) -> None:
+    """The lesson's questions, before anything opens: a form, nothing runs until *Lock in*."""
+    questions = _asked(lesson_key, device_kind)
+    predictions = st.session_state.setdefault(PREDICTIONS, {})
+    with st.form(f"predict_{lesson_key}", border=True):
+        st.markdown("**Predict first** — then run the lesson or open its recording")
+        for q in questions:
+            gpu_only = "cpu" not in q.devices
+            help_text = "Answered by a GPU run or the H200 recording." if gpu_only else None
+            label = q.text + (" (GPU)" if gpu_only and device_kind != "cuda" else "")
+            default = q.choices.index(predictions[q.key]) if predictions.get(q.key) in q.choices else None
+            st.radio(label, q.choices, index=default, key=f"predict_{q.key}", help=help_text)
+        locked = st.form_submit_button("Lock in my predictions", width="stretch")
+    if locked:
+        chosen = {q.key: st.session_state.get(f"predict_{q.key}") for q in questions}
+        chosen = {k: v for k, v in chosen.items() if v is not None}
+        predictions.update(chosen)
+        room.send_predictions(chosen)
+        st.caption(f"{len(chosen)} prediction(s) locked in. Now run the lesson or open the recording.")
+
+
+def score_text() -> str:
+    scored = [right for right in st.session_state.get(SCORE, {}).values() if right is not None]
+    return f"Your predictions: {sum(scored)} of {len(scored)} right" if scored else ""
+
+
+def _where_text(answer: Answer, names: list[str]) -> str:
+    where = answer.where
+    run = names[where.run] if where.run < len(names) else ""
+    if where.row:
+        return f"the **Table** of *{md_escape(run)}*: the row `{where.row.replace('`', '')}`"  # no markup in code
+    a, b = where.window_us or (0.0, 0.0)
+    return (f"the **Timeline** of *{md_escape(run)}* from {a:,.0f} to {b:,.0f} µs: "
+            f"{len(where.event_ids)} event(s) outlined — {md_escape(where.text)}")
+
+
+def _open_timeline(subject_key: str, digest: str, step: int | None) -> None:
+    # The Timeline view's own window: its "Zoom to" picker on the step the reveal's window is
+    # (ui.views._time_window gives a step the same window as lab.teach.questions).
+    st.session_state["subject"] = subject_key
+    st.session_state[f"tl_focus_{digest}"] = "whole trace" if step is None else f"step {step + 1}"
+    st.session_state["view"] = "Timeline"
+
+
+def _open_table(subject_key: str) -> None:
+    st.session_state["subject"] = subject_key
+    st.session_state["view"] = "Table"
+
+
+def _score(q: Question, answer: Answer, check_key: tuple) -> str | None:
+    """The session's prediction, scored once; sent to the room once per opened lesson."""
+    predicted = st.session_state.get(PREDICTIONS, {}).get(q.key)
+    # Scored at the first reveal: a prediction made after seeing the answer never counts (None).
+    st.session_state.setdefault(SCORE, {}).setdefault(q.key, None if predicted is None else predicted == answer.choice)
+    if predicted is None:
+        return None
+    revealed = st.session_state.setdefault(REVEALED, set())
+    if (q.key, check_key) not in revealed:
+        revealed.add((q.key, check_key))
+        room.send_reveal(q.key, answer.choice)
+    return predicted
+
+
+def _one(q: Question, answer: Answer, runs: list[Run], subjects: list, check_key: tuple) -> None:
+    predicted = _score(q, answer, check_key)
+    right = predicted == answer.choice
+    icon = ":material/help:" if predicted is None else ":material/check_circle:" if right else ":material/cancel:"
+    st.markdown(f"{icon} **{md_escape(q.text)}**")
+    said = "no prediction" if predicted is None else f"you predicted *{md_escape(predicted)}*"
+    st.markdown(f"Answer: **{md_escape(answer.choice)}** ({said}) — {md_escape(answer.measured_text)}")
+    names = [r.name for r in runs]
+    st.caption("Where to look: " + _where_text(answer, names))
+    where, subject = answer.where, subjects[answer.where.run]
+    if where.window_us:
+        # A toggle, not an expander: the chart is built (and sent) only when asked for.
+        if st.toggle("The events that prove it", key=f"reveal_show_{q.key}"):
+            _, chart = lv.reveal_timeline(runs[where.run].trace, where.window_us, where.event_names)
+            st.altair_chart(chart, width="stretch", key=f"reveal_chart_{q.key}_{subject.digest}")
+        st.button("Open this window in the Timeline", key=f"reveal_tl_{q.key}", on_click=_open_timeline,
+                  args=(subject.key, subject.digest, where.step))
+    else:
+        st.button("Open the Table", key=f"reveal_table_{q.key}", on_click=_open_table, args=(subject.key,))
+
+
+def reveal(subjects, load) -> None:
+    """After a lesson opened (``lesson_check`` in the session): each question's answer, measured."""
+    check = st.session_state.get("lesson_check")
+    if not check:
+        return
+    by_key = {s.key: s for s in subjects}
+    chosen = [by_key.get(k) for k in check["subjects"]]
+    if not chosen or any(s is None for s in chosen):
+        return
+    loaded = [load(s) for s in chosen]
+    if any(x is None for x in loaded):
+        return
+    lesson = LESSONS[check["lesson"]]
+    runs = [Run(r.name, x.trace, x.analysis) for r, x in zip(lesson.runs, loaded)]
+    kind = "cuda" if all(x.trace.has_gpu for x in loaded) else "cpu"
+    check_key = tuple(check["subjects"])
+    with st.container(border=True, key="reveal_box"):
+        st.markdown(f"**Reveal — {md_escape(lesson.title)}**")
+        for q in questions_for(check["lesson"], kind):
+            _one(q, q.answer(runs), runs, chosen, check_key)
+        for q, reason in skipped_for(check["lesson"], kind):
+            st.caption(f":material/info: Not answered by these runs: {md_escape(q.text)} — {md_escape(reason)}; "
+                       "open the H200 recording to see it.")
+        if text := score_text():
+            st.caption(text)
