@@ -116,7 +116,7 @@ def table_view(subject: Subject, loaded: Loaded) -> None:
                          "share_pct": st.column_config.NumberColumn("share_pct", format="%.1f%%"),
                          # A kernel name can be 300 characters: the numbers stay in view, the name
                          # is whole in the cell's tooltip.
-                         "name": st.column_config.Column("name", width=DIFF_COLUMN_PX["name"] + 80)}))
+                         "name": st.column_config.Column("name", width=2 * DIFF_COLUMN_PX["name"])}))
 
 
 def _time_window(subject: Subject, loaded: Loaded, prefix: str) -> tuple[float, float]:
@@ -292,11 +292,10 @@ def compare_view(subjects: list[Subject], load) -> None:
     st.caption(f"Both timelines share one time scale: 0 – {fmt_us(span)}.")
 
 
-# Compare's diff tables: 9 columns in the ~880 px main column of a 1280 px window. Left to
-# Streamlit, a 300-character kernel name took ~half and pushed b_us … ratio out of view; the
-# full name is in the cell's tooltip.
-DIFF_COLUMN_PX = {"name": 200, "cat": 110, "status": 60, "a_count": 65, "b_count": 65, "a_us": 90, "b_us": 90,
-                  "delta_us": 90, "ratio": 60}
+# Compare's diff tables: 9 columns in a ~770 px (800 px window) to ~880 px (1280 px) main column.
+# Left to Streamlit, a 300-character kernel name took half the width and pushed b_us … ratio out
+# of view; the full name is in the cell's tooltip. The other columns size to their numbers.
+DIFF_COLUMN_PX = {"name": 160, "cat": 100}
 
 
 def _diff_columns(df) -> dict:
