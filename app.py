@@ -14,7 +14,7 @@ from lab.access import RateLimiter
 from lab.read import ReaderPool
 from lab.run import HostSettings, ProfileService
 from ui import access, cache, controls, layout, ranks, room, state, teach, upload, views
-from ui.run import await_worker, open_recording, run_lesson, run_submitted
+from ui.run import await_worker, open_recording, run_lesson, run_submitted, settle_interrupted
 
 st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layout="wide")
 
@@ -63,7 +63,7 @@ device = service.device_info()
 
 with st.sidebar:
     st.header("Run a profile")
-    submitted = controls.run_form(device, settings)
+    submitted = controls.run_form(device, settings, kind=service.device_kind)
     st.divider()
     st.header("Lessons")
     lesson_click = controls.lesson_picker(device)
@@ -146,6 +146,7 @@ if loaded is not None:
 
 # An upload being read is awaited last, once the page is drawn: a click meanwhile is answered.
 upload.await_upload(waiting_upload, readers)
+settle_interrupted()  # runs left waiting by an interrupted page run, if this one submitted nothing
 
 if device is None and submitted is None and lesson_click is None and seat_click is None and not sweep_click:
     # Last, once the page is drawn: wait for the worker's warm-up, then redraw with the device.

@@ -348,6 +348,19 @@ def test_run_far_over_the_time_limit_is_refused_with_an_estimate(at):
     print(f"refused in one page run of {took_s:.2f} s")
 
 
+def test_sliders_show_the_exact_sizes_they_are_overridden_by(at):
+    # An empty label makes the page refuse the click (nothing runs); the form keeps what was sent.
+    submit(at, cfg_exact="1000,3000,500", cfg_step_label="")
+    assert_healthy(at)
+    sliders = {w.key: w for w in at.get("select_slider")}
+    shown = [(sliders[f"cfg_{d}"].value, sliders[f"cfg_{d}"].label) for d in "mkn"]
+    # Each slider at the stop nearest its exact size (on the log scale), its label naming the size.
+    assert [v for v, _ in shown] == [1024, 4096, 512], shown
+    assert all(f"= {size} (exact size" in label for size, (_, label) in zip((1000, 3000, 500), shown)), shown
+    submit(at, cfg_exact="", cfg_step_label="")  # cleared: plain slider labels again
+    assert not any("exact size" in w.label for w in at.get("select_slider"))
+
+
 def test_label_boxes_stop_at_64_characters(at):
     # The browser's text boxes refuse a 65th character (max_chars); AppTest's input() mimics that.
     from lab.run.config import MAX_LABEL_CHARS

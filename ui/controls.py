@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 
 from lab.run import (
@@ -33,12 +35,16 @@ K = {name: f"cfg_{name}" for name in (*OPTIONS, "exact")}
 EXPANDERS = {"labels": "record_function labels", "schedule": "Steps and schedule", "profiler": "Profiler options"}
 
 
+def nearest_stop(size: int) -> int:
+    """The slider stop closest to ``size`` on the slider's (log) scale: 1000 → 1024, 3000 → 4096."""
+    return min(SIZES, key=lambda stop: abs(math.log2(stop) - math.log2(max(size, 1))))
+
+
 def fill_form(config: RunConfig) -> None:
     """Put ``config`` into the form's widgets (used by presets, before the widgets are drawn)."""
     state = st.session_state
     for dim in DIMS:
-        value = getattr(config, dim)
-        state[K[dim]] = value if value in SIZES else SIZES[0]
+        state[K[dim]] = nearest_stop(getattr(config, dim))
     exact = any(getattr(config, d) not in SIZES for d in DIMS)
     state[K["exact"]] = config.shape_text.replace("x", ",") if exact else ""
     for name, option in OPTIONS.items():
@@ -52,17 +58,33 @@ def _defaults() -> None:
         fill_form(RunConfig())
 
 
-def _dtype_refusals(device: DeviceInfo | None) -> dict[str, str]:
-    if device is None:
+# A GPU older than this compute capability is where dtypes differ (tf32, bfloat16 need 8.0):
+# before the worker has reported the GPU, those dtypes are shown as not yet known.
+_OLDEST_GPU = (7, 0)
+
+
+def _dtype_refusals(device: DeviceInfo | None, kind: str | None = None) -> dict[str, str]:
+    """Why each dtype cannot run here. Before the worker reports the device, a CPU-only host
+    (``kind`` "cpu", known without CUDA: no GPU listed) already knows its refusals."""
+    if device is not None:
+        kind, capability = device.kind, device.compute_capability
+    elif kind == "cpu":
+        capability = None
+    else:
         return {}
-    reasons = {d: dtype_refusal(d, kind=device.kind, compute_capability=device.compute_capability) for d in DTYPES}
+    reasons = {d: dtype_refusal(d, kind=kind, compute_capability=capability) for d in DTYPES}
     return {d: r for d, r in reasons.items() if r}
 
 
-def _dtype_label(dtype: str, device: DeviceInfo | None) -> str:
-    if device and dtype_refusal(dtype, kind=device.kind, compute_capability=device.compute_capability):
-        return f"{dtype} (not here)"
-    return dtype
+def dtype_labels(device: DeviceInfo | None, kind: str | None = None) -> dict[str, str]:
+    """Each dtype's radio label: "(not here)" where refused; on a GPU host whose GPU the worker has
+    not reported yet, "(checking…)" on the dtypes an older GPU would refuse, so nothing looks
+    selectable and then turns "not here" a few seconds later."""
+    refused = _dtype_refusals(device, kind)
+    unknown = set()
+    if device is None and kind == "cuda":
+        unknown = {d for d in DTYPES if dtype_refusal(d, kind="cuda", compute_capability=_OLDEST_GPU)}
+    return {d: f"{d} (not here)" if d in refused else f"{d} (checking…)" if d in unknown else d for d in DTYPES}
 
 
 def _device_caption(device: DeviceInfo | None) -> str:
@@ -90,21 +112,35 @@ def parse_exact(text: str) -> tuple[int, int, int] | None:
     return values
 
 
-def run_form(device: DeviceInfo | None, settings: HostSettings) -> RunConfig | ConfigError | None:
-    """Draw the form; on submit return the RunConfig, or the ConfigError to show; else None."""
+def _exact_sizes() -> tuple[int, int, int] | None:
+    """The exact sizes the form holds now (submitted or filled by a preset), if valid."""
+    try:
+        return parse_exact(str(st.session_state.get(K["exact"]) or ""))
+    except ConfigError:
+        return None
+
+
+def run_form(device: DeviceInfo | None, settings: HostSettings, *,
+             kind: str | None = None) -> RunConfig | ConfigError | None:
+    """Draw the form; on submit return the RunConfig, or the ConfigError to show; else None.
+    ``kind``: the host's device kind, known before the worker reports its device."""
     _defaults()
     # Outside the form so that the slider names follow the workload at once.
     workload = st.selectbox(OPTIONS["workload"].label, list(WORKLOADS), key=K["workload"],
                             format_func=lambda w: WORKLOADS[w].title)
     st.caption(WORKLOADS[workload].formula)
     values: dict = {"workload": workload}
+    exact_now = _exact_sizes()
     with st.form(FORM_KEY, border=False):
-        for dim, label in zip(DIMS, WORKLOADS[workload].dim_names):
+        for i, (dim, label) in enumerate(zip(DIMS, WORKLOADS[workload].dim_names)):
+            if exact_now:  # the slider shows the exact size it is overridden by, at its nearest stop
+                st.session_state[K[dim]] = nearest_stop(exact_now[i])
+                label = f"{label} = {exact_now[i]} (exact size; the slider is at {nearest_stop(exact_now[i])})"
             values[dim] = st.select_slider(label, SIZES, key=K[dim])
         exact = st.text_input("Exact sizes (optional)", key=K["exact"], placeholder="e.g. 1000,3000,500",
                               help="Overrides the sliders with any sizes up to the host's limit "
                                    f"({settings.max_dim}).")
-        values["dtype"] = _dtype_radio(device)
+        values["dtype"] = _dtype_radio(device, kind)
         values["device"] = st.radio(OPTIONS["device"].label, DEVICES, key=K["device"], horizontal=True)
         st.caption(_device_caption(device))
         for group, title in EXPANDERS.items():
@@ -124,12 +160,12 @@ def run_form(device: DeviceInfo | None, settings: HostSettings) -> RunConfig | C
         return exc
 
 
-def _dtype_radio(device: DeviceInfo | None) -> str:
+def _dtype_radio(device: DeviceInfo | None, kind: str | None) -> str:
     option = OPTIONS["dtype"]
-    refusals = _dtype_refusals(device)
+    refusals = _dtype_refusals(device, kind)
+    labels = dtype_labels(device, kind)
     why = "  \n".join(f"**{d}**: {r}" for d, r in refusals.items())
-    return st.radio(option.label, DTYPES, key=K["dtype"], horizontal=True,
-                    format_func=lambda d: _dtype_label(d, device),
+    return st.radio(option.label, DTYPES, key=K["dtype"], horizontal=True, format_func=labels.get,
                     help=option.tip + (f"  \n{why}" if why else ""))
 
 
@@ -200,8 +236,12 @@ def health_text(health, settings: HostSettings | None = None) -> str:
         f"runs served: {health.runs_served} (failed: {health.runs_failed})",
         f"uptime: {health.uptime_s / 60:.0f} min",
     ]
+    mib = 2**20
     for w in health.workers:
-        lines.append(f"  worker {w.index} on {w.device}: {w.state}, {w.runs_served} runs, {w.restarts} restarts")
+        rss = "" if w.rss_bytes is None else f", {w.rss_bytes / mib:.0f} MB resident"
+        lines.append(f"  worker {w.index} on {w.device}: {w.state}, {w.runs_served} runs, {w.restarts} restarts{rss}")
+        spare_rss = "" if w.standby_rss_bytes is None else f", {w.standby_rss_bytes / mib:.0f} MB resident"
+        lines.append(f"    warm spare: {w.standby}{spare_rss}, took over {w.promotions} times")
     if health.last_error:
         lines.append(f"last error: {health.last_error}")
     if settings is not None:

@@ -34,6 +34,10 @@ from ui import access, messages, state
 from ui.controls import FORCE_FRESH_KEY
 
 POLL_S = 0.2
+# This session's runs whose page run was interrupted (a click) before they finished: the next
+# submission replaces them, keeping their place in line and saying so; a page run that submits
+# nothing withdraws them at its end (``settle_interrupted``).
+INTERRUPTED_KEY = "interrupted_tickets"
 FIRST_RUN_NOTE = (
     "The profiling worker is still starting, so this first run waits for it. A fresh process pays "
     "torch's import and the profiler's one-time start-up (about 1 s on a CPU, about 7 s on a GPU while "
@@ -84,6 +88,7 @@ def _submit(service: ProfileService, runs: list[tuple[str, RunConfig]], force_fr
     except ConfigError as exc:  # the run-time estimate, measured by a worker since the page checked
         messages.error(str(exc))
         return None
+    st.session_state.pop(INTERRUPTED_KEY, None)  # replaced by this submission (the queue cancelled them)
     if tickets and tickets[0].replaced:
         st.info("Your earlier run, still waiting or running, was replaced by this one: each visitor "
                 "has one run at a time, so everyone gets a turn.")
@@ -120,15 +125,23 @@ def run_configs(service: ProfileService, runs: list[tuple[str, RunConfig]], *,
             messages.error(access.run_failure(exc))
             return None
         finally:
-            # A rerun or a closed tab stops this script: don't leave runs queued for nobody. A
-            # running one finishes (only Cancel kills its worker); nobody collects its result.
-            for _, ticket in tickets:
-                if not ticket.done():
-                    ticket.withdraw()
+            # A click stops this script: if it submits again, the new run replaces these (in their
+            # place in line); otherwise settle_interrupted withdraws the waiting ones at the end of
+            # that page run. A closed tab's are dropped by the queue (nobody polls them).
+            unsettled = [ticket for _, ticket in tickets if not ticket.done()]
+            if unsettled:
+                st.session_state[INTERRUPTED_KEY] = unsettled
         # Wall time as the visitor waited it: queue, worker and transfer included.
         box.update(label=f"Profiled {what} in {time.monotonic() - started:.1f} s", state="complete",
                    expanded=False)
     return results
+
+
+def settle_interrupted() -> None:
+    """At the end of a page run that submitted nothing: withdraw this session's runs still waiting
+    from an interrupted page run (a running one finishes; only Cancel kills its worker)."""
+    for ticket in st.session_state.pop(INTERRUPTED_KEY, None) or []:
+        ticket.withdraw()
 
 
 def await_worker(service: ProfileService, timeout_s: float = WORKER_START_TIMEOUT_S) -> None:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "TICKET_STATES", "FailureKind", "InitWorker", "RunDone", "RunFailed", "RunFailure", "RunRequest",
-    "ServiceBusy", "ServiceHealth", "StageChanged", "StopWorker", "TicketState", "TicketStatus",
+    "ServiceBusy", "ServiceHealth", "StageChanged", "StandbyState", "StopWorker", "TicketState", "TicketStatus",
     "WorkerHealth", "WorkerReady", "WorkerState",
 ]  # fmt: skip
 
@@ -58,6 +58,15 @@ class WorkerState(_Name):
     BUSY = "busy"
     RESTARTING = "restarting"
     STOPPED = "stopped"
+
+
+class StandbyState(_Name):
+    """A worker's warm spare (lab.run.standby)."""
+
+    NONE = "none"  # off, between spares, or not started yet
+    STARTING = "warming up"
+    READY = "ready"
+    LOW_MEMORY = "skipped: low memory"
 
 
 class FailureKind(_Name):
@@ -122,6 +131,11 @@ class WorkerHealth:
     runs_served: int
     restarts: int
     device_info: DeviceInfo | None
+    rss_bytes: int | None = None  # the worker's resident memory now
+    standby: str = "off"  # its warm spare: a StandbyState, or "off" (host setting standby=0)
+    standby_pid: int | None = None
+    standby_rss_bytes: int | None = None
+    promotions: int = 0  # times its spare replaced it (a cancelled, crashed or overdue run)
 
 
 @dataclass(frozen=True)

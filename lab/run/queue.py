@@ -20,7 +20,16 @@ from typing import TYPE_CHECKING
 from lab.run.config import RunConfig
 from lab.run.devices import DeviceInfo
 from lab.run.estimate import check_estimate
-from lab.run.protocol import FailureKind, RunFailed, ServiceBusy, TicketState, TicketStatus, WorkerState
+from lab.run.protocol import (
+    FailureKind,
+    RunFailed,
+    ServiceBusy,
+    StandbyState,
+    TicketState,
+    TicketStatus,
+    WorkerReady,
+    WorkerState,
+)
 from lab.run.settings import HostSettings
 from lab.run.spawn import exit_text
 from lab.stats import median
@@ -183,6 +192,12 @@ class WorkerRecord:
         self.runs_served = 0
         self.restarts = 0
         self.thread: threading.Thread | None = None
+        # The warm spare (lab.run.standby): (process, pipe, its WorkerReady once warm), its state,
+        # how often it replaced this worker, and the thread that keeps it.
+        self.standby: tuple[subprocess.Popen, Connection, WorkerReady | None] | None = None
+        self.standby_state = StandbyState.NONE
+        self.promotions = 0
+        self.standby_thread: threading.Thread | None = None
 
     @property
     def alive(self) -> bool:

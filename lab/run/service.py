@@ -43,6 +43,7 @@ from lab.run.protocol import (
 from lab.run.queue import ABANDONED_TICKET_S, RECENT_RUNS_FOR_ESTIMATE, RunQueue, RunTicket, WorkerRecord
 from lab.run.settings import HostSettings
 from lab.run.spawn import default_devices, visible_gpu_ids, worker_pinning
+from lab.run.standby import Standby, resident_bytes
 from lab.run.supervisor import (
     MAX_RESTART_BACKOFF_S,
     SHUTDOWN_GRACE_S,
@@ -96,10 +97,15 @@ class ProfileService:
             if self._started_at is None:
                 self._started_at = time.monotonic()
                 for worker in queue.workers:
-                    supervisor = Supervisor(queue, worker, self._stop_event)
+                    standby = Standby(queue, worker, self._stop_event) if self.settings.standby > 0 else None
+                    supervisor = Supervisor(queue, worker, self._stop_event, standby)
                     worker.thread = threading.Thread(target=supervisor.run, daemon=True,
                                                      name=f"profiler-lab-supervisor-{worker.index}")
                     worker.thread.start()
+                    if standby is not None:  # it waits for the worker's first warm-up, then starts a spare
+                        worker.standby_thread = threading.Thread(target=standby.run, daemon=True,
+                                                                 name=f"profiler-lab-standby-{worker.index}")
+                        worker.standby_thread.start()
                 # Workers would exit on their own once the server's end of the socket closes;
                 # stopping them at exit is quicker and leaves no run half-done.
                 atexit.register(_shutdown_at_exit, weakref.ref(self))
@@ -131,7 +137,7 @@ class ProfileService:
             return
         self._stop_event.set()
         with self._queue.lock:
-            threads = [w.thread for w in self._queue.workers if w.thread is not None]
+            threads = [t for w in self._queue.workers for t in (w.thread, w.standby_thread) if t is not None]
         for thread in threads:
             thread.join(timeout=SHUTDOWN_GRACE_S + 5)
 
@@ -168,15 +174,27 @@ class ProfileService:
     def health(self) -> ServiceHealth:
         queue = self._queue
         with queue.lock:
-            workers = tuple(
-                WorkerHealth(index=w.index, device=w.device, state=w.state, pid=w.pid, alive=w.alive,
-                             runs_served=w.runs_served, restarts=w.restarts, device_info=w.info)
-                for w in queue.workers)
+            workers = tuple(self._worker_health(w) for w in queue.workers)
             return ServiceHealth(
                 workers_alive=sum(w.alive for w in workers), workers_total=len(workers), workers=workers,
                 queue_length=len(queue.pending), runs_served=queue.runs_served,
                 runs_failed=queue.runs_failed, last_error=queue.last_error,
                 uptime_s=0.0 if self._started_at is None else time.monotonic() - self._started_at)
+
+    def _worker_health(self, w: WorkerRecord) -> WorkerHealth:
+        """(lock held) One worker's record as callers see it, its spare's too."""
+        spare_pid = w.standby[0].pid if w.standby is not None else None
+        return WorkerHealth(
+            index=w.index, device=w.device, state=w.state, pid=w.pid, alive=w.alive, runs_served=w.runs_served,
+            restarts=w.restarts, device_info=w.info, rss_bytes=resident_bytes(w.pid),
+            standby=str(w.standby_state) if self.settings.standby > 0 else "off", standby_pid=spare_pid,
+            standby_rss_bytes=resident_bytes(spare_pid), promotions=w.promotions)
+
+    @property
+    def device_kind(self) -> str:
+        """"cuda" when a worker runs on a GPU, else "cpu": known from the start, before any worker
+        has warmed up (the GPUs were listed by CUDA_VISIBLE_DEVICES or nvidia-smi, without CUDA)."""
+        return "cpu" if all(w.device == "cpu" for w in self._queue.workers) else "cuda"
 
     def device_info(self) -> DeviceInfo | None:
         """DeviceInfo of the first worker that has warmed up, or None before any has."""

@@ -71,6 +71,11 @@ class HostSettings:
     # Where *Open in Perfetto* sends the trace (lab/views/perfetto.py); a test points it at a
     # local stand-in, a site without internet at its own copy of the Perfetto UI.
     perfetto_origin: str = "https://ui.perfetto.dev"
+    # 1 = each worker has a warm spare (lab.run.standby) that takes over within a tick when a run
+    # is cancelled or its worker dies, instead of a fresh start (~10 s on a 2-core CPU box); it
+    # costs one idle process per worker (~0.40 GB resident on CPU) and is skipped while the
+    # machine has under 2 GiB available. 0 = no spare.
+    standby: int = 1
     # --- who may use the page (lab/access) ---------------------------------------------------
     # "" = not set: "passcode" when a passcode is set, else "off" (see login_mode).
     login: str = ""

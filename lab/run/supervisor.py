@@ -2,8 +2,9 @@
 
 It starts the worker (and waits for its warm-up), hands it the next ticket, relays stage
 updates, enforces ``run_timeout_s``, kills the worker of a run cancelled while it runs, and
-replaces (and warms up again) a worker that dies, overruns or was killed, failing only the
-ticket that was running. A worker that keeps dying while it starts is retried after 1, 2, 4 … seconds.
+replaces a worker that dies, overruns or was killed, failing only the ticket that was running:
+with the warm spare its ``Standby`` keeps (``lab.run.standby``), at once; without one, by a fresh
+worker warmed up again. A worker that keeps dying while it starts is retried after 1, 2, 4 … seconds.
 """
 
 from __future__ import annotations
@@ -26,12 +27,10 @@ from lab.run.protocol import (
 )
 from lab.run.queue import RunQueue, RunTicket, WorkerRecord, describe_config
 from lab.run.spawn import REAP_S, SHUTDOWN_GRACE_S, exit_text, start_worker_process, stop_child
+from lab.run.standby import WORKER_START_TIMEOUT_S, Standby, await_ready
 
 __all__ = ["MAX_RESTART_BACKOFF_S", "SHUTDOWN_GRACE_S", "WORKER_START_TIMEOUT_S", "Supervisor"]
 
-# First profile in a fresh process: ~1.1 s on CPU (imports torch._inductor), ~7 s on an H200
-# (CUPTI init), plus the torch import itself. A worker not ready after this is replaced.
-WORKER_START_TIMEOUT_S = 180.0
 # A worker that keeps dying while it starts is retried after 1, 2, 4 … seconds, at most this.
 MAX_RESTART_BACKOFF_S = 60.0
 # Supervisor threads wake at least this often to check deadlines and stop requests.
@@ -41,17 +40,19 @@ TICK_S = 0.25
 class Supervisor:
     """Keeps one worker alive and serving until the queue stops (``run`` is its thread)."""
 
-    def __init__(self, queue: RunQueue, worker: WorkerRecord, stop_event: threading.Event):
+    def __init__(self, queue: RunQueue, worker: WorkerRecord, stop_event: threading.Event,
+                 standby: Standby | None = None):
         self.queue = queue
         self.worker = worker
         self.stop_event = stop_event
+        self.standby = standby
 
     def run(self) -> None:
         worker, queue = self.worker, self.queue
         backoff_s = 1.0
         while not queue.stopping:
             try:
-                launched = self._launch()
+                launched = self._promote() or self._launch()
             except Exception as error:  # noqa: BLE001 - e.g. spawn refused; keep retrying
                 launched = False
                 queue.note_error(f"{worker.label} could not be started: {type(error).__name__}: {error}")
@@ -80,17 +81,10 @@ class Supervisor:
                                  settings=queue.settings))
         except OSError:
             pass  # it died already; reported below
-        deadline = time.monotonic() + WORKER_START_TIMEOUT_S
-        while not queue.stopping:
-            if conn.poll(TICK_S):
-                try:
-                    ready = conn.recv()
-                except (EOFError, OSError):
-                    break
-                self._ready(ready)
-                return process.poll() is None
-            if process.poll() is not None or time.monotonic() > deadline:
-                break
+        ready = await_ready(queue, process, conn)
+        if ready is not None:
+            self._ready(ready)
+            return process.poll() is None
         if not queue.stopping:
             try:
                 process.wait(timeout=1)
@@ -99,6 +93,21 @@ class Supervisor:
             why = "timed out" if process.returncode is None else exit_text(process.returncode)
             queue.note_error(f"{worker.label} did not start ({why})")
         return False
+
+    def _promote(self) -> bool:
+        """Put the warm spare in the worker's place (no start-up, no warm-up); False if there is none."""
+        spare = self.standby.take() if self.standby is not None else None
+        if spare is None:
+            return False
+        process, conn, ready = spare
+        worker, queue = self.worker, self.queue
+        with queue.lock:
+            worker.process, worker.conn, worker.pid = process, conn, process.pid
+        # The rates the worker measured stay: the spare warmed up while a run may have shared the
+        # device with it, so its own measurement can read low (same device, same model).
+        keep = worker.info is not None and worker.info.rates
+        self._ready(ready if not keep else WorkerReady(info=None, error=ready.error))
+        return True
 
     def _ready(self, ready: WorkerReady) -> None:
         worker, queue = self.worker, self.queue

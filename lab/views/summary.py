@@ -14,6 +14,7 @@ import pandas as pd
 from lab.analysis.bundle import Analysis
 from lab.analysis.gemm import device_name
 from lab.analysis.insights import Insight
+from lab.analysis.steps import per_iteration_us
 from lab.run.config import OPTIONS
 from lab.run.result import RunResult
 from lab.run.workloads import WORKLOADS
@@ -42,7 +43,7 @@ def summarize(trace: Trace, analysis: Analysis, insights: list[Insight], *, run:
               timing: dict | None = None) -> Summary:
     """``timing`` is a sample manifest's {"profiled_median_us", "unprofiled_median_us"} when no run."""
     metrics: list[Metric] = []
-    metrics += _timing_metrics(run, timing)
+    metrics += _timing_metrics(run, timing) or _trace_timing_metrics(analysis)
     metrics += _throughput_metrics(run, analysis)
     util = analysis.utilization
     if trace.has_gpu:
@@ -86,6 +87,21 @@ def _timing_metrics(run: RunResult | None, timing: dict | None) -> list[Metric]:
         out.append(Metric("torch.compile time", f"{run.timing.compile_s:.2f} s",
                           "First call of the compiled step, measured apart and kept out of the profile."))
     return out
+
+
+def _trace_timing_metrics(analysis: Analysis) -> list[Metric]:
+    """Per-iteration time from the trace's own steps, for a recording without timings (an
+    upload, the seed samples): the profiled time only, as nothing ran without the profiler."""
+    per_iter = per_iteration_us(analysis.steps)
+    if math.isnan(per_iter):
+        return []
+    steps = analysis.steps
+    source = str(steps["source"].iloc[0])
+    what = "ProfilerStep spans" if source == "ProfilerStep" else f"repeated '{steps['name'].iloc[0]}' annotations"
+    return [Metric("Per iteration, profiled", fmt_us(per_iter),
+                   f"From the trace: the median over its {len(steps)} steps ({what}) of each step's CPU time "
+                   "or the GPU work it launched, whichever is longer. The recording has no timing without "
+                   "the profiler.")]
 
 
 def _throughput_metrics(run: RunResult | None, analysis: Analysis) -> list[Metric]:
