@@ -13,7 +13,7 @@ import streamlit as st
 from lab.access import RateLimiter
 from lab.read import ReaderPool
 from lab.run import HostSettings, ProfileService
-from ui import access, cache, controls, ranks, room, state, teach, upload, views
+from ui import access, cache, controls, layout, ranks, room, state, teach, upload, views
 from ui.run import await_worker, open_recording, run_lesson, run_submitted, settle_interrupted
 
 st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layout="wide")
@@ -82,6 +82,7 @@ with st.sidebar:
             st.text(controls.health_text(service.health(), settings))
             st.text(controls.reader_text(readers.health()))
     access.host_sign_in(settings, limiter)
+    layout.collapse_sidebar_when_narrow()
 
 st.title("Profiler Lab")
 st.caption("torch.profiler gives you two artifacts: the key_averages **table** (what takes the most time?) "
@@ -134,7 +135,7 @@ if loaded is not None:
         "Timeline": lambda: views.timeline_view(subject, loaded),
         "Memory": lambda: views.memory_view(subject, loaded),
         "Insights": lambda: views.insights_view(loaded),
-        "Trace": lambda: views.trace_view(subject, loaded),
+        "Trace": lambda: views.trace_view(subject, loaded, settings.perfetto_origin),
         "Compare": lambda: views.compare_view(subjects, load),
         "Ranks": lambda: ranks.ranks_view(subject, readers),
     }

@@ -104,14 +104,16 @@ def chart_rows(chart) -> list[dict]:
 
 
 def chart_lanes(chart) -> list[str]:
-    """The lane axis: the domain of the y encoding on the "lane" field, wherever the layer puts it."""
+    """The lane axis: the lane names its labels show (the y axis's labelExpr holds them as a JSON
+    list, one per lane's middle row), wherever the layer puts it."""
     found = []
 
     def walk(node):
         if isinstance(node, dict):
             y = node.get("y")
-            if isinstance(y, dict) and y.get("field") == "lane" and "domain" in y.get("scale", {}):
-                found.append(y["scale"]["domain"])
+            axis = y.get("axis") if isinstance(y, dict) else None
+            if isinstance(axis, dict) and "labelExpr" in axis:
+                found.append(json.loads(axis["labelExpr"].split("[indexof(")[0]))
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
@@ -119,7 +121,7 @@ def chart_lanes(chart) -> list[str]:
                 walk(value)
 
     walk(json.loads(chart.proto.spec))
-    assert found, "the timeline's lane axis has no domain"
+    assert found, "the timeline's lane axis has no labels"
     return found[0]
 
 
@@ -632,6 +634,10 @@ def test_compare_after_two_runs_is_run_2_vs_run_1_with_whole_counts_and_no_none(
     # The visitor's previous run is the baseline, not a sample.
     assert (at.session_state["cmp_a"], at.session_state["cmp_b"]) == (first.key, second.key)
     _no_none_cells([df.value for df in at.dataframe])
+    # The A/B labels start with what tells runs apart (a selectbox cuts the end off).
+    labels = at.selectbox(key="cmp_a").options
+    for size, name in ((first.run.config.shape_text, "run_one"), (second.run.config.shape_text, "run_two")):
+        assert any(re.fullmatch(rf"Run \d\d:\d\d:\d\d · {size} float32 cpu · {name}", x) for x in labels), labels
     # Two H200 samples: kernel counts are whole numbers, and kernels new in B have a "—" ratio.
     at.session_state["cmp_a"] = "sample:matmul_add_4096_bf16.json.gz"
     at.session_state["cmp_b"] = "sample:matmul_add_4096_bf16_compiled.json.gz"

@@ -117,7 +117,7 @@ def test_the_reveal_outlines_its_events_and_opens_the_timeline_on_its_window(mon
     assert "#d62728" in outlined.proto.spec
     rows = [r for d in outlined.proto.datasets
             for r in pa.ipc.open_stream(io.BytesIO(d.data.data)).read_all().to_pylist()]
-    outlined_names = {r["name"] for r in rows if set(r) == {"lane", "depth", "start_us", "draw_end_us", "name"}}
+    outlined_names = {r["name"] for r in rows if set(r) == {"row", "start_us", "draw_end_us", "name"}}
     assert outlined_names and all(n.startswith("nvjet") or "elementwise" in n for n in outlined_names)
     next(b for b in at.button if b.key == f"reveal_tl_{key}").click()
     at.run()
@@ -140,7 +140,8 @@ def test_the_reveal_outlines_its_events_and_opens_the_timeline_on_its_window(mon
         runs.append(Run(run.name, trace, analyze(trace)))
     (q,) = [q for q in questions_for("tiny_vs_large", "cuda") if q.key == key]
     assert slider.value == pytest.approx(q.answer(runs).where.window_us)
-    domains = [json.loads(c.proto.spec)["layer"][0]["encoding"]["x"]["scale"].get("domain")
+    # Layer 0 is the lane bands (no x), layer 1 the bars.
+    domains = [json.loads(c.proto.spec)["layer"][1]["encoding"]["x"]["scale"].get("domain")
                for c in at.get("vega_lite_chart")]
     assert pytest.approx(list(slider.value)) in domains  # the Timeline's chart shows that window
 

@@ -11,11 +11,15 @@ in CI (CI=true) it fails, so the browser check cannot silently disappear.
 
 from __future__ import annotations
 
+import base64
 import gzip
+import http.server
 import json
 import os
 import re
 import sys
+import threading
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -43,6 +47,23 @@ EXPANDER_CLICKS = 5
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]
 
+SAMPLE_TRACE = ROOT / "lab" / "samples" / "matmul_add_4096_bf16.json.gz"  # the page's first subject
+SCREENS = ARTIFACTS / "screens"
+SCREEN_HEIGHT_PX = 2000  # tall enough for the longest view (Compare's two timelines)
+VIEWS = ("Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "Compare")
+STANDIN_HTML = """<!doctype html><title>Perfetto stand-in</title><script>
+window.pings = 0;
+window.addEventListener("message", (event) => {
+  if (event.data === "PING") { window.pings++; event.source.postMessage("PONG", "*"); return; }
+  const msg = event.data && event.data.perfetto;
+  if (!msg) return;
+  const bytes = new Uint8Array(msg.buffer);
+  let text = "";
+  for (let i = 0; i < bytes.length; i++) text += String.fromCharCode(bytes[i]);
+  window.received = {title: msg.title, fileName: msg.fileName, b64: btoa(text), origin: event.origin};
+});
+</script>"""
+
 
 @pytest.fixture(scope="module")
 def playwright_api():
@@ -60,21 +81,47 @@ MAX_RUN_ESTIMATE_S = "120"
 
 
 @pytest.fixture(scope="module")
-def server(playwright_api):
-    """`streamlit run app.py` on a free port; stopped (with its workers) whatever happens."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    saved = os.environ.get("PROFILER_LAB_MAX_RUN_ESTIMATE_S")
-    os.environ["PROFILER_LAB_MAX_RUN_ESTIMATE_S"] = MAX_RUN_ESTIMATE_S  # read by the server at start
+def perfetto_standin():
+    """A local page speaking Perfetto's postMessage protocol (this machine has no internet):
+    answers 'PING' with 'PONG' and keeps the {perfetto: {buffer, title}} it gets in
+    ``window.received`` (base64) for the test to read. Yields its origin."""
+    page = STANDIN_HTML.encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args):  # quiet
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
     try:
-        with streamlit_server(ARTIFACTS / "browser_server.log") as (url, _process):
-            yield url
-    except ServerFailed as exc:
-        pytest.fail(str(exc))
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
     finally:
-        if saved is None:
-            os.environ.pop("PROFILER_LAB_MAX_RUN_ESTIMATE_S", None)
-        else:
-            os.environ["PROFILER_LAB_MAX_RUN_ESTIMATE_S"] = saved
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server(playwright_api, perfetto_standin):
+    """`streamlit run app.py` on a free port, its Perfetto button pointed at the stand-in;
+    stopped (with its workers) whatever happens."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as env:  # read by the server at start, restored after
+        env.setitem(os.environ, "PROFILER_LAB_MAX_RUN_ESTIMATE_S", MAX_RUN_ESTIMATE_S)
+        env.setitem(os.environ, "PROFILER_LAB_PERFETTO_ORIGIN", perfetto_standin)
+        try:
+            with streamlit_server(ARTIFACTS / "browser_server.log") as (url, _process):
+                yield url
+        except ServerFailed as exc:
+            pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")
@@ -242,6 +289,7 @@ def test_page_end_to_end(playwright_api, page, tmp_path):
     open_expander(page, status_box)
     for name in ("cold", "warm"):
         expect(status_box.get_by_text(re.compile(rf"^{name}: done · [0-9.]+ s$"))).to_be_visible()
+    assert_no_none(page, "Run lesson")
 
     expect(page.get_by_role("tab", name="Compare", exact=True)).to_have_attribute("aria-selected", "true")
     charts = main(page).locator('[data-testid="stVegaLiteChart"]')
@@ -259,6 +307,88 @@ def test_page_end_to_end(playwright_api, page, tmp_path):
     shot(page, "lesson_compare")
 
 
+def assert_no_none(page, after: str) -> None:
+    """No stray "None" anywhere on the page (Streamlit's magic writes a bare expression's value)."""
+    text = page.locator('[data-testid="stApp"]').inner_text()
+    lines = [line for line in text.splitlines() if re.search(r"\bNone\b", line)]
+    assert not lines, f"'None' on the page after {after}: {lines[:5]}"
+
+
+def screens(page, width: int) -> None:
+    """Each view into artifacts/screens/ (looked at by hand before closing an issue). Streamlit
+    scrolls inside its own container, so the window is made tall rather than "full page"."""
+    SCREENS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": width, "height": SCREEN_HEIGHT_PX})
+    for view in VIEWS:
+        open_tab(page, view)
+        page.screenshot(path=str(SCREENS / f"{width}_{view.lower()}.png"))
+
+
+def check_narrow_layout(page, width: int) -> None:
+    """At 800 px: the sidebar folded away, the chart as wide as the main column, nothing clipped."""
+    expect = sys.modules["playwright.sync_api"].expect
+    expect(sidebar(page)).to_have_attribute("data-collapsed", "true", timeout=UI_S * 1000)
+    open_tab(page, "Timeline")
+    chart = main(page).locator('[data-testid="stVegaLiteChart"]')
+    expect(chart.locator("canvas, svg").first).to_be_visible(timeout=UI_S * 1000)
+    block = main(page).locator('[data-testid="stMainBlockContainer"]').bounding_box()
+    drawn = chart.locator("canvas, svg").first.bounding_box()
+    assert drawn["width"] >= 0.85 * block["width"], (drawn, block)  # the container's width, not ~450 px
+    assert drawn["x"] + drawn["width"] <= width  # legend and axis inside the window
+    zoom = main(page).locator('[data-testid="stSelectbox"]').filter(has_text="Zoom to").first.bounding_box()
+    assert zoom["x"] >= 0 and zoom["x"] + zoom["width"] <= width
+
+
+def open_in_perfetto(page) -> None:
+    """The Trace view's button: a new tab, PING → PONG, then the trace's bytes as sent."""
+    open_tab(page, "Trace")
+    button = main(page).frame_locator("iframe").get_by_role("button", name="Open in Perfetto")
+    with page.context.expect_page(timeout=UI_S * 1000) as new_tab:
+        button.click()
+    tab = new_tab.value
+    tab.wait_for_function("() => window.received !== undefined", timeout=UI_S * 1000)
+    got = tab.evaluate("() => window.received")
+    pings = tab.evaluate("() => window.pings")
+    tab.close()
+    assert pings >= 1 and got["title"].startswith("Sample:")
+    assert got["fileName"].endswith(".pt.trace.json.gz")
+    sent = base64.b64decode(got["b64"])
+    assert sent == SAMPLE_TRACE.read_bytes()  # gzipped, as stored: Perfetto opens .json.gz as is
+    events = json.loads(gzip.decompress(sent))["traceEvents"]
+    want = json.loads(gzip.decompress(SAMPLE_TRACE.read_bytes()))["traceEvents"]
+    assert len(events) == len(want) and Counter(e.get("name") for e in events) == Counter(e.get("name") for e in want)
+
+
+def test_views_at_1280_and_800_px_and_open_in_perfetto(playwright_api, page, server):
+    """Each view at both widths (screenshots), the narrow layout, a lesson's recording with no
+    stray "None", and the Perfetto hand-off against the local stand-in."""
+    browser = page.context.browser
+    for width in (1280, 800):
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        context.set_default_timeout(UI_S * 1000)
+        try:
+            tab = context.new_page()
+            tab.goto(server)
+            playwright_api.expect(tab.get_by_role("tab", name="Summary", exact=True)).to_be_visible(
+                timeout=SERVER_START_S * 1000)
+            wait_idle(tab)
+            if width == 1280:
+                open_in_perfetto(tab)
+                lesson = sidebar(tab).locator('[data-testid="stSelectbox"]').filter(has_text="Lesson")
+                pick_option(tab, lesson, "SDPA backends: math vs FlashAttention")
+                wait_idle(tab)
+                sidebar(tab).get_by_role("button", name="Open the H200 recording").click()
+                wait_idle(tab)
+                playwright_api.expect(tab.get_by_text("Lesson check")).to_be_visible(timeout=UI_S * 1000)
+                assert_no_none(tab, "Open the H200 recording")
+            else:
+                check_narrow_layout(tab, width)
+            screens(tab, width)
+            if width == 1280:  # Compare kept the lesson's pair while the other views were open
+                a = main(tab).get_by_role("combobox", name="A (before)")
+                playwright_api.expect(a).to_have_value(re.compile("SDPA, math backend"), timeout=UI_S * 1000)
+        finally:
+            context.close()
 # The page's clock for one click: when "Run profile" was clicked and when ``text`` first showed,
 # both from performance.now() in the page (Playwright's polling does not count).
 CLICK_CLOCK_JS = """(text) => {

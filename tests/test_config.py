@@ -176,6 +176,12 @@ def test_from_env_reads_prefixed_variables_only():
     assert settings.max_steps == HostSettings().max_steps  # untouched fields keep defaults
 
 
+def test_from_env_reads_the_perfetto_origin_as_text():
+    settings = HostSettings.from_env({"PROFILER_LAB_PERFETTO_ORIGIN": "http://127.0.0.1:9"})
+    assert settings.perfetto_origin == "http://127.0.0.1:9"
+    assert HostSettings().perfetto_origin == "https://ui.perfetto.dev"
+
+
 def test_from_env_with_nothing_set_gives_defaults():
     assert HostSettings.from_env({}) == HostSettings()
 

@@ -73,6 +73,6 @@ def test_timeline_stays_within_the_mark_budget(trace, fraction):
     start = span * (1 - fraction) / 2
     data = build_timeline(trace, start_us=start, end_us=start + span * fraction)
     assert data.mark_count <= DEFAULT_MAX_MARKS
-    assert data.shown_events + data.merged_events + data.hidden_events == data.total_events
+    assert data.shown_events + data.merged_events + data.hidden_events + data.left_out_events == data.total_events
     if fraction == 1.0:
         assert data.merged_events > 0 and data.note  # the full view of 50k events must merge

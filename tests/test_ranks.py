@@ -285,8 +285,12 @@ def test_stacked_timeline_keeps_the_single_timelines_budget_in_total(job, max_ma
     data = build_ranks_timeline(traces, ranks, max_marks=max_marks)
     assert data.mark_count <= max_marks
     assert {lane.split(" · ")[0] for lane in data.marks["lane"]} == {"rank 0", "rank 1"}
-    assert data.shown_events + data.merged_events + data.hidden_events == data.total_events
+    assert data.shown_events + data.merged_events + data.hidden_events + data.left_out_events == data.total_events
     assert data.total_events == sum(len(t.events) for t in traces)
+    # Each rank's lanes sit below the ranks above: every mark on a row of its own lane's band.
+    bands = {lane: (first, first + rows) for lane, first, rows in data.lane_rows}
+    assert [lane for lane, _, _ in data.lane_rows] == list(data.lanes)
+    assert all(bands[lane][0] <= row < bands[lane][1] for lane, row in zip(data.marks["lane"], data.marks["row"]))
 
 
 def test_stacked_timeline_puts_each_rank_on_the_jobs_clock(job):

@@ -52,7 +52,7 @@ def is_annotation(trace: Trace) -> np.ndarray:
 
 
 def test_real_trace_fits_whole(real_trace):
-    data = build_timeline(real_trace)
+    data = build_timeline(real_trace, show_profiler_lanes=True)
     ev = real_trace.events
     assert list(data.marks.columns) == list(MARK_COLUMNS)
     assert list(data.links.columns) == list(LINK_COLUMNS)
@@ -99,11 +99,17 @@ def test_real_trace_links_cover_every_launch(real_trace):
 def test_chart_spec_has_lanes_rows_links_and_zoom(real_trace):
     data = build_timeline(real_trace)
     spec = timeline_chart(data).to_dict()
-    bars, rules = spec["layer"]
+    bands, bars, rules = spec["layer"]
     y = bars["encoding"]["y"]
-    assert y["field"] == "lane" and y["type"] == "nominal" and y["scale"]["domain"] == list(data.lanes)
-    assert bars["encoding"]["yOffset"]["field"] == "depth"
+    n_rows = sum(n for _, _, n in data.lane_rows)
+    assert y["type"] == "quantitative" and y["scale"]["domain"] == [0, n_rows] and y["scale"]["reverse"]
+    axis = bands["encoding"]["y"]["axis"]  # lane names at each lane's middle row
+    assert axis["values"] == [first + n / 2 for _, first, n in data.lane_rows]
+    assert [lane for lane, _, _ in data.lane_rows] == list(data.lanes)
+    for lane in data.lanes:
+        assert lane in axis["labelExpr"]
     assert bars["encoding"]["x"]["title"] == "time (µs since trace start)"
+    assert bars["encoding"]["opacity"]["field"] == "busy_frac"
     scale = bars["encoding"]["color"]["scale"]
     assert scale["range"] == [CAT_COLORS[k] for k in scale["domain"]]
     rows = spec["datasets"][bars["data"]["name"]]
@@ -115,7 +121,8 @@ def test_chart_spec_has_lanes_rows_links_and_zoom(real_trace):
     (zoom,) = spec.get("params", []) + bars.get("params", [])
     assert zoom["select"]["type"] == "interval" and zoom["select"]["encodings"] == ["x"] and zoom["bind"] == "scales"
     assert zoom.get("views", [bars.get("name")]) == [bars.get("name")]
-    assert spec["width"] == "container" and "step" in spec["height"]  # height follows the rows
+    assert spec["width"] == "container" and spec["height"] >= n_rows * 3  # height follows the rows
+    assert spec["autosize"]["type"] == "fit-x"  # the plot's own height, not the whole chart's
 
 
 def test_window_clips_and_keeps_only_overlapping(real_trace):
@@ -123,7 +130,7 @@ def test_window_clips_and_keeps_only_overlapping(real_trace):
     kernels = ev[ev["cat"].astype(str) == "kernel"]
     k = kernels.iloc[len(kernels) // 2]
     w0, w1 = float(k["ts_us"]) + float(k["dur_us"]) / 2, float(k["ts_us"]) + float(k["dur_us"]) * 3
-    data = build_timeline(real_trace, start_us=w0, end_us=w1)
+    data = build_timeline(real_trace, start_us=w0, end_us=w1, show_profiler_lanes=True)
     assert data.total_events == int(overlapping(real_trace, w0, w1).sum()) == len(data.marks)
     assert (data.marks["start_us"] >= w0).all() and (data.marks["end_us"] <= w1).all()
     clipped = data.marks[data.marks["name"] == str(k["name"])].iloc[0]
@@ -136,7 +143,8 @@ def test_window_errors_and_empty_window(real_trace):
     far = float((real_trace.events["ts_us"] + real_trace.events["dur_us"]).max()) + 1e6
     data = build_timeline(real_trace, start_us=far, end_us=far + 10)
     assert data.total_events == 0 and len(data.marks) == 0 and len(data.links) == 0
-    assert timeline_chart(data).to_dict()["layer"][0]["encoding"]["y"]["scale"]["domain"] == list(data.lanes)
+    assert [lane for lane, _, _ in data.lane_rows] == list(data.lanes)
+    timeline_chart(data).to_dict()
     # A trace with no events at all still gives a (blank) chart rather than an error.
     empty = replace(real_trace, events=real_trace.events.iloc[:0], flows=real_trace.flows.iloc[:0])
     blank = build_timeline(empty)
@@ -146,7 +154,7 @@ def test_window_errors_and_empty_window(real_trace):
 
 def test_tiny_budget_folds_rows_and_conserves_events(real_trace):
     for budget in (60, 12, 4):
-        data = build_timeline(real_trace, max_marks=budget)
+        data = build_timeline(real_trace, max_marks=budget, show_profiler_lanes=True)
         assert data.mark_count <= budget
         assert int(data.marks["merged_count"].sum()) + data.hidden_events == data.total_events == len(real_trace.events)
         assert data.shown_events + data.merged_events + data.hidden_events == data.total_events
@@ -172,13 +180,16 @@ def test_large_trace_stays_in_budget_and_loses_nothing(large_trace, which):
     marks = data.marks
     assert data.mark_count <= 5_000
     assert data.total_events == int(inside.sum())
-    # Nothing silently lost: real marks + merged counts = events overlapping the window.
-    assert int(marks["merged_count"].sum()) == data.total_events
+    # Nothing silently lost: real marks + merged counts = events overlapping the window, but
+    # for the profiler's own lanes (hidden by default).
+    own = large_trace.events["pid"].astype(str).isin(["-1", "Spans"]).to_numpy()
+    assert data.hidden_profiler_events == int((inside & own).sum())
+    assert int(marks["merged_count"].sum()) == data.total_events - data.hidden_profiler_events
     assert data.hidden_events == 0
     if data.merged_events:
         assert "merged" in data.note and "zoom in" in data.note
     else:
-        assert len(marks) == data.total_events
+        assert len(marks) == data.total_events - data.hidden_profiler_events
     # Annotations remain: each overlapping annotation is a real mark or counted in a merged bar
     # that holds annotations only (coloured as one), never folded into a generic merged bar.
     ann_inside = int((inside & is_annotation(large_trace)).sum())
@@ -196,7 +207,8 @@ def test_large_trace_stays_in_budget_and_loses_nothing(large_trace, which):
 def test_large_trace_full_view_merges_and_zoom_shows_real_events(large_trace):
     full = build_timeline(large_trace)
     assert full.merged_events > 0 and full.total_events == len(large_trace.events)
-    merged = int(full.marks.loc[full.marks["kind"] == "merged", "merged_count"].sum())
+    generic = (full.marks["merged_count"] > 1) & ~full.marks["cat"].isin(ANNOTATION_CATS)
+    merged = int(full.marks.loc[generic, "merged_count"].sum())
     assert full.note.startswith(f"{merged:,} events shorter than")
     # Zoomed to ~one step's worth of events: every event is itself, and links come back.
     ev = large_trace.events
@@ -208,14 +220,15 @@ def test_large_trace_full_view_merges_and_zoom_shows_real_events(large_trace):
     launch, gpu = large_trace.flows["launch_row"].to_numpy(), large_trace.flows["gpu_row"].to_numpy()
     both_in = (ts[launch] >= w0) & (ts[launch] <= w0 + 2_000) & (ts[gpu] >= w0) & (ts[gpu] <= w0 + 2_000)
     assert len(data.links) == int(both_in.sum())
-    assert timeline_chart(data).to_dict()["layer"][1]["mark"]["type"] == "rule"
+    assert timeline_chart(data).to_dict()["layer"][2]["mark"]["type"] == "rule"
 
 
 def test_events_wider_than_the_bin_are_never_merged(large_trace):
     """With a tight budget, every non-annotation event at least one bin wide stays itself."""
     span = float((large_trace.events["ts_us"] + large_trace.events["dur_us"]).max())
     w0, w1 = span * 0.5, span * 0.503
-    data = build_timeline(large_trace, start_us=w0, end_us=w1, max_marks=300, width_px=1200)
+    data = build_timeline(large_trace, start_us=w0, end_us=w1, max_marks=300, width_px=1200,
+                          show_profiler_lanes=True)
     assert data.merged_events > 0 and data.depth_cap is None
     assert data.bin_us >= (w1 - w0) / 1200  # never finer than a pixel
     ev = large_trace.events

@@ -113,7 +113,10 @@ def table_view(subject: Subject, loaded: Loaded) -> None:
         st.markdown("**GPU kernels** (from the trace: every kernel, memcpy and memset by name)")
         st.dataframe(loaded.analysis.kernels, hide_index=True, width="stretch",
                      column_config=_float_formats(loaded.analysis.kernels, {
-                         "share_pct": st.column_config.NumberColumn("share_pct", format="%.1f%%")}))
+                         "share_pct": st.column_config.NumberColumn("share_pct", format="%.1f%%"),
+                         # A kernel name can be 300 characters: the numbers stay in view, the name
+                         # is whole in the cell's tooltip.
+                         "name": st.column_config.Column("name", width=2 * DIFF_COLUMN_PX["name"])}))
 
 
 def _time_window(subject: Subject, loaded: Loaded, prefix: str) -> tuple[float, float]:
@@ -138,12 +141,26 @@ def _time_window(subject: Subject, loaded: Loaded, prefix: str) -> tuple[float, 
 
 def timeline_view(subject: Subject, loaded: Loaded) -> None:
     window = _time_window(subject, loaded, "tl")
-    data = lv.build_timeline(loaded.trace, start_us=window[0], end_us=window[1])
+    has_python = bool((loaded.trace.events["cat"] == "python_function").any())
+    own = lv.profiler_lanes(loaded.trace.events)
+    # The toggles this trace needs, side by side from the left.
+    cols = iter(st.columns(4))
+    all_python = has_python and next(cols).toggle(
+        "All Python frames", key="tl_python_all",
+        help=f"with_stack's call stacks: by default only the outermost {lv.DEFAULT_PYTHON_LEVELS} levels are drawn.")
+    show_own = len(own) > 0 and next(cols).toggle("Profiler's own lanes", key="tl_profiler_lanes",
+                                                  help=lv.PROFILER_LANE_NOTE.capitalize() + ".")
+    data = lv.build_timeline(loaded.trace, start_us=window[0], end_us=window[1],
+                             python_levels=None if all_python else lv.DEFAULT_PYTHON_LEVELS,
+                             show_profiler_lanes=show_own)
     st.altair_chart(lv.timeline_chart(data), width="stretch", key=f"tl_chart_{subject.digest}")
+    hidden = (f" The profiler's own lanes ({', '.join(data.profiler_lanes)}) are hidden."
+              if len(own) and not show_own else "")
     st.caption(
         f"{data.shown_events:,} of {data.total_events:,} events in this window drawn as themselves; "
         f"{len(data.links):,} launch → GPU links. Scroll on the chart to zoom, drag to pan, "
-        "hover for shapes, grid/block, registers and occupancy." + (f" {data.note}" if data.note else ""))
+        "hover for shapes, grid/block, registers and occupancy. A faint bar is mostly idle: opacity is the "
+        "share of its width that its events cover." + (f" {data.note}." if data.note else "") + hidden)
 
 
 def memory_view(subject: Subject, loaded: Loaded) -> None:
@@ -174,22 +191,36 @@ def memory_view(subject: Subject, loaded: Loaded) -> None:
         st.dataframe(ops, hide_index=True, width="stretch", column_config=_float_formats(ops))
 
 
-def trace_view(subject: Subject, loaded: Loaded) -> None:
+def trace_view(subject: Subject, loaded: Loaded, perfetto_origin: str) -> None:
     data = subject.trace_bytes
     if data:
         _trace_downloads(_stem(subject), data)
+        _open_in_perfetto(subject, data, perfetto_origin)
     else:  # an upload: its bytes were let go once read (the file is on the visitor's disk)
         st.caption("Your uploaded file is not kept on the server once read, only what these views need; "
                    "open your own copy in Perfetto or HTA as below.")
     st.markdown("**Events by category**")
     st.dataframe(category_counts(loaded.trace), hide_index=True)
     st.markdown(
-        "**Open it in Perfetto:** go to ui.perfetto.dev → *Open trace file* → pick the downloaded "
-        "file (`.json.gz` works as is). Use W/S to zoom, A/D to pan; click a kernel and follow its "
-        "flow arrow back to the CPU launch.\n\n"
+        "**Open it in Perfetto:** *Open in Perfetto* above opens ui.perfetto.dev in a new tab with this "
+        "trace; or go to ui.perfetto.dev → *Open trace file* → pick the downloaded file (`.json.gz` works "
+        "as is). Use W/S to zoom, A/D to pan; click a kernel and follow its flow arrow back to the CPU "
+        "launch.\n\n"
         "**Analyze it with HTA:** `pip install HolisticTraceAnalysis`, put the file in a folder, then "
         "`from hta.trace_analysis import TraceAnalysis; TraceAnalysis(trace_dir=folder).get_temporal_breakdown()`.\n\n"
         "**Or here:** `python -m lab analyze FILE` prints the same summary as this page.")
+
+
+def _open_in_perfetto(subject: Subject, data: bytes, origin: str) -> None:
+    """The button that hands the trace to the Perfetto UI in a new tab (lab/views/perfetto.py)."""
+    if len(data) > lv.PERFETTO_INLINE_MAX_BYTES:
+        st.caption("This trace is too large to hand to Perfetto from the page: download it and open it there.")
+        return
+    suffix = ".pt.trace.json.gz" if data[:2] == b"\x1f\x8b" else ".pt.trace.json"
+    # st.iframe runs the snippet's script (sandbox: scripts, same origin, pop-ups): the trace is
+    # the app's own bytes and the title is escaped into a JS string (lab/views/perfetto.py).
+    st.iframe(lv.perfetto_button_html(data, title=subject.title, file_name=_stem(subject) + suffix, origin=origin),
+              height=lv.PERFETTO_HEIGHT_PX)
 
 
 def _trace_downloads(stem: str, data: bytes) -> None:
@@ -213,17 +244,22 @@ def compare_view(subjects: list[Subject], load) -> None:
     titles = {s.key: s.title for s in subjects}
     # Defaults through session_state only (a widget given both a default and a state value warns),
     # repaired when a run they named was pushed out of the session.
+    # Streamlit forgets a widget's value in a run that does not draw it (another tab was open),
+    # so the choice is also kept under "_cmp_a"/"_cmp_b" and restored from there.
     for name, fallback in (("cmp_a", keys[0]), ("cmp_b", keys[1])):
         if st.session_state.get(name) not in titles:
-            st.session_state[name] = fallback
+            kept = st.session_state.get(f"_{name}")
+            st.session_state[name] = kept if kept in titles else fallback
     # After a new run, compare it (B) with the session's previous run (A), not with a sample.
     runs = [s.key for s in subjects if s.run is not None]  # newest first
     if len(runs) >= 2 and st.session_state.get("_cmp_newest_run") != runs[0]:
         st.session_state["cmp_a"], st.session_state["cmp_b"] = runs[1], runs[0]
     st.session_state["_cmp_newest_run"] = runs[0] if runs else None
     c1, c2 = st.columns(2)
-    a_key = c1.selectbox("A (before)", keys, key="cmp_a", format_func=titles.get)
-    b_key = c2.selectbox("B (after)", keys, key="cmp_b", format_func=titles.get)
+    labels = {s.key: _compare_label(s) for s in subjects}
+    a_key = c1.selectbox("A (before)", keys, key="cmp_a", format_func=labels.get)
+    b_key = c2.selectbox("B (after)", keys, key="cmp_b", format_func=labels.get)
+    st.session_state["_cmp_a"], st.session_state["_cmp_b"] = a_key, b_key
     a = next(s for s in subjects if s.key == a_key)
     b = next(s for s in subjects if s.key == b_key)
     la, lb = load(a), load(b)
@@ -244,16 +280,47 @@ def compare_view(subjects: list[Subject], load) -> None:
         st.caption("Neither trace has GPU kernels (CPU runs): compare the operators below.")
     else:
         kernels = _ratio_as_text(cmp.kernels)
-        st.dataframe(kernels, hide_index=True, width="stretch", column_config=_float_formats(kernels))
+        st.dataframe(kernels, hide_index=True, width="stretch", column_config=_diff_columns(kernels))
     st.markdown("**Operators** (self CPU time per name)")
     operators = _ratio_as_text(cmp.operators)
-    st.dataframe(operators, hide_index=True, width="stretch", column_config=_float_formats(operators))
+    st.dataframe(operators, hide_index=True, width="stretch", column_config=_diff_columns(operators))
     span = max(la.analysis.utilization.trace_span_us, lb.analysis.utilization.trace_span_us)
     for label, subject, loaded in (("A", a, la), ("B", b, lb)):
         st.markdown(f"**Timeline {label}:** {md_escape(subject.title)}")
         data = lv.build_timeline(loaded.trace, start_us=0.0, end_us=span, max_marks=2500)
         st.altair_chart(lv.timeline_chart(data), width="stretch", key=f"cmp_chart_{label}")
     st.caption(f"Both timelines share one time scale: 0 – {fmt_us(span)}.")
+
+
+# Compare's diff tables: 9 columns in a ~770 px (800 px window) to ~880 px (1280 px) main column.
+# Left to Streamlit, a 300-character kernel name took half the width and pushed b_us … ratio out
+# of view; the full name is in the cell's tooltip. The other columns size to their numbers.
+DIFF_COLUMN_PX = {"name": 160, "cat": 100}
+
+
+def _diff_columns(df) -> dict:
+    """Three decimals for the times, and widths that keep every column of a diff in view."""
+    config = _float_formats(df)
+    for column, px in DIFF_COLUMN_PX.items():
+        if column in config:
+            config[column] = st.column_config.NumberColumn(column, format="%.3f", width=px)
+        elif column in df.columns:
+            config[column] = st.column_config.Column(column, width=px)
+    return config
+
+
+def _compare_label(subject: Subject) -> str:
+    """A short label that starts with what tells runs apart (a selectbox cuts the end off): the
+    time, then the size/dtype/device, with a lesson run's name ("cold", "compiled") before them."""
+    run = subject.run
+    if run is None:
+        return subject.title
+    c = run.config
+    name, _, clock = subject.title.removeprefix("Run: ").rpartition(" (")
+    what = f"{c.shape_text} {c.dtype} {run.device.kind}"
+    name = name.replace(f" · {c.workload} {what}", "")  # the default title repeats what ran
+    parts = (what, name) if name == c.step_label else (name, what)
+    return f"Run {clock.rstrip(')')} · {parts[0]} · {parts[1]}"
 
 
 def _totals_as_text(totals):

@@ -73,6 +73,9 @@ class HostSettings:
     # Runs estimated (lab.run.estimate) to take longer are refused before they queue, so one
     # attendee cannot hold a worker for minutes (16384³ float32 on a CPU: ~15 min). 0 = no limit.
     max_run_estimate_s: float = 20.0
+    # Where *Open in Perfetto* sends the trace (lab/views/perfetto.py); a test points it at a
+    # local stand-in, a site without internet at its own copy of the Perfetto UI.
+    perfetto_origin: str = "https://ui.perfetto.dev"
     # 1 = each worker has a warm spare (lab.run.standby) that takes over within a tick when a run
     # is cancelled or its worker dies, instead of a fresh start (~10 s on a 2-core CPU box); it
     # costs one idle process per worker (~0.40 GB resident on CPU) and is skipped while the

@@ -15,6 +15,7 @@ from lab.views.memory import (
     memory_rows,
     step_table,
 )
+from lab.views.perfetto import PERFETTO_HEIGHT_PX, PERFETTO_INLINE_MAX_BYTES, perfetto_button_html
 from lab.views.ranks import build_ranks_timeline, rank_table, ranks_span_us
 from lab.views.roofline import answers_chart, answers_frame, reveal_timeline, roofline_chart
 from lab.views.summary import category_counts, comparison_totals, summarize
@@ -25,13 +26,16 @@ from lab.views.tables import (
     to_csv_bytes,
     trace_table,
 )
-from lab.views.timeline import build_timeline, timeline_chart
+from lab.views.timeline import DEFAULT_PYTHON_LEVELS, PROFILER_LANE_NOTE, build_timeline, timeline_chart
+from lab.views.timeline_rows import profiler_lanes
 from lab.views.torch_table import TORCH_SORT_COLUMNS, torch_sorted, torch_table_text
 from lab.vocab import SORT_KEYS, TORCH_SORT_KEYS, is_device_sort
 
 __all__ = [
     "NO_MEMORY", "build_memory_view", "device_table", "memory_chart", "memory_insights", "memory_ops", "memory_rows",
     "step_table",
+    "PERFETTO_HEIGHT_PX", "PERFETTO_INLINE_MAX_BYTES", "perfetto_button_html",
+    "DEFAULT_PYTHON_LEVELS", "PROFILER_LANE_NOTE", "profiler_lanes",
     "answers_chart", "answers_frame", "reveal_timeline", "roofline_chart",
     "SORT_KEYS", "TORCH_SORT_COLUMNS", "TORCH_SORT_KEYS", "build_timeline", "category_counts", "comparison_totals",
     "fmt_us", "format_key_averages", "is_device_sort", "key_averages_view", "limit_text_table",

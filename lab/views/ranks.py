@@ -54,15 +54,20 @@ def ranks_span_us(traces: Sequence[Trace], ranks: RanksAnalysis) -> float:
     return max(off + t.meta.span_us for t, off in zip(traces, ranks.offsets_us, strict=True))
 
 
-def _shifted(data: TimelineData, rank: int, offset: float) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, ...]]:
+def _shifted(data: TimelineData, rank: int, offset: float,
+             first_row: int) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, ...]]:
+    """One rank's marks and links on the job's clock, its rows below the ranks above it."""
     marks = data.marks.copy()
     for c in ("start_us", "end_us", "draw_end_us"):
         marks[c] = marks[c].to_numpy(dtype=np.float64) + offset
+    marks["row"] = marks["row"].to_numpy(dtype=np.int64) + first_row
     marks["lane"] = [rank_lane(rank, str(x)) for x in marks["lane"]]
     marks["lane_order"] = marks["lane_order"].to_numpy(dtype=np.int64) + rank * LANE_ORDER_STRIDE
     links = data.links.copy()
     for c in ("launch_x_us", "gpu_x_us"):
         links[c] = links[c].to_numpy(dtype=np.float64) + offset
+    for c in ("launch_y", "gpu_y"):
+        links[c] = links[c].to_numpy(dtype=np.float64) + first_row
     for c in ("launch_lane", "gpu_lane"):
         links[c] = [rank_lane(rank, str(x)) for x in links[c]]
     return marks, links, tuple(rank_lane(rank, lane) for lane in data.lanes)
@@ -94,7 +99,8 @@ def build_ranks_timeline(traces: Sequence[Trace], ranks: RanksAnalysis, *, start
                               width_px=width_px)
         left -= data.mark_count
         parts[i] = data
-    shifted = [_shifted(parts[i], ranks.ranks[i].rank, offsets[i]) for i in range(n)]
+    first_rows = np.cumsum([0] + [sum(r for _, _, r in parts[i].lane_rows) for i in range(n)])
+    shifted = [_shifted(parts[i], ranks.ranks[i].rank, offsets[i], int(first_rows[i])) for i in range(n)]
     marks = [m for m, _, _ in shifted if len(m)]
     links = [x for _, x, _ in shifted if len(x)]
     datas = [parts[i] for i in range(n)]
@@ -109,6 +115,12 @@ def build_ranks_timeline(traces: Sequence[Trace], ranks: RanksAnalysis, *, start
         merged_events=sum(d.merged_events for d in datas), note="; ".join(notes),
         hidden_events=sum(d.hidden_events for d in datas), hidden_links=sum(d.hidden_links for d in datas),
         bin_us=max(d.bin_us for d in datas), depth_cap=None, trace_events=sum(d.trace_events for d in datas),
+        lane_rows=tuple((rank_lane(ranks.ranks[i].rank, lane), first + int(first_rows[i]), rows)
+                        for i in range(n) for lane, first, rows in parts[i].lane_rows),
+        folded_python=sum(d.folded_python for d in datas),
+        profiler_lanes=tuple(rank_lane(ranks.ranks[i].rank, lane)
+                             for i in range(n) for lane in parts[i].profiler_lanes),
+        hidden_profiler_events=sum(d.hidden_profiler_events for d in datas),
     )
 
 

@@ -13,7 +13,7 @@ import altair as alt
 import pandas as pd
 
 from lab.trace.load import Trace
-from lab.views.timeline import TimelineData, build_timeline, timeline_chart
+from lab.views.timeline import TimelineData, build_timeline, outline_layer, timeline_chart
 
 __all__ = ["HIGHLIGHT", "REGION_COLORS", "answers_chart", "answers_frame", "reveal_timeline", "roofline_chart"]
 
@@ -79,10 +79,7 @@ def reveal_timeline(trace: Trace, window_us: tuple[float, float],
     data = build_timeline(trace, start_us=window_us[0], end_us=window_us[1], width_px=REVEAL_WIDTH_PX)
     chart = timeline_chart(data)
     marks = data.marks
-    picked = marks[marks["name"].astype(str).isin(list(names))][["lane", "depth", "start_us", "draw_end_us", "name"]]
-    lanes = list(data.lanes)
-    outline = alt.Chart(picked).mark_bar(filled=False, stroke=HIGHLIGHT, strokeWidth=2.5).encode(
-        x=alt.X("start_us:Q"), x2="draw_end_us:Q", y=alt.Y("lane:N", sort=lanes),
-        yOffset=alt.YOffset("depth:O", sort="ascending"), tooltip=[alt.Tooltip("name:N", title="the evidence")])
-    return data, alt.layer(*chart.layer, outline).properties(width="container",
-                                                            height=chart.height)
+    picked = marks[marks["name"].astype(str).isin(list(names))]
+    outline = outline_layer(data, picked, color=HIGHLIGHT, stroke_px=2.5, title="the evidence")
+    return data, alt.layer(*chart.layer, outline).properties(width="container", height=chart.height,
+                                                            autosize=chart.autosize)

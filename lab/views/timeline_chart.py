@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import altair as alt
+import pandas as pd
 
 from lab.views.timeline_lod import CAT_COLORS
+from lab.views.timeline_rows import BAR_FILL
 
 if TYPE_CHECKING:  # the data class lives with build_timeline, which imports this module
     from lab.views.timeline import TimelineData
 
-__all__ = ["LEGEND_COLUMNS", "MAX_PLOT_HEIGHT_PX", "MIN_ROW_STEP_PX", "ROW_STEP_PX", "TOOLTIP_NAME_CHARS",
-           "timeline_chart"]
+__all__ = ["LANE_LABEL_PX", "LEGEND_COLUMNS", "MAX_PLOT_HEIGHT_PX", "MIN_OPACITY", "MIN_ROW_STEP_PX",
+           "ROW_STEP_PX", "TOOLTIP_NAME_CHARS", "lane_label", "outline_layer", "timeline_chart"]
 
 # Tooltip names are cut: some kernel names are ~400 characters of template arguments.
 TOOLTIP_NAME_CHARS = 160
@@ -25,12 +28,18 @@ MAX_PLOT_HEIGHT_PX = 480
 # Legend entries per line: "gpu_user_annotation" is ~150 px, and Streamlit's centred layout
 # gives ~700 px; more columns get clipped on the right.
 LEGEND_COLUMNS = 4
+# Lane labels are cut past this width: "CPU thread 497 (pt_autograd_0)" is ~190 px, and at an
+# 800 px viewport the plot keeps ~500 px beside them.
+LANE_LABEL_PX = 200
+# The faintest a bar is drawn (busy share 0): still visible and hoverable on white.
+MIN_OPACITY = 0.15
 
 _BAR_TOOLTIPS = (
     alt.Tooltip("name:N", title="name"),
     alt.Tooltip("cat:N", title="category"),
     alt.Tooltip("merged_count:Q", title="events", format=","),
     alt.Tooltip("dur_us:Q", title="duration (µs)", format=",.3f"),
+    alt.Tooltip("busy_frac:Q", title="busy share of the bar", format=".0%"),
     alt.Tooltip("start_us:Q", title="start (µs)", format=",.3f"),
     alt.Tooltip("input_dims:N", title="input shapes"),
     alt.Tooltip("grid:N", title="grid"),
@@ -47,55 +56,112 @@ _LINK_TOOLTIPS = (
 
 
 def timeline_chart(data: TimelineData) -> alt.LayerChart:
-    """Layered Altair chart: one bar per mark, rules for launch → GPU links, x zoom/pan.
+    """Layered Altair chart: lane bands, one bar per mark, rules for launch → GPU links, x zoom/pan.
 
-    Lanes are rows (CPU threads first, then GPU streams); nested events stack inside their lane,
-    one sub-row per depth. The height follows the rows (a fixed height would squash them) and
-    the width follows the container.
+    Lanes are bands of rows (CPU threads first, then GPU streams); nested events stack inside
+    their lane, one row per depth; every bar fills the middle ``BAR_FILL`` of its row, the lane
+    label sits at the lane's middle and a link joins the middles of its two bars' rows. A bar's
+    opacity is its busy share (``busy_frac``). The height follows the rows (a fixed height would
+    squash them) and the width follows the container.
     """
     marks = data.marks.copy()
     marks["name"] = [_short_name(n) for n in marks["name"]]
-    lanes = list(data.lanes)
     present = set(marks["kind"])
     kinds = [k for k in CAT_COLORS if k in present] or ["kernel"]
+    n_rows = max(sum(n for _, _, n in data.lane_rows), 1)
     x_scale = alt.Scale(domain=list(data.window), nice=False, zero=False)
-    lane_scale = alt.Scale(domain=lanes)
+    y_scale = alt.Scale(domain=[0, n_rows], reverse=True, nice=False, zero=False)
     zoom = alt.selection_interval(bind="scales", encodings=["x"])
+    pad = (1.0 - BAR_FILL) / 2
     bars = (
         alt.Chart(marks)
-        .mark_bar(cornerRadius=1)
+        .transform_calculate(y_top=f"datum.row + {pad}", y_bottom=f"datum.row + {1.0 - pad}")
+        .mark_rect(cornerRadius=1)
         .encode(
             x=alt.X("start_us:Q", scale=x_scale, title="time (µs since trace start)"),
             x2="draw_end_us:Q",
-            y=alt.Y("lane:N", sort=lanes, scale=lane_scale, axis=alt.Axis(title=None, labelLimit=260)),
-            yOffset=alt.YOffset("depth:O", sort="ascending"),
+            y=alt.Y("y_top:Q", scale=y_scale, title=None),
+            y2="y_bottom:Q",
             color=alt.Color(
                 "kind:N",
                 scale=alt.Scale(domain=kinds, range=[CAT_COLORS[k] for k in kinds]),
                 legend=alt.Legend(title="category", orient="bottom", columns=LEGEND_COLUMNS),
             ),
+            opacity=alt.Opacity("busy_frac:Q", scale=alt.Scale(domain=[0.0, 1.0], range=[MIN_OPACITY, 1.0]),
+                                legend=None),
             tooltip=list(_BAR_TOOLTIPS),
         )
         .add_params(zoom)
     )
-    layers = [bars]
+    layers = [_lane_bands(data, y_scale), bars]  # the first layer's axis is the chart's
     if len(data.links):
-        layers.append(_link_rules(data, x_scale, lane_scale, lanes))
-    rows = max(len(lanes), 1) * max(marks["depth"].nunique(), 1)
-    step = min(ROW_STEP_PX, max(MIN_ROW_STEP_PX, MAX_PLOT_HEIGHT_PX // rows))
-    return alt.layer(*layers).properties(width="container", height=alt.Step(step, **{"for": "offset"}))
+        layers.append(_link_rules(data, x_scale, y_scale))
+    step = min(ROW_STEP_PX, max(MIN_ROW_STEP_PX, MAX_PLOT_HEIGHT_PX // n_rows))
+    # fit-x: the width follows the container and the height is the rows' own. Without it
+    # Streamlit asks for "fit", which makes the height the whole chart's (legend and axis
+    # included): 9 rows × 12 px minus a 100 px legend left no rows at all (measured in 1.67).
+    return alt.layer(*layers).properties(width="container", height=n_rows * step,
+                                         autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
 
 
-def _link_rules(data: TimelineData, x_scale: alt.Scale, lane_scale: alt.Scale, lanes: list[str]) -> alt.Chart:
-    """One rule per launch → GPU link, from the launch call's start to the GPU activity's start."""
+def outline_layer(data: TimelineData, marks: pd.DataFrame, *, color: str, stroke_px: float,
+                  title: str) -> alt.Chart:
+    """Unfilled outlines over some of ``data.marks`` (their rows and spans), on the chart's scales:
+    a layer to add to ``timeline_chart(data)``'s."""
+    n_rows = max(sum(n for _, _, n in data.lane_rows), 1)
+    pad = (1.0 - BAR_FILL) / 2
+    return (
+        alt.Chart(marks.loc[:, ["row", "start_us", "draw_end_us", "name"]])
+        .transform_calculate(y_top=f"datum.row + {pad}", y_bottom=f"datum.row + {1.0 - pad}")
+        .mark_rect(filled=False, stroke=color, strokeWidth=stroke_px)
+        .encode(
+            x=alt.X("start_us:Q", scale=alt.Scale(domain=list(data.window), nice=False, zero=False)),
+            x2="draw_end_us:Q",
+            y=alt.Y("y_top:Q", scale=alt.Scale(domain=[0, n_rows], reverse=True, nice=False, zero=False),
+                    title=None),
+            y2="y_bottom:Q",
+            tooltip=[alt.Tooltip("name:N", title=title)],
+        )
+    )
+
+
+def lane_label(data: TimelineData, lane: str) -> str:
+    """A lane's label on the chart: its name, and what it is when it is the profiler's own."""
+    return f"{lane} · profiler's own" if lane in data.profiler_lanes else lane
+
+
+def _lane_axis(data: TimelineData) -> alt.Axis:
+    """Lane names at each lane's middle row (the axis is the rows' numeric scale)."""
+    middles = [first + n / 2 for _, first, n in data.lane_rows]
+    labels = [lane_label(data, lane) for lane, _, _ in data.lane_rows]
+    expr = f"{json.dumps(labels)}[indexof({json.dumps(middles)}, datum.value)]"
+    return alt.Axis(title=None, values=middles, labelExpr=expr, labelLimit=LANE_LABEL_PX, grid=False, ticks=False,
+                    domain=False)
+
+
+def _lane_bands(data: TimelineData, y_scale: alt.Scale) -> alt.Chart:
+    """Every other lane shaded across the whole width, so a lane's rows read as one band."""
+    bands = pd.DataFrame([{"lane": lane, "top": first, "bottom": first + n}
+                          for i, (lane, first, n) in enumerate(data.lane_rows) if i % 2 == 1],
+                         columns=["lane", "top", "bottom"])
+    return (
+        alt.Chart(bands)
+        .mark_rect(color="#000000", opacity=0.04)
+        .encode(y=alt.Y("top:Q", scale=y_scale, axis=_lane_axis(data)), y2="bottom:Q")
+    )
+
+
+def _link_rules(data: TimelineData, x_scale: alt.Scale, y_scale: alt.Scale) -> alt.Chart:
+    """One rule per launch → GPU link, from the launch call's start to the GPU activity's start,
+    each end in the middle of its bar's row."""
     return (
         alt.Chart(data.links)
-        .mark_rule(color="#333333", strokeWidth=0.8, opacity=0.4)
+        .mark_rule(color="#333333", strokeWidth=0.8, opacity=0.5)
         .encode(
             x=alt.X("launch_x_us:Q", scale=x_scale),
             x2="gpu_x_us:Q",
-            y=alt.Y("launch_lane:N", sort=lanes, scale=lane_scale),
-            y2="gpu_lane:N",
+            y=alt.Y("launch_y:Q", scale=y_scale, title=None),
+            y2="gpu_y:Q",
             tooltip=list(_LINK_TOOLTIPS),
         )
     )

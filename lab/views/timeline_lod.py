@@ -44,18 +44,17 @@ CAT_COLORS = {
     "cuda_driver": "#9d755d",
     "python_function": "#bab0ac",
     "overhead": "#d6d6d6",
-    "merged": "#555555",
     "other": "#ff9da6",
 }
-_CAT_KINDS = tuple(k for k in CAT_COLORS if k not in ("merged", "other"))
+_CAT_KINDS = tuple(k for k in CAT_COLORS if k != "other")
 
 MARK_COLUMNS = (
     "lane", "lane_order", "name", "cat", "kind", "start_us", "end_us", "draw_end_us", "dur_us",
-    "depth", "merged_count", "input_dims", "grid", "block", "registers_per_thread",
+    "depth", "row", "merged_count", "busy_us", "busy_frac", "input_dims", "grid", "block", "registers_per_thread",
     "shared_memory_bytes", "occupancy_pct",
 )
 LINK_COLUMNS = (
-    "correlation", "launch_lane", "launch_x_us", "launch_name", "gpu_lane", "gpu_x_us",
+    "correlation", "launch_lane", "launch_x_us", "launch_y", "launch_name", "gpu_lane", "gpu_x_us", "gpu_y",
     "gpu_name", "delay_us",
 )
 _TEXT_TOOLTIP_COLUMNS = ("input_dims", "grid", "block")
@@ -242,9 +241,11 @@ def _widest_bin_px(win: Window, pixel_us: float) -> float:
 # --------------------------------------------------------------------------- marks
 
 
-def build_marks(events: pd.DataFrame, cols: Columns, win: Window, grouping: Grouping, *,
-                 merged_kind: str | None):
-    """(real-event rows, merged-bar rows, positions in ``events`` drawn as themselves)."""
+def build_marks(events: pd.DataFrame, cols: Columns, win: Window, grouping: Grouping):
+    """(real-event rows, merged-bar rows, positions in ``events`` drawn as themselves).
+
+    A merged bar takes the colour of the category that holds most of its time, and says how
+    much of its extent its events cover (``busy_us``): the chart draws it that opaque."""
     real_pos = np.flatnonzero(~grouping.merge)
     merged = empty_marks()
     if grouping.n_groups:
@@ -258,10 +259,7 @@ def build_marks(events: pd.DataFrame, cols: Columns, win: Window, grouping: Grou
             dense = (np.cumsum(multi) - 1)[gid[~single]]
             merged = _merged_marks(cols, win, merged_pos[~single], grouping.row_depth, dense,
                                    int(multi.sum()))
-            if merged_kind is not None:
-                merged["kind"] = merged_kind
-            else:  # merged annotations keep their category's colour
-                merged["kind"] = np.where(merged["cat"].isin(_CAT_KINDS), merged["cat"], "other")
+            merged["kind"] = np.where(merged["cat"].isin(_CAT_KINDS), merged["cat"], "other")
     real = _real_marks(events, cols, win, real_pos, grouping.row_depth)
     return real, merged, win.rows[real_pos]
 
@@ -280,6 +278,7 @@ def _real_marks(events, cols: Columns, win: Window, pos: np.ndarray, row_depth: 
         "dur_us": cols.dur_us[rows],
         "depth": row_depth[pos],  # a folded deep event sits on the folded row
         "merged_count": np.ones(len(pos), dtype=np.int64),
+        "busy_us": win.end_us[pos] - win.start_us[pos],
     })
     for c in _TEXT_TOOLTIP_COLUMNS:
         if c in events.columns:
@@ -294,7 +293,7 @@ def _real_marks(events, cols: Columns, win: Window, pos: np.ndarray, row_depth: 
 
 def _merged_marks(cols: Columns, win: Window, pos, row_depth, gid, n) -> pd.DataFrame:
     """One bar per group ``gid`` (0..n-1): extent, count, summed duration, most frequent
-    name and category."""
+    name, the category with the most (clipped) time, and the time its events cover."""
     rows = win.rows[pos]
     start = np.full(n, np.inf)
     np.minimum.at(start, gid, win.start_us[pos])
@@ -307,23 +306,44 @@ def _merged_marks(cols: Columns, win: Window, pos, row_depth, gid, n) -> pd.Data
         "lane": cols.lane_names[lane],
         "lane_order": cols.lane_order[lane],
         "name": cols.name_labels[group_mode(gid, cols.name[rows], n)],
-        "cat": cols.cat_labels[group_mode(gid, cols.cat[rows], n)],
-        "kind": "merged",
+        "cat": cols.cat_labels[_dominant(gid, cols.cat[rows] % len(cols.cat_labels),
+                                         win.end_us[pos] - win.start_us[pos], n)],
+        "kind": "",
         "start_us": start,
         "end_us": end,
         "dur_us": np.bincount(gid, weights=cols.dur_us[rows], minlength=n),
         "depth": row_depth[first],
         "merged_count": np.bincount(gid, minlength=n).astype(np.int64),
+        "busy_us": _covered_us(gid, win.start_us[pos], win.end_us[pos], n),
         **{c: "" for c in _TEXT_TOOLTIP_COLUMNS},
         **{c: np.nan for c in _NUMBER_TOOLTIP_COLUMNS},
     })
+
+
+def _dominant(gid: np.ndarray, cat: np.ndarray, dur_us: np.ndarray, n: int) -> np.ndarray:
+    """Per group, the category code with the largest summed duration (ties: the smallest code)."""
+    n_cats = int(cat.max()) + 1 if len(cat) else 1
+    time_us = np.bincount(gid * n_cats + cat, weights=dur_us, minlength=n * n_cats).reshape(n, n_cats)
+    # A group of zero-length events only: the most frequent category instead.
+    counts = np.bincount(gid * n_cats + cat, minlength=n * n_cats).reshape(n, n_cats)
+    return np.where(time_us.max(axis=1) > 0, time_us.argmax(axis=1), counts.argmax(axis=1))
+
+
+def _covered_us(gid: np.ndarray, start: np.ndarray, end: np.ndarray, n: int) -> np.ndarray:
+    """Per group, the length of the union of its intervals (nested or overlapping events once)."""
+    order = np.lexsort((start, gid))
+    g, s, e = gid[order], start[order], end[order]
+    reach = pd.Series(e).groupby(g).cummax().to_numpy()  # furthest end so far, this group
+    before = np.r_[-np.inf, reach[:-1]]
+    before[np.r_[True, g[1:] != g[:-1]]] = -np.inf  # a group's first interval starts fresh
+    return np.bincount(g, weights=np.maximum(e - np.maximum(s, before), 0.0), minlength=n)
 
 
 def empty_marks() -> pd.DataFrame:
     frame = {c: pd.Series([], dtype=np.float64) for c in MARK_COLUMNS}
     for c in ("lane", "name", "cat", "kind", *_TEXT_TOOLTIP_COLUMNS):
         frame[c] = pd.Series([], dtype=object)
-    for c in ("lane_order", "depth", "merged_count"):
+    for c in ("lane_order", "depth", "row", "merged_count"):
         frame[c] = pd.Series([], dtype=np.int64)
     return pd.DataFrame(frame)
 
@@ -341,8 +361,9 @@ def drop_last_lanes(marks: pd.DataFrame, max_marks: int) -> tuple[pd.DataFrame, 
 
 
 def launch_links(trace: Trace, cols: Columns, shown_rows: np.ndarray, w0: float, w1: float,
-           budget: int) -> tuple[pd.DataFrame, int]:
-    """Launch → GPU pairs whose both ends start in the window and are drawn as themselves."""
+           budget: int, row_of: np.ndarray) -> tuple[pd.DataFrame, int]:
+    """Launch → GPU pairs whose both ends start in the window and are drawn as themselves;
+    ``row_of[event]`` is the chart row a shown event's bar sits on (a link joins row middles)."""
     flows = trace.flows
     if flows is None or len(flows) == 0 or len(shown_rows) == 0:
         return _empty_links(), 0
@@ -360,9 +381,11 @@ def launch_links(trace: Trace, cols: Columns, shown_rows: np.ndarray, w0: float,
         "correlation": flows["correlation"].to_numpy(dtype=np.int64)[ok],
         "launch_lane": cols.lane_names[cols.lane[launch]],
         "launch_x_us": cols.ts_us[launch],
+        "launch_y": row_of[launch] + 0.5,
         "launch_name": cols.name_labels[cols.name[launch]],
         "gpu_lane": cols.lane_names[cols.lane[gpu]],
         "gpu_x_us": cols.ts_us[gpu],
+        "gpu_y": row_of[gpu] + 0.5,
         "gpu_name": cols.name_labels[cols.name[gpu]],
         "delay_us": cols.ts_us[gpu] - cols.ts_us[launch],
     })
@@ -372,7 +395,7 @@ def launch_links(trace: Trace, cols: Columns, shown_rows: np.ndarray, w0: float,
 def _empty_links() -> pd.DataFrame:
     frame = {c: pd.Series([], dtype=object) for c in LINK_COLUMNS}
     frame["correlation"] = pd.Series([], dtype=np.int64)
-    for c in ("launch_x_us", "gpu_x_us", "delay_us"):
+    for c in ("launch_x_us", "launch_y", "gpu_x_us", "gpu_y", "delay_us"):
         frame[c] = pd.Series([], dtype=np.float64)
     return pd.DataFrame(frame)
 
