@@ -63,7 +63,7 @@ device = service.device_info()
 
 with st.sidebar:
     st.header("Run a profile")
-    submitted = controls.run_form(device, settings, kind=service.device_kind)
+    submitted = controls.run_form(device, settings, kind=service.device_kind, kinds=service.device_kinds())
     st.divider()
     st.header("Lessons")
     lesson_click = controls.lesson_picker(device)

@@ -198,6 +198,14 @@ def test_from_env_bad_float_names_the_variable():
         HostSettings.from_env({"PROFILER_LAB_RUN_TIMEOUT_S": "soon"})
 
 
+def test_from_env_reads_the_backend_and_the_ray_address_as_text():
+    settings = HostSettings.from_env({"PROFILER_LAB_BACKEND": "ray", "PROFILER_LAB_RAY_ADDRESS": " head:6379 "})
+    assert (settings.backend, settings.ray_address) == ("ray", "head:6379")
+    assert (HostSettings().backend, HostSettings().ray_address) == ("local", "auto")
+    with pytest.raises(SettingsError, match="PROFILER_LAB_BACKEND='slurm' is unknown; use one of: local, ray"):
+        HostSettings.from_env({"PROFILER_LAB_BACKEND": "slurm"})
+
+
 def test_host_environment_is_the_prefixed_variables_sorted():
     env = {"PROFILER_LAB_WORKERS": "2", "HOME": "/root", "PROFILER_LAB_MAX_DIM": "8192"}
     assert host_environment(env) == (("PROFILER_LAB_MAX_DIM", "8192"), ("PROFILER_LAB_WORKERS", "2"))

@@ -6,6 +6,10 @@ only once both workers are warm and idle with nothing queued: a test starts from
 whatever ran before it (a killed or timed-out worker is replaced in the background). The
 tests pass in any order (``-p randomly``, or the node ids reversed); the queue test uses the
 pool while it is still cold, or a fresh service of its own.
+
+Both backends run this suite: here the local one (worker processes of this interpreter);
+``tests/test_service_ray.py`` collects the same tests with the ``backend`` fixture set to a
+real two-node Ray cluster. Every service a test makes takes its settings from ``backend``.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import types
 
 import pytest
 
-from lab.run.config import RunConfig
+from lab.run.config import ConfigError, RunConfig
 from lab.run.service import (
     ProfileService,
     RunFailed,
@@ -93,14 +97,25 @@ def page_as_main(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def shared(page_as_main):
+def backend() -> HostSettings:
+    """The settings that pick the backend (``backend``, ``ray_address``); the Ray module overrides it."""
+    return HostSettings()
+
+
+def on(backend: HostSettings, **limits) -> HostSettings:
+    """``limits`` on the module's backend."""
+    return backend.replace(**limits)
+
+
+@pytest.fixture(scope="module")
+def shared(page_as_main, backend):
     """The file's pool, not started: the first test that needs it warm starts it.
     Every worker it starts (and restarts) does so with a page script as ``__main__``."""
     svc = ProfileService(
         # No run-time estimate limit: BIG must start, so the time-limit and kill tests can stop it.
         # No spares: the fault tests below check the fresh start that replaces a worker without one.
-        settings=HostSettings(run_timeout_s=RUN_TIMEOUT_S, queue_max=QUEUE_MAX, reuse_window_s=600.0,
-                              max_run_estimate_s=0.0, standby=0),
+        settings=on(backend, run_timeout_s=RUN_TIMEOUT_S, queue_max=QUEUE_MAX, reuse_window_s=600.0,
+                    max_run_estimate_s=0.0, standby=0),
         devices=["cpu", "cpu"])
     yield svc
     svc.shutdown()
@@ -196,8 +211,8 @@ def test_queue_positions_busy_and_cancel(unstarted):
     estimated.result(timeout=RESULT_WAIT_S)  # leave the queue empty for the next test
 
 
-def test_one_submission_per_session_and_sessions_take_turns():
-    svc = ProfileService(settings=HostSettings(queue_max=QUEUE_MAX), devices=["cpu"])  # never started
+def test_one_submission_per_session_and_sessions_take_turns(backend):
+    svc = ProfileService(settings=on(backend, queue_max=QUEUE_MAX), devices=["cpu"])  # never started
     try:
         first = svc.submit(tiny(label="a_first"), session="a")
         second = svc.submit(tiny(label="a_second"), session="a")
@@ -221,10 +236,10 @@ def test_one_submission_per_session_and_sessions_take_turns():
         svc.shutdown()
 
 
-def test_wait_estimate_adds_the_run_estimates_ahead():
+def test_wait_estimate_adds_the_run_estimates_ahead(backend):
     from lab.run.devices import DeviceInfo, DeviceRates
 
-    svc = ProfileService(settings=HostSettings(), devices=["cpu"])  # never started
+    svc = ProfileService(settings=backend, devices=["cpu"])  # never started
     try:
         # As a warm worker would report: 50 GFLOP/s (the queue estimates from its DeviceInfo).
         rates = DeviceRates(kind="cpu", matmul_gflops=(("float32", 50.0),), copy_gbs=10.0, fill_gbs=1.0,
@@ -239,8 +254,8 @@ def test_wait_estimate_adds_the_run_estimates_ahead():
         svc.shutdown()
 
 
-def test_unpolled_queued_ticket_is_dropped():
-    svc = ProfileService(settings=HostSettings(), devices=["cpu"], abandon_after_s=0.05)
+def test_unpolled_queued_ticket_is_dropped(backend):
+    svc = ProfileService(settings=backend, devices=["cpu"], abandon_after_s=0.05)
     try:
         gone = svc.submit(tiny(label="tab_closed"))
         time.sleep(0.2)  # nobody polls it
@@ -252,8 +267,8 @@ def test_unpolled_queued_ticket_is_dropped():
         svc.shutdown()
 
 
-def test_result_wait_timeout_leaves_the_run_queued():
-    svc = ProfileService(settings=HostSettings(), devices=["cpu"])
+def test_result_wait_timeout_leaves_the_run_queued(backend):
+    svc = ProfileService(settings=backend, devices=["cpu"])
     try:
         ticket = svc.submit(tiny())
         with pytest.raises(TimeoutError):
@@ -262,6 +277,53 @@ def test_result_wait_timeout_leaves_the_run_queued():
     finally:
         svc.shutdown()
     assert ticket.poll().state == "cancelled"
+
+
+def test_device_kinds_count_models_and_nodes_and_runs_go_to_the_kind_asked_for(backend):
+    from lab.run.devices import DeviceInfo, describe_kinds, device_kinds
+    from lab.run.queue import WorkerRecord
+
+    # A cluster as the Ray backend would see it: 8 H200s over 2 nodes, 4 L4s on a third.
+    placed = [("NVIDIA H200", f"box{i % 2}") for i in range(8)] + [("NVIDIA L4", "box2")] * 4
+    kinds = device_kinds([(DeviceInfo(kind="cuda", name=name), node) for name, node in placed])
+    expected = {}
+    for name, node in placed:  # brute force: count and nodes per model
+        expected.setdefault(name, set()).add(node)
+    assert [(k.name, k.count, k.nodes) for k in kinds] == [
+        (name, sum(n == name for n, _ in placed), len(nodes)) for name, nodes in expected.items()]
+    assert describe_kinds(kinds) == "NVIDIA H200 ×8 on 2 nodes, NVIDIA L4 ×4"
+
+    svc = ProfileService(settings=backend, devices=["cpu", "cpu"])  # never started
+    try:
+        workers = svc._queue.workers
+        for worker, name in zip(workers, ("NVIDIA H200", "NVIDIA L4")):
+            worker.info = DeviceInfo(kind="cuda", name=name)
+        ticket = svc.submit(tiny(label="wants_l4"), device_name="NVIDIA L4")
+        assert ticket.poll().device_name == "NVIDIA L4"
+        assert [w.serves(ticket, workers) for w in workers] == [False, True]
+        anyone = svc.submit(tiny(label="any"))
+        assert all(w.serves(anyone, workers) for w in workers)
+        with pytest.raises(ConfigError, match="no worker here has a NVIDIA A100; choose one of: NVIDIA H200, "
+                                              "NVIDIA L4, or any"):
+            svc.submit(tiny(label="wants_a100"), device_name="NVIDIA A100")
+        assert isinstance(workers[0], WorkerRecord)
+    finally:
+        svc.shutdown()
+
+
+def test_health_text_names_nodes_and_string_settings():
+    from lab.run.protocol import ServiceHealth, WorkerHealth
+    from ui.controls import health_text
+
+    workers = tuple(WorkerHealth(index=i, device="cuda", state="idle", pid=None, alive=True, runs_served=i,
+                                 restarts=0, device_info=None, node=f"box{i // 2}") for i in range(3))
+    health = ServiceHealth(workers_alive=3, workers_total=3, workers=workers, queue_length=0, runs_served=3,
+                           runs_failed=0, last_error=None, uptime_s=60.0, backend="ray")
+    text = health_text(health, HostSettings(backend="ray", ray_address="head:6379"))
+    assert "  worker 2 on cuda @ box1: idle, 2 runs, 0 restarts" in text
+    assert "Ray actors per node and device:\n  box0: cuda ×2\n  box1: cuda ×1" in text
+    assert "PROFILER_LAB_BACKEND=ray" in text and "PROFILER_LAB_RAY_ADDRESS=head:6379" in text
+    assert "PROFILER_LAB_MAX_DIM=16384" in text
 
 
 # ---------------------------------------------------------------- a warm two-worker service
@@ -386,7 +448,9 @@ def test_killed_worker_fails_the_run_and_is_replaced(service):
         ticket.result(timeout=RESULT_WAIT_S)
     assert caught.value.kind == "crash"
     message = str(caught.value)
-    assert "the profiling worker crashed (exit code -9, SIGKILL)" in message
+    crashed = {"local": "the profiling worker crashed (exit code -9, SIGKILL)",
+               "ray": f"the profiling worker crashed (its Ray actor on {busy.node} died)"}[service.settings.backend]
+    assert crashed in message
     assert "4096x4096x4096" in message and "run again" in message
     # A worker that dies while idle is replaced too, without waiting for a run to find out.
     os.kill(idle.pid, signal.SIGKILL)
@@ -563,10 +627,10 @@ def test_no_spare_while_memory_is_short(monkeypatch):
     assert not thread.is_alive()
 
 
-def test_withdraw_takes_a_waiting_run_out_and_leaves_a_running_one_alone():
+def test_withdraw_takes_a_waiting_run_out_and_leaves_a_running_one_alone(backend):
     """What the page does when its script is interrupted (a tab clicked mid-run): the waiting
     run leaves the queue, the running one keeps its worker (no restart) and still finishes."""
-    svc = ProfileService(settings=HostSettings(run_timeout_s=RESULT_WAIT_S, max_run_estimate_s=0.0, standby=0),
+    svc = ProfileService(settings=on(backend, run_timeout_s=RESULT_WAIT_S, max_run_estimate_s=0.0, standby=0),
                          devices=["cpu"])
     try:
         svc.start(wait=True)

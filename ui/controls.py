@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import streamlit as st
 
@@ -15,9 +16,11 @@ from lab.run import (
     WORKLOADS,
     ConfigError,
     DeviceInfo,
+    DeviceKind,
     HostSettings,
     Option,
     RunConfig,
+    describe_kinds,
     dtype_refusal,
     lesson_configs,
 )
@@ -26,6 +29,9 @@ from lab.samples import lesson_samples
 SIZES = [2**p for p in range(4, 15)]  # 16 … 16384, the slider's stops
 FORM_KEY = "run_form"
 FORCE_FRESH_KEY = "cfg_force_fresh"
+# The device model a run asks for ("any" or a DeviceKind.name); offered when the pool has several.
+DEVICE_KIND_KEY = "cfg_device_kind"
+ANY_KIND = "any"
 DIMS = ("m", "k", "n")
 # Widget keys, one per RunConfig field and the exact-sizes box: stable, so a preset can fill
 # them and a rerun keeps them.
@@ -121,9 +127,10 @@ def _exact_sizes() -> tuple[int, int, int] | None:
 
 
 def run_form(device: DeviceInfo | None, settings: HostSettings, *,
-             kind: str | None = None) -> RunConfig | ConfigError | None:
+             kind: str | None = None, kinds: tuple[DeviceKind, ...] = ()) -> RunConfig | ConfigError | None:
     """Draw the form; on submit return the RunConfig, or the ConfigError to show; else None.
-    ``kind``: the host's device kind, known before the worker reports its device."""
+    ``kind``: the host's device kind, known before the worker reports its device; ``kinds``: the
+    warm workers' device models (a choice when there are several, or several nodes)."""
     _defaults()
     # Outside the form so that the slider names follow the workload at once.
     workload = st.selectbox(OPTIONS["workload"].label, list(WORKLOADS), key=K["workload"],
@@ -143,6 +150,7 @@ def run_form(device: DeviceInfo | None, settings: HostSettings, *,
         values["dtype"] = _dtype_radio(device, kind)
         values["device"] = st.radio(OPTIONS["device"].label, DEVICES, key=K["device"], horizontal=True)
         st.caption(_device_caption(device))
+        _kind_choice(kinds)
         for group, title in EXPANDERS.items():
             with st.expander(title, expanded=False):
                 values.update(_group_widgets(group))
@@ -158,6 +166,13 @@ def run_form(device: DeviceInfo | None, settings: HostSettings, *,
         return RunConfig(**{name: _config_value(OPTIONS[name], value) for name, value in values.items()})
     except ConfigError as exc:
         return exc
+
+
+def _kind_choice(kinds: tuple[DeviceKind, ...]) -> None:
+    """With workers of several device models, or on several nodes (the Ray backend): which one runs it."""
+    if len(kinds) > 1 or any(k.nodes > 1 for k in kinds):
+        st.selectbox("Device kind", [ANY_KIND, *(k.name for k in kinds)], key=DEVICE_KIND_KEY,
+                     help=f"This lab's workers: {describe_kinds(kinds)}.")
 
 
 def _dtype_radio(device: DeviceInfo | None, kind: str | None) -> str:
@@ -239,9 +254,16 @@ def health_text(health, settings: HostSettings | None = None) -> str:
     mib = 2**20
     for w in health.workers:
         rss = "" if w.rss_bytes is None else f", {w.rss_bytes / mib:.0f} MB resident"
-        lines.append(f"  worker {w.index} on {w.device}: {w.state}, {w.runs_served} runs, {w.restarts} restarts{rss}")
-        spare_rss = "" if w.standby_rss_bytes is None else f", {w.standby_rss_bytes / mib:.0f} MB resident"
-        lines.append(f"    warm spare: {w.standby}{spare_rss}, took over {w.promotions} times")
+        where = f" @ {w.node}" if w.node else ""
+        lines.append(f"  worker {w.index} on {w.device}{where}: {w.state}, {w.runs_served} runs, "
+                     f"{w.restarts} restarts{rss}")
+        if w.node is None:  # a Ray actor has no warm spare
+            spare_rss = "" if w.standby_rss_bytes is None else f", {w.standby_rss_bytes / mib:.0f} MB resident"
+            lines.append(f"    warm spare: {w.standby}{spare_rss}, took over {w.promotions} times")
+    if health.backend == "ray":
+        per_node = Counter((w.node or "not placed yet", w.device) for w in health.workers)
+        lines.append("Ray actors per node and device:")
+        lines += [f"  {node}: {device} ×{count}" for (node, device), count in sorted(per_node.items())]
     if health.last_error:
         lines.append(f"last error: {health.last_error}")
     if settings is not None:

@@ -31,7 +31,7 @@ from lab.run import (
 )
 from lab.samples import lesson_samples
 from ui import access, messages, state
-from ui.controls import FORCE_FRESH_KEY
+from ui.controls import ANY_KIND, DEVICE_KIND_KEY, FORCE_FRESH_KEY
 
 POLL_S = 0.2
 # This session's runs whose page run was interrupted (a click) before they finished: the next
@@ -81,7 +81,9 @@ def _cancel(tickets: list) -> None:
 def _submit(service: ProfileService, runs: list[tuple[str, RunConfig]], force_fresh: bool) -> list | None:
     """The tickets of ``runs`` (one submission of this session), or None with a message."""
     try:
-        tickets = service.submit_all([c for _, c in runs], force_fresh=force_fresh, session=session_id())
+        kind = st.session_state.get(DEVICE_KIND_KEY, ANY_KIND)
+        tickets = service.submit_all([c for _, c in runs], force_fresh=force_fresh, session=session_id(),
+                                     device_name=None if kind == ANY_KIND else kind)
     except ServiceBusy as exc:
         st.warning(messages.md_escape(f"The lab is busy: {exc}"))
         return None

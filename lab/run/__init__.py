@@ -19,7 +19,7 @@ from lab.run.config import (
     check_memory,
     dtype_refusal,
 )
-from lab.run.devices import DeviceInfo, DevicePeak, DeviceRates
+from lab.run.devices import DeviceInfo, DeviceKind, DevicePeak, DeviceRates, describe_kinds
 from lab.run.estimate import RunEstimate, check_estimate, estimate_run, estimate_text
 from lab.run.lessons import LESSONS, Lesson, lesson_configs
 from lab.run.protocol import FailureKind, TicketState, WorkerState
@@ -31,9 +31,9 @@ from lab.vocab import DTYPES, STAGE_TEXT, STAGES
 
 __all__ = [
     "DEVICES", "DTYPES", "ENV_PREFIX", "LESSONS", "MAX_LABEL_CHARS", "OPTIONS", "STAGES", "STAGE_TEXT",
-    "WORKER_START_TIMEOUT_S", "WORKLOADS", "ConfigError", "DeviceInfo", "DevicePeak", "DeviceRates",
+    "WORKER_START_TIMEOUT_S", "WORKLOADS", "ConfigError", "DeviceInfo", "DeviceKind", "DevicePeak", "DeviceRates",
     "FailureKind", "HostSettings", "Lesson", "Option", "ProfileService", "RunConfig", "RunError", "RunEstimate",
     "RunFailed", "RunResult", "ServiceBusy", "SettingsError", "TicketState", "TicketStatus", "WorkerState",
     "check_device", "check_estimate", "check_limits", "check_memory", "dtype_refusal", "estimate_run", "estimate_text",
-    "host_environment", "lesson_configs",
+    "describe_kinds", "host_environment", "lesson_configs",
 ]  # fmt: skip

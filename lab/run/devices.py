@@ -64,6 +64,9 @@ class DeviceInfo:
     # Rates measured at the worker's warm-up: this device's, and on a GPU worker the host CPU's
     # too (a "cpu" run may go to it). Empty outside a worker's warm-up.
     rates: tuple[DeviceRates, ...] = ()
+    # The host that ran it when that is not this server (the Ray backend: "gpu-box-2 (node 3f2a9c1b)");
+    # "" for the local backend's workers, which run here.
+    node: str = ""
 
     def rates_for(self, kind: str) -> DeviceRates | None:
         return next((r for r in self.rates if r.kind == kind), None)
@@ -71,9 +74,10 @@ class DeviceInfo:
     @property
     def label(self) -> str:
         """How the page names the device, e.g. "NVIDIA H200 (cuda:0, 132 SMs)"."""
+        where = f" on {self.node}" if self.node else ""
         if self.kind == "cpu":
-            return f"{self.name} (CPU, {self.cpu_count or '?'} cores)"
-        return f"{self.name} (cuda:{self.index}, {self.sm_count} SMs)"
+            return f"{self.name} (CPU, {self.cpu_count or '?'} cores){where}"
+        return f"{self.name} (cuda:{self.index}, {self.sm_count} SMs){where}"
 
 
 # --- Peak rates -----------------------------------------------------------------------------
@@ -228,3 +232,36 @@ def _cuda_info(torch) -> DeviceInfo:
         cpu_count=os.cpu_count(),
         peak=lookup_peak(props.name),
     )
+
+
+# --- What a pool has: device models, counts, nodes -------------------------------------------
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceKind:
+    """One device model among a pool's warm workers (the page's device choice)."""
+
+    name: str  # DeviceInfo.name, what a run may ask for ("NVIDIA H200")
+    kind: str  # "cpu" or "cuda"
+    count: int  # workers of this model
+    nodes: int  # distinct Ray nodes they run on (1 for the local backend)
+
+    @property
+    def text(self) -> str:
+        """e.g. "NVIDIA H200 ×8 on 2 nodes"; one node is not said."""
+        where = f" on {self.nodes} nodes" if self.nodes > 1 else ""
+        return f"{self.name} ×{self.count}{where}"
+
+
+def device_kinds(workers: list[tuple[DeviceInfo, str | None]]) -> tuple[DeviceKind, ...]:
+    """(DeviceInfo, node) of each warm worker → one DeviceKind per model, GPUs first, then by count."""
+    groups: dict[tuple[str, str], list[str | None]] = {}
+    for info, node in workers:
+        groups.setdefault((info.kind, info.name), []).append(node)
+    kinds = [DeviceKind(name=name, kind=kind, count=len(nodes), nodes=max(1, len(set(nodes))))
+             for (kind, name), nodes in groups.items()]
+    return tuple(sorted(kinds, key=lambda k: (k.kind != "cuda", -k.count, k.name)))
+
+
+def describe_kinds(kinds: tuple[DeviceKind, ...]) -> str:
+    """"NVIDIA H200 ×8 on 2 nodes, NVIDIA L4 ×4" ("" for none)."""
+    return ", ".join(k.text for k in kinds)

@@ -119,6 +119,8 @@ class TicketStatus:
     # The run's own time from lab.run.estimate (None before a worker measured its device).
     run_estimate_s: float | None = None
     replaced: int = 0  # the session's earlier runs this submission replaced (cancelled)
+    node: str | None = None  # the host of that worker when it is not this server (the Ray backend)
+    device_name: str | None = None  # the device model the run asked for ("NVIDIA H200"); None = any
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,7 @@ class WorkerHealth:
     runs_served: int
     restarts: int
     device_info: DeviceInfo | None
+    node: str | None = None  # the Ray node it runs on; None for a local worker process
     rss_bytes: int | None = None  # the worker's resident memory now
     standby: str = "off"  # its warm spare: a StandbyState, or "off" (host setting standby=0)
     standby_pid: int | None = None
@@ -148,6 +151,7 @@ class ServiceHealth:
     runs_failed: int
     last_error: str | None
     uptime_s: float
+    backend: str = "local"  # HostSettings.backend: worker processes here, or Ray actors
 
 
 # --------------------------------------------------------------------------- server → worker

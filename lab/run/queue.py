@@ -17,7 +17,7 @@ from collections import deque
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
 
-from lab.run.config import RunConfig
+from lab.run.config import ConfigError, RunConfig
 from lab.run.devices import DeviceInfo
 from lab.run.estimate import check_estimate
 from lab.run.protocol import (
@@ -60,7 +60,8 @@ class RunTicket:
     """
 
     def __init__(self, queue: RunQueue, ticket_id: int, config: RunConfig, *, reused: bool = False,
-                 session: str | None = None, run_estimate_s: float | None = None, replaced: int = 0):
+                 session: str | None = None, run_estimate_s: float | None = None, replaced: int = 0,
+                 device_name: str | None = None):
         self._queue = queue
         self.id = ticket_id
         self.config = config
@@ -68,6 +69,7 @@ class RunTicket:
         self.session = session  # who submitted it: one outstanding submission per session
         self.run_estimate_s = run_estimate_s  # lab.run.estimate's seconds for this run, if measured
         self.replaced = replaced  # how many of the session's earlier runs this submission replaced
+        self.device_name = device_name  # the device model asked for (DeviceInfo.name); None = any worker
         # Fair-queue order (start-time fair queueing): served lowest (tag, seq) first; a
         # replacement inherits the replaced run's pair, so it keeps that place in line.
         self.tag = 0
@@ -81,6 +83,7 @@ class RunTicket:
         self._last_seen = now
         self._worker: int | None = None
         self._device: str | None = None
+        self._node: str | None = None
         self._result: RunResult | None = None
         self._error: RunFailed | None = None
         self._finished = threading.Event()
@@ -141,10 +144,10 @@ class RunTicket:
     def unseen_for(self, now: float) -> float:
         return now - self._last_seen
 
-    def mark_running(self, worker: int, device: str) -> None:
+    def mark_running(self, worker: int, device: str, node: str | None = None) -> None:
         self._state, self._stage = TicketState.RUNNING, "dispatched"
         self._started_at = time.monotonic()
-        self._worker, self._device = worker, device
+        self._worker, self._device, self._node = worker, device, node
 
     def mark_queued(self) -> None:
         """Back to waiting: its worker died before the run started."""
@@ -168,7 +171,8 @@ class RunTicket:
             elapsed_s=now - self._submitted_at, estimate_s=estimate_s, worker=self._worker,
             device=self._device, reused=self.reused,
             message=None if self._error is None else self._error.message,
-            run_estimate_s=self.run_estimate_s, replaced=self.replaced)
+            run_estimate_s=self.run_estimate_s, replaced=self.replaced, node=self._node,
+            device_name=self.device_name)
 
     def running_for(self, now: float) -> float:
         return now - (self._started_at or now)
@@ -192,6 +196,7 @@ class WorkerRecord:
         self.runs_served = 0
         self.restarts = 0
         self.thread: threading.Thread | None = None
+        self.node: str | None = None  # where it runs when that is not this server (a Ray node)
         # The warm spare (lab.run.standby): (process, pipe, its WorkerReady once warm), its state,
         # how often it replaced this worker, and the thread that keeps it.
         self.standby: tuple[subprocess.Popen, Connection, WorkerReady | None] | None = None
@@ -201,11 +206,29 @@ class WorkerRecord:
 
     @property
     def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return not self.died()
+
+    def died(self) -> bool:
+        """Whether its process is gone (Popen.poll is safe from any thread)."""
+        return self.process is None or self.process.poll() is not None
 
     @property
     def label(self) -> str:
         return f"worker {self.index} ({self.device})"
+
+    def exit_reason(self) -> str:
+        """How its process ended, for messages (call once ``process.poll()`` is not None)."""
+        return exit_text(None if self.process is None else self.process.returncode)
+
+    def serves(self, ticket: RunTicket, workers: list[WorkerRecord]) -> bool:
+        """Whether this worker may take ``ticket``: the device model it asked for, or a GPU
+        worker for a "cuda" run while the pool has one (else any worker, which refuses it
+        with the reason, as a pool of one kind always did)."""
+        if ticket.device_name is not None:
+            return self.info is not None and self.info.name == ticket.device_name
+        if ticket.config.device == "cuda" and any(w.device.startswith("cuda") for w in workers):
+            return self.device.startswith("cuda")
+        return True
 
 
 def describe_config(config: RunConfig) -> str:
@@ -242,7 +265,8 @@ class RunQueue:
 
     # ------------------------------------------------------------------ callers
 
-    def submit(self, configs: list[RunConfig], *, force_fresh: bool, session: str | None) -> list[RunTicket]:
+    def submit(self, configs: list[RunConfig], *, force_fresh: bool, session: str | None,
+               device_name: str | None = None) -> list[RunTicket]:
         """Queue ``configs`` as one submission (or hand back recent identical runs); see
         ProfileService.submit. A session's earlier submission still waiting or running is
         cancelled: one outstanding submission per session."""
@@ -251,7 +275,7 @@ class RunQueue:
                 raise RuntimeError("this ProfileService was shut down; create a new one")
             now = time.monotonic()
             self._drop_abandoned(now)
-            info = next((w.info for w in self.workers if w.info is not None and w.info.rates), None)
+            info = self._info_for(device_name)
             estimates = [check_estimate(c, info, self.settings) for c in configs]  # may refuse: ConfigError
             mine = self._outstanding(session)
             fresh = [c for c in configs if force_fresh or self._reusable(c, now) is None]
@@ -269,7 +293,7 @@ class RunQueue:
                 hit = None if force_fresh else self._reusable(config, now)
                 ticket = RunTicket(self, next(self._ids), config, reused=hit is not None, session=session,
                                    run_estimate_s=None if estimate is None else estimate.seconds,
-                                   replaced=len(mine))
+                                   replaced=len(mine), device_name=device_name)
                 if hit is not None:
                     ticket.settle(result=hit)
                 else:
@@ -282,6 +306,18 @@ class RunQueue:
                 tickets.append(ticket)
             self.changed.notify_all()
             return tickets
+
+    def _info_for(self, device_name: str | None) -> DeviceInfo | None:
+        """(lock held) The measured DeviceInfo estimates use: a worker of ``device_name``'s
+        model, else any. Refuses a model no warm worker has, naming those there are."""
+        warm = [w.info for w in self.workers if w.info is not None]
+        if device_name is not None:
+            named = [i for i in warm if i.name == device_name]
+            if not named:
+                have = sorted({i.name for i in warm}) or ["none warmed up yet"]
+                raise ConfigError(f"no worker here has a {device_name}; choose one of: {', '.join(have)}, or any")
+            warm = named
+        return next((i for i in warm if i.rates), None)
 
     def _reusable(self, config: RunConfig, now: float):
         reuse_s = self.settings.reuse_window_s
@@ -391,19 +427,16 @@ class RunQueue:
         with self.lock:
             worker.state = WorkerState.IDLE
             self.changed.notify_all()
-            process = worker.process
-            assert process is not None, "next_ticket() runs only while the worker's process is up"
             while not self.stopping:
-                if process.poll() is not None:  # Popen.poll is safe from any thread
-                    self.last_error = (f"{worker.label} died while idle "
-                                       f"({exit_text(process.returncode)}); restarting it")
+                if worker.died():
+                    self.last_error = f"{worker.label} died while idle ({worker.exit_reason()}); restarting it"
                     return None
                 self._drop_abandoned(time.monotonic())
-                if self.pending:
-                    ticket = self.serve_order()[0]
+                ticket = next((t for t in self.serve_order() if worker.serves(t, self.workers)), None)
+                if ticket is not None:
                     self.pending.remove(ticket)
                     self._round = max(self._round, ticket.tag)
-                    ticket.mark_running(worker.index, worker.device)
+                    ticket.mark_running(worker.index, worker.device, worker.node)
                     worker.state = WorkerState.BUSY
                     return ticket
                 self.changed.wait(IDLE_WAIT_S)

@@ -29,7 +29,7 @@ import time
 import weakref
 
 from lab.run.config import RunConfig
-from lab.run.devices import DeviceInfo
+from lab.run.devices import DeviceInfo, DeviceKind, describe_kinds, device_kinds
 from lab.run.protocol import (
     TICKET_STATES,
     RunFailed,
@@ -56,8 +56,8 @@ from lab.run.worker import cpu_worker_threads
 __all__ = [
     "ABANDONED_TICKET_S", "MAX_RESTART_BACKOFF_S", "RECENT_RUNS_FOR_ESTIMATE", "SHUTDOWN_GRACE_S",
     "TICKET_STATES", "WORKER_START_TIMEOUT_S", "ProfileService", "RunFailed", "RunTicket", "ServiceBusy",
-    "ServiceHealth", "TicketState", "TicketStatus", "WorkerHealth", "WorkerState", "cpu_worker_threads",
-    "default_devices", "visible_gpu_ids", "worker_pinning",
+    "DeviceKind", "ServiceHealth", "TicketState", "TicketStatus", "WorkerHealth", "WorkerState", "cpu_worker_threads",
+    "default_devices", "describe_kinds", "device_kinds", "visible_gpu_ids", "worker_pinning",
 ]  # fmt: skip
 
 
@@ -68,15 +68,7 @@ class ProfileService:
                  abandon_after_s: float = ABANDONED_TICKET_S):
         self.settings = settings
         self.abandon_after_s = abandon_after_s
-        gpu_ids = None
-        if devices is None:
-            gpu_ids = visible_gpu_ids()
-            devices = default_devices(settings, gpu_ids)
-        elif any(d != "cpu" for d in devices):
-            gpu_ids = visible_gpu_ids()
-        if not devices:
-            raise ValueError("devices is empty; pass None for one worker per GPU, or e.g. ['cpu']")
-        workers = [WorkerRecord(i, d, *worker_pinning(d, gpu_ids or [])) for i, d in enumerate(devices)]
+        workers = _ray_workers(settings, devices) if settings.backend == "ray" else _local_workers(settings, devices)
         self._queue = RunQueue(settings, workers, abandon_after_s=abandon_after_s)
         self._started_at: float | None = None
         self._stop_event = threading.Event()
@@ -97,8 +89,12 @@ class ProfileService:
             if self._started_at is None:
                 self._started_at = time.monotonic()
                 for worker in queue.workers:
-                    standby = Standby(queue, worker, self._stop_event) if self.settings.standby > 0 else None
-                    supervisor = Supervisor(queue, worker, self._stop_event, standby)
+                    standby = None
+                    if self.settings.backend == "ray":  # actors: Ray places them; no spare
+                        supervisor = _ray_supervisor(queue, worker, self._stop_event)
+                    else:
+                        standby = Standby(queue, worker, self._stop_event) if self.settings.standby > 0 else None
+                        supervisor = Supervisor(queue, worker, self._stop_event, standby)
                     worker.thread = threading.Thread(target=supervisor.run, daemon=True,
                                                      name=f"profiler-lab-supervisor-{worker.index}")
                     worker.thread.start()
@@ -150,26 +146,30 @@ class ProfileService:
 
     # ------------------------------------------------------------------ public API
 
-    def submit(self, config: RunConfig, *, force_fresh: bool = False, session: str | None = None) -> RunTicket:
+    def submit(self, config: RunConfig, *, force_fresh: bool = False, session: str | None = None,
+               device_name: str | None = None) -> RunTicket:
         """Queue ``config``; returns at once. Raises ``ServiceBusy`` when the queue is full and
         ``ConfigError`` when its run-time estimate is over ``settings.max_run_estimate_s``.
 
         An identical config that finished within ``settings.reuse_window_s`` returns a ticket
         that is already done (``reused=True``) unless ``force_fresh``. Its RunResult is the
         same object other sessions got: treat results as read-only. ``session`` (e.g. the
-        page's session id): see ``submit_all``.
+        page's session id): see ``submit_all``. ``device_name`` (a ``DeviceKind.name`` from
+        ``device_kinds``) sends the run only to workers of that device model; ``ConfigError``
+        when none has it.
         """
-        return self.submit_all([config], force_fresh=force_fresh, session=session)[0]
+        return self.submit_all([config], force_fresh=force_fresh, session=session, device_name=device_name)[0]
 
     def submit_all(self, configs: list[RunConfig], *, force_fresh: bool = False,
-                   session: str | None = None) -> list[RunTicket]:
+                   session: str | None = None, device_name: str | None = None) -> list[RunTicket]:
         """Queue ``configs`` as one submission (a lesson's pair). With ``session``, the
         session's earlier submission still waiting or running is cancelled (each new ticket's
         ``replaced`` counts those runs), and the queue serves sessions in turn."""
         for config in configs:
             if not isinstance(config, RunConfig):
                 raise TypeError(f"submit() takes a RunConfig, not {type(config).__name__}")
-        return self._queue.submit(list(configs), force_fresh=force_fresh, session=session)
+        return self._queue.submit(list(configs), force_fresh=force_fresh, session=session,
+                                  device_name=device_name)
 
     def health(self) -> ServiceHealth:
         queue = self._queue
@@ -179,14 +179,22 @@ class ProfileService:
                 workers_alive=sum(w.alive for w in workers), workers_total=len(workers), workers=workers,
                 queue_length=len(queue.pending), runs_served=queue.runs_served,
                 runs_failed=queue.runs_failed, last_error=queue.last_error,
-                uptime_s=0.0 if self._started_at is None else time.monotonic() - self._started_at)
+                uptime_s=0.0 if self._started_at is None else time.monotonic() - self._started_at,
+                backend=self.settings.backend)
+
+    def device_kinds(self) -> tuple[DeviceKind, ...]:
+        """The device models of the warm workers, with counts and nodes, for the page's device
+        choice ("NVIDIA H200 ×8 on 2 nodes, NVIDIA L4 ×4"; ``describe_kinds``)."""
+        with self._queue.lock:
+            return device_kinds([(w.info, w.node) for w in self._queue.workers if w.info is not None])
 
     def _worker_health(self, w: WorkerRecord) -> WorkerHealth:
         """(lock held) One worker's record as callers see it, its spare's too."""
         spare_pid = w.standby[0].pid if w.standby is not None else None
         return WorkerHealth(
             index=w.index, device=w.device, state=w.state, pid=w.pid, alive=w.alive, runs_served=w.runs_served,
-            restarts=w.restarts, device_info=w.info, rss_bytes=resident_bytes(w.pid),
+            restarts=w.restarts, device_info=w.info, node=w.node,
+            rss_bytes=resident_bytes(w.pid) if w.node is None else None,  # a Ray actor's pid may be elsewhere
             standby=str(w.standby_state) if self.settings.standby > 0 else "off", standby_pid=spare_pid,
             standby_rss_bytes=resident_bytes(spare_pid), promotions=w.promotions)
 
@@ -200,6 +208,38 @@ class ProfileService:
         """DeviceInfo of the first worker that has warmed up, or None before any has."""
         with self._queue.lock:
             return next((w.info for w in self._queue.workers if w.info is not None), None)
+
+
+def _local_workers(settings: HostSettings, devices: list[str] | None) -> list[WorkerRecord]:
+    """One worker process per visible GPU (or one CPU worker), pinned; or one per ``devices`` entry."""
+    gpu_ids = None
+    if devices is None:
+        gpu_ids = visible_gpu_ids()
+        devices = default_devices(settings, gpu_ids)
+    elif any(d != "cpu" for d in devices):
+        gpu_ids = visible_gpu_ids()
+    if not devices:
+        raise ValueError("devices is empty; pass None for one worker per GPU, or e.g. ['cpu']")
+    return [WorkerRecord(i, d, *worker_pinning(d, gpu_ids or [])) for i, d in enumerate(devices)]
+
+
+def _ray_workers(settings: HostSettings, devices: list[str] | None) -> list[WorkerRecord]:
+    """One actor per GPU of the cluster (or one CPU actor per node); or one per ``devices``
+    entry, "cpu" or "cuda" (Ray picks the GPU and the node)."""
+    backend = importlib.import_module("lab.run.ray_backend")
+    if devices is None:
+        devices = backend.default_ray_devices(settings)
+    if not devices:
+        raise ValueError("devices is empty; pass None for one actor per GPU of the cluster, or e.g. ['cpu']")
+    kinds = ["cpu" if d == "cpu" else "cuda" if d.startswith("cuda") else d for d in devices]
+    unknown = sorted({k for k in kinds if k not in ("cpu", "cuda")})
+    if unknown:
+        raise ValueError(f"unknown Ray worker device(s) {unknown}; use 'cpu' or 'cuda'")
+    return [backend.RayWorkerRecord(i, k) for i, k in enumerate(kinds)]
+
+
+def _ray_supervisor(queue, worker, stop_event: threading.Event):
+    return importlib.import_module("lab.run.ray_backend").RaySupervisor(queue, worker, stop_event)
 
 
 def _shutdown_at_exit(ref) -> None:

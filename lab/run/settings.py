@@ -18,7 +18,8 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-__all__ = ["ENV_PREFIX", "LOGIN_MODES", "SECRET_FIELDS", "HostSettings", "SettingsError", "host_environment"]
+__all__ = ["BACKENDS", "ENV_PREFIX", "LOGIN_MODES", "SECRET_FIELDS", "HostSettings", "SettingsError",
+           "host_environment"]
 
 ENV_PREFIX = "PROFILER_LAB_"
 # off: anyone who reaches the port (one's own box); passcode: one shared workshop passcode;
@@ -26,6 +27,10 @@ ENV_PREFIX = "PROFILER_LAB_"
 LOGIN_MODES = ("off", "passcode", "oidc")
 # Fields whose values are never shown, logged or sent to a page: only whether they are set.
 SECRET_FIELDS = frozenset({"passcode", "host_token"})
+# Where runs execute: "local" = worker processes of this server (lab.run.supervisor); "ray" =
+# Ray actors of a cluster, possibly on other hosts (lab.run.ray_backend; pip install -r
+# requirements-ray.txt).
+BACKENDS = ("local", "ray")
 
 
 class SettingsError(ValueError):
@@ -93,6 +98,16 @@ class HostSettings:
     # Each upload costs a reader's time (a 509 MB-JSON trace: ~25 s of a core) and is kept for
     # its session; 6 a minute is more than anyone opens by hand (a session keeps 4 at most).
     uploads_per_min: int = 6
+    # --- where runs execute ------------------------------------------------------------------
+    # "local" (worker processes here) or "ray" (actors of the Ray cluster at ray_address).
+    backend: str = "local"
+    # The Ray cluster to join: "auto" = the one `ray start` set up on this machine (or RAY_ADDRESS),
+    # else "host:port" of its head (ray start --head prints it).
+    ray_address: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise SettingsError(f"{ENV_PREFIX}BACKEND={self.backend!r} is unknown; use one of: {', '.join(BACKENDS)}")
 
     @property
     def login_mode(self) -> str:
