@@ -139,6 +139,20 @@ def page(playwright_api, server):
             browser.close()
 
 
+@pytest.fixture
+def fresh_page(page, server):
+    """A visitor of their own (a new browser context on the module's server): a test that runs
+    profiles leaves the end-to-end test's page at its first visit, whichever order they run in."""
+    context = page.context.browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    context.set_default_timeout(UI_S * 1000)
+    try:
+        visitor = context.new_page()
+        visitor.goto(server)
+        yield visitor
+    finally:
+        context.close()
+
+
 def shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"browser_{name}.png"))
 
@@ -440,12 +454,13 @@ def running_line(name: str):
     return re.compile(rf"^{re.escape(name)}: (dispatched|checking|allocating|warming up|profiling|exporting|timing)")
 
 
-def test_room_refusal_cancel_and_one_run_per_session(playwright_api, page, server):
+def test_room_refusal_cancel_and_one_run_per_session(playwright_api, fresh_page, server):
     """Issue 13 in the browser: a run far too long is refused at once with its estimate; Cancel
     on a running 4096³ run hands the worker to its warm spare (the next run starts, no new
     warm-up: Server status counts the spare taking over); a second click while waiting replaces
     the waiting run (the page says so) instead of queueing a second one."""
     expect = playwright_api.expect
+    page = fresh_page
     page.set_viewport_size({"width": 1280, "height": 900})
     wait_idle(page)
 
