@@ -50,9 +50,12 @@ def torch_table_text(frame: pd.DataFrame, *, sort_by: str | None = None, row_lim
     widths, headers = _torch_columns(rows, has_device, device_name, with_flops, memory)
     fmt = "".join("{: >" + str(w) + "}  " for w in widths)
     sep = "".join("-" * w + "  " for w in widths)
-    cpu_total = float(rows["self_cpu_us"].sum())
+    # torch adds the rows one by one in the table's order (``_build_table``): the same float sum,
+    # not pandas' pairwise one, or a total that is exactly a tie at the last digit (6,645.5 µs
+    # seen in CI: torch "6.645ms") is rounded the other way.
+    cpu_total = _torch_sum(rows["self_cpu_us"])
     on_device = (rows["device_type"].astype(str).str.lower() != "cpu") & ~rows["is_user_annotation"].astype(bool)
-    device_total = float(rows.loc[on_device, "self_device_us"].sum())
+    device_total = _torch_sum(rows.loc[on_device, "self_device_us"])
     flop_scale = _flop_scale(rows) if "FLOPs" in headers[-1] else None
     lines = [sep, fmt.format(*headers), sep]
     for row in rows.head(row_limit if row_limit >= 0 else len(rows)).itertuples(index=False):
@@ -62,6 +65,14 @@ def torch_table_text(frame: pd.DataFrame, *, sort_by: str | None = None, row_lim
     if has_device:
         lines.append(f"Self {device_name} time total: {_torch_time(device_total)}")
     return "\n".join(lines) + "\n"
+
+
+def _torch_sum(values: pd.Series) -> float:
+    """``sum += value`` from 0 in row order, as torch's table totals are computed."""
+    total = 0.0
+    for value in values.tolist():
+        total += value
+    return total
 
 
 def torch_sorted(frame: pd.DataFrame, sort_by: str) -> pd.DataFrame:
