@@ -162,3 +162,30 @@ def current_subject(subjects: list[Subject]) -> Subject | None:
         key = DEFAULT_SAMPLE_KEY if DEFAULT_SAMPLE_KEY in by_key else subjects[0].key
         st.session_state["subject"] = key
     return by_key[key]
+
+
+@dataclass(frozen=True)
+class OpenedLesson:
+    """The lesson the visitor last ran or opened, with its runs' loaded traces in the lesson's order."""
+
+    key: str
+    subject_keys: tuple[str, ...]
+    subjects: list[Subject]
+    loaded: list
+
+
+def opened_lesson(subjects: list[Subject], load) -> OpenedLesson | None:
+    """The lesson last opened (``ui.run.open_lesson``) with each run loaded; None when none was,
+    or one of its runs fell out of the session's history or could not be read."""
+    check = st.session_state.get("lesson_check")
+    if not check:
+        return None
+    by_key = {s.key: s for s in subjects}
+    chosen = [by_key.get(k) for k in check["subjects"]]
+    if not chosen or any(s is None for s in chosen):
+        return None
+    loaded = [load(s) for s in chosen]
+    if any(x is None for x in loaded):
+        return None
+    return OpenedLesson(key=check["lesson"], subject_keys=tuple(check["subjects"]),
+                        subjects=[s for s in chosen if s is not None], loaded=loaded)

@@ -13,7 +13,7 @@ from lab import views as lv
 from lab.analysis import Run
 from lab.run import LESSONS
 from lab.teach import Answer, Question, questions_for, skipped_for
-from ui import room
+from ui import room, state
 from ui.messages import md_escape
 
 PREDICTIONS = "teach_predictions"  # question key → the choice predicted
@@ -117,25 +117,19 @@ def _one(q: Question, answer: Answer, runs: list[Run], subjects: list, check_key
 
 def reveal(subjects, load) -> None:
     """After a lesson opened (``lesson_check`` in the session): each question's answer, measured."""
-    check = st.session_state.get("lesson_check")
-    if not check:
+    opened = state.opened_lesson(subjects, load)
+    if opened is None:
         return
-    by_key = {s.key: s for s in subjects}
-    chosen = [by_key.get(k) for k in check["subjects"]]
-    if not chosen or any(s is None for s in chosen):
-        return
-    loaded = [load(s) for s in chosen]
-    if any(x is None for x in loaded):
-        return
-    lesson = LESSONS[check["lesson"]]
+    loaded = opened.loaded
+    lesson = LESSONS[opened.key]
     runs = [Run(r.name, x.trace, x.analysis) for r, x in zip(lesson.runs, loaded)]
     kind = "cuda" if all(x.trace.has_gpu for x in loaded) else "cpu"
-    check_key = tuple(check["subjects"])
+    check_key = opened.subject_keys
     with st.container(border=True, key="reveal_box"):
         st.markdown(f"**Reveal — {md_escape(lesson.title)}**")
-        for q in questions_for(check["lesson"], kind):
-            _one(q, q.answer(runs), runs, chosen, check_key)
-        for q, reason in skipped_for(check["lesson"], kind):
+        for q in questions_for(opened.key, kind):
+            _one(q, q.answer(runs), runs, opened.subjects, check_key)
+        for q, reason in skipped_for(opened.key, kind):
             st.caption(f":material/info: Not answered by these runs: {md_escape(q.text)} — {md_escape(reason)}; "
                        "open the H200 recording to see it.")
         if text := score_text():

@@ -18,7 +18,7 @@ from lab.samples import Sample
 from lab.views import SORT_KEYS, TORCH_SORT_KEYS, category_counts, comparison_totals, fmt_us, is_device_sort, summarize
 from ui.cache import Loaded
 from ui.messages import md_escape
-from ui.state import Subject
+from ui.state import Subject, opened_lesson
 
 SEVERITY_ICON = {"critical": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 
@@ -368,23 +368,16 @@ def _float_formats(df, overrides: dict | None = None) -> dict:
 
 def lesson_check(subjects: list[Subject], load) -> None:
     """What the last lesson opened shows in its traces: each signal with its evidence."""
-    check = st.session_state.get("lesson_check")
-    if not check:
+    opened = opened_lesson(subjects, load)
+    if opened is None:
         return
-    by_key = {s.key: s for s in subjects}
-    chosen = [by_key.get(k) for k in check["subjects"]]
-    if not chosen or any(s is None for s in chosen):
-        return  # a run fell out of the session's history
-    lesson = LESSONS[check["lesson"]]
-    loaded = [load(s) for s in chosen]
-    if any(x is None for x in loaded):
-        return
+    lesson = LESSONS[opened.key]
     names = [r.name for r in lesson.runs]
-    signals = lesson_signals(check["lesson"], [Run(n, x.trace, x.analysis) for n, x in zip(names, loaded)])
+    signals = lesson_signals(opened.key, [Run(n, x.trace, x.analysis) for n, x in zip(names, opened.loaded)])
     with st.container(border=True):
         st.markdown(f"**Lesson check — {md_escape(lesson.title)}**")
-        recorded = all(s.kind == "sample" for s in chosen)
-        where = "the H200 recording" if recorded else "your run" + ("s" if len(chosen) > 1 else "")
+        recorded = all(s.kind == "sample" for s in opened.subjects)
+        where = "the H200 recording" if recorded else "your run" + ("s" if len(opened.subjects) > 1 else "")
         st.caption(f"What the lab finds in {where}:")
         for signal in signals:
             icon = (":material/info:" if not signal.expected
