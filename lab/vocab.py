@@ -12,7 +12,7 @@ from dataclasses import dataclass
 __all__ = [
     "ANNOTATION_CATS", "DTYPES", "DTYPE_BYTES", "DTYPE_INFO", "Dtype", "ELEMENT_BYTES", "FLOW_CAT",
     "GEMM_KERNEL_DTYPES", "GEMM_KERNEL_PATTERN", "GEMM_LEAF_OPS", "GEMM_OPS", "GPU_ACTIVITY_CATS", "GPU_LANE_CATS",
-    "MEMORY_DEVICE_KINDS", "MEMORY_DEVICE_TYPES", "MEMORY_EVENT_NAME", "MEMORY_HOST_TYPES",
+    "MEMORY_DEVICE_KINDS", "MEMORY_DEVICE_TYPES", "MEMORY_EVENT_NAME", "MEMORY_HOST_TYPES", "OOM_EVENT_NAME",
     "GPU_ONLY_SORT_KEYS", "INPUT_TYPE_DTYPES", "LAUNCH_CATS", "LEGACY_SORT_KEYS", "NOT_GEMM_KERNEL_PATTERN",
     "OPERATOR_CATS", "PROFILER_STEP_PREFIX", "PROFILER_STEP_NAME", "STAGES", "STAGE_TEXT", "SORT_KEYS",
     "SYNC_NAMES", "TABLE_SORT_KEYS", "TORCH_SORT_KEYS", "gemm_kernel_dtype", "is_device_sort", "is_gemm_kernel",
@@ -73,6 +73,9 @@ FLOW_CAT = "ac2g"
 # name, one per allocation (args "Bytes" > 0) or free (< 0); torch's key_averages filters the
 # name and, for records inside no op, prints a row of it.
 MEMORY_EVENT_NAME = "[memory]"
+# An allocation the caching allocator could not satisfy (c10's reportOutOfMemory, written by
+# Kineto under profile_memory): an instant with the same args, "Bytes" = the size asked for.
+OOM_EVENT_NAME = "[OutOfMemory]"
 # c10::DeviceType codes of "Device Type" in those records, as torch.autograd.profiler reads them
 # (_cpu_memory_usage: CPU, MKLDNN, IDEEP; _device_memory_usage: CUDA, HIP, XPU, PrivateUse1).
 MEMORY_DEVICE_TYPES = {0: "cpu", 1: "cuda", 2: "mkldnn", 5: "ideep", 6: "hip", 12: "xpu", 20: "privateuse1"}

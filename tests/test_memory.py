@@ -305,7 +305,40 @@ def test_memory_rules_stay_silent_without_memory_and_on_the_corpus_steady_loops(
         assert not {LEAK, FRAG, CHURN, PEAK} & {i.title for i in find_insights(trace, analyze(trace))}
     path, raw, trace, analysis = real
     titles = {i.title for i in find_insights(trace, analysis)}
-    assert PEAK in titles and not {LEAK, FRAG, CHURN} & titles
+    assert PEAK in titles and not {LEAK, FRAG, CHURN, OOM} & titles
+    assert not len(trace.out_of_memory) and not any(e.get("name") == "[OutOfMemory]" for e in raw["traceEvents"])
+
+
+# --------------------------------------------------------------------------- [OutOfMemory]
+
+# Recorded on the H200 (torch 2.11): profile_memory, three small steps, then a caught 400 GiB
+# torch.empty inside record_function("too_big") — Kineto writes one "[OutOfMemory]" instant.
+OOM_TRACE = ROOT / "tests" / "data" / "cuda_oom.json.gz"
+OOM = "Out of memory: an allocation was refused"
+
+
+def test_out_of_memory_records_equal_the_raw_json_and_the_insight_names_what_ran():
+    from lab.analysis import analyze, find_insights
+
+    raw = _raw(OOM_TRACE)
+    events = raw["traceEvents"]
+    start_ns = min(_ns(e["ts"]) for e in events if e.get("ph") == "X")
+    (rec,) = [e for e in events if e.get("ph") == "i" and e.get("name") == "[OutOfMemory]"]
+    trace = load_trace(OOM_TRACE)
+    (row,) = trace.out_of_memory.itertuples(index=False)
+    assert round(row.ts_us * 1000) == _ns(rec["ts"]) - start_ns
+    assert (row.bytes, row.total_allocated_bytes, row.total_reserved_bytes, row.device_id, str(row.device_type)) == (
+        rec["args"]["Bytes"], rec["args"]["Total Allocated"], rec["args"]["Total Reserved"], rec["args"]["Device Id"],
+        DEVICE_TYPES[rec["args"]["Device Type"]])
+    assert len(trace.memory) == sum(e.get("name") == "[memory]" for e in events)  # kept apart from [memory]
+    # What ran: the innermost user_annotation holding the record's time (brute force).
+    holding = [e for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+               and _ns(e["ts"]) <= _ns(rec["ts"]) <= _ns(e["ts"]) + _ns(e["dur"])]
+    label = max(holding, key=lambda e: (_ns(e["ts"]), -_ns(e["dur"])))["name"]
+    insight = {i.title: i for i in find_insights(trace, analyze(trace))}[OOM]
+    assert insight.severity == "critical"
+    gib = rec["args"]["Bytes"] / 2**30
+    assert f"{gib:.2f} GiB was refused" in insight.evidence and f"record_function '{label}'" in insight.evidence
 
 
 def test_a_real_cpu_leak_is_found(tmp_path):

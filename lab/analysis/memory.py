@@ -28,7 +28,8 @@ from lab.vocab import PROFILER_STEP_PREFIX
 
 __all__ = [
     "DEFAULT_MAX_POINTS", "MEMORY_STEP_COLUMNS", "SERIES_COLUMNS", "SMALL_ALLOCATION_BYTES", "DeviceMemory",
-    "MemoryAnalysis", "MemoryPeak", "MemorySeries", "device_names", "memory_analysis", "memory_series",
+    "MemoryAnalysis", "MemoryPeak", "MemorySeries", "OutOfMemory", "device_names", "memory_analysis",
+    "memory_series", "out_of_memory_events",
 ]  # fmt: skip
 
 # Points sent to the browser for the whole chart: a line's vertices are far cheaper to draw than
@@ -96,6 +97,36 @@ class MemorySeries:
     window: tuple[float, float]
     records: int  # records in the window, all devices
     reduced: bool  # True when the M4 reduction ran (more change points than the budget)
+
+
+@dataclass(frozen=True)
+class OutOfMemory:
+    """One allocation the allocator refused ("[OutOfMemory]") and what was running then."""
+
+    device: str
+    ts_us: float
+    requested_bytes: int
+    allocated_bytes: int  # on that device at that moment
+    reserved_bytes: int
+    op: str  # as MemoryPeak's
+    annotation: str
+    step: int
+
+
+def out_of_memory_events(trace: Trace) -> tuple[OutOfMemory, ...]:
+    """Each "[OutOfMemory]" record of the trace, in time order, with the op and label running."""
+    oom = trace.out_of_memory
+    if not len(oom):
+        return ()
+    names, spans = device_names(oom), step_spans(trace)
+    out = []
+    for i, row in enumerate(oom.itertuples(index=False)):
+        op, annotation = _running_at(trace, row.ts_us, int(row.lane_order))
+        out.append(OutOfMemory(device=str(names[i]), ts_us=float(row.ts_us), requested_bytes=int(row.bytes),
+                               allocated_bytes=int(row.total_allocated_bytes),
+                               reserved_bytes=int(row.total_reserved_bytes), op=op, annotation=annotation,
+                               step=_step_of(spans, float(row.ts_us))))
+    return tuple(out)
 
 
 def device_names(memory: pd.DataFrame) -> np.ndarray:

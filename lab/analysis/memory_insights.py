@@ -12,7 +12,7 @@ import numpy as np
 
 from lab.analysis.bundle import Analysis
 from lab.analysis.insight import Insight
-from lab.analysis.memory import SMALL_ALLOCATION_BYTES, DeviceMemory, MemoryAnalysis
+from lab.analysis.memory import SMALL_ALLOCATION_BYTES, DeviceMemory, MemoryAnalysis, out_of_memory_events
 from lab.trace import Trace
 from lab.units import fmt_mem_bytes, fmt_us_fixed
 
@@ -48,7 +48,8 @@ LEAK_TITLE = "Memory grows step after step: a leak candidate"
 FRAGMENTATION_TITLE = "Reserved memory far above allocated: fragmentation"
 CHURN_TITLE = "Allocator churn: many small allocations per step"
 PEAK_TITLE = "Memory peak and what was running"
-MEMORY_TITLES = (LEAK_TITLE, FRAGMENTATION_TITLE, CHURN_TITLE, PEAK_TITLE)
+OOM_TITLE = "Out of memory: an allocation was refused"
+MEMORY_TITLES = (OOM_TITLE, LEAK_TITLE, FRAGMENTATION_TITLE, CHURN_TITLE, PEAK_TITLE)
 
 CUDA_MEMORY_DOCS = "https://pytorch.org/docs/stable/torch_cuda_memory.html"
 ALLOC_CONF_DOCS = "https://pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf"
@@ -178,4 +179,33 @@ def peak_owner(trace: Trace, analysis: Analysis) -> Insight | None:
     )
 
 
-MEMORY_RULES = (memory_growth, reserved_far_above_allocated, allocator_churn, peak_owner)
+def out_of_memory(trace: Trace, analysis: Analysis) -> Insight | None:
+    """An "[OutOfMemory]" record: what was asked, what the device held, and what was running."""
+    events = out_of_memory_events(trace)
+    if not events:
+        return None
+    first = events[0]
+    where = [f"inside {first.op}"] if first.op else []
+    where += [f"in record_function '{first.annotation}'"] if first.annotation else []
+    where += [f"during step {first.step + 1}"] if first.step >= 0 else []
+    more = f" ({len(events)} refusals in the trace; the first is shown)" if len(events) > 1 else ""
+    # Asked far more than was ever reserved: a size bug (a wrong shape or dtype), not a close call.
+    far = first.requested_bytes > 4 * max(first.reserved_bytes, 1)
+    return Insight(
+        severity="critical",
+        title=OOM_TITLE,
+        evidence=(f"{first.device}: a request for {fmt_mem_bytes(first.requested_bytes)} was refused at "
+                  f"{fmt_us_fixed(first.ts_us)}{(' ' + ', '.join(where)) if where else ''}, with "
+                  f"{fmt_mem_bytes(first.allocated_bytes)} allocated and {fmt_mem_bytes(first.reserved_bytes)} "
+                  f"reserved{more}."),
+        suggestion=(("The request is many times what the process ever held: check the shape and dtype of the "
+                     "tensor made there before anything else. " if far else "")
+                    + "Then lower what is alive at that moment (batch size, activations kept for backward with "
+                      "torch.utils.checkpoint, fp32 tensors that could be bf16); with reserved far above allocated, "
+                      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; a snapshot from "
+                      "torch.cuda.memory._record_memory_history() names the tensors alive then."),
+        learn_more=CUDA_MEMORY_DOCS,
+    )
+
+
+MEMORY_RULES = (out_of_memory, memory_growth, reserved_far_above_allocated, allocator_churn, peak_owner)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from lab.trace.records import EMPTY_ARGS, FLOAT_ARGS, INT_ARGS, MEMORY_ARGS, TEXT_ARGS, Event
 from lab.trace.values import MAX_ABS_US, id_str, short_repr
-from lab.vocab import FLOW_CAT, MEMORY_EVENT_NAME
+from lab.vocab import FLOW_CAT, MEMORY_EVENT_NAME, OOM_EVENT_NAME
 
 __all__ = ["CATEGORY_PARTS", "EventParts", "FlowParts", "MemoryParts", "grouped_keys"]
 
@@ -116,7 +116,7 @@ class EventParts:
         xs = [e for e in records if e.ph == "X"]
         mem_dropped = 0
         if len(xs) < len(records):
-            flows, mems = [], []
+            flows, mems, ooms = [], [], []
             for e in [e for e in records if e.ph != "X"]:
                 ph = e.ph
                 if ph == "M":
@@ -125,8 +125,10 @@ class EventParts:
                     flows.append(e)
                 elif ph == "i" and e.name == MEMORY_EVENT_NAME:
                     mems.append(e)
+                elif ph == "i" and e.name == OOM_EVENT_NAME:
+                    ooms.append(e)
             flow_parts.add(flows)
-            mem_dropped = memory.add(mems)
+            mem_dropped = memory.add(mems) + memory.add(ooms, out_of_memory=True)
         del records
         n = len(xs)
         ts, dur = _floats(xs, _TS_OF, n), _floats(xs, _DUR_OF, n)
@@ -206,8 +208,9 @@ class MemoryParts:
 
     def __init__(self) -> None:
         self.parts: list[dict] = []
+        self.oom_parts: list[dict] = []  # "[OutOfMemory]" instants, the same arrays
 
-    def add(self, mems: list[Event]) -> int:
+    def add(self, mems: list[Event], *, out_of_memory: bool = False) -> int:
         if not mems:
             return 0
         n = len(mems)
@@ -219,17 +222,18 @@ class MemoryParts:
             ok = (np.abs(ts) <= MAX_ABS_US) & np.isfinite(values[:, [0, 2, 3, 4]]).all(axis=1)
         keep = np.flatnonzero(ok)
         if len(keep):
-            self.parts.append({
+            (self.oom_parts if out_of_memory else self.parts).append({
                 "ts": ts[keep], "values": values[keep],
                 "pid": _factorized([mems[i].pid for i in keep.tolist()]),
                 "tid": _factorized([mems[i].tid for i in keep.tolist()]),
             })  # fmt: skip
         return n - len(keep)
 
-    def columns(self) -> dict | None:
-        if not self.parts:
+    def columns(self, *, out_of_memory: bool = False) -> dict | None:
+        parts = self.oom_parts if out_of_memory else self.parts
+        if not parts:
             return None
-        out: dict[str, Any] = {k: np.concatenate([p[k] for p in self.parts]) for k in ("ts", "values")}
-        out["pid"] = _merge_factorized([p["pid"] for p in self.parts], id_str)
-        out["tid"] = _merge_factorized([p["tid"] for p in self.parts], id_str)
+        out: dict[str, Any] = {k: np.concatenate([p[k] for p in parts]) for k in ("ts", "values")}
+        out["pid"] = _merge_factorized([p["pid"] for p in parts], id_str)
+        out["tid"] = _merge_factorized([p["tid"] for p in parts], id_str)
         return out

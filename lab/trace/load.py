@@ -130,7 +130,8 @@ def _build(src: Source, source_bytes: int) -> Trace:
     flow_frame, flow_skipped = build_flows(flow_cols, flow_parts.columns(), start_ts, by_key)
     meta = trace_meta(src.top, names_meta, start_ts, span_us)
     return Trace(events=events, flows=flow_frame, meta=meta, skipped_events=skipped + flow_skipped,
-                 source_bytes=source_bytes, memory=memory_frame(memory_parts.columns(), start_ts, by_key))
+                 source_bytes=source_bytes, memory=memory_frame(memory_parts.columns(), start_ts, by_key),
+                 out_of_memory=memory_frame(memory_parts.columns(out_of_memory=True), start_ts, by_key))
 
 
 def _sort(cols: dict, lane_order: np.ndarray) -> tuple[np.ndarray, dict, float, float]:

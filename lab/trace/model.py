@@ -52,6 +52,10 @@ device_type            category  "cpu", "cuda", … (``lab.vocab.MEMORY_DEVICE_T
 device_id              int16     "Device Id" (-1 for the CPU in Kineto's records)
 lane_order             int32     the allocating thread's lane in ``events``, -1 if it has none
 =====================  ========  ===========================================================
+
+``Trace.out_of_memory`` — one row per ``[OutOfMemory]`` instant (an allocation the allocator
+could not satisfy; the program usually died, or caught ``torch.cuda.OutOfMemoryError``), the
+same columns: ``bytes`` is the size asked for, the totals are the device's at that moment.
 """
 
 from __future__ import annotations
@@ -116,6 +120,8 @@ class Trace:
     skipped_events: int = 0  # malformed events dropped while loading
     source_bytes: int = 0  # size of the JSON text
     memory: pd.DataFrame = field(default_factory=empty_memory)  # profile_memory's records
+    # profile_memory's "[OutOfMemory]" records, the memory columns ("bytes" = the size asked for)
+    out_of_memory: pd.DataFrame = field(default_factory=empty_memory)
 
     @property
     def has_memory(self) -> bool:

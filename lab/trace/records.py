@@ -29,7 +29,7 @@ from lab.trace.values import (
     int_or_none,
     short_repr,
 )
-from lab.vocab import FLOW_CAT, MEMORY_EVENT_NAME
+from lab.vocab import FLOW_CAT, MEMORY_EVENT_NAME, OOM_EVENT_NAME
 
 __all__ = [
     "ARG_KEYS", "EMPTY_ARGS", "EVENT_DECODER", "FLOAT_ARGS", "INT_ARGS", "LIST_DECODER", "MEMORY_ARGS",
@@ -175,7 +175,7 @@ def _validate(obj):
     if not isinstance(obj, dict):
         return None
     ph = obj.get("ph")
-    if ph == "i" and obj.get("name") == MEMORY_EVENT_NAME:
+    if ph == "i" and obj.get("name") in (MEMORY_EVENT_NAME, OOM_EVENT_NAME):
         return _memory_record(obj)
     if ph not in ("X", "M", "s", "f"):
         return _IGNORED if isinstance(ph, str) else None
@@ -207,13 +207,13 @@ def _metadata_record(obj: dict) -> Event:
 
 
 def _memory_record(obj: dict):
-    """A "[memory]" instant: kept with what its args hold (``columns.MemoryParts`` drops one
+    """A "[memory]" (or "[OutOfMemory]") instant: kept with what its args hold (``columns.MemoryParts`` drops one
     without a time, bytes or totals); args that are not an object make it malformed."""
     args = obj.get("args")
     if not isinstance(args, dict):
         return None
     values = {attr: v for attr in MEMORY_ARGS if (v := finite(args.get(ARG_KEYS[attr]))) is not None}
-    return Event(ph="i", name=MEMORY_EVENT_NAME, cat="", pid=id_value(obj.get("pid")), tid=id_value(obj.get("tid")),
+    return Event(ph="i", name=obj["name"], cat="", pid=id_value(obj.get("pid")), tid=id_value(obj.get("tid")),
                  ts=finite(obj.get("ts")), args=Args(**values))
 
 
