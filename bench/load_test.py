@@ -42,8 +42,8 @@ the new session worked and (full runs) the sessions overlapped in the queue.
 
 The parts: load_driver.py (the sessions), page_clock.py (the in-page clock), load_result.py
 (the result as data, and its figures), load_report.py (console and BENCHMARKS.md),
-load_resources.py (CPU and memory), browser_harness.py (server and Chromium, shared with the
-browser test).
+load_resources.py (CPU and memory), load_room.py (--room: the instructor and the joins),
+browser_harness.py (server and Chromium, shared with the browser test).
 """
 
 from __future__ import annotations
