@@ -29,7 +29,8 @@ from pathlib import Path
 
 from browser_harness import CHROMIUM, CHROMIUM_ARGS, IDLE_JS, ROOT, health
 from load_resources import MemorySampler, cpu_used
-from load_result import LoadResult, NewSession, SessionResult
+from load_result import LoadResult, NewSession, RoomResult, SessionResult
+from load_room import display_name, join_room, open_room, read_room
 from page_clock import PageClock, install_probe, read_clock, wait_result
 
 __all__ = ["AFTER_LABEL", "ARTIFACTS", "LABEL_PREFIX", "SIZES", "run_load"]
@@ -63,6 +64,7 @@ class Session:
     index: int
     label: str
     size: int
+    room_code: str | None = None  # --room: join this room (as display_name(index)) before filling the form
     context: object = None
     page: object = None
     load_s: float | None = None
@@ -131,6 +133,8 @@ async def load_and_fill(browser, url: str, session: Session, expect) -> None:
     await page.goto(url, timeout=PAGE_LOAD_S * 1000)
     await expect(sidebar(page).get_by_text("Detected:")).to_be_visible(timeout=PAGE_LOAD_S * 1000)
     await wait_idle(page, PAGE_LOAD_S)
+    if session.room_code is not None:
+        await join_room(page, session.room_code, display_name(session.index), expect, wait_idle)
     presses = int(math.log2(SLIDER_START // session.size))
     sliders = sidebar(page).get_by_role("slider")
     for i in range(3):  # M, K, N
@@ -313,7 +317,29 @@ async def finish_all(clicked: list[Session], labels: list[str], folder: Path, ex
     return cpu_phase, phase_s
 
 
-async def run_load(url: str, n: int, *, server_pid: int, load_concurrency: int) -> LoadResult:
+async def start_room(browser, url: str, expect, sessions: list[Session]):
+    """--room: an instructor session opens a room; every attendee will join it. (context, page, code)"""
+    context, page, code = await open_room(browser, url, expect, wait_idle)
+    print(f"instructor opened room {code}; the attendees join it before their clicks", flush=True)
+    for session in sessions:
+        session.room_code = code
+    return context, page, code
+
+
+async def end_room(instructor, sessions: list[Session]) -> RoomResult:
+    """--room: what the instructor's view shows once every result is in; closes its context."""
+    context, page, code = instructor
+    try:
+        joined = [display_name(s.index) for s in sessions if s.load_s is not None]
+        result = await read_room(page, code, joined, sum(s.completed for s in sessions))
+        with contextlib.suppress(Exception):  # best effort: what the instructor saw, to look at
+            await page.locator(".st-key-instructor_view").screenshot(path=str(ARTIFACTS / "load_room_instructor.png"))
+        return result
+    finally:
+        await context.close()
+
+
+async def run_load(url: str, n: int, *, server_pid: int, load_concurrency: int, room: bool = False) -> LoadResult:
     from playwright.async_api import async_playwright, expect
 
     labels = [f"{LABEL_PREFIX}{i:02d}" for i in range(n)]
@@ -324,9 +350,10 @@ async def run_load(url: str, n: int, *, server_pid: int, load_concurrency: int) 
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         memory = MemorySampler(server_pid).start()
-        peaks = None
+        peaks = room_result = None
         try:
             warmup_load_s = await warm_up_page(browser, url, expect)
+            instructor = await start_room(browser, url, expect, sessions) if room else None
             ready = await prepare_all(browser, url, sessions, expect, load_concurrency)
             print(f"{len(ready)}/{n} pages loaded and filled; clicking 'Run profile' in all of them", flush=True)
 
@@ -340,6 +367,7 @@ async def run_load(url: str, n: int, *, server_pid: int, load_concurrency: int) 
             clicked = await click_all(ready)
             cpu_phase, phase_s = await finish_all(clicked, labels, folder, expect, memory=memory,
                                                   cpu_before=cpu_before, phase_t0=phase_t0)
+            room_result = await end_room(instructor, sessions) if instructor else None
             for session in sessions:
                 if session.error:
                     await screenshot(session)
@@ -362,7 +390,7 @@ async def run_load(url: str, n: int, *, server_pid: int, load_concurrency: int) 
         total_wall_s=(max(results) - min(clicks)) / 1000 if results and clicks else 0.0,
         overall_s=time.monotonic() - started, health_after=health_after, new_session=new_session,
         memory=peaks, load_concurrency=load_concurrency, cpu_phase_s=cpu_phase, phase_s=phase_s,
-        cpu_idle_s=cpu_idle, idle_s=idle_s)
+        cpu_idle_s=cpu_idle, idle_s=idle_s, room=room_result)
 
 
 async def new_session_check(browser, url: str, expect) -> NewSession:

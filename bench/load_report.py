@@ -14,9 +14,10 @@ from load_resources import cpu_model
 from load_result import Figures, LoadResult
 from page_clock import RESULT_CHECK_MS
 
-__all__ = ["SECTION_TITLE", "markdown_section", "print_report"]
+__all__ = ["ROOM_SECTION_TITLE", "SECTION_TITLE", "markdown_section", "print_report", "room_lines"]
 
 SECTION_TITLE = "## Workshop load test"
+ROOM_SECTION_TITLE = "## Workshop load test, everyone in one room"  # --room: its own section
 GROUPS = ("chromium", "server", "worker")
 
 # Where a session's wait goes, on the page's clock: (start, end, what it covers).
@@ -166,17 +167,29 @@ def _method(result: LoadResult, f: Figures) -> str:
             "/_stcore/health, and a new session loads the page and runs a 64³ profile.")
 
 
+def room_lines(result: LoadResult) -> list[str]:
+    """--room: how the room was used, and the instructor view's verdict (nothing without a room)."""
+    if result.room is None:
+        return []
+    return ["", ("Room: before the page loads, one more session (the instructor) opened a room and read its code; each "
+                 "attendee joined it right after its page loaded, under its own display name (`learner 00` …), "
+                 "before filling the form. At the end the instructor's live view (refreshed every 3 s) was read "
+                 "until it counted everyone (up to 120 s)."),
+            "", f"**{result.room.verdict()}**"]
+
+
 def markdown_section(result: LoadResult, f: Figures, command: str, load_at_start) -> str:
     overlap = (f"{f.sessions_saw_queue} of {f.sessions} sessions were shown a queue position; the highest was "
                f"{f.max_queue_pos} (that many runs waiting, the first of them next, while one ran).")
     failures = [s for s in result.sessions if s.error or not s.isolated]
     failure_lines = [f"- {s.label}: {s.error or 'isolation: ' + str(s.checks)}" for s in failures]
     return "\n".join([
-        SECTION_TITLE,
+        ROOM_SECTION_TITLE if result.room else SECTION_TITLE,
         "",
         f"Command: `{command}` — {dt.date.today().isoformat()}, {machine_line(load_at_start)}.",
         "",
         _method(result, f),
+        *room_lines(result),
         "",
         summary_table(f, result),
         "",
@@ -216,6 +229,8 @@ def print_report(result: LoadResult, f: Figures) -> None:
           f"clicks spread over {result.clicks_spread_s:.2f} s")
     print(breakdown_line(result))
     print(cpu_line(result))
+    if result.room is not None:
+        print(result.room.verdict())
     print(f"server health after: {result.health_after or 'no answer'}")
     new = result.new_session
     print(f"new session after the load: {'works' if new.ok else 'FAILED: ' + str(new.error)}")

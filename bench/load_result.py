@@ -12,7 +12,7 @@ from pathlib import Path
 
 from page_clock import PageClock
 
-__all__ = ["Figures", "LoadResult", "MemoryPeaks", "NewSession", "SessionResult", "figures", "percentile"]
+__all__ = ["Figures", "LoadResult", "MemoryPeaks", "NewSession", "RoomResult", "SessionResult", "figures", "percentile"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,33 @@ class MemoryPeaks:
 
 
 @dataclass(frozen=True)
+class RoomResult:
+    """What the instructor's view showed at the end."""
+
+    code: str | None
+    expected: int  # attendees that joined (the sessions that loaded)
+    joined: int | None  # the "Joined" metric
+    runs_shared: int | None  # the "Runs shared" metric
+    expected_runs: int  # attendees that completed their run
+    names_listed: int  # expected display names found in "In the room: …"
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return (self.error is None and self.joined == self.expected and self.runs_shared == self.expected_runs
+                and self.names_listed == self.expected)
+
+    def verdict(self) -> str:
+        def shown(value: int | None) -> str:
+            return "—" if value is None else str(value)
+
+        return (f"Room {self.code or '—'}: the instructor's view shows Joined {shown(self.joined)} "
+                f"(expected {self.expected}), Runs shared {shown(self.runs_shared)} (expected "
+                f"{self.expected_runs}), {self.names_listed}/{self.expected} names listed: "
+                f"{'holds' if self.ok else 'FAILED'}" + (f" ({self.error})" if self.error else ""))
+
+
+@dataclass(frozen=True)
 class LoadResult:
     sessions: tuple[SessionResult, ...]
     warmup_load_s: float
@@ -78,6 +105,7 @@ class LoadResult:
     phase_s: float  # that phase's wall time (Python clock, ±0.5 s)
     cpu_idle_s: dict[str, float]  # the same over idle_s with every page loaded and nothing clicked
     idle_s: float
+    room: RoomResult | None = None  # --room: what the instructor's view showed at the end
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, ensure_ascii=False)
@@ -88,9 +116,11 @@ class LoadResult:
         sessions = tuple(SessionResult(**{**s, "clock": PageClock(**s["clock"])}) for s in data.pop("sessions"))
         new = data.pop("new_session")
         memory = data.pop("memory")
+        room = data.pop("room", None)
         return cls(sessions=sessions, new_session=NewSession(**{**new, "clock": PageClock(**new["clock"]),
                                                                      "events": tuple(new["events"])}),
-                   memory=MemoryPeaks(**memory) if memory else None, **data)
+                   memory=MemoryPeaks(**memory) if memory else None,
+                   room=RoomResult(**room) if room else None, **data)
 
     @classmethod
     def read(cls, path: Path) -> LoadResult:

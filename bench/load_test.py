@@ -4,6 +4,7 @@
     python bench/load_test.py --quick --no-write   # 3 sessions, BENCHMARKS.md untouched (CI)
     python bench/load_test.py --sessions 30 --port 8599
     python bench/load_test.py --quick --no-write --json out/load.json   # also the result as JSON
+    python bench/load_test.py --room           # everyone in one room (bench/load_room.py); its own section
 
 What an attendee does, N times at once: each session is its own browser context (its own
 Streamlit session) in one headless Chromium driven by Playwright's async API. It loads the
@@ -41,8 +42,8 @@ the new session worked and (full runs) the sessions overlapped in the queue.
 
 The parts: load_driver.py (the sessions), page_clock.py (the in-page clock), load_result.py
 (the result as data, and its figures), load_report.py (console and BENCHMARKS.md),
-load_resources.py (CPU and memory), browser_harness.py (server and Chromium, shared with the
-browser test).
+load_resources.py (CPU and memory), load_room.py (--room: the instructor and the joins),
+browser_harness.py (server and Chromium, shared with the browser test).
 """
 
 from __future__ import annotations
@@ -51,12 +52,13 @@ import argparse
 import asyncio
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from benchmarks_md import write_section  # bench/ is on sys.path when this script runs
 from browser_harness import ROOT, browser_missing, free_port, streamlit_server
 from load_driver import ARTIFACTS, run_load
-from load_report import SECTION_TITLE, markdown_section, print_report
+from load_report import ROOM_SECTION_TITLE, SECTION_TITLE, markdown_section, print_report
 from load_result import Figures, LoadResult, figures
 
 BENCHMARKS = ROOT / "BENCHMARKS.md"
@@ -75,6 +77,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=None, help="server port (default: a free one)")
     parser.add_argument("--load-concurrency", type=int, default=4,
                         help="pages loading at once before the clicks (default 4)")
+    parser.add_argument("--room", action="store_true",
+                        help="an instructor opens a room and every session joins it before its click "
+                             "(rooms in a fresh SQLite file); writes its own BENCHMARKS.md section")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH",
                         help="also write the result (load_result.LoadResult) as JSON to PATH")
     args = parser.parse_args(argv)
@@ -91,7 +96,7 @@ def overlapped(f: Figures, *, quick: bool) -> bool:
 
 def passed(result: LoadResult, f: Figures, *, quick: bool) -> bool:
     return (f.completed == f.sessions and f.isolation_holds and result.health_after == "ok"
-            and result.new_session.ok and overlapped(f, quick=quick))
+            and result.new_session.ok and overlapped(f, quick=quick) and (result.room is None or result.room.ok))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,10 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     ARTIFACTS.mkdir(exist_ok=True)
     log = ARTIFACTS / "load_test_server.log"
     port = args.port or free_port()
+    if args.room:  # the server inherits it: this run's rooms in a file of their own, not the lab's
+        db = Path(tempfile.mkdtemp(prefix="load_room_")) / "rooms.sqlite3"
+        os.environ["PROFILER_LAB_DATABASE_URL"] = f"sqlite:///{db}"
     print(f"server: http://127.0.0.1:{port} (log {log.relative_to(ROOT)}); {n} sessions; "
           f"load average {load_at_start[0]:.2f}", flush=True)
     with streamlit_server(log, port) as (url, process):
-        result = asyncio.run(run_load(url, n, server_pid=process.pid, load_concurrency=args.load_concurrency))
+        result = asyncio.run(run_load(url, n, server_pid=process.pid, load_concurrency=args.load_concurrency,
+                                   room=args.room))
     f = figures(result)
     print_report(result, f)
     if args.json is not None:
@@ -119,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         command = " ".join(["python bench/load_test.py", *sys.argv[1:]])
         write_section(markdown_section(result, f, command, load_at_start), BENCHMARKS)
-        print(f"wrote the '{SECTION_TITLE[3:]}' section of {BENCHMARKS.name}")
+        title = ROOM_SECTION_TITLE if args.room else SECTION_TITLE
+        print(f"wrote the '{title[3:]}' section of {BENCHMARKS.name}")
     return 0 if passed(result, f, quick=args.quick) else 1
 
 
