@@ -313,7 +313,7 @@ def test_memory_rules_stay_silent_without_memory_and_on_the_corpus_steady_loops(
 
 # Recorded on the H200 (torch 2.11): profile_memory, three small steps, then a caught 400 GiB
 # torch.empty inside record_function("too_big") — Kineto writes one "[OutOfMemory]" instant.
-OOM_TRACE = ROOT / "tests" / "data" / "cuda_oom.json.gz"
+OOM_TRACE = GROUNDTRUTH / "cuda" / "cuda_oom.json.gz"
 OOM = "Out of memory: an allocation was refused"
 
 

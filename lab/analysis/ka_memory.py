@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lab.vocab import MEMORY_DEVICE_KINDS, MEMORY_EVENT_NAME, MEMORY_HOST_TYPES
+from lab.vocab import MEMORY_DEVICE_KINDS, MEMORY_EVENT_NAME, MEMORY_HOST_TYPES, OOM_EVENT_NAME
 
-__all__ = ["MEMORY_COLUMNS", "EventMemory", "event_memory", "memory_row", "self_memory"]
+__all__ = ["MEMORY_COLUMNS", "EventMemory", "event_memory", "memory_row", "oom_row", "self_memory"]
 
 MEMORY_COLUMNS = ("self_cpu_memory_bytes", "cpu_memory_bytes", "self_device_memory_bytes", "device_memory_bytes")
 
@@ -90,11 +90,26 @@ def memory_row(mem: EventMemory, columns: tuple[str, ...]) -> pd.DataFrame:
     """torch's ``[memory]`` row for the records no event took (an empty frame when none)."""
     if not mem.unmatched_count:
         return pd.DataFrame(columns=list(columns))
+    return _row(MEMORY_EVENT_NAME, mem.unmatched_count, mem.unmatched_cpu_bytes, mem.unmatched_device_bytes, columns)
+
+
+def oom_row(oom: pd.DataFrame, columns: tuple[str, ...]) -> tuple[int, pd.DataFrame] | None:
+    """torch's ``[OutOfMemory]`` row (``_parse_kineto_results`` makes each such record a
+    FunctionEvent of no duration), with the first record's time (ns); None without records.
+    No op takes them, and the row's memory columns are 0: the C++ record carries no bytes (the
+    JSON's "Bytes" is the size asked for), as torch's key_averages of the H200 OOM trace shows."""
+    if not len(oom):
+        return None
+    ns = np.sort(np.rint(oom["ts_us"].to_numpy() * 1000.0).astype(np.int64))
+    return int(ns[0]), _row(OOM_EVENT_NAME, len(ns), 0, 0, columns)
+
+
+def _row(name: str, count: int, cpu_bytes: int, device_bytes: int, columns: tuple[str, ...]) -> pd.DataFrame:
     values = {
-        "name": MEMORY_EVENT_NAME, "input_shapes": "[]", "count": mem.unmatched_count,
+        "name": name, "input_shapes": "[]", "count": count,
         "self_cpu_us": 0.0, "cpu_total_us": 0.0, "self_device_us": 0.0, "device_total_us": 0.0,
-        "self_cpu_memory_bytes": mem.unmatched_cpu_bytes, "cpu_memory_bytes": mem.unmatched_cpu_bytes,
-        "self_device_memory_bytes": mem.unmatched_device_bytes, "device_memory_bytes": mem.unmatched_device_bytes,
+        "self_cpu_memory_bytes": cpu_bytes, "cpu_memory_bytes": cpu_bytes,
+        "self_device_memory_bytes": device_bytes, "device_memory_bytes": device_bytes,
         "flops": 0, "is_user_annotation": False, "device_type": "cpu",
     }  # fmt: skip
     return pd.DataFrame({c: [values[c]] for c in columns}, columns=list(columns))

@@ -56,7 +56,7 @@ import pandas as pd
 
 from lab.analysis.intervals import innermost_open
 from lab.analysis.ka_flops import op_flops_of
-from lab.analysis.ka_memory import event_memory, memory_row, self_memory
+from lab.analysis.ka_memory import event_memory, memory_row, oom_row, self_memory
 from lab.trace import Trace
 
 __all__ = ["trace_key_averages"]
@@ -400,11 +400,17 @@ def _average(trace: Trace, ev: _Events, times: tuple, memory: tuple, by_shape: b
         "is_user_annotation": annotation[first],
         "device_type": np.where(device[first], "cuda", "cpu").astype(object),
     }, columns=list(_COLUMNS))
-    if not mem.unmatched_count:
-        return frame
-    # torch's list is time-sorted: the [memory] event follows every event starting at or before it.
-    at = int(np.searchsorted(ev.start_ns[live][first], mem.first_unmatched_ns, side="right"))
-    return pd.concat([frame.iloc[:at], memory_row(mem, _COLUMNS), frame.iloc[at:]], ignore_index=True)
+    extra = [(mem.first_unmatched_ns, memory_row(mem, _COLUMNS))] if mem.unmatched_count else []
+    if (oom := oom_row(trace.out_of_memory, _COLUMNS)) is not None:
+        extra.append(oom)
+    # torch's list is time-sorted: a [memory] / [OutOfMemory] event follows every event starting
+    # at or before it, and its row stands where its name first appears.
+    starts, pieces, done = ev.start_ns[live][first], [], 0
+    for first_ns, row in sorted(extra, key=lambda x: x[0]):
+        at = int(np.searchsorted(starts, first_ns, side="right"))
+        pieces += [frame.iloc[done:at], row]
+        done = at
+    return pd.concat([*pieces, frame.iloc[done:]], ignore_index=True) if extra else frame
 
 
 def _memory(trace: Trace, ev: _Events, eff: np.ndarray) -> tuple[dict, object]:
