@@ -109,3 +109,14 @@ def test_chart_data_and_chart():
     assert lo <= 21.0 and hi >= 2730.0
     spec = roofline_chart(data, "room").to_dict()
     assert spec["layer"][0]["encoding"]["x"]["scale"]["type"] == "log"
+    # The same shape run by many seats: one label, over its fastest point.
+    crowd = roofline_data(roof, [RunSummary(workload="matmul_add", m=64, k=64, n=64, dtype="bfloat16", device="H200",
+                                            tflops=0.01 * (j + 1), intensity_flops_per_byte=21.0,
+                                            display_name=f"seat {j}") for j in range(5)])
+    spec = roofline_chart(crowd, "room").to_dict()
+    texts = [layer for layer in spec["layer"] if layer["mark"] in ("text", {"type": "text"}) or
+             (isinstance(layer["mark"], dict) and layer["mark"].get("type") == "text")]
+    shape_labels = [layer for layer in texts if layer["encoding"]["text"]["field"] == "shape"]
+    (label_layer,) = shape_labels
+    rows = spec["datasets"][label_layer["data"]["name"]]
+    assert len(rows) == 1 and rows[0]["tflops"] == max(0.01 * (j + 1) for j in range(5))

@@ -49,7 +49,11 @@ def roofline_chart(data: Mapping[str, pd.DataFrame], title: str) -> alt.LayerCha
         tooltip=[alt.Tooltip("who:N"), alt.Tooltip("shape:N"), alt.Tooltip("dtype:N"), alt.Tooltip("device:N"),
                  alt.Tooltip("intensity_flops_per_byte:Q", format=",.1f", title="FLOP/byte"),
                  alt.Tooltip("tflops:Q", format=",.4f", title="TFLOP/s"), alt.Tooltip("region:N")])
-    labels = alt.Chart(data["points"]).mark_text(dy=-12, fontSize=11).encode(x=x, y=y, text="shape:N")
+    # One label per shape and dtype, over its fastest point: a room runs each seat's shape many
+    # times, and 20 runs' labels stacked into one unreadable smear (the 20-session room test).
+    keys = [c for c in ("shape", "dtype") if c in data["points"].columns]
+    labelled = data["points"].sort_values("tflops", ascending=False).drop_duplicates(keys) if keys else data["points"]
+    labels = alt.Chart(labelled).mark_text(dy=-12, fontSize=11).encode(x=x, y=y, text="shape:N")
     layers = (regions, names, overhead, roof, points, labels)
     return alt.layer(*layers).properties(width="container", height=380, title=title)
 
