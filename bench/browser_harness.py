@@ -23,6 +23,7 @@ from pathlib import Path
 __all__ = [
     "CHROMIUM", "CHROMIUM_ARGS", "IDLE_JS", "IN_CI", "ROOT", "SERVER_START_S", "ServerFailed", "browser_missing",
     "free_port", "health", "require_browser", "start_server", "stop_server", "streamlit_server", "wait_healthy",
+    "wait_page_idle",
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,6 +43,14 @@ IDLE_JS = """() => {
     return app && app.dataset.testScriptState === "notRunning"
         && !document.querySelector('[data-testid="stSkeleton"]');
 }"""
+
+
+def wait_page_idle(page, timeout_s: float) -> None:
+    """Playwright's sync API: until the script run is over and every widget is drawn (IDLE_JS),
+    with a short settle before and after (a rerun a click set off may not have started yet)."""
+    page.wait_for_timeout(300)
+    page.wait_for_function(IDLE_JS, timeout=timeout_s * 1000)
+    page.wait_for_timeout(300)
 
 
 class ServerFailed(RuntimeError):

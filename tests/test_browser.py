@@ -29,11 +29,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 from browser_harness import (  # noqa: E402  (shared with bench/load_test.py)
     CHROMIUM,
     CHROMIUM_ARGS,
-    IDLE_JS,
     SERVER_START_S,
     ServerFailed,
     require_browser,
     streamlit_server,
+    wait_page_idle,
 )
 
 ARTIFACTS = ROOT / "artifacts"
@@ -161,9 +161,7 @@ def wait_idle(page) -> None:
     """Until the script run is over and every widget is drawn (no loading skeletons: widget
     code loads lazily, slowly on a busy machine). On a fresh server the first page run ends
     only once the profiling worker has warmed up (ui.run.await_worker)."""
-    page.wait_for_timeout(300)
-    page.wait_for_function(IDLE_JS, timeout=RUN_S * 1000)
-    page.wait_for_timeout(300)
+    wait_page_idle(page, RUN_S)
 
 
 def open_tab(page, name: str) -> None:

@@ -21,11 +21,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 from browser_harness import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,
-    IDLE_JS,
     SERVER_START_S,
     ServerFailed,
     require_browser,
     streamlit_server,
+    wait_page_idle,
 )
 
 ARTIFACTS = ROOT / "artifacts"
@@ -76,9 +76,7 @@ def new_page(browser, url: str):
 
 
 def wait_idle(page, timeout_s: float = UI_S) -> None:
-    page.wait_for_timeout(300)
-    page.wait_for_function(IDLE_JS, timeout=timeout_s * 1000)
-    page.wait_for_timeout(300)
+    wait_page_idle(page, timeout_s)
 
 
 def shot(page, name: str) -> None:

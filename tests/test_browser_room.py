@@ -20,10 +20,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 from browser_harness import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,
-    IDLE_JS,
     ServerFailed,
     require_browser,
     streamlit_server,
+    wait_page_idle,
 )
 
 ARTIFACTS = ROOT / "artifacts"
@@ -56,9 +56,7 @@ def server(tmp_path_factory):
 
 
 def wait_idle(page, timeout_s: float = RUN_S) -> None:
-    page.wait_for_timeout(300)
-    page.wait_for_function(IDLE_JS, timeout=timeout_s * 1000)
-    page.wait_for_timeout(300)
+    wait_page_idle(page, timeout_s)
 
 
 def sidebar(page):

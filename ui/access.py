@@ -8,6 +8,7 @@ this visitor signed in, passed the host token and is the host; never a secret it
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import time
@@ -48,6 +49,7 @@ def limiter_clock() -> float:
     return time.monotonic()
 
 
+@functools.cache  # checked on every page run (checked_settings); the answer is the process's
 def authlib_installed() -> bool:
     """Whether st.login can work here (it needs Authlib); a seam for tests, like the clock."""
     return importlib.util.find_spec("authlib") is not None
