@@ -29,7 +29,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from bench_analysis import timed as timed_s  # noqa: E402
 from benchmarks_md import write_section  # noqa: E402
 
 from lab.analysis.key_averages import trace_key_averages  # noqa: E402
@@ -64,14 +64,9 @@ print(statistics.median(walls), statistics.median(cpus))
 
 
 def timed(fn, repeats: int):
-    result = fn()
-    walls, cpus = [], []
-    for _ in range(repeats):
-        w, c = time.perf_counter(), time.process_time()
-        result = fn()
-        walls.append(time.perf_counter() - w)
-        cpus.append(time.process_time() - c)
-    return result, 1e3 * statistics.median(walls), 1e3 * statistics.median(cpus)
+    """bench_analysis.timed (one warm-up, then medians) in milliseconds."""
+    result, wall_s, cpu_s = timed_s(fn, repeats)
+    return result, 1e3 * wall_s, 1e3 * cpu_s
 
 
 def load_ab(baseline: Path | None, rounds: int, repeats: int,
