@@ -1,4 +1,5 @@
-"""Command line: ``python -m lab profile|analyze|compare|table|memory|ranks``.
+"""Command line: ``python -m lab profile|analyze|compare|table|memory|ranks|serve`` (installed:
+``profiler-lab …``, the same ``main``).
 
 ``profile`` runs in this process (``run_profile`` directly) and writes the run's artifacts:
 ``trace.json.gz`` (the Chrome trace as torch exported it), ``key_averages.csv`` and
@@ -37,7 +38,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m lab", description="Profile a workload, or read a trace.")
+    prog = "profiler-lab" if Path(sys.argv[0]).name == "profiler-lab" else "python -m lab"
+    parser = _Parser(prog=prog, description="Profile a workload, read a trace, or serve the page.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("profile", help="profile one run and write its trace, table and summary")
@@ -62,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("traces", nargs="+",
                    help="one Chrome trace per rank (its rank from distributedInfo, else 'rank<N>' in the file name)")
     r.add_argument("--json", action="store_true", help="print JSON instead of text")
+    s = sub.add_parser("serve", help="start the page (streamlit run app.py), listing the traces in DIR")
+    s.add_argument("dirs", nargs="*", metavar="DIR",
+                   help="trace directories the page lists (PROFILER_LAB_TRACE_DIR), e.g. tensorboard_trace_handler's")
+    s.add_argument("--port", type=int, default=None, help="the page's port (Streamlit's default 8501)")
+    s.add_argument("--address", default=None, help="the address to listen on (e.g. 0.0.0.0 for a room)")
     return parser
 
 
@@ -97,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
             return _table(args, HostSettings.from_env())
         if args.command == "memory":
             return _memory(args, HostSettings.from_env())
+        if args.command == "serve":
+            from lab.serve import serve
+
+            HostSettings.from_env()  # a bad PROFILER_LAB_* setting is refused here, in one line
+            return serve(args.dirs, port=args.port, address=args.address)
         settings = HostSettings.from_env()  # the trace limits (max events, decompressed size)
         # One reader process reads the traces (lab.read); it starts (~1 s of imports) while
         # this process imports the report's own modules.
@@ -119,9 +131,10 @@ def _refusals() -> tuple[type[Exception], ...]:
     # RunError lives with the result (pandas): imported only once something went wrong, so a
     # refused command line answers without loading pandas or torch.
     from lab.run.result import RunError
+    from lab.serve import ServeError
     from lab.trace import TraceError
 
-    return (_UsageError, ConfigError, SettingsError, RunError, TraceError, OSError)
+    return (_UsageError, ConfigError, SettingsError, RunError, TraceError, ServeError, OSError)
 
 
 def _import_report(command: str):
