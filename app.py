@@ -13,7 +13,7 @@ import streamlit as st
 from lab.access import RateLimiter
 from lab.read import ReaderPool
 from lab.run import HostSettings, ProfileService
-from ui import access, cache, controls, layout, ranks, room, state, teach, upload, views
+from ui import access, cache, controls, layout, ranks, room, state, teach, tracedir, upload, views
 from ui.run import await_worker, open_recording, run_lesson, run_submitted, settle_interrupted
 
 st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layout="wide")
@@ -108,6 +108,7 @@ if sweep_click:
 room.instructor_view(device)
 
 waiting_upload = upload.upload_box(settings, readers, limiter=limiter)
+waiting_dir = tracedir.trace_dir_box(settings, readers, limiter=limiter)  # PROFILER_LAB_TRACE_DIR's traces
 
 subjects = state.all_subjects()
 load = functools.partial(cache.load, settings=settings, readers=readers)
@@ -145,7 +146,7 @@ if loaded is not None:
                 show[name]()
 
 # An upload being read is awaited last, once the page is drawn: a click meanwhile is answered.
-upload.await_upload(waiting_upload, readers)
+upload.await_upload(waiting_upload or waiting_dir, readers)
 settle_interrupted()  # runs left waiting by an interrupted page run, if this one submitted nothing
 
 if device is None and submitted is None and lesson_click is None and seat_click is None and not sweep_click:

@@ -62,7 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="print JSON instead of text")
     r = sub.add_parser("ranks", help="read the ranks of one torch.distributed job side by side")
     r.add_argument("traces", nargs="+",
-                   help="one Chrome trace per rank (its rank from distributedInfo, else 'rank<N>' in the file name)")
+                   help="one Chrome trace per rank (its rank from distributedInfo, else 'rank<N>' in the file name), "
+                        "or one directory: its newest span (one tensorboard_trace_handler export per worker)")
+    r.add_argument("--span", type=int, default=None, metavar="N",
+                   help="with a directory: span N (0 = each worker's first export) instead of the newest")
     r.add_argument("--json", action="store_true", help="print JSON instead of text")
     s = sub.add_parser("serve", help="start the page (streamlit run app.py), listing the traces in DIR")
     s.add_argument("dirs", nargs="*", metavar="DIR",
@@ -114,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         # this process imports the report's own modules.
         with ReaderPool(settings=settings, readers=1).start() as pool:
             if args.command == "ranks":
-                return importlib.import_module("lab.views.ranks").ranks_main(args.traces, as_json=args.json, pool=pool)
+                paths = _rank_paths(args.traces, args.span)
+                return importlib.import_module("lab.views.ranks").ranks_main(paths, as_json=args.json, pool=pool)
             report = _import_report(args.command)
             if args.command == "analyze":
                 return report.analyze_main(args.trace, as_json=args.json, settings=settings, pool=pool)
@@ -125,6 +129,20 @@ def main(argv: list[str] | None = None) -> int:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def _rank_paths(traces: list[str], span: int | None) -> list[str]:
+    """``ranks``' files: the traces given, or one directory's span (``lab.tracedir.job_paths``)."""
+    if len(traces) == 1 and Path(traces[0]).is_dir():
+        from lab.tracedir import job_paths
+
+        try:
+            return job_paths(traces[0], span)
+        except ValueError as exc:
+            raise _UsageError(str(exc)) from None
+    if span is not None:
+        raise _UsageError("--span picks a span of a directory: give one directory, not files")
+    return traces
 
 
 def _refusals() -> tuple[type[Exception], ...]:

@@ -22,7 +22,7 @@ MAX_FUNCTION_LINES = 60
 # trace readers (``lab.read``), who may do what (``lab.access``), teaching (``lab.teach``), and
 # ``lab`` itself (``from lab import views``).
 PAGE_IMPORTS = {"lab", "lab.access", "lab.run", "lab.read", "lab.trace", "lab.analysis", "lab.views", "lab.samples",
-                "lab.teach"}
+                "lab.teach", "lab.tracedir"}
 
 
 def _module_name(path: Path) -> str:

@@ -82,14 +82,14 @@ def has_upload(digest: str) -> bool:
     return any(s.digest == digest for s in _session_list("uploads"))
 
 
-def add_upload(name: str, digest: str) -> tuple[Subject, list[Subject]]:
+def add_upload(name: str, digest: str, *, title: str | None = None) -> tuple[Subject, list[Subject]]:
     """Add an upload already read (its ``Parsed`` is in the pool's store) and select it on the
     next page run; returns it and the uploads pushed out by ``MAX_UPLOADS`` (to release)."""
     uploads = _session_list("uploads")
     for existing in uploads:  # the uploader hands the same file back on every rerun
         if existing.digest == digest:
             return existing, []
-    subject = Subject(key=f"upload:{_next_id()}", title=f"Upload: {name}", trace_bytes=b"", digest=digest)
+    subject = Subject(key=f"upload:{_next_id()}", title=title or f"Upload: {name}", trace_bytes=b"", digest=digest)
     uploads.append(subject)
     dropped = uploads[:-MAX_UPLOADS]
     del uploads[:-MAX_UPLOADS]

@@ -1,0 +1,130 @@
+"""Traces on this server: the host's directories (PROFILER_LAB_TRACE_DIR) as tb-plugin listed them.
+
+The listing (``lab.tracedir.list_runs``: runs, workers, spans, newest first) is drawn in a
+fragment that re-runs every ``REFRESH_S``, so a file torch writes later shows up without a
+reload. A visitor picks a run, a span and a worker from what is listed; the pick is a key of
+the listing, resolved again on the server (``lab.tracedir.resolve``: no path from the page is
+ever opened). Opening queues path reads on the reader pool (the reader opens the file: no bytes
+pass through the browser or this server) and is awaited at the page's end as an upload is
+(``ui.upload.await_upload``): one worker opens as a trace, a span's workers as one job's Ranks view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+
+import streamlit as st
+
+from lab.access import RateLimiter
+from lab.read import ReaderPool
+from lab.run import HostSettings
+from lab.tracedir import MetaCache, Run, TraceDirError, file_rows, list_runs, resolve, run_label, span_label
+from ui import access, messages, state
+from ui.upload import Waiting, _Group, _Pending
+
+__all__ = ["REFRESH_S", "trace_dir_box"]
+
+REFRESH_S = 5  # a new export is listed within this (the issue asks for 10 s)
+_OPEN = "_open_dir_pick"  # session_state: ("job" | "trace", run key, span index, worker file key)
+
+
+@st.cache_resource(show_spinner=False)
+def _meta_cache() -> MetaCache:
+    """What each listed file holds (rank, world size, steps), read once per (path, mtime, size) per server."""
+    return MetaCache()
+
+
+def trace_dir_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimiter) -> Waiting | None:
+    """The "Traces on this server" expander (only when the host set directories); a pick's reads
+    are queued and returned, to be awaited at the end of the page."""
+    if not settings.trace_dirs:
+        return None
+    with st.expander("Traces on this server (the host's trace directories)", expanded=True):
+        _listing(settings.trace_dirs)
+        line = st.empty()
+        pick = st.session_state.pop(_OPEN, None)
+        if pick is None:
+            return None
+        outcome = _open(pick, settings, readers, limiter=limiter)
+        if isinstance(outcome, str):
+            messages.error(outcome)
+            return None
+        return None if outcome is None else Waiting(outcome, line)
+
+
+@st.fragment(run_every=timedelta(seconds=REFRESH_S))
+def _listing(dirs: tuple[str, ...]) -> None:
+    runs = list_runs(dirs, _meta_cache())
+    if not runs:
+        st.info(f"No traces yet in {', '.join(messages.md_escape(_short(d)) for d in dirs)}. "
+                "torch.profiler.tensorboard_trace_handler(dir) writes `<worker>.<time_ns>.pt.trace.json[.gz]` "
+                f"there; this list looks again every {REFRESH_S} s.")
+        return
+    by_key = {r.key: r for r in runs}
+    run = by_key[st.selectbox("Run", list(by_key), key="dir_run", format_func=lambda k: run_label(by_key[k]),
+                              help="A directory holding traces (tb-plugin's runs), newest first.")]
+    st.dataframe(file_rows(run), hide_index=True, width="stretch", key="dir_files")
+    spans = {s.index: s for s in run.spans}
+    index = st.selectbox("Span", list(spans), key=f"dir_span_{run.key}", format_func=lambda i: span_label(spans[i]),
+                         help="One export of every worker (the n-th file of each), newest first.")
+    span = spans[index]
+    cols = st.columns(2)
+    if span.is_job and cols[0].button(f"Open the job ({len(span.files)} workers) in Ranks", key="dir_open_job",
+                                      type="primary"):
+        _request(("job", run.key, span.index, ""))
+    files = {f.key: f for f in span.files}
+    worker = cols[1].selectbox("Worker", list(files), key=f"dir_worker_{run.key}_{index}",
+                               format_func=lambda k: files[k].worker + (f" (rank {files[k].meta.rank})"
+                                                                         if files[k].meta.rank is not None else ""))
+    if cols[1].button("Open this trace", key="dir_open_trace"):
+        _request(("trace", run.key, span.index, worker))
+    st.caption(f"Listed again every {REFRESH_S} s: a trace written meanwhile appears here. Read by the server's "
+               "trace readers, from the server's disk.")
+
+
+def _short(directory: str) -> str:
+    return directory.rstrip("/").rpartition("/")[2] or directory
+
+
+def _request(pick: tuple[str, str, int, str]) -> None:
+    st.session_state[_OPEN] = pick
+    st.rerun(scope="app")
+
+
+def _file_digest(path: str) -> str:
+    import os
+
+    st_ = os.stat(path)
+    return hashlib.blake2b(f"dir:{path}:{st_.st_mtime_ns}:{st_.st_size}".encode(), digest_size=16).hexdigest()
+
+
+def _find(dirs: tuple[str, ...], run_key: str, span_index: int) -> Run | str:
+    run = next((r for r in list_runs(dirs, _meta_cache()) if r.key == run_key), None)
+    if run is None or span_index not in {s.index for s in run.spans}:
+        return "That run or span is no longer in the trace directory: pick again from the list."
+    return run
+
+
+def _open(pick, settings: HostSettings, readers: ReaderPool, *, limiter: RateLimiter) -> str | _Pending | _Group | None:
+    kind, run_key, span_index, file_key = pick
+    run = _find(settings.trace_dirs, run_key, span_index)
+    if isinstance(run, str):
+        return run
+    span = next(s for s in run.spans if s.index == span_index)
+    chosen = [f for f in span.files if kind == "job" or f.key == file_key]
+    try:
+        paths = [str(resolve(settings.trace_dirs, f.root, f.relative)) for f in chosen]
+    except TraceDirError as exc:
+        return str(exc)
+    if not paths:
+        return "That worker is not in this span: pick again from the list."
+    if (why := access.refusal("upload", settings, limiter)) is not None:
+        return why
+    members = tuple(
+        _Pending(name=f.name, digest=_file_digest(p), file_id=None, title=f"Server: {run.name}/{f.name}",
+                 ticket=readers.submit(path=p, settings=settings, label=f.name))
+        for f, p in zip(chosen, paths, strict=True))
+    if kind == "trace":
+        return members[0]
+    return _Group(key=state.ranks_key(m.digest for m in members), members=members)
