@@ -181,8 +181,9 @@ def span_label(span: Span) -> str:
 
 
 def file_rows(run: Run) -> list[dict]:
-    """The run's files, newest first, one row each: what the page's table shows."""
+    """The run's files, newest span first and by rank within it: what the page's table shows."""
     span_of = {f.relative: s.index for s in run.spans for f in s.files}
+    order = [f for s in run.spans for f in s.files]  # newest span first, each by rank
     return [{"span": span_of[f.relative], "worker": f.worker, "rank": f.meta.rank, "world_size": f.meta.world_size,
              "steps": f.meta.steps, "size_mb": round(f.size_bytes / MB, 2), "written": _clock(f.time_ns),
-             "file": f.relative.rpartition("/")[2]} for f in run.files]
+             "file": f.relative.rpartition("/")[2]} for f in order]
