@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = HostSettings.from_env()  # the trace limits (max events, decompressed size)
         # One reader process reads the traces (lab.read); it starts (~1 s of imports) while
         # this process imports the report's own modules.
-        with ReaderPool(settings=settings, readers=1).start() as pool:
+        # ranks: the host's readers (2-4), every rank read at once; one trace or two: a pool of one.
+        with ReaderPool(settings=settings, readers=None if args.command == "ranks" else 1).start() as pool:
             if args.command == "ranks":
                 paths = _rank_paths(args.traces, args.span)
                 return importlib.import_module("lab.views.ranks").ranks_main(paths, as_json=args.json, pool=pool)

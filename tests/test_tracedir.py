@@ -157,3 +157,22 @@ def test_cli_ranks_reads_a_directorys_newest_span(tmp_path):
     up = subprocess.run([sys.executable, "-m", "lab", "ranks", str(tmp_path)], cwd=ROOT, env=env,
                         capture_output=True, text=True, timeout=300)
     assert up.returncode == 2 and "its runs: job" in up.stderr
+
+
+def test_a_64_rank_synthetic_job_read_from_its_directory_finds_the_planted_straggler(tmp_path):
+    import json
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from make_synthetic_job import make_job
+
+    make_job(tmp_path / "job", ranks=64, straggler=37, seed=3)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROFILER_LAB_")} | {"KINETO_LOG_LEVEL": "6"}
+    proc = subprocess.run([sys.executable, "-m", "lab", "ranks", str(tmp_path / "job"), "--json"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    job = json.loads(proc.stdout)
+    assert job["world_size"] == 64 and [r["rank"] for r in job["ranks"]] == list(range(64))
+    assert job["straggler"]["rank"] == 37 and job["straggler"]["late_median_us"] > 0
+    # The planted stretch (1.25) against the others' (≤ 1.02): its window is the longest by far.
+    windows = {r["rank"]: r["window_us"] for r in job["ranks"]}
+    assert max(windows, key=windows.get) == 37 and windows[37] > 1.2 * sorted(windows.values())[-2]

@@ -18,14 +18,18 @@ from lab.analysis.insights import Insight
 from lab.analysis.insights.rules import find_insights
 from lab.analysis.memory import MEMORY_RULES, MemoryAnalysis, memory_analysis, memory_series
 from lab.analysis.ranks import (
+    HEAT_COLUMNS,
     RANK_RULES,
     RankRow,
     RanksAnalysis,
     RanksError,
+    RankSummary,
     Straggler,
     analyze_ranks,
+    combine_ranks,
     rank_frame,
     rank_insights,
+    rank_summary,
 )
 from lab.analysis.signals import Run, Signal, lesson_signals
 from lab.analysis.table import trace_key_averages
@@ -35,4 +39,5 @@ __all__ = [
     "analyze", "compare_analyses", "compare_traces", "device_name", "find_insights", "lesson_signals",
     "memory_analysis", "memory_series", "trace_key_averages",
     "RANK_RULES", "RankRow", "RanksAnalysis", "RanksError", "Straggler", "analyze_ranks", "rank_frame", "rank_insights",
+    "HEAT_COLUMNS", "RankSummary", "combine_ranks", "rank_summary",
 ]  # fmt: skip

@@ -8,6 +8,7 @@ two-lane FIFO), ``supervisor`` (one thread per reader: start, read, time out, re
 ``reader`` (the reader process's side), ``store`` (parsed uploads under one byte budget).
 """
 
+from lab.read.job_summaries import read_rank_summaries, submit_rank_summaries
 from lab.read.limits import ReaderPlan, json_size_hint, memory_refusal, reader_plan, timeout_refusal
 from lab.read.pool import ReaderPool
 from lab.read.protocol import (
@@ -27,5 +28,5 @@ from lab.read.store import ResultStore
 __all__ = [
     "Lane", "Parsed", "PoolHealth", "ReadFailed", "ReadFailureKind", "ReadState", "ReadStatus", "ReadTicket",
     "ReaderHealth", "ReaderPlan", "ReaderPool", "ReaderState", "ResultStore", "json_size_hint", "memory_refusal",
-    "reader_plan", "timeout_refusal",
+    "read_rank_summaries", "reader_plan", "submit_rank_summaries", "timeout_refusal",
 ]  # fmt: skip

@@ -15,15 +15,15 @@ import math
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from lab.analysis.insights.record import Insight
-from lab.analysis.ranks.analyze import RanksAnalysis, RanksError, analyze_ranks
+from lab.analysis.ranks.analyze import RanksAnalysis, RanksError, combine_ranks
 from lab.analysis.ranks.insights import rank_insights
-from lab.read import ReaderPool, ReadFailed
+from lab.core.settings import HostSettings
+from lab.read import ReaderPool, ReadFailed, read_rank_summaries
 from lab.trace import Trace
 from lab.units import fmt_us
 from lab.views.timeline import DEFAULT_MAX_MARKS, DEFAULT_WIDTH_PX, TimelineData, build_timeline
@@ -189,18 +189,17 @@ def ranks_text(ranks: RanksAnalysis, insights: Sequence[Insight]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def ranks_main(paths: Sequence[str], *, as_json: bool, pool: ReaderPool) -> int:
-    """``python -m lab ranks A B … [--json]``: each trace read by ``pool``'s reader, then the ranks."""
-    parsed = []
-    for path in paths:
-        try:
-            parsed.append(pool.read(path=path, label=path))
-        except ReadFailed as exc:
-            print(f"error: {path}: {' '.join(str(exc).split())}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+def ranks_main(paths: Sequence[str], *, as_json: bool, pool: ReaderPool, settings: HostSettings | None = None) -> int:
+    """``python -m lab ranks A B … [--json]``: every rank read at once (``pool``'s readers, or Ray
+    tasks with ``PROFILER_LAB_BACKEND=ray``), each sending back its summary; then the job."""
+    settings = settings or pool.settings
     try:
-        ranks = analyze_ranks([p.trace for p in parsed], [Path(p).name for p in paths],
-                              analyses=[p.analysis for p in parsed])
+        summaries = read_rank_summaries(list(paths), settings=settings, pool=pool)
+    except ReadFailed as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        ranks = combine_ranks(summaries)
     except RanksError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
