@@ -146,7 +146,8 @@ if loaded is not None:
                 show[name]()
 
 # An upload being read is awaited last, once the page is drawn: a click meanwhile is answered.
-upload.await_upload(waiting_upload or waiting_dir, readers)
+upload.await_upload(waiting_upload, readers)
+tracedir.await_dir(waiting_dir, readers)
 settle_interrupted()  # runs left waiting by an interrupted page run, if this one submitted nothing
 
 if device is None and submitted is None and lesson_click is None and seat_click is None and not sweep_click:

@@ -73,3 +73,27 @@ def test_one_worker_opens_as_a_trace(at):
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["subject"].startswith("upload:")
     assert "Ranks" not in [t.label for t in at.tabs]
+
+
+def test_a_64_rank_job_shows_the_heat_map_and_the_straggler(monkeypatch, tmp_path):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from make_synthetic_job import make_job
+
+    make_job(tmp_path / "job64", ranks=64, straggler=37, seed=1)
+    monkeypatch.setenv("PROFILER_LAB_TRACE_DIR", str(tmp_path))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.run()
+    assert "64 workers · 1 span" in at.selectbox(key="dir_run").format_func(at.selectbox(key="dir_run").value)
+    at.button(key="dir_open_job").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [e.value for e in at.error] == []
+    assert at.session_state["view"] == "Ranks"
+    (table,) = [d.value for d in at.dataframe if "collective_calls" in d.value.columns]
+    assert list(table["rank"]) == list(range(64))
+    assert any("Straggler: rank 37" in t.value for t in at.text)
+    specs = [c.proto.spec for c in at.get("vega_lite_chart")]
+    assert any('"hconcat"' in s and "communication (ms)" in s for s in specs)  # the heat map
+    picks = at.multiselect[0]
+    assert picks.value == [0, 37]  # the lowest rank and the straggler stacked, not 64 timelines

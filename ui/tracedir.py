@@ -12,18 +12,22 @@ pass through the browser or this server) and is awaited at the page's end as an 
 from __future__ import annotations
 
 import hashlib
+import os
+import time
+from dataclasses import dataclass
 from datetime import timedelta
 
 import streamlit as st
 
 from lab.access import RateLimiter
-from lab.read import ReaderPool
+from lab.analysis import RanksError, combine_ranks
+from lab.read import ReaderPool, ReadFailed, submit_rank_summaries
 from lab.run import HostSettings
 from lab.tracedir import MetaCache, Run, TraceDirError, file_rows, list_runs, resolve, run_label, span_label
 from ui import access, messages, state
-from ui.upload import Waiting, _Group, _Pending
+from ui.upload import POLL_S, Waiting, _Pending, await_upload, describe_read
 
-__all__ = ["REFRESH_S", "trace_dir_box"]
+__all__ = ["REFRESH_S", "await_dir", "trace_dir_box"]
 
 REFRESH_S = 5  # a new export is listed within this (the issue asks for 10 s)
 _OPEN = "_open_dir_pick"  # session_state: ("job" | "trace", run key, span index, worker file key)
@@ -92,9 +96,18 @@ def _request(pick: tuple[str, str, int, str]) -> None:
     st.rerun(scope="app")
 
 
-def _file_digest(path: str) -> str:
-    import os
+@dataclass(frozen=True)
+class _DirJob:
+    """A span's workers read at once, each sending back its rank's summary (issue 25)."""
 
+    title: str
+    names: tuple[str, ...]
+    paths: tuple[str, ...]
+    digests: tuple[str, ...]
+    tickets: tuple
+
+
+def _file_digest(path: str) -> str:
     st_ = os.stat(path)
     return hashlib.blake2b(f"dir:{path}:{st_.st_mtime_ns}:{st_.st_size}".encode(), digest_size=16).hexdigest()
 
@@ -106,7 +119,8 @@ def _find(dirs: tuple[str, ...], run_key: str, span_index: int) -> Run | str:
     return run
 
 
-def _open(pick, settings: HostSettings, readers: ReaderPool, *, limiter: RateLimiter) -> str | _Pending | _Group | None:
+def _open(pick, settings: HostSettings, readers: ReaderPool, *,
+          limiter: RateLimiter) -> str | _Pending | _DirJob | None:
     kind, run_key, span_index, file_key = pick
     run = _find(settings.trace_dirs, run_key, span_index)
     if isinstance(run, str):
@@ -121,10 +135,50 @@ def _open(pick, settings: HostSettings, readers: ReaderPool, *, limiter: RateLim
         return "That worker is not in this span: pick again from the list."
     if (why := access.refusal("upload", settings, limiter)) is not None:
         return why
-    members = tuple(
-        _Pending(name=f.name, digest=_file_digest(p), file_id=None, title=f"Server: {run.name}/{f.name}",
-                 ticket=readers.submit(path=p, settings=settings, label=f.name))
-        for f, p in zip(chosen, paths, strict=True))
     if kind == "trace":
-        return members[0]
-    return _Group(key=state.ranks_key(m.digest for m in members), members=members)
+        f, path = chosen[0], paths[0]
+        return _Pending(name=f.name, digest=_file_digest(path), file_id=None, title=f"Server: {run.name}/{f.name}",
+                        ticket=readers.submit(path=path, settings=settings, label=f.name))
+    return _DirJob(title=f"Server job: {run.name}, span {span.index} ({len(paths)} ranks)",
+                   names=tuple(f.name for f in chosen), paths=tuple(paths),
+                   digests=tuple(_file_digest(p) for p in paths),
+                   tickets=tuple(submit_rank_summaries(readers, paths, settings=settings)))
+
+
+def await_dir(waiting: Waiting | None, readers: ReaderPool) -> None:
+    """At the end of the page: a single trace's read as an upload's; a job's until every rank's
+    summary is back, then the job (``combine_ranks``) opens in its Ranks view."""
+    if waiting is None:
+        return
+    job = waiting.pending
+    if not isinstance(job, _DirJob):
+        await_upload(waiting, readers)
+        return
+    while not all(t.done() for t in job.tickets):
+        done = sum(t.done() for t in job.tickets)
+        busy = [describe_read(t.poll(), n) for t, n in zip(job.tickets, job.names, strict=True) if not t.done()]
+        waiting.line.text("\n".join([f"{done} of {len(job.tickets)} ranks read", *busy[:4]]))
+        time.sleep(POLL_S)
+    refusal = _settle_job(job)
+    if refusal is None:
+        st.rerun()
+    with waiting.line.container():
+        messages.error(refusal)
+
+
+def _settle_job(job: _DirJob) -> str | None:
+    summaries = []
+    for name, ticket in zip(job.names, job.tickets, strict=True):
+        try:
+            summaries.append(ticket.result(timeout=0))
+        except ReadFailed as exc:
+            return f"{name} cannot be opened: {access.read_failure(exc)}"
+    try:
+        ranks = combine_ranks(summaries)
+    except RanksError as exc:
+        return f"These {len(job.names)} files cannot be opened as one job's ranks: {exc}"
+    index = {n: i for i, n in enumerate(job.names)}
+    order = [index[i.name] for i in ranks.infos]
+    state.add_ranks([(job.names[i], job.digests[i]) for i in order], ranks,
+                    paths=tuple(job.paths[i] for i in order), title=job.title)
+    return None

@@ -17,6 +17,7 @@ from lab.views.memory import (
 )
 from lab.views.perfetto import PERFETTO_HEIGHT_PX, PERFETTO_INLINE_MAX_BYTES, perfetto_button_html
 from lab.views.ranks import build_ranks_timeline, rank_table, ranks_span_us
+from lab.views.ranks_heatmap import MAX_STACKED_RANKS, default_picks, heatmap_chart, heatmap_frame, picked
 from lab.views.roofline import answers_chart, answers_frame, reveal_timeline, roofline_chart
 from lab.views.summary import category_counts, comparison_totals, summarize
 from lab.views.tables import (
@@ -41,4 +42,5 @@ __all__ = [
     "fmt_us", "format_key_averages", "is_device_sort", "key_averages_view", "limit_text_table",
     "trace_table", "summarize", "timeline_chart", "to_csv_bytes", "torch_sorted", "torch_table_text",
     "build_ranks_timeline", "rank_table", "ranks_span_us",
+    "MAX_STACKED_RANKS", "default_picks", "heatmap_chart", "heatmap_frame", "picked",
 ]  # fmt: skip
