@@ -90,21 +90,25 @@ def _wait_for_nodes(address: str, count: int, nodes: list[subprocess.Popen], log
 
 
 @contextlib.contextmanager
-def local_cluster(*, nodes: int = 2, cpus_per_node: int = 2):
+def local_cluster(*, nodes: int = 2, cpus_per_node: int = 2, port: int | None = None,
+                  node_args: list[list[str]] | None = None):
     """A head and ``nodes - 1`` more nodes, separate processes; yields the head's address.
-    This process is joined to it (``ray.init``) and leaves it (``ray.shutdown``) at the end."""
+    This process is joined to it (``ray.init``) and leaves it (``ray.shutdown``) at the end.
+    ``port`` (the head's) and ``node_args`` (extra ``ray start`` flags per node, e.g. its
+    ports) pin what a shared machine's port plan asks for; by default any free ports."""
     os.environ["RAY_AUTH_MODE"] = NODE_AUTH_MODE  # this process joins as the nodes expect
     os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")  # before ray's import: see lab.run.ray_backend._ray
     temp = Path(tempfile.mkdtemp(prefix="labray-", dir="/tmp"))  # short: Ray's socket paths
-    port = _free_port()
+    port = port or _free_port()
+    extra = node_args or [[] for _ in range(nodes)]
     address = f"127.0.0.1:{port}"
     logs = [temp / f"node{i}.log" for i in range(nodes)]
-    started = [_start_node(["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}/ray"],
-                           cpus_per_node, logs[0])]
+    started = [_start_node(["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}/ray",
+                            *extra[0]], cpus_per_node, logs[0])]
     try:
         _wait_for_nodes(address, 1, started, logs[:1])
         for i in range(1, nodes):
-            started.append(_start_node([f"--address={address}"], cpus_per_node, logs[i]))
+            started.append(_start_node([f"--address={address}", *extra[i]], cpus_per_node, logs[i]))
         _wait_for_nodes(address, nodes, started, logs)
         yield address
     finally:
