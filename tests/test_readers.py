@@ -99,11 +99,11 @@ def test_a_reader_killed_mid_parse_fails_that_read_only_and_the_next_read_works(
 def test_a_reader_that_cannot_start_fails_the_waiting_read_with_a_message_instead_of_a_wait(monkeypatch):
     """Every reader dies at start (a real interpreter that exits 3): the waiting read fails with
     the visitor's words once the start has failed, and the error is kept for Server status."""
-    from lab.read import supervisor
-    from lab.run.spawn import start_child
+    from lab.pool import start_child
+    from lab.read import queue, reader
 
-    monkeypatch.setattr(supervisor, "start_reader_process",
-                        lambda: start_child("import sys; sys.exit(3)", supervisor.READER_FD_ENV, dict(os.environ)))
+    monkeypatch.setattr(queue, "start_reader_process",
+                        lambda: start_child("import sys; sys.exit(3)", reader.READER_FD_ENV, dict(os.environ)))
     pool = ReaderPool(settings=HostSettings(reader_count=2)).start()
     try:
         ticket = pool.submit(b"{}", label="an upload")
