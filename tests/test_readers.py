@@ -93,6 +93,37 @@ def test_a_reader_killed_mid_parse_fails_that_read_only_and_the_next_read_works(
         assert "last reader error: read 1 (killed.json): the trace reader stopped" in text
 
 
+def test_a_read_cancelled_while_it_runs_frees_its_reader_and_nothing_of_its_result_comes_back(medium):
+    """Issue 24: the page cancels reads whenever a visitor swaps files. A read cancelled while a
+    reader holds it must not keep that reader busy to the end, nor have its whole result
+    unpickled into the server and thrown away: the reader is killed within a tick and replaced
+    (as a cancelled run's worker is), and no read is counted as served."""
+    import psutil
+
+    with started(ReaderPool(settings=HostSettings(reader_count=1))) as pool:
+        ticket = pool.submit(medium, label="swapped.json")
+        deadline = time.monotonic() + START_S
+        while ticket.poll().stage not in ("parsing", "analysing"):
+            assert not ticket.done() and time.monotonic() < deadline, ticket.poll()
+            time.sleep(0.005)
+        (reader,) = pool.health().readers
+        assert ticket.cancel()
+        cancelled_at = time.monotonic()
+        with pytest.raises(ReadFailed) as failed:
+            ticket.result(timeout=0)
+        assert failed.value.kind == ReadFailureKind.CANCELLED
+        try:  # the reader that held it is gone within a few ticks (it took ~1 s to read this trace)
+            psutil.Process(reader.pid).wait(timeout=2)
+        except psutil.NoSuchProcess:
+            pass
+        assert time.monotonic() - cancelled_at < 2.5
+        assert not psutil.pid_exists(reader.pid) or psutil.Process(reader.pid).status() == psutil.STATUS_ZOMBIE
+        parsed = pool.read(SEED.read_bytes())  # its replacement serves the next one
+        assert len(parsed.trace.events) > 100
+        health = pool.health()
+        assert health.reads_served == 1 and health.readers[0].restarts == 1, health  # the cancelled one never came back
+
+
 # ------------------------------------------------------------------------------ memory
 
 

@@ -65,12 +65,14 @@ class PoolFailed(RuntimeError):
     """A ticket produced no result. ``str(error)`` is for the user; ``kind`` (a client's enum of
     failure kinds, which has at least "cancelled", "shutdown", "crash" and "timeout") says why."""
 
-    kinds: type[Name]
+    kinds: type[Name]  # the client's enum of failure kinds
+    default_kind = "crash"  # the kind when none is given
 
-    def __init__(self, message: str, *, kind: str):
+    def __init__(self, message: str, *, kind: str | None = None, error_type: str | None = None):
         super().__init__(message)
         self.message = message
-        self.kind = self.kinds(kind)
+        self.kind = self.kinds(kind or self.default_kind)
+        self.error_type = error_type  # the exception's class name in the child, e.g. "ConfigError"
 
 
 # --------------------------------------------------------------------------- server → child

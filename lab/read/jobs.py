@@ -7,7 +7,7 @@ and the by-shape tables computed on the page's first toggle, is a ``Job``: the s
 the traces and analyses it holds (pickle-5 frames, no JSON) and gets back only the result, so
 the Streamlit script thread runs no analysis. Results:
 
-    RANKS     → ``RanksAnalysis``            (``analyze_ranks``; ``JobRefused`` with its words)
+    RANKS     → ``RanksResult``              (``analyze_ranks`` and ``rank_insights``; ``JobRefused`` with its words)
     COMPARE   → ``Comparison``               (``compare_analyses``, A = first, B = second)
     SIGNALS   → ``tuple[Signal, ...]``       (``lesson_signals`` of ``lesson``)
     ANSWERS   → ``tuple[tuple[str, Answer], ...]``  (question key, answer) of ``lesson`` on ``device_kind``
@@ -27,10 +27,10 @@ from lab.pool import Name
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from lab.analysis import Analysis, Insight
+    from lab.analysis import Analysis, Insight, RanksAnalysis
     from lab.trace import Trace
 
-__all__ = ["ByShape", "Job", "JobInput", "JobKind", "JobRefused", "run_job"]
+__all__ = ["ByShape", "Job", "JobInput", "JobKind", "JobRefused", "RanksResult", "run_job"]
 
 
 class JobKind(Name):
@@ -62,6 +62,12 @@ class JobInput:
 
 
 @dataclass(frozen=True)
+class RanksResult:
+    analysis: RanksAnalysis
+    insights: tuple[Insight, ...]
+
+
+@dataclass(frozen=True)
 class ByShape:
     key_averages: pd.DataFrame  # key_averages(group_by_input_shape=True) rebuilt from the trace
     operators: pd.DataFrame
@@ -81,9 +87,10 @@ def run_job(job: Job, given: JobInput) -> Any:
     analysis = importlib.import_module("lab.analysis")
     if job.kind == JobKind.RANKS:
         try:
-            return analysis.analyze_ranks(list(given.traces), list(job.names), analyses=list(given.analyses))
+            ranks = analysis.analyze_ranks(list(given.traces), list(job.names), analyses=list(given.analyses))
         except analysis.RanksError as exc:
             raise JobRefused(str(exc), type(exc).__name__) from None
+        return RanksResult(analysis=ranks, insights=tuple(analysis.rank_insights(ranks)))
     if job.kind == JobKind.COMPARE:
         a, b = given.analyses
         ins_a, ins_b = given.insights

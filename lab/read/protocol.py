@@ -66,9 +66,7 @@ class ReadFailed(PoolFailed):
     """A read produced no ``Parsed``. ``str(error)`` is for the visitor; ``kind`` says why."""
 
     kinds = ReadFailureKind
-
-    def __init__(self, message: str, *, kind: str = ReadFailureKind.TRACE):
-        super().__init__(message, kind=kind)
+    default_kind = ReadFailureKind.TRACE
 
 
 @dataclass(frozen=True)

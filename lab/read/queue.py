@@ -126,7 +126,7 @@ class ReaderClient(PoolClient):
         return ReadFailed(timeout_refusal(self.plan.timeout_s), kind=ReadFailureKind.TIMEOUT)
 
     def error(self, message: str, kind: str, error_type: str | None = None) -> ReadFailed:
-        return ReadFailed(message, kind=kind)
+        return ReadFailed(message, kind=kind, error_type=error_type)
 
     def on_ready(self, child, ready: Ready, *, promoted: bool) -> None:
         child.limits = ready.info

@@ -52,10 +52,7 @@ class RunFailed(PoolFailed):
     """
 
     kinds = FailureKind
-
-    def __init__(self, message: str, *, kind: str = FailureKind.RUN, error_type: str | None = None):
-        super().__init__(message, kind=kind)
-        self.error_type = error_type
+    default_kind = FailureKind.RUN
 
 # --------------------------------------------------------------------------- what callers see
 
