@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import io
 import keyword
-import tokenize
 import re
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
