@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lab.run.config import RunConfig  # noqa: E402
+from lab.core.config import RunConfig  # noqa: E402
+from lab.core.settings import HostSettings  # noqa: E402
 from lab.run.estimate import estimate_run  # noqa: E402
-from lab.run.settings import HostSettings  # noqa: E402
 
 SETTINGS = HostSettings(max_run_estimate_s=0.0, run_timeout_s=120.0)
 GPU_RUNS = [(1024, "bfloat16"), (1024, "float32"), (4096, "bfloat16"), (4096, "float32"), (4096, "tf32"),
@@ -127,7 +127,7 @@ def section(records: list[dict]) -> str:
     spare_rec = next((r for r in records if r["what"] == "spare"), None)
     cancel = next((r for r in records if r["what"] == "cancel"), None)
     if spare_rec and cancel:
-        lines += ["", "Warm spare on the GPU (`lab/run/standby.py`): the worker was ready "
+        lines += ["", "Warm spare on the GPU (`lab/pool/standby.py`): the worker was ready "
                   f"{spare_rec['worker_ready_s']:.1f} s after start, its spare {spare_rec['spare_ready_s']:.1f} s; "
                   "each holds "
                   f"{spare_rec['spare_rss_mb']:.0f} MB resident on the host. Cancel of a running 16384³ float32 run → "

@@ -29,6 +29,6 @@ from lab.read.store import ResultStore
 
 __all__ = [
     "ByShape", "Job", "JobInput", "JobKind", "Lane", "Parsed", "PoolHealth", "RanksResult", "ReadFailed",
-    "ReadFailureKind", "ReadState", "ReadStatus", "ReadTicket", "ReaderHealth", "ReaderPlan", "ReaderPool", "ReaderState", "ResultStore", "json_size_hint", "memory_refusal",
-    "reader_plan", "timeout_refusal",
+    "ReadFailureKind", "ReadState", "ReadStatus", "ReadTicket", "ReaderHealth", "ReaderPlan", "ReaderPool",
+    "ReaderState", "ResultStore", "json_size_hint", "memory_refusal", "reader_plan", "timeout_refusal",
 ]  # fmt: skip

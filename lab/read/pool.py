@@ -18,6 +18,9 @@ uploads (``ResultStore``). No streamlit import: the page keeps one pool per serv
 
 from __future__ import annotations
 
+from lab.core.config import RunConfig
+from lab.core.devices import DevicePeak
+from lab.core.settings import HostSettings
 from lab.pool import ABANDONED_TICKET_S, ChildPool, pack
 from lab.read.jobs import Job, JobInput
 from lab.read.limits import (
@@ -33,9 +36,6 @@ from lab.read.limits import (
 from lab.read.protocol import Lane, Parsed, PoolHealth, ReaderHealth, ReadRequest
 from lab.read.queue import READER_START_TIMEOUT_S, ReaderRecord, ReadQueue, ReadTicket
 from lab.read.store import ResultStore
-from lab.run.config import RunConfig
-from lab.run.devices import DevicePeak
-from lab.run.settings import HostSettings
 
 __all__ = ["ReaderPool"]
 

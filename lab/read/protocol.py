@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lab.core.config import RunConfig
+from lab.core.devices import DevicePeak
+from lab.core.settings import HostSettings
 from lab.pool import ChildState, Name, PoolFailed
-from lab.run.config import RunConfig
-from lab.run.devices import DevicePeak
-from lab.run.settings import HostSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from lab.analysis import Analysis, Insight

@@ -13,8 +13,8 @@ import os
 import shutil
 import subprocess
 
+from lab.core.settings import HostSettings
 from lab.pool import start_child
-from lab.run.settings import HostSettings
 from lab.run.worker import WORKER_CODE, WORKER_FD_ENV
 
 __all__ = ["default_devices", "start_worker_process", "visible_gpu_ids", "worker_pinning"]

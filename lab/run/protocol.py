@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lab.core.devices import DeviceInfo
+from lab.core.settings import HostSettings
 from lab.pool import ChildState, Name, PoolFailed, StandbyState, TicketState
-from lab.run.devices import DeviceInfo
-from lab.run.settings import HostSettings
 
 __all__ = [
     "TICKET_STATES", "FailureKind", "InitWorker", "RunFailed", "ServiceBusy", "ServiceHealth", "StandbyState",

@@ -15,17 +15,17 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING
 
+from lab.core.config import ConfigError, RunConfig
+from lab.core.devices import DeviceInfo
+from lab.core.settings import HostSettings
 from lab.pool import ChildRecord, Done, PoolClient, PoolQueue, Ready, Ticket, exit_text
-from lab.run.config import ConfigError, RunConfig
-from lab.run.devices import DeviceInfo
 from lab.run.estimate import check_estimate
 from lab.run.pinning import start_worker_process
 from lab.run.protocol import FailureKind, InitWorker, RunFailed, ServiceBusy, TicketState, TicketStatus, WorkerState
-from lab.run.settings import HostSettings
 from lab.stats import median
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lab.run.result import RunResult
+    from lab.core.result import RunResult
 
 __all__ = [
     "RECENT_RUNS_FOR_ESTIMATE", "WORKER_START_TIMEOUT_S", "RunQueue", "RunTicket", "WorkerClient", "WorkerRecord",

@@ -39,11 +39,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from lab.core.config import ConfigError
+from lab.core.settings import ENV_PREFIX, HostSettings
 from lab.pool import TICK_S, ChildState, Done, Failure, Progress, Ready, Supervisor, Task, Ticket
-from lab.run.config import ConfigError
 from lab.run.protocol import FailureKind, InitWorker, RunFailed, WorkerState
 from lab.run.queue import WORKER_START_TIMEOUT_S, RunQueue, RunTicket, WorkerRecord, describe_config
-from lab.run.settings import ENV_PREFIX, HostSettings
 
 __all__ = ["RAY_NAMESPACE", "ProfileActor", "RaySupervisor", "RayWorkerRecord", "connect", "default_ray_devices"]
 
@@ -181,7 +181,7 @@ class ProfileActor:
 
     def run(self, task: Task) -> tuple[Done | Failure, bool]:
         """One run's outcome, and whether the actor may serve on (False: replace it)."""
-        from lab.run.result import RunError
+        from lab.core.result import RunError
         from lab.run.worker import _serve_one
 
         with self.run_lock:

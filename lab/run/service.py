@@ -26,10 +26,11 @@ from __future__ import annotations
 import importlib
 import threading
 
+from lab.core.config import RunConfig
+from lab.core.devices import DeviceInfo, DeviceKind, describe_kinds, device_kinds
+from lab.core.settings import HostSettings
 from lab.pool import ABANDONED_TICKET_S, SHUTDOWN_GRACE_S, ChildPool, Supervisor, resident_bytes
 from lab.pool.supervisor import MAX_RESTART_BACKOFF_S
-from lab.run.config import RunConfig
-from lab.run.devices import DeviceInfo, DeviceKind, describe_kinds, device_kinds
 from lab.run.pinning import default_devices, visible_gpu_ids, worker_pinning
 from lab.run.protocol import (
     TICKET_STATES,
@@ -42,7 +43,6 @@ from lab.run.protocol import (
     WorkerState,
 )
 from lab.run.queue import RECENT_RUNS_FOR_ESTIMATE, WORKER_START_TIMEOUT_S, RunQueue, RunTicket, WorkerRecord
-from lab.run.settings import HostSettings
 from lab.run.worker import cpu_worker_threads
 
 __all__ = [
@@ -75,7 +75,7 @@ class ProfileService:
         Runs submitted before ``start`` wait in the queue.
         """
         # Unpickling the first RunResult imports pandas (~0.5 s); do it now, not on a user's click.
-        importlib.import_module("lab.run.result")
+        importlib.import_module("lab.core.result")
         self._pool.start()
         if wait:
             self.wait_ready(WORKER_START_TIMEOUT_S if timeout is None else timeout, all_workers=True)

@@ -13,9 +13,9 @@ import dataclasses
 import importlib
 import os
 
+from lab.core.config import ConfigError
+from lab.core.devices import DeviceInfo
 from lab.pool import ChildPipe, Done, Failure, Progress, Ready, Task, child_entry
-from lab.run.config import ConfigError
-from lab.run.devices import DeviceInfo
 from lab.run.estimate import check_estimate
 from lab.run.protocol import FailureKind, InitWorker
 
@@ -54,7 +54,7 @@ def _worker_main(conn, init: InitWorker) -> None:
     pipe = ChildPipe(conn)
     try:
         runner = importlib.import_module("lab.run.runner")  # imports torch
-        from lab.run.result import RunError
+        from lab.core.result import RunError
     except BaseException as error:  # noqa: BLE001 - report, then exit: nothing can run
         pipe.send(Ready(info=None, error=f"{type(error).__name__}: {error}", pid=os.getpid()))
         return
