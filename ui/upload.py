@@ -124,7 +124,7 @@ def accept_upload(name: str, data: bytes, settings: HostSettings, readers: Reade
     if digest not in pending:
         if (why := access.refusal("upload", settings, limiter)) is not None:
             return why
-        ticket = readers.submit(data, settings=settings, label=name)
+        ticket = readers.submit(data, settings=settings, label=name, session=state.owner())
         pending[digest] = _Pending(name=name, digest=digest, file_id=file_id, ticket=ticket)
     return pending[digest]
 
@@ -302,7 +302,7 @@ def accept_group(files, settings: HostSettings, readers: ReaderPool, *,
             return why
         groups[key] = _Group(key=key, members=tuple(
             _Pending(name=name, digest=digest, file_id=file_id,
-                     ticket=readers.submit(data, settings=settings, label=name))
+                     ticket=readers.submit(data, settings=settings, label=name, session=state.owner()))
             for (name, data, file_id), digest in zip(entries, digests, strict=True)))
     return groups[key]
 

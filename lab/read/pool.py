@@ -1,4 +1,4 @@
-"""Read traces for many users at once: a two-lane FIFO in front of a few reader processes.
+"""Read traces for many users at once: a two-lane queue in front of a few reader processes.
 
 Why processes: parsing a 509 MB-JSON trace in the server took 1 GB of its memory and 11 s of
 a core with the GIL held, and a dozen at once would have the OOM killer end the server and
@@ -41,7 +41,7 @@ __all__ = ["ReaderPool"]
 
 
 class ReaderPool:
-    """``plan.count`` reader processes behind a two-lane FIFO; thread-safe; see the module doc."""
+    """``plan.count`` reader processes behind a two-lane queue (``lab.pool``); thread-safe; see the module doc."""
 
     def __init__(self, *, settings: HostSettings, readers: int | None = None,
                  abandon_after_s: float = ABANDONED_TICKET_S, small_read_json_bytes: int = SMALL_READ_JSON_BYTES):
@@ -87,10 +87,13 @@ class ReaderPool:
     # ------------------------------------------------------------------ reads
 
     def submit(self, data: bytes | None = None, *, path: str | None = None, settings: HostSettings | None = None,
-               config: RunConfig | None = None, peak: DevicePeak | None = None, label: str = "the trace") -> ReadTicket:
+               config: RunConfig | None = None, peak: DevicePeak | None = None, label: str = "the trace",
+               session: str | None = None) -> ReadTicket:
         """Queue a read of ``data`` (bytes, sent to the reader) or of the file at ``path`` (opened
         by the reader); returns at once. ``settings`` carries the caller's trace limits (default:
-        the pool's); ``config`` and ``peak`` (a run's) feed the GEMM analysis.
+        the pool's); ``config`` and ``peak`` (a run's) feed the GEMM analysis. Within a lane,
+        reads of different ``session``s take turns (one visitor's ten files do not hold back
+        another's one); anonymous reads go in arrival order.
 
         A trace whose size alone shows it cannot fit in a reader (``limits.surely_too_big``) gets a
         ticket that has already failed with the memory message: nobody waits to be told.
@@ -104,7 +107,7 @@ class ReaderPool:
         refusal = memory_refusal(hint, self.plan.memory_mb) if surely_too_big(hint, self.plan.memory_mb) else None
         request = ReadRequest(settings=settings or self.settings, path=None if path is None else str(path),
                               config=config, peak=peak, json_hint=hint)
-        return self._queue.submit(request, data=data, lane=lane, label=label, refusal=refusal)
+        return self._queue.submit(request, data=data, lane=lane, label=label, refusal=refusal, session=session)
 
     def read(self, data: bytes | None = None, **kwargs) -> Parsed:
         """``submit`` and wait: the ``Parsed``, or ``ReadFailed`` with the visitor's message."""
