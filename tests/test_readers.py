@@ -57,6 +57,14 @@ def started(pool: ReaderPool) -> ReaderPool:
     return pool
 
 
+def wait_until_reading(ticket) -> None:
+    """Until a reader holds the read (parsing or analysing it)."""
+    deadline = time.monotonic() + START_S
+    while ticket.poll().stage not in ("parsing", "analysing"):
+        assert not ticket.done() and time.monotonic() < deadline, ticket.poll()
+        time.sleep(0.005)
+
+
 def annotation_names(parsed) -> set[str]:
     ev = parsed.trace.events
     return set(ev.loc[ev["cat"] == "user_annotation", "name"].astype(str))
@@ -68,10 +76,7 @@ def annotation_names(parsed) -> set[str]:
 def test_a_reader_killed_mid_parse_fails_that_read_only_and_the_next_read_works(medium):
     with started(ReaderPool(settings=HostSettings(reader_count=1))) as pool:
         ticket = pool.submit(medium, label="killed.json")
-        deadline = time.monotonic() + START_S
-        while ticket.poll().stage not in ("parsing", "analysing"):
-            assert not ticket.done() and time.monotonic() < deadline, ticket.poll()
-            time.sleep(0.005)
+        wait_until_reading(ticket)
         (reader,) = pool.health().readers
         os.kill(reader.pid, signal.SIGKILL)
         with pytest.raises(ReadFailed) as failed:
@@ -102,10 +107,7 @@ def test_a_read_cancelled_while_it_runs_frees_its_reader_and_nothing_of_its_resu
 
     with started(ReaderPool(settings=HostSettings(reader_count=1))) as pool:
         ticket = pool.submit(medium, label="swapped.json")
-        deadline = time.monotonic() + START_S
-        while ticket.poll().stage not in ("parsing", "analysing"):
-            assert not ticket.done() and time.monotonic() < deadline, ticket.poll()
-            time.sleep(0.005)
+        wait_until_reading(ticket)
         (reader,) = pool.health().readers
         assert ticket.cancel()
         cancelled_at = time.monotonic()
