@@ -111,8 +111,9 @@ waiting_upload = upload.upload_box(settings, readers, limiter=limiter)
 
 subjects = state.all_subjects()
 load = functools.partial(cache.load, settings=settings, readers=readers)
-views.lesson_check(subjects, load)
-teach.reveal(subjects, load)
+jobs = functools.partial(cache.job_result, readers=readers)  # multi-trace work, in a reader
+views.lesson_check(subjects, load, jobs)
+teach.reveal(subjects, load, jobs)
 room.share_runs(subjects, load)
 room.my_roofline(subjects, load, device)
 subject = state.current_subject(subjects)
@@ -131,12 +132,12 @@ if loaded is not None:
     tabs = st.tabs(shown, key="view", on_change="rerun")
     show = {
         "Summary": lambda: views.summary_view(subject, loaded),
-        "Table": lambda: views.table_view(subject, loaded),
+        "Table": lambda: views.table_view(subject, loaded, jobs),
         "Timeline": lambda: views.timeline_view(subject, loaded),
         "Memory": lambda: views.memory_view(subject, loaded),
         "Insights": lambda: views.insights_view(loaded),
         "Trace": lambda: views.trace_view(subject, loaded, settings.perfetto_origin),
-        "Compare": lambda: views.compare_view(subjects, load),
+        "Compare": lambda: views.compare_view(subjects, load, jobs),
         "Ranks": lambda: ranks.ranks_view(subject, readers),
     }
     for name, tab in zip(shown, tabs):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import streamlit as st
 
 from lab import views as lv
-from lab.analysis import rank_insights
 from lab.read import ReaderPool
 from ui import messages, state
 from ui.state import Subject
@@ -64,5 +63,5 @@ def ranks_view(subject: Subject, readers: ReaderPool) -> None:
     st.caption(f"The ranks' timelines on one clock (baseTimeNanoseconds; first events at {offsets}): "
                f"{data.mark_count:,} marks for {data.total_events:,} events in this window, the single "
                "timeline's budget in total." + (f" {data.note}" if data.note else ""))
-    for insight in rank_insights(ranks):
+    for insight in subject.ranks_insights:  # computed with the ranks, in a reader
         insight_card(insight)

@@ -11,6 +11,7 @@ import streamlit as st
 
 from lab import views as lv
 from lab.analysis import Run
+from lab.read import Job, JobKind
 from lab.run import LESSONS
 from lab.teach import Answer, Question, questions_for, skipped_for
 from ui import room, state
@@ -115,7 +116,7 @@ def _one(q: Question, answer: Answer, runs: list[Run], subjects: list, check_key
         st.button("Open the Table", key=f"reveal_table_{q.key}", on_click=_open_table, args=(subject.key,))
 
 
-def reveal(subjects, load) -> None:
+def reveal(subjects, load, jobs) -> None:
     """After a lesson opened (``lesson_check`` in the session): each question's answer, measured."""
     opened = state.opened_lesson(subjects, load)
     if opened is None:
@@ -125,10 +126,15 @@ def reveal(subjects, load) -> None:
     runs = [Run(r.name, x.trace, x.analysis) for r, x in zip(lesson.runs, loaded)]
     kind = "cuda" if all(x.trace.has_gpu for x in loaded) else "cpu"
     check_key = opened.subject_keys
+    job = Job(kind=JobKind.ANSWERS, lesson=opened.key, device_kind=kind, names=tuple(r.name for r in lesson.runs))
+    answers = jobs(job, opened.subjects, loaded)  # measured in a reader
+    if answers is None:
+        return
+    by_key = dict(answers)
     with st.container(border=True, key="reveal_box"):
         st.markdown(f"**Reveal — {md_escape(lesson.title)}**")
         for q in questions_for(opened.key, kind):
-            _one(q, q.answer(runs), runs, opened.subjects, check_key)
+            _one(q, by_key[q.key], runs, opened.subjects, check_key)
         for q, reason in skipped_for(opened.key, kind):
             st.caption(f":material/info: Not answered by these runs: {md_escape(q.text)} — {md_escape(reason)}; "
                        "open the H200 recording to see it.")

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from lab.access import RateLimiter
-from lab.analysis import RanksError, analyze_ranks
-from lab.read import ReaderPool, ReadFailed, ReadFailureKind, ReadState, ReadStatus, ReadTicket
+from lab.read import Job, JobInput, JobKind, ReaderPool, ReadFailed, ReadFailureKind, ReadState, ReadStatus, ReadTicket
 from lab.run import HostSettings
 from ui import access, messages, state
 
@@ -125,7 +124,7 @@ def accept_upload(name: str, data: bytes, settings: HostSettings, readers: Reade
     if digest not in pending:
         if (why := access.refusal("upload", settings, limiter)) is not None:
             return why
-        ticket = readers.submit(data, settings=settings, label=name)
+        ticket = readers.submit(data, settings=settings, label=name, session=state.owner())
         pending[digest] = _Pending(name=name, digest=digest, file_id=file_id, ticket=ticket)
     return pending[digest]
 
@@ -303,7 +302,7 @@ def accept_group(files, settings: HostSettings, readers: ReaderPool, *,
             return why
         groups[key] = _Group(key=key, members=tuple(
             _Pending(name=name, digest=digest, file_id=file_id,
-                     ticket=readers.submit(data, settings=settings, label=name))
+                     ticket=readers.submit(data, settings=settings, label=name, session=state.owner()))
             for (name, data, file_id), digest in zip(entries, digests, strict=True)))
     return groups[key]
 
@@ -331,16 +330,20 @@ def _settle_group(group: _Group, readers: ReaderPool) -> str | None:
             key = f"file:{m.file_id}" if exc.kind in _RETRYABLE else group.key
             return _remember_refusal(key, f"{m.name} cannot be opened: {access.read_failure(exc)}")
     names = [m.name for m in group.members]
-    try:
-        ranks = analyze_ranks([p.trace for p in parsed], names, analyses=[p.analysis for p in parsed])
-    except RanksError as exc:
-        return _remember_refusal(group.key, f"These {len(names)} files cannot be opened as one job's ranks: {exc}")
+    given = JobInput(traces=tuple(p.trace for p in parsed), analyses=tuple(p.analysis for p in parsed))
+    try:  # in a reader, as the traces were read: the script thread only waits
+        result = readers.run_job(Job(kind=JobKind.RANKS, names=tuple(names)), given, label=f"{len(names)} ranks")
+    except ReadFailed as exc:
+        why = str(exc) if exc.error_type == "RanksError" else access.read_failure(exc)
+        return _remember_refusal(group.key, f"These {len(names)} files cannot be opened as one job's ranks: {why}")
+    ranks = result.analysis
     try:
         for m, p in zip(group.members, parsed, strict=True):
             readers.uploads.put(state.owner(), m.digest, p)
     except ReadFailed as exc:
         return _remember_refusal(group.key, f"These files cannot be kept: {access.read_failure(exc)}")
-    _, dropped = state.add_ranks([(i.name, group.members[i.index].digest) for i in ranks.infos], ranks)
+    _, dropped = state.add_ranks([(i.name, group.members[i.index].digest) for i in ranks.infos], ranks,
+                                 result.insights)
     for old in dropped:
         for _, digest in old.ranks:
             readers.uploads.drop(state.owner(), digest)

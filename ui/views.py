@@ -12,7 +12,8 @@ import gzip
 import streamlit as st
 
 from lab import views as lv
-from lab.analysis import TOTAL_METRICS, Insight, Run, compare_analyses, lesson_signals
+from lab.analysis import TOTAL_METRICS, Insight
+from lab.read import Job, JobKind
 from lab.run import LESSONS, DeviceInfo
 from lab.samples import Sample
 from lab.views import SORT_KEYS, TORCH_SORT_KEYS, category_counts, comparison_totals, fmt_us, is_device_sort, summarize
@@ -71,7 +72,7 @@ def insights_view(loaded: Loaded) -> None:
         insight_card(insight)
 
 
-def table_view(subject: Subject, loaded: Loaded) -> None:
+def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
     run = subject.run
     has_device = loaded.trace.has_gpu or (run is not None and run.device.kind == "cuda")
     sort_keys = [k for k in SORT_KEYS if has_device or not is_device_sort(k)]
@@ -92,7 +93,11 @@ def table_view(subject: Subject, loaded: Loaded) -> None:
                    "torch's own rules (python frames are call stacks, not ops; same-name nesting counted once; "
                    "device time through the launch links) — equal to key_averages() on the lab's ground-truth "
                    f"corpus. {memory}")
-        ka = loaded.analysis.key_averages_by_shape if by_shape else loaded.analysis.key_averages
+        # Grouped by shape: computed on the first toggle, in a reader (``jobs``), like the rest.
+        grouped = jobs(Job(kind=JobKind.BY_SHAPE), [subject], [loaded]) if by_shape else None
+        if by_shape and grouped is None:
+            return
+        ka = grouped.key_averages if grouped is not None else loaded.analysis.key_averages
         df = lv.trace_table(ka, profile_memory=loaded.trace.has_memory)
     view = lv.key_averages_view(df, sort_by=sort_label, row_limit=row_limit, show_annotations=show_ann)
     shown = lv.format_key_averages(view)
@@ -236,7 +241,7 @@ def _trace_downloads(stem: str, data: bytes) -> None:
                        mime="application/json", key="dl_trace_json", on_click="ignore", width="stretch")
 
 
-def compare_view(subjects: list[Subject], load) -> None:
+def compare_view(subjects: list[Subject], load, jobs) -> None:
     if len(subjects) < 2:
         st.info("Run twice, or open a sample and upload a trace, to compare two of them.")
         return
@@ -266,8 +271,9 @@ def compare_view(subjects: list[Subject], load) -> None:
     if la is None or lb is None:
         return
     # The cached analyses and insights (run config and peak included): what the two Insights tabs show.
-    cmp = compare_analyses(la.analysis, lb.analysis, insights_a=la.insights, insights_b=lb.insights,
-                           label_a="A", label_b="B")
+    cmp = jobs(Job(kind=JobKind.COMPARE, labels=("A", "B")), [a, b], [la, lb])  # in a reader
+    if cmp is None:
+        return
     st.markdown("**Totals** (delta = B − A; ratio = B / A)")
     totals = _totals_as_text(comparison_totals(cmp.totals, TOTAL_METRICS))
     st.dataframe(totals, hide_index=True, width="stretch")
@@ -366,14 +372,16 @@ def _float_formats(df, overrides: dict | None = None) -> dict:
     return config
 
 
-def lesson_check(subjects: list[Subject], load) -> None:
+def lesson_check(subjects: list[Subject], load, jobs) -> None:
     """What the last lesson opened shows in its traces: each signal with its evidence."""
     opened = opened_lesson(subjects, load)
     if opened is None:
         return
     lesson = LESSONS[opened.key]
     names = [r.name for r in lesson.runs]
-    signals = lesson_signals(opened.key, [Run(n, x.trace, x.analysis) for n, x in zip(names, opened.loaded)])
+    signals = jobs(Job(kind=JobKind.SIGNALS, lesson=opened.key, names=tuple(names)), opened.subjects, opened.loaded)
+    if signals is None:
+        return
     with st.container(border=True):
         st.markdown(f"**Lesson check — {md_escape(lesson.title)}**")
         recorded = all(s.kind == "sample" for s in opened.subjects)
