@@ -18,8 +18,6 @@ STEP_COLUMNS = ("step", "name", "source", "start_us", "end_us", "cpu_us", "first
                 "gpu_busy_us", "gpu_idle_us", "gpu_busy_pct", "launched_gpu_us", "launched_count")
 
 
-
-
 def per_iteration_us(steps: pd.DataFrame) -> float:
     """One iteration's time from the trace alone (NaN without steps): per step the longer of its
     CPU window and the GPU work it launched (a GPU step outlasts the CPU's launches when nothing

@@ -1,4 +1,4 @@
-"""Small helpers the diagnoses (``lab/analysis/diag_*.py``) share.
+"""Small helpers the diagnoses (``lab/analysis/diagnoses/``) share.
 
 The column and interval helpers are the analyses' own (``lab/analysis/columns.py``,
 ``lab/analysis/intervals.py``), re-exported here for the diagnoses. Everything works on row

@@ -4,9 +4,9 @@ frozen finding with its numbers, or None when the problem is absent.
 =========================  ==============================  =====================================
 diagnosis                  finder (module)                 finding
 =========================  ==============================  =====================================
-steps                      ``step_spans`` (diag_steps)      ``StepSpans``
-host syncs inside steps    ``find_host_syncs`` (diag_host)  ``HostSyncs``
-host work outside ops      ``find_host_gaps`` (diag_host)   ``HostGaps``
+steps                      ``step_spans`` (steps)           ``StepSpans``
+host syncs inside steps    ``find_host_syncs`` (host)       ``HostSyncs``
+host work outside ops      ``find_host_gaps`` (host)        ``HostGaps``
 pageable copies            ``find_pageable_copies``         ``PageableCopies``
 CUDA graph replays         ``find_graph_replays``           ``GraphReplays`` (+ ``graph_replay_rows``)
 collectives                ``find_collectives``             ``Collectives``

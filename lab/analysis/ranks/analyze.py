@@ -1,7 +1,7 @@
 """Several traces of one torch.distributed job, read side by side: a row per rank, the straggler.
 
-``analyze_ranks(traces, names)`` checks that the traces are one job's ranks (``ranks_job``),
-measures each rank's time (``ranks_comm``: what counts as communication, compute, overlap and
+``analyze_ranks(traces, names)`` checks that the traces are one job's ranks (``job``),
+measures each rank's time (``comm``: what counts as communication, compute, overlap and
 idle is defined there) and finds the straggler: the rank whose collective calls start last.
 
 The straggler: the i-th collective call (``c10d::*``, else NCCL kernels) of every rank is the

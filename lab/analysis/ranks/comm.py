@@ -4,7 +4,7 @@ What counts as what (the issue asks for HTA's definitions; where HTA has none, t
 
 - **Communication**, as a union of intervals (time covered once, however many events overlap):
   the NCCL kernels when the rank has any (HTA's communication kernels); else the host's
-  collective ops (``diag_comm.comm_op_rows``: ``c10d::*`` calls, ``gloo:*`` / ``nccl:*``
+  collective ops (``diagnoses.comm.comm_op_rows``: ``c10d::*`` calls, ``gloo:*`` / ``nccl:*``
   ranges, ``record_param_comms``, ``ProcessGroup*``). gloo runs the reduction itself on its
   own CPU threads (``pt_gloo_runloop``) and, with CUDA tensors, only stages them through the
   host with a few copies: on the H200 gloo traces the copies are 5 ms of a 49 ms step while
