@@ -20,16 +20,8 @@ __all__ = [
 ]  # fmt: skip
 
 
-
-
-
-
-
-
 def rows_in(trace: Trace, column: str, values) -> np.ndarray:
     return np.flatnonzero(mask_in(trace.events[column], values))
-
-
 
 
 def pct(part: float, whole: float) -> float:
@@ -37,10 +29,6 @@ def pct(part: float, whole: float) -> float:
 
 
 # --- intervals -------------------------------------------------------------------------------
-
-
-
-
 
 
 def intersect_us(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray],
@@ -97,8 +85,6 @@ def gpu_busy(trace: Trace, rows: np.ndarray | None = None) -> GpuBusy:
 
 
 # --- nesting ---------------------------------------------------------------------------------
-
-
 
 
 def ancestor_in(parent: np.ndarray, wanted: np.ndarray, rows: np.ndarray, *, self_too: bool = False) -> np.ndarray:

@@ -206,7 +206,6 @@ def _move_threads(ev: _Events) -> _Events:
     return dataclasses.replace(ev, thread=thread, fid=fid)
 
 
-
 def _take(ev: _Events, mask: np.ndarray) -> _Events:
     fields = {f.name: getattr(ev, f.name)[mask] for f in dataclasses.fields(ev) if f.name != "key_names"}
     return dataclasses.replace(ev, **fields)
