@@ -93,12 +93,13 @@ def find_empty_capture(trace: Trace) -> EmptyCapture | None:
     )
 
 
-def capture_explains_missing_gpu(trace: Trace) -> bool:
+def capture_explains_missing_gpu(trace: Trace, empty: EmptyCapture | None) -> bool:
     """True when a trace without GPU activity captured no ops either and launched nothing: the
     window was empty, so "No GPU activity although a GPU was used — check CUPTI" must not fire.
     Launch calls without GPU activity still point at CUPTI (the real empty windows of the
-    corpus hold only the profiler's exit cudaDeviceSynchronize, no launch)."""
-    if find_empty_capture(trace) is None:
+    corpus hold only the profiler's exit cudaDeviceSynchronize, no launch). ``empty``: the
+    trace's ``find_empty_capture`` (``Findings.empty_capture``), found once."""
+    if empty is None:
         return False
     ev = trace.events
     calls = texts(ev["name"], np.flatnonzero(mask_in(ev["cat"], ("cuda_runtime", "cuda_driver"))))

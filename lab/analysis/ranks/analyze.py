@@ -153,7 +153,8 @@ def analyze_ranks(traces: Sequence[Trace], names: Sequence[str], *, analyses: Se
     infos = [infos[i] for i in order]
     traces = [traces[i] for i in order]
     analyses = [analyses[i] for i in order] if analyses is not None else None
-    times = [rank_times(t) for t in traces]
+    times = [rank_times(t, spans=a.findings.steps if a is not None else None)
+             for t, a in zip(traces, analyses or [None] * len(traces), strict=True)]
     rows = [_row(i, t, tm) for i, t, tm in zip(infos, traces, times, strict=True)]
     offsets = job_offsets_us(infos)
     counts = {len(t.call_starts_us) for t in times}
