@@ -15,6 +15,7 @@ from lab.read import ReaderPool
 from lab.run import HostSettings, ProfileService
 from ui import access, cache, controls, layout, ranks, room, state, teach, upload, views
 from ui.run import await_worker, open_recording, run_lesson, run_submitted, settle_interrupted
+from ui.widgets import labels_from
 
 st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layout="wide")
 
@@ -118,13 +119,13 @@ room.share_runs(subjects, load)
 room.my_roofline(subjects, load, device)
 subject = state.current_subject(subjects)
 st.selectbox("Showing", [s.key for s in subjects], key="subject",
-             format_func={s.key: s.title for s in subjects}.get,
+             format_func=labels_from({s.key: s.title for s in subjects}),
              help="Your runs of this session (newest first), your uploads, and GPU traces recorded on an H200.")
 if subject is not None and subject.sample is not None:
     views.sample_note(subject.sample, device)
 loaded = load(subject) if subject else None
 
-if loaded is not None:
+if subject is not None and loaded is not None:
     # Only the open tab's code runs (on_change="rerun" + .open): each view parses nothing twice.
     shown = [v for v in VIEWS if v != "Ranks" or subject.kind == "ranks"]
     if "view" in st.session_state and st.session_state["view"] not in shown:  # a single trace after a group

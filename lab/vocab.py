@@ -144,6 +144,7 @@ def gemm_kernel_dtype(name: str) -> str | None:
     """The lab dtype a GEMM kernel's name states ("tf32", "bfloat16", …), None when it says none."""
     return next((dtype for dtype, pattern in GEMM_KERNEL_DTYPES if pattern.search(name)), None)
 
+
 # --- table sort keys ----------------------------------------------------------------------
 
 # The table's sort choices: label → column of the lab's key_averages frame …

@@ -277,7 +277,6 @@ def test_insight_rejects_unknown_severity():
         I.Insight("fatal", "t", "e", "s", "l")
 
 
-
 def test_cold_first_step_fires_on_a_slow_start_gap_alone():
     # Same step durations, but the first step's first op starts 228 µs after its label (5 µs later on).
     events, corr = [], 1

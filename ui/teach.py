@@ -46,8 +46,8 @@ def predict_form(lesson_key: str, device_kind: str) -> None:
             st.radio(label, q.choices, index=default, key=f"predict_{q.key}", help=help_text)
         locked = st.form_submit_button("Lock in my predictions", width="stretch")
     if locked:
-        chosen = {q.key: st.session_state.get(f"predict_{q.key}") for q in questions}
-        chosen = {k: v for k, v in chosen.items() if v is not None}
+        answered = {q.key: st.session_state.get(f"predict_{q.key}") for q in questions}
+        chosen: dict[str, str] = {k: v for k, v in answered.items() if v is not None}
         predictions.update(chosen)
         room.send_predictions(chosen)
         st.caption(f"{len(chosen)} prediction(s) locked in. Now run the lesson or open the recording.")

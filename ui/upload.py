@@ -17,11 +17,15 @@ group opens as one "ranks" subject with its Ranks view; a single file behaves as
 from __future__ import annotations
 
 import io
+import logging
 import time
 import zipfile
 from dataclasses import dataclass
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from lab.access import RateLimiter
 from lab.read import Job, JobInput, JobKind, ReaderPool, ReadFailed, ReadFailureKind, ReadState, ReadStatus, ReadTicket
@@ -42,6 +46,8 @@ MAX_RANK_FILES = 16
 TRACE_SUFFIXES = (".json", ".json.gz")  # what a .zip's members may be (*.pt.trace.json[.gz] included)
 POLL_S = 0.2
 STAGE_TEXT = {"sending": "handing it to a reader", "parsing": "parsing", "analysing": "analysing"}
+
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,7 @@ class Waiting:
     """A read in flight, as this page run shows it: the record and its status line."""
 
     pending: _Pending | _Group
-    line: object  # an st.empty() placeholder in the upload box
+    line: DeltaGenerator  # an st.empty() placeholder in the upload box
 
 
 def upload_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimiter) -> Waiting | None:
@@ -207,16 +213,28 @@ def _release(pending: _Pending) -> None:
     """Let go of every copy of an opened upload's bytes: Streamlit's file store keeps them until
     the session ends or the visitor removes the file, and the uploader's value holds them too.
     Afterwards the uploader hands back a stand-in (a deleted file), which opens nothing."""
-    try:
-        from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-        ctx = get_script_run_ctx()
-        remove = getattr(getattr(ctx, "uploaded_file_mgr", None), "remove_file", None)
-        if remove is not None and pending.file_id is not None:
-            remove(ctx.session_id, pending.file_id)
-    except Exception:  # noqa: BLE001 - another file manager: it keeps its copy, nothing breaks
-        pass
+    if pending.file_id is not None:
+        forget_uploaded_file(pending.file_id)
     st.session_state.pop(UPLOADER_KEY, None)
+
+
+def forget_uploaded_file(file_id: str) -> bool:
+    """Drop this session's copy of an uploaded file from Streamlit's file store; True if dropped.
+
+    Streamlit 1.67 has no public call for it: ``remove_file`` is what its own ``chat_input`` and
+    ``audio_input`` call, on the manager class they check for (``MemoryUploadedFileManager``,
+    the one its server and AppTest use). ``tests/test_upload_release.py`` runs this in a real
+    Streamlit script run and fails when the bytes stop being freed; another manager is logged,
+    not passed over in silence (its copy then lives until the session ends).
+    """
+    ctx = get_script_run_ctx()
+    manager = ctx.uploaded_file_mgr if ctx is not None else None
+    if ctx is None or not isinstance(manager, MemoryUploadedFileManager):
+        _LOG.warning("an opened upload stays in memory until its session ends: the file manager is %s, "
+                     "not Streamlit's MemoryUploadedFileManager", type(manager).__name__)
+        return False
+    manager.remove_file(session_id=ctx.session_id, file_id=file_id)
+    return True
 
 
 # ------------------------------------------------------------------ several files: one job's ranks

@@ -20,6 +20,7 @@ from lab.views import SORT_KEYS, TORCH_SORT_KEYS, category_counts, comparison_to
 from ui.cache import Loaded
 from ui.messages import md_escape
 from ui.state import Subject, opened_lesson
+from ui.widgets import chosen, labels_from
 
 SEVERITY_ICON = {"critical": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 
@@ -77,7 +78,7 @@ def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
     has_device = loaded.trace.has_gpu or (run is not None and run.device.kind == "cuda")
     sort_keys = [k for k in SORT_KEYS if has_device or not is_device_sort(k)]
     c1, c2, c3 = st.columns([2, 1, 2], vertical_alignment="bottom")
-    sort_label = c1.selectbox("Sort by", sort_keys, key="tbl_sort")
+    sort_label: str = chosen(c1.selectbox("Sort by", sort_keys, key="tbl_sort"))
     row_limit = int(c2.number_input("Rows", 1, 500, 15, key="tbl_rows"))
     by_shape = c3.toggle("Group by input shape", key="tbl_shape",
                          help="key_averages(group_by_input_shape=True): one row per op and input shapes.")
@@ -131,7 +132,7 @@ def _time_window(subject: Subject, loaded: Loaded, prefix: str) -> tuple[float, 
     steps = loaded.analysis.steps
     options = ["whole trace"] + [f"step {i + 1}" for i in range(len(steps))]
     c1, c2 = st.columns([1, 3])
-    focus = c1.selectbox("Zoom to", options, key=f"{prefix}_focus_{subject.digest}")
+    focus: str = chosen(c1.selectbox("Zoom to", options, key=f"{prefix}_focus_{subject.digest}"))
     if focus != "whole trace" and len(steps):
         # A step's CPU window, stretched to the next step so the GPU work it queued shows too.
         i = options.index(focus) - 1
@@ -176,6 +177,7 @@ def memory_view(subject: Subject, loaded: Loaded) -> None:
         return
     window = _time_window(subject, loaded, "mem")
     view = lv.build_memory_view(loaded.trace, memory, start_us=window[0], end_us=window[1])
+    assert view is not None  # None only without memory records, returned above
     st.altair_chart(lv.memory_chart(view), width="stretch", key=f"mem_chart_{subject.digest}")
     st.caption(f"Allocated (live tensors) and reserved (held by the caching allocator) bytes after each of "
                f"{view.series.records:,} allocator records in this window, drawn with {view.points:,} points"
@@ -262,8 +264,8 @@ def compare_view(subjects: list[Subject], load, jobs) -> None:
     st.session_state["_cmp_newest_run"] = runs[0] if runs else None
     c1, c2 = st.columns(2)
     labels = {s.key: _compare_label(s) for s in subjects}
-    a_key = c1.selectbox("A (before)", keys, key="cmp_a", format_func=labels.get)
-    b_key = c2.selectbox("B (after)", keys, key="cmp_b", format_func=labels.get)
+    a_key: str = chosen(c1.selectbox("A (before)", keys, key="cmp_a", format_func=labels_from(labels)))
+    b_key: str = chosen(c2.selectbox("B (after)", keys, key="cmp_b", format_func=labels_from(labels)))
     st.session_state["_cmp_a"], st.session_state["_cmp_b"] = a_key, b_key
     a = next(s for s in subjects if s.key == a_key)
     b = next(s for s in subjects if s.key == b_key)

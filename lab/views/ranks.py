@@ -1,4 +1,5 @@
-"""The Ranks view's data: the ranks' timelines stacked on one clock, the per-rank table, the CLI's text.
+"""The Ranks view's data: the ranks' timelines stacked on one clock, the per-rank table, the CLI's text
+and JSON (as data: ``lab/cli.py`` prints them).
 
 ``build_ranks_timeline`` lays every rank's lanes one under the other ("rank 1 · GPU 0 stream 7")
 on the job's clock — µs since the earliest rank's first event, each rank shifted by its offset
@@ -10,20 +11,15 @@ even share of what is left, so what one rank does not use the next may.
 
 from __future__ import annotations
 
-import json
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from lab.analysis.insights.record import Insight
-from lab.analysis.ranks.analyze import RanksAnalysis, RanksError, analyze_ranks
-from lab.analysis.ranks.insights import rank_insights
-from lab.read import ReaderPool, ReadFailed
+from lab.analysis.ranks.analyze import RanksAnalysis
 from lab.trace import Trace
 from lab.units import fmt_us
 from lab.views.timeline import DEFAULT_MAX_MARKS, DEFAULT_WIDTH_PX, TimelineData, build_timeline
@@ -31,14 +27,13 @@ from lab.views.timeline_lod import empty_marks
 
 __all__ = [
     "LANE_ORDER_STRIDE", "RANK_TABLE_COLUMNS", "build_ranks_timeline", "rank_lane", "rank_table", "ranks_dict",
-    "ranks_main", "ranks_span_us", "ranks_text",
+    "ranks_span_us", "ranks_text",
 ]  # fmt: skip
 
 # lane_order of rank r's lanes = r × this + the lane's own order: rank 0's lanes first, and no
 # trace has a million lanes.
 LANE_ORDER_STRIDE = 1_000_000
 _MS = 1e-3
-EXIT_BAD_INPUT = 2
 RANK_TABLE_COLUMNS = (
     "rank", "steps", "step_ms", "gpu_busy_ms", "compute_ms", "comm_ms", "overlap_ms", "overlap_pct", "idle_ms",
     "launch_delay_us", "collective_calls", "comm_source", "name",
@@ -187,24 +182,3 @@ def ranks_text(ranks: RanksAnalysis, insights: Sequence[Insight]) -> str:
     for i in insights:
         lines += [f"[{i.severity}] {i.title}", f"  {i.evidence}", f"  try: {i.suggestion}"]
     return "\n".join(lines) + "\n"
-
-
-def ranks_main(paths: Sequence[str], *, as_json: bool, pool: ReaderPool) -> int:
-    """``python -m lab ranks A B … [--json]``: each trace read by ``pool``'s reader, then the ranks."""
-    parsed = []
-    for path in paths:
-        try:
-            parsed.append(pool.read(path=path, label=path))
-        except ReadFailed as exc:
-            print(f"error: {path}: {' '.join(str(exc).split())}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-    try:
-        ranks = analyze_ranks([p.trace for p in parsed], [Path(p).name for p in paths],
-                              analyses=[p.analysis for p in parsed])
-    except RanksError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    insights = rank_insights(ranks)
-    print(json.dumps(ranks_dict(ranks, insights), indent=2, ensure_ascii=False) if as_json
-          else ranks_text(ranks, insights), end="" if not as_json else "\n")
-    return 0

@@ -93,12 +93,13 @@ def find_empty_capture(trace: Trace) -> EmptyCapture | None:
     )
 
 
-def capture_explains_missing_gpu(trace: Trace) -> bool:
+def capture_explains_missing_gpu(trace: Trace, empty: EmptyCapture | None) -> bool:
     """True when a trace without GPU activity captured no ops either and launched nothing: the
     window was empty, so "No GPU activity although a GPU was used — check CUPTI" must not fire.
     Launch calls without GPU activity still point at CUPTI (the real empty windows of the
-    corpus hold only the profiler's exit cudaDeviceSynchronize, no launch)."""
-    if find_empty_capture(trace) is None:
+    corpus hold only the profiler's exit cudaDeviceSynchronize, no launch). ``empty``: the
+    trace's ``find_empty_capture`` (``Findings.empty_capture``), found once."""
+    if empty is None:
         return False
     ev = trace.events
     calls = texts(ev["name"], np.flatnonzero(mask_in(ev["cat"], ("cuda_runtime", "cuda_driver"))))
@@ -108,7 +109,7 @@ def capture_explains_missing_gpu(trace: Trace) -> bool:
 def _python_only_pct(trace: Trace, py: np.ndarray) -> float:
     """Host time inside Python frames while no CPU thread runs an op, on the thread with the most
     frames, as a share of that thread's span (first to last frame or op). Ops of every thread
-    cover, as in diag_host: backward's ops run on the autograd thread under a Python frame."""
+    cover, as in diagnoses.host: backward's ops run on the autograd thread under a Python frame."""
     ev = trace.events
     lane_of = ev["lane_order"].to_numpy()
     lanes, n = np.unique(lane_of[py], return_counts=True)

@@ -1,7 +1,7 @@
 """The record every rule returns: one ``Insight``, citing the numbers that triggered it.
 
-A leaf module (no lab imports): the rules in ``insights.py`` and the diagnoses in ``diag_*.py``
-both build Insights, and insights.py runs the diagnoses.
+A leaf module (no lab imports): the rules in ``rules.py`` and the diagnoses in
+``lab/analysis/diagnoses/`` both build Insights, and the rules run the diagnoses.
 """
 
 from __future__ import annotations

@@ -340,7 +340,8 @@ def cupti_missing(trace: Trace, analysis: Analysis) -> Insight | None:
     """A GPU was used but no GPU activity was recorded."""
     # A schedule whose active window recorded (almost) nothing is not a CUPTI problem: the
     # empty-capture diagnosis says what the window held.
-    if len(analysis.kernels) or not used_gpu(trace) or capture_explains_missing_gpu(trace):
+    empty = findings_of(trace, analysis).empty_capture
+    if len(analysis.kernels) or not used_gpu(trace) or capture_explains_missing_gpu(trace, empty):
         return None
     ev = trace.events
     calls = int(mask_in(ev["cat"], ("cuda_runtime", "cuda_driver")).sum())

@@ -185,7 +185,7 @@ def peak_owner(trace: Trace, analysis: Analysis) -> Insight | None:
 
 def out_of_memory(trace: Trace, analysis: Analysis) -> Insight | None:
     """An "[OutOfMemory]" record: what was asked, what the device held, and what was running."""
-    events = out_of_memory_events(trace)
+    events = out_of_memory_events(trace, spans=analysis.findings.steps)
     if not events:
         return None
     first = events[0]

@@ -1,7 +1,7 @@
 """Several traces of one torch.distributed job, read side by side: a row per rank, the straggler.
 
-``analyze_ranks(traces, names)`` checks that the traces are one job's ranks (``ranks_job``),
-measures each rank's time (``ranks_comm``: what counts as communication, compute, overlap and
+``analyze_ranks(traces, names)`` checks that the traces are one job's ranks (``job``),
+measures each rank's time (``comm``: what counts as communication, compute, overlap and
 idle is defined there) and finds the straggler: the rank whose collective calls start last.
 
 The straggler: the i-th collective call (``c10d::*``, else NCCL kernels) of every rank is the
@@ -153,7 +153,8 @@ def analyze_ranks(traces: Sequence[Trace], names: Sequence[str], *, analyses: Se
     infos = [infos[i] for i in order]
     traces = [traces[i] for i in order]
     analyses = [analyses[i] for i in order] if analyses is not None else None
-    times = [rank_times(t) for t in traces]
+    times = [rank_times(t, spans=a.findings.steps if a is not None else None)
+             for t, a in zip(traces, analyses or [None] * len(traces), strict=True)]
     rows = [_row(i, t, tm) for i, t, tm in zip(infos, traces, times, strict=True)]
     offsets = job_offsets_us(infos)
     counts = {len(t.call_starts_us) for t in times}

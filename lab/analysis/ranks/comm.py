@@ -4,7 +4,7 @@ What counts as what (the issue asks for HTA's definitions; where HTA has none, t
 
 - **Communication**, as a union of intervals (time covered once, however many events overlap):
   the NCCL kernels when the rank has any (HTA's communication kernels); else the host's
-  collective ops (``diag_comm.comm_op_rows``: ``c10d::*`` calls, ``gloo:*`` / ``nccl:*``
+  collective ops (``diagnoses.comm.comm_op_rows``: ``c10d::*`` calls, ``gloo:*`` / ``nccl:*``
   ranges, ``record_param_comms``, ``ProcessGroup*``). gloo runs the reduction itself on its
   own CPU threads (``pt_gloo_runloop``) and, with CUDA tensors, only stages them through the
   host with a few copies: on the H200 gloo traces the copies are 5 ms of a 49 ms step while
@@ -32,7 +32,7 @@ import numpy as np
 
 from lab.analysis.diagnoses.comm import COMM_KERNEL_PATTERN, comm_op_rows
 from lab.analysis.diagnoses.common import ancestor_in, intersect_us, mask_in, mask_where, merge_intervals, parents
-from lab.analysis.diagnoses.steps import step_spans
+from lab.analysis.diagnoses.steps import StepSpans, step_spans
 from lab.analysis.intervals import covered_us
 from lab.trace import Trace
 from lab.vocab import GPU_ACTIVITY_CATS
@@ -91,8 +91,8 @@ def _union(ts: np.ndarray, end: np.ndarray, rows: np.ndarray) -> Intervals:
     return merge_intervals(ts[rows], end[rows])
 
 
-def _window(trace: Trace) -> tuple[tuple[float, float], int, float]:
-    spans = step_spans(trace)
+def _window(trace: Trace, spans: StepSpans | None) -> tuple[tuple[float, float], int, float]:
+    spans = spans if spans is not None else step_spans(trace)
     if len(spans):
         durations = spans.period_end_us - spans.start_us
         return (float(spans.start_us[0]), float(spans.period_end_us[-1])), len(spans), float(np.median(durations))
@@ -146,13 +146,14 @@ def _calls(trace: Trace, ts: np.ndarray, op_rows: np.ndarray, nccl: np.ndarray) 
     return np.sort(ts[calls]), label
 
 
-def rank_times(trace: Trace) -> RankTimes:
-    """The interval sets of one rank (see the module doc for what counts as what)."""
+def rank_times(trace: Trace, *, spans: StepSpans | None = None) -> RankTimes:
+    """The interval sets of one rank (see the module doc for what counts as what); ``spans``:
+    its ``step_spans`` when already found (``Analysis.findings.steps``)."""
     ev = trace.events
     ts = ev["ts_us"].to_numpy(dtype=float)
     end = ts + ev["dur_us"].to_numpy(dtype=float)
     device = ev["device"].to_numpy()
-    window, n_steps, step_median = _window(trace)
+    window, n_steps, step_median = _window(trace, spans)
     kernels = mask_in(ev["cat"], ("kernel",))
     is_nccl = kernels & mask_where(ev["name"], COMM_KERNEL_PATTERN.search)
     nccl, op_rows = np.flatnonzero(is_nccl), comm_op_rows(trace)

@@ -206,7 +206,6 @@ def _move_threads(ev: _Events) -> _Events:
     return dataclasses.replace(ev, thread=thread, fid=fid)
 
 
-
 def _take(ev: _Events, mask: np.ndarray) -> _Events:
     fields = {f.name: getattr(ev, f.name)[mask] for f in dataclasses.fields(ev) if f.name != "key_names"}
     return dataclasses.replace(ev, **fields)
@@ -411,7 +410,7 @@ def _average(trace: Trace, ev: _Events, times: tuple, memory: tuple, by_shape: b
 
 
 def _memory(trace: Trace, ev: _Events, eff: np.ndarray) -> tuple[dict, object]:
-    """Per event: the four memory columns (bytes) by torch's rule (``ka_memory``), and the
+    """Per event: the four memory columns (bytes) by torch's rule (``table.memory``), and the
     records no CPU event took."""
     cpu_side = ev.cpu
     mem = event_memory(trace.memory, ev.start_ns, ev.end_ns, cpu_side)
