@@ -19,7 +19,8 @@ import pytest
 from tracebuild import H200_PROPS, annotation, build, kernel, launch, matmul_add_steps, op
 
 from lab.analysis import analyze
-from lab.analysis.gemm import ABOVE_PEAK_NOTE, _gemm_shape, gemm_efficiency, gemm_figures
+from lab.analysis.gemm import ABOVE_PEAK_NOTE, gemm_efficiency, gemm_figures
+from lab.analysis.gemm_kinds import gemm_kernel_dtype, gemm_shape, is_gemm_kernel
 from lab.analysis.gpu import covered_us, gpu_utilization, launch_delays
 from lab.analysis.operators import kernel_summary
 from lab.analysis.steps import step_breakdown
@@ -27,7 +28,6 @@ from lab.analysis.verdict import GPU_BOUND_BUSY_PCT, bound_verdict, host_work_us
 from lab.run.config import RunConfig
 from lab.run.devices import DevicePeak, lookup_peak
 from lab.trace.load import load_trace
-from lab.vocab import gemm_kernel_dtype, is_gemm_kernel
 
 DATA = Path(__file__).parent / "data"
 TRACES = ["matmul_add_1024_fp32", "matmul_add_4096_bf16", "matmul_add_4096_bf16_compiled"]
@@ -553,7 +553,7 @@ def test_gemm_kernel_recogniser(name, is_gemm, dtype):
     ("aten::mm", [[8, 4]], None),
 ])
 def test_gemm_shapes_per_op(op_name, dims, expected):
-    assert _gemm_shape(op_name, dims) == expected
+    assert gemm_shape(op_name, dims) == expected
 
 
 # ---- verdict ---------------------------------------------------------------------------------

@@ -16,13 +16,14 @@ from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.columns import mask_in, mask_where, texts
 from lab.analysis.diagnoses import DIAGNOSIS_RULES, capture_explains_missing_gpu, findings_of
 from lab.analysis.gemm import compute_capability
+from lab.analysis.gemm_kinds import is_gemm_kernel
 from lab.analysis.gpu import covered_us
 from lab.analysis.insight import SEVERITIES, Insight
 from lab.analysis.memory_insights import MEMORY_RULES
 from lab.analysis.verdict import host_work_us, used_gpu
 from lab.trace.load import Trace
 from lab.units import fmt_us_fixed
-from lab.vocab import GPU_ACTIVITY_CATS, SYNC_NAMES, is_gemm_kernel
+from lab.vocab import GPU_ACTIVITY_CATS, SYNC_NAMES
 
 # --- thresholds ------------------------------------------------------------------------------
 # Host work this many times the GPU work means the GPU idles most of the time, however fast its
