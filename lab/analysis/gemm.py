@@ -124,8 +124,9 @@ class GemmFigures:
                        if not self.shapes_recorded else f"their ops ({ops}) recorded no matrix operands")
                 notes.append(f"{NO_SHAPE_NOTE}: {with_op} — {why}")
             if no_op:
-                notes.append(f"{NO_SHAPE_NOTE}: {no_op} launched by no op in the trace (a CUDA graph replay, or "
-                             "work on a thread the profiler did not record), so their shapes are unknown")
+                notes.append(f"{NO_SHAPE_NOTE}: {no_op} launched by no op in the trace (before the profile's "
+                             "window opened, a CUDA graph replay, or work on a thread the profiler did not "
+                             "record), so their shapes are unknown")
         if self.above_peak:
             notes.append(f"{ABOVE_PEAK_NOTE}: {self.above_peak} GEMM instance(s) left out "
                          f"(up to {self.above_peak_max_pct:,.0f} % of peak)")
