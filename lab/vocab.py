@@ -1,8 +1,8 @@
 """The lab's vocabulary, defined once: dtypes, trace categories, names torch writes, sort keys
-and run stages (what the lab knows of GEMMs: ``lab.analysis.gemm_kinds``). Every other module
+and run stages (what the lab knows of GEMMs: ``lab.analysis.gemm.kinds``). Every other module
 imports these; none spells them again.
 
-A new dtype is one ``Dtype`` entry here (and its peak rates in ``lab/run/devices.py``).
+A new dtype is one ``Dtype`` entry here (and its peak rates in ``lab/core/devices.py``).
 """
 
 from __future__ import annotations

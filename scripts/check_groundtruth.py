@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from lab.analysis.key_averages import trace_key_averages  # noqa: E402
+from lab.analysis.table.key_averages import trace_key_averages  # noqa: E402
 from lab.trace import load_trace  # noqa: E402
 from lab.views.torch_table import profiled_device, torch_table_text  # noqa: E402
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from lab.analysis import analyze, find_insights
-from lab.analysis.gemm import NO_SHAPE_NOTE
-from lab.analysis.gemm_kinds import GEMM_KERNEL_FAMILIES, TORCH_FLOP_GEMMS, gemm_shape, is_gemm_kernel
-from lab.analysis.ka_flops import _op_flops
-from lab.run.config import RunConfig
-from lab.run.devices import PEAKS
+from lab.analysis.gemm.analyze import NO_SHAPE_NOTE
+from lab.analysis.gemm.kinds import GEMM_KERNEL_FAMILIES, TORCH_FLOP_GEMMS, gemm_shape, is_gemm_kernel
+from lab.analysis.table.flops import _op_flops
+from lab.core.config import RunConfig
+from lab.core.devices import PEAKS
 from lab.samples import SAMPLES_DIR
 from lab.teach.roofline import run_summary
 from lab.trace import load_trace
@@ -182,7 +182,7 @@ def test_every_family_example_is_a_gemm():
 @pytest.mark.parametrize("seed", range(3))
 def test_shape_table_agrees_with_torchs_flop_count(seed):
     """The one operand table: 2·batch·M·K·N from ``gemm_shape`` equals torch's computeFlops
-    (``ka_flops``) for each op torch counts, on random shapes."""
+    (``lab.analysis.table.flops``) for each op torch counts, on random shapes."""
     rng = random.Random(seed)
     for name in TORCH_FLOP_GEMMS:
         b, m, k, n = (rng.randint(1, 64) for _ in range(4))

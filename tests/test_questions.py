@@ -15,9 +15,9 @@ import statistics
 import pytest
 
 from lab.analysis import analyze
-from lab.analysis.gemm_kinds import is_gemm_kernel
+from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.analysis.signals import Run
-from lab.run.lessons import LESSONS, lesson_configs
+from lab.core.lessons import LESSONS, lesson_configs
 from lab.run.runner import run_profile
 from lab.samples import lesson_samples
 from lab.teach.questions import QUESTIONS, band_of, questions_for, skipped_for

@@ -23,11 +23,11 @@ import pandas as pd
 import pytest
 
 from lab.analysis import analyze
-from lab.analysis.gemm import ABOVE_PEAK_NOTE, NO_SHAPE_NOTE, gemm_figures
-from lab.analysis.gemm_kinds import GEMM_LEAF_OPS, is_gemm_kernel
+from lab.analysis.gemm.analyze import ABOVE_PEAK_NOTE, NO_SHAPE_NOTE, gemm_figures
+from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
 from lab.analysis.signals import Run, lesson_signals
-from lab.run.config import RunConfig
-from lab.run.lessons import LESSONS
+from lab.core.config import RunConfig
+from lab.core.lessons import LESSONS
 from lab.samples import MANIFEST, SAMPLES_DIR, Sample, list_samples, sample_for
 from lab.trace.load import load_trace
 

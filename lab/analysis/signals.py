@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lab.analysis.bundle import Analysis
-from lab.analysis.gemm_kinds import GEMM_LEAF_OPS, is_gemm_kernel
+from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
 from lab.analysis.steps import per_iteration_us
 from lab.trace.load import Trace
 from lab.units import fmt_us, fmt_us_fixed

@@ -5,7 +5,7 @@ kernels that share those words but are not GEMMs (attention, convolutions, helpe
 A GPU kernel is a GEMM by what it is, whichever op launched it: ``is_gemm_kernel``. Its shape
 comes from the launching op's recorded Input Dims through ``GEMM_OP_KINDS`` (or, for an op the
 table does not list, the first two matrix operands, ``gemm_shape``). ``lab.analysis.gemm``
-computes rates from these; ``lab.analysis.ka_flops`` reads torch's computeFlops operand indices
+computes rates from these; ``lab.analysis.table.flops`` reads torch's computeFlops operand indices
 from the same entries.
 
 A new GEMM entry point is one ``GemmOp``; a new kernel library one ``GemmKernelFamily``.

@@ -9,7 +9,7 @@ import numpy as np
 
 from lab.analysis.bundle import Analysis
 from lab.analysis.columns import mask_in
-from lab.analysis.insight import Insight
+from lab.analysis.insights.record import Insight
 from lab.trace.load import Trace
 
 __all__ = ["GEMM_RULES", "GEMM_UNRATED_MIN_SHARE_PCT", "gemm_without_rate", "older_arch_text"]

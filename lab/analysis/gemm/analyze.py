@@ -1,6 +1,6 @@
 """GEMM efficiency: achieved TFLOP/s (TOPS for int8) of each GEMM against the device's peak.
 
-A GPU kernel is a GEMM by what it is (``lab.analysis.gemm_kinds.is_gemm_kernel``: cuBLAS,
+A GPU kernel is a GEMM by what it is (``lab.analysis.gemm.kinds.is_gemm_kernel``: cuBLAS,
 cuBLASLt/nvjet incl. FP8, CUTLASS incl. int8, Triton GEMM templates), whichever op launched it;
 its shape comes from the nearest GEMM op of ``GEMM_OP_KINDS`` above it, else from the op that
 launched it. The dtype is the one the kernel's name states, refined by the op's input types
@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.columns import codes, frame, group_ids, mask_in, mask_where, texts
-from lab.analysis.gemm_kinds import GEMM_OP_KINDS, gemm_kernel_dtype, gemm_shape, is_gemm_kernel, is_gemm_op
+from lab.analysis.gemm.kinds import GEMM_OP_KINDS, gemm_kernel_dtype, gemm_shape, is_gemm_kernel, is_gemm_op
 from lab.analysis.operators import Links, build_links
-from lab.run.config import RunConfig
-from lab.run.devices import DevicePeak, lookup_peak
+from lab.core.config import RunConfig
+from lab.core.devices import DevicePeak, lookup_peak
 from lab.trace.load import Trace
 from lab.vocab import ELEMENT_BYTES, INPUT_TYPE_DTYPES, rate_unit
 
@@ -57,7 +57,7 @@ def compute_capability(trace: Trace) -> tuple[int, int] | None:
 
 
 def peak_for(trace: Trace) -> DevicePeak | None:
-    """Datasheet peak of the trace's first GPU, via ``lab.run.devices.lookup_peak`` (None if unknown)."""
+    """Datasheet peak of the trace's first GPU, via ``lab.core.devices.lookup_peak`` (None if unknown)."""
     name = device_name(trace)
     return lookup_peak(name) if name else None
 
@@ -286,17 +286,17 @@ def gemm_figures(trace: Trace, *, peak: DevicePeak | None = None, config: RunCon
                  links: Links | None = None) -> GemmFigures:
     """One row per GEMM: an op instance that ran a GEMM kernel, or a GEMM kernel no op owns.
 
-    A GEMM kernel is one by its name (``gemm_kinds.is_gemm_kernel``), whichever op launched it.
+    A GEMM kernel is one by its name (``kinds.is_gemm_kernel``), whichever op launched it.
     Its op is the nearest GEMM op of ``GEMM_OP_KINDS`` (or an Inductor GEMM template) among the
     launching op and its ancestors, else the launching op itself (``aten::_scaled_mm``, an entry
     point torch adds later). ``kernel`` is the op's longest GEMM kernel and ``kernel_us`` its
     duration (memsets, casts and helper kernels excluded). The shape comes from the op's recorded
-    Input Dims (``gemm_kinds.gemm_shape``), else from ``config`` (``shape_source`` says which;
+    Input Dims (``kinds.gemm_shape``), else from ``config`` (``shape_source`` says which;
     "unknown" leaves the FLOP columns NaN unless the op recorded ``flops``, and
     ``GemmFigures.notes`` says what to record). FLOPs = 2·batch·M·K·N (integer operations for
     int8: ``rate_unit`` TOPS); bytes_moved = inputs read once + output written once; ``bound``
     compares FLOPs/byte with the roofline ridge point. dtype: the one the kernel's name states
-    (``gemm_kinds.gemm_kernel_dtype``: TF32 tensor-op kernels are tf32; "float8" takes the op's
+    (``kinds.gemm_kernel_dtype``: TF32 tensor-op kernels are tf32; "float8" takes the op's
     format), else the op's "Input type", else the config's. Rows above the peak of their dtype
     are dropped and counted (``GemmFigures``).
     """

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 from lab.vocab import peak_dtype
 
+__all__ = ["PEAKS", "DeviceInfo", "DeviceKind", "DevicePeak", "DeviceRates", "describe_kinds", "detect_device",
+           "device_kinds", "lookup_peak"]
+
 
 @dataclass(frozen=True)
 class DevicePeak:

@@ -1,6 +1,6 @@
 """FLOPs as torch's profiler counts them (``torch/csrc/profiler/util.cpp::computeFlops``), from
 a trace's recorded shapes: the JSON torch exports carries no FLOP counts, even with_flops.
-Part of ``lab.analysis.key_averages``."""
+Part of ``lab.analysis.table.key_averages``."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import math
 import numpy as np
 
 from lab.analysis.columns import codes
-from lab.analysis.gemm_kinds import GEMM_OP_KINDS, TORCH_FLOP_GEMMS
+from lab.analysis.gemm.kinds import GEMM_OP_KINDS, TORCH_FLOP_GEMMS
 from lab.trace import Trace
 
 __all__ = ["op_flops_of"]
 
 
 # torch/csrc/profiler/util.cpp computeFlops: the ops it counts and where their tensors sit (the
-# GEMMs' operand indices from the one GEMM table, ``lab.analysis.gemm_kinds``).
+# GEMMs' operand indices from the one GEMM table, ``lab.analysis.gemm.kinds``).
 _FLOP_OPS = {**TORCH_FLOP_GEMMS, "aten::mul": (0,), "aten::add": (0,), "aten::conv2d": (0, 1)}
 _BATCHED = tuple(name for name, kind in GEMM_OP_KINDS.items() if kind.torch_flops and kind.layout == "bmm")
 

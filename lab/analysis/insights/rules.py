@@ -14,13 +14,13 @@ import numpy as np
 
 from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.columns import mask_in, mask_where, texts
-from lab.analysis.diagnoses import DIAGNOSIS_RULES, capture_explains_missing_gpu, findings_of
-from lab.analysis.gemm import compute_capability
-from lab.analysis.gemm_insights import GEMM_RULES, older_arch_text
-from lab.analysis.gemm_kinds import is_gemm_kernel
+from lab.analysis.diagnoses.findings import DIAGNOSIS_RULES, capture_explains_missing_gpu, findings_of
+from lab.analysis.gemm.analyze import compute_capability
+from lab.analysis.gemm.insights import GEMM_RULES, older_arch_text
+from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.analysis.gpu import covered_us
-from lab.analysis.insight import SEVERITIES, Insight
-from lab.analysis.memory_insights import MEMORY_RULES
+from lab.analysis.insights.record import SEVERITIES, Insight
+from lab.analysis.memory.insights import MEMORY_RULES
 from lab.analysis.verdict import host_work_us, used_gpu
 from lab.trace.load import Trace
 from lab.units import fmt_us_fixed
@@ -426,10 +426,10 @@ RULES = (
     unfused_bias_add,
     fp32_without_tf32,
     gemm_below_peak,
-    *GEMM_RULES,  # GEMMs without a rate (lab/analysis/gemm_insights.py)
+    *GEMM_RULES,  # GEMMs without a rate (lab/analysis/gemm/insights.py)
     annotation_over_100_pct,
     profiler_overhead_event,
-    *MEMORY_RULES,  # profile_memory: growth, fragmentation, churn, the peak (lab/analysis/memory_insights.py)
+    *MEMORY_RULES,  # profile_memory: growth, fragmentation, churn, the peak (lab/analysis/memory/insights.py)
 )
 
 
