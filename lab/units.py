@@ -61,10 +61,12 @@ def fmt_pct(pct: float | None, digits: int = 1) -> str:
     return f"{pct:.{digits}f} %"
 
 
-def fmt_tflops(tflops: float | None) -> str:
+def fmt_tflops(tflops: float | None, unit: str = "TFLOP/s") -> str:
+    """A rate in tera-units per second: "TFLOP/s", or "TOPS" for integer math (int8 GEMMs)."""
     if tflops is None or (isinstance(tflops, float) and math.isnan(tflops)):
         return "—"
     # Three significant digits at most: "817 TFLOP/s" fits a metric card at 1280 px, "817.3" does not.
     if tflops >= 100:
-        return f"{tflops:.0f} TFLOP/s"
-    return f"{tflops:.1f} TFLOP/s" if tflops >= 1 else f"{tflops * 1000:.1f} GFLOP/s"
+        return f"{tflops:,.0f} {unit}"
+    small = "GOPS" if unit == "TOPS" else "GFLOP/s"
+    return f"{tflops:.1f} {unit}" if tflops >= 1 else f"{tflops * 1000:.1f} {small}"

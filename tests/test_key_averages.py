@@ -3,7 +3,7 @@ profiles recorded here, and against torch's EventList run over random event tree
 
 A row matches (scripts/check_groundtruth.py's rule, the issue's target): same name, device type
 and annotation flag; count and FLOPs equal; self CPU, CPU total, self device and device total
-each within 2 % or 5 µs; the memory columns (profile_memory) within 1 %. Every expectation is
+each within 0.1 % or 0.001 µs; the memory columns (profile_memory) within 1 %. Every expectation is
 torch's output; nothing is hard-coded.
 """
 

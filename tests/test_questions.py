@@ -15,13 +15,13 @@ import statistics
 import pytest
 
 from lab.analysis import analyze
+from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.analysis.signals import Run
 from lab.core.lessons import LESSONS, lesson_configs
 from lab.run.runner import run_profile
 from lab.samples import lesson_samples
 from lab.teach.questions import QUESTIONS, band_of, questions_for, skipped_for
 from lab.trace.load import load_trace
-from lab.vocab import is_gemm_kernel
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")

@@ -23,13 +23,13 @@ import pandas as pd
 import pytest
 
 from lab.analysis import analyze
-from lab.analysis.gemm.analyze import gemm_figures
+from lab.analysis.gemm.analyze import ABOVE_PEAK_NOTE, NO_SHAPE_NOTE, gemm_figures
+from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
 from lab.analysis.signals import Run, lesson_signals
 from lab.core.config import RunConfig
 from lab.core.lessons import LESSONS
 from lab.samples import MANIFEST, SAMPLES_DIR, Sample, list_samples, sample_for
 from lab.trace.load import load_trace
-from lab.vocab import GEMM_LEAF_OPS, is_gemm_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRIES = json.loads(MANIFEST.read_text(encoding="utf-8"))["samples"]
@@ -175,7 +175,11 @@ def _check_gemm_figures(trace, config=None):
     figures = gemm_figures(trace, peak=analysis.peak, config=config, links=analysis.links)
     assert figures.above_peak == 0, figures.notes
     gemm = analysis.gemm
-    assert not analysis.gemm_notes
+    assert not [n for n in analysis.gemm_notes if n.startswith(ABOVE_PEAK_NOTE)]
+    # A GEMM without a rate is said to be one (what to record), never shown as a rate of 0.
+    unrated = int(gemm["flops"].isna().sum())
+    assert (unrated > 0) == any(n.startswith(NO_SHAPE_NOTE) for n in analysis.gemm_notes)
+    assert not (gemm["tflops"] == 0).any()
     assert all(is_gemm_kernel(k) for k in gemm["kernel"]), set(gemm["kernel"])
     rated = gemm.dropna(subset=["tflops", "peak_tflops"])
     assert (rated["tflops"] <= rated["peak_tflops"]).all()

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from lab.analysis.bundle import Analysis
+from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
 from lab.analysis.steps import per_iteration_us
 from lab.trace.load import Trace
 from lab.units import fmt_us, fmt_us_fixed
-from lab.vocab import GEMM_LEAF_OPS, is_gemm_kernel
 
 # CPU traces: the GEMM op must take at least this share of a large run's step to count as
 # compute-bound, and under the lower share of a tiny run's step for overhead-bound: at 64³ the

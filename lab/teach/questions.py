@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.analysis.signals import Run
 from lab.core.lessons import LESSONS
-from lab.vocab import is_gemm_kernel
 
 __all__ = [
     "ANY_DEVICE", "CPU", "GPU", "QUESTIONS", "Answer", "Band", "Question", "Where", "band_of", "questions_for",

@@ -128,6 +128,8 @@ def _gemm_rows(gemm) -> list[dict]:
             "kernel_median_us": _median(rows["kernel_us"]),
             "tflops_median": _median(rows["tflops"]),
             "pct_of_peak_median": _median(rows["pct_of_peak"]),
+            "peak_tflops": _median(rows["peak_tflops"]),
+            "rate_unit": rows["rate_unit"].iloc[0],
             "bound": rows["bound"].iloc[0],
         })
     return rows_out
@@ -186,9 +188,10 @@ def _gemm_lines(report: dict) -> list[str]:
     lines = []
     for row in report["gemm"]:
         if row["tflops_median"] is not None:
+            unit = row.get("rate_unit") or "TFLOP/s"
             lines.append(f"GEMM {row['m']:.0f}×{row['k']:.0f}×{row['n']:.0f} {row['dtype']}: "
-                         f"{fmt_tflops(row['tflops_median'])}, {fmt_pct(row['pct_of_peak_median'])} of peak "
-                         f"({row['bound'] or 'peak unknown'}) — {_short(row['kernel'], 50)}")
+                         f"{fmt_tflops(row['tflops_median'], unit)}, {fmt_pct(row['pct_of_peak_median'])} of "
+                         f"the {row['dtype']} peak ({row['bound'] or 'peak unknown'}) — {_short(row['kernel'], 50)}")
     lines += [f"Note: {note}" for note in report.get("gemm_notes", [])]
     return lines + [""] if lines or report["gemm"] else lines
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from lab.analysis.bundle import Analysis
-from lab.analysis.gemm.analyze import device_name
+from lab.analysis.gemm.analyze import NO_SHAPE_NOTE, device_name
 from lab.analysis.insights.rules import Insight
 from lab.analysis.steps import per_iteration_us
 from lab.core.config import OPTIONS
@@ -114,17 +114,26 @@ def _throughput_metrics(run: RunResult | None, analysis: Analysis) -> list[Metri
             "Step throughput", fmt_tflops(tflops),
             "Useful FLOPs of one step (2·M·K·N per GEMM) over its time without the profiler.",
             delta=f"{100 * tflops / peak:.0f} % of {peak:g} TFLOP/s peak" if peak else None))
-    gemm = analysis.gemm.dropna(subset=["tflops"]) if not analysis.gemm.empty else analysis.gemm
-    if not gemm.empty:
-        best = gemm.sort_values("kernel_us", ascending=False).iloc[len(gemm) // 2]  # a typical instance
-        pct = best["pct_of_peak"]
-        out.append(Metric(
-            "GEMM kernel", fmt_tflops(float(best["tflops"])),
-            f"2·M·K·N = {best['flops']:.3g} FLOP over the kernel's {fmt_us(float(best['kernel_us']))} "
-            f"({int(best['m'])}×{int(best['k'])}×{int(best['n'])} {best['dtype']}, "
-            f"{best['bound'] or 'bound unknown'}).",
-            delta=None if math.isnan(pct) else f"{pct:.0f} % of peak"))
+    out += _gemm_metrics(analysis)
     return out
+
+
+def _gemm_metrics(analysis: Analysis) -> list[Metric]:
+    """A typical GEMM instance's rate against its dtype's peak (TOPS for int8), or, for GEMM
+    kernels without a recorded shape, what to record instead of a rate."""
+    gemm = analysis.gemm.dropna(subset=["tflops"]) if not analysis.gemm.empty else analysis.gemm
+    if gemm.empty:
+        unrated = [n for n in analysis.gemm_notes if n.startswith(NO_SHAPE_NOTE)]
+        return [Metric("GEMM kernel", "no rate", "; ".join(unrated) + ".")] if unrated else []
+    best = gemm.sort_values("kernel_us", ascending=False).iloc[len(gemm) // 2]  # a typical instance
+    pct, unit, peak = best["pct_of_peak"], str(best["rate_unit"]), best["peak_tflops"]
+    work = "operations" if unit == "TOPS" else "FLOP"
+    return [Metric(
+        "GEMM kernel", fmt_tflops(float(best["tflops"]), unit),
+        f"2·M·K·N = {best['flops']:.3g} {work} over the kernel's {fmt_us(float(best['kernel_us']))} "
+        f"({int(best['m'])}×{int(best['k'])}×{int(best['n'])} {best['dtype']}, {best['op'] or 'no op'}, "
+        f"{best['bound'] or 'bound unknown'}).",
+        delta=None if math.isnan(pct) else f"{pct:.0f} % of {peak:,.0f} {unit} {best['dtype']} peak")]
 
 
 def _device_text(trace: Trace, run: RunResult | None) -> str:

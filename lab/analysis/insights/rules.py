@@ -16,13 +16,15 @@ from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.columns import mask_in, mask_where, texts
 from lab.analysis.diagnoses.findings import DIAGNOSIS_RULES, capture_explains_missing_gpu, findings_of
 from lab.analysis.gemm.analyze import compute_capability
+from lab.analysis.gemm.insights import GEMM_RULES, older_arch_text
+from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.analysis.gpu import covered_us
 from lab.analysis.insights.record import SEVERITIES, Insight
 from lab.analysis.memory.insights import MEMORY_RULES
 from lab.analysis.verdict import host_work_us, used_gpu
 from lab.trace.load import Trace
 from lab.units import fmt_us_fixed
-from lab.vocab import GPU_ACTIVITY_CATS, SYNC_NAMES, is_gemm_kernel
+from lab.vocab import GPU_ACTIVITY_CATS, SYNC_NAMES
 
 # --- thresholds ------------------------------------------------------------------------------
 # Host work this many times the GPU work means the GPU idles most of the time, however fast its
@@ -399,15 +401,18 @@ def gemm_below_peak(trace: Trace, analysis: Analysis) -> Insight | None:
     if low.empty:
         return None
     worst = low.loc[low["pct_of_peak"].idxmin()]
+    unit = str(worst.get("rate_unit") or "TFLOP/s")
     return Insight(
         severity="warning",
         title="GEMM far below the device's peak",
         evidence=(f"{len(low)} of {len(big)} GEMM kernels of ≥ {GEMM_MIN_KERNEL_US:.0f} µs reach under "
-                  f"{GEMM_LOW_PCT_OF_PEAK:.0f} % of peak; worst: {worst['kernel'][:60]} "
-                  f"{int(worst['m'])}×{int(worst['k'])}×{int(worst['n'])} {worst['dtype']} at "
-                  f"{worst['tflops']:.1f} TFLOP/s = {worst['pct_of_peak']:.0f} % of {worst['peak_tflops']:.0f}."),
+                  f"{GEMM_LOW_PCT_OF_PEAK:.0f} % of their dtype's peak; worst: {worst['kernel'][:60]} "
+                  f"({worst['op'] or 'no op'}) {int(worst['m'])}×{int(worst['k'])}×{int(worst['n'])} "
+                  f"{worst['dtype']} at {worst['tflops']:.1f} {unit} = {worst['pct_of_peak']:.0f} % of "
+                  f"{worst['peak_tflops']:,.0f} {unit}."
+                  + older_arch_text(str(worst["kernel"]), compute_capability(trace))),
         suggestion=("Check the shape and layout: dimensions that are multiples of 64–128, contiguous inputs, a "
-                    "tensor-core dtype (bf16/fp16/tf32); a memory-bound shape (small K or N) cannot reach peak."),
+                    "tensor-core dtype (bf16/fp16/tf32/fp8); a memory-bound shape (small K or N) cannot reach peak."),
         learn_more=CUDA_BEST_PRACTICES,
     )
 
@@ -422,6 +427,7 @@ RULES = (
     unfused_bias_add,
     fp32_without_tf32,
     gemm_below_peak,
+    *GEMM_RULES,  # GEMMs without a rate (lab/analysis/gemm/insights.py)
     annotation_over_100_pct,
     profiler_overhead_event,
     *MEMORY_RULES,  # profile_memory: growth, fragmentation, churn, the peak (lab/analysis/memory/insights.py)

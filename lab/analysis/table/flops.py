@@ -10,14 +10,16 @@ import math
 import numpy as np
 
 from lab.analysis.columns import codes
+from lab.analysis.gemm.kinds import GEMM_OP_KINDS, TORCH_FLOP_GEMMS
 from lab.trace import Trace
 
 __all__ = ["op_flops_of"]
 
 
-# torch/csrc/profiler/util.cpp computeFlops: the ops it counts and where their tensors sit.
-_FLOP_OPS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1), "aten::baddbmm": (1, 2),
-             "aten::mul": (0,), "aten::add": (0,), "aten::conv2d": (0, 1)}
+# torch/csrc/profiler/util.cpp computeFlops: the ops it counts and where their tensors sit (the
+# GEMMs' operand indices from the one GEMM table, ``lab.analysis.gemm.kinds``).
+_FLOP_OPS = {**TORCH_FLOP_GEMMS, "aten::mul": (0,), "aten::add": (0,), "aten::conv2d": (0, 1)}
+_BATCHED = tuple(name for name, kind in GEMM_OP_KINDS.items() if kind.torch_flops and kind.layout == "bmm")
 
 
 def op_flops_of(trace: Trace, rows: np.ndarray) -> np.ndarray:
@@ -56,10 +58,10 @@ def _op_flops(name: str, dims: str, types: str, concrete: str) -> int:
     if name == "aten::conv2d":
         return _conv2d_flops(shapes, args)
     a, b = shapes[need[0]], shapes[need[1]]
-    if not a or a[-1] == 0 or (name in ("aten::bmm", "aten::baddbmm") and a[0] == 0):
+    if not a or a[-1] == 0 or (name in _BATCHED and a[0] == 0):
         return 0
     flops = math.prod(a) // a[-1] * math.prod(b) * 2
-    return flops // a[0] if name in ("aten::bmm", "aten::baddbmm") else flops
+    return flops // a[0] if name in _BATCHED else flops
 
 
 def _conv2d_flops(shapes: list, args: list) -> int:
