@@ -201,7 +201,7 @@ def test_cupti_missing_fires_with_launches_but_no_kernels():
     trace = build([op("aten::mm", 0, 50), launch(10, 5, 1)], device_properties=[H200_PROPS])
     insight = fire(I.cupti_missing, trace)
     assert insight is not None and insight.severity == "critical"
-    assert "1 CUDA runtime/driver calls" in insight.evidence
+    assert "1 launch call(s) among 1 CUDA runtime/driver call(s) (cudaLaunchKernel ×1)" in insight.evidence
     assert I.find_insights(trace)[0] == insight  # critical comes first
 
 
