@@ -17,7 +17,8 @@ from lab.trace import Trace
 from lab.units import fmt_mem_bytes, fmt_us_fixed
 
 __all__ = [
-    "CHURN_MIN_SMALL_PER_STEP", "FRAGMENTATION_ABS_GAP_BYTES", "FRAGMENTATION_MIN_GAP_BYTES", "FRAGMENTATION_RATIO", "LEAK_MIN_STEPS",
+    "CHURN_MIN_SMALL_PER_STEP", "FRAGMENTATION_ABS_GAP_BYTES", "FRAGMENTATION_MIN_GAP_BYTES", "FRAGMENTATION_RATIO",
+    "LEAK_MIN_STEPS",
     "MEMORY_RULES", "MEMORY_TITLES", "allocator_churn", "memory_growth", "peak_owner", "reserved_far_above_allocated",
 ]  # fmt: skip
 

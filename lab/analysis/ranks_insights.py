@@ -49,11 +49,14 @@ def _ranks_text(ranks) -> str:
 
 def low_overlap(ranks: RanksAnalysis) -> Insight | None:
     """Ranks whose communication is a large share of their window and mostly not overlapped."""
-    hit = [r for r in ranks.ranks if r.window_us > 0 and 100 * r.comm_us / r.window_us >= LOW_OVERLAP_COMM_PCT
+    # A share of the window, with overlap measured in it: the window's communication, not the
+    # launched one (which may run past the window's end).
+    hit = [r for r in ranks.ranks if r.window_us > 0 and 100 * r.comm_in_window_us / r.window_us >= LOW_OVERLAP_COMM_PCT
            and (r.overlap_pct or 0.0) < LOW_OVERLAP_PCT]
     if not hit:
         return None
-    detail = "; ".join(f"rank {r.rank}: communication {fmt_us(r.comm_us)} ({100 * r.comm_us / r.window_us:.0f} % of "
+    detail = "; ".join(f"rank {r.rank}: communication {fmt_us(r.comm_in_window_us)} "
+                       f"({100 * r.comm_in_window_us / r.window_us:.0f} % of "
                        f"its {fmt_us(r.window_us)} window), {r.overlap_pct or 0.0:.0f} % of it overlapped" for r in hit)
     gloo = " With gloo the reduction runs on CPU threads; for CUDA tensors use NCCL." if ranks.backend == "gloo" else ""
     return Insight(
