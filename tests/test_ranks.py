@@ -346,8 +346,8 @@ def launch_ts(doc: dict) -> dict:
 
 def launched_kernels(doc: dict, nccl: bool) -> list[dict]:
     at = launch_ts(doc)
-    return [e for e in complete(doc) if e.get("cat") == "kernel"
-            and e["name"].lower().startswith("nccl") == nccl and in_steps(doc, at.get(e["args"]["correlation"], e["ts"]))]
+    return [e for e in complete(doc) if e.get("cat") == "kernel" and e["name"].lower().startswith("nccl") == nccl
+            and in_steps(doc, at.get(e["args"]["correlation"], e["ts"]))]
 
 
 def total(intervals) -> float:
@@ -366,7 +366,7 @@ def test_gloo_comm_and_compute_are_the_work_launched_in_the_steps(job, kind):
         if kind == "cuda":
             compute = union(span(e) for e in launched_kernels(doc, nccl=False))
         else:
-            compute = cpu_compute(doc, started=lambda e: in_steps(doc, e["ts"]))
+            compute = cpu_compute(doc, started=lambda e, d=doc: in_steps(d, e["ts"]))
         assert row.compute_us == pytest.approx(total(compute), rel=1e-9, abs=0.01) and row.compute_us > 0
         assert row.comm_us >= row.comm_in_window_us - 0.01
     table = rank_table(ranks)
