@@ -12,8 +12,8 @@ import pytest
 import tracebuild as tb
 
 from lab.analysis import analyze, find_insights
-from lab.analysis import insights as I
-from lab.analysis.memory_insights import FRAGMENTATION_TITLE
+from lab.analysis.insights import rules as I
+from lab.analysis.memory.insights import FRAGMENTATION_TITLE
 from lab.trace import load_trace
 from lab.units import fmt_mem_bytes
 from lab.vocab import is_launch_call

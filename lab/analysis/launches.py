@@ -13,7 +13,7 @@ CUDA runtime/driver calls (``lab.vocab.is_launch_call``):
   a CUDA build): the program ran on the CPU, or the profile was taken without
   ``ProfilerActivity.CUDA``.
 
-Rules as in ``insights.py``: ``rule(trace, analysis) -> Insight | None``, constant titles.
+The verdict reads ``gpu_use`` here; the two rules are in ``lab/analysis/insights/launches.py``.
 """
 
 from __future__ import annotations
@@ -25,18 +25,12 @@ from typing import Any
 import numpy as np
 
 from lab.analysis.columns import mask_in, texts
-from lab.analysis.insight import Insight
 from lab.trace import Trace
 from lab.units import fmt_mem_bytes
 from lab.vocab import GPU_ACTIVITY_CATS, LAUNCH_CATS, is_launch_call
 
-__all__ = ["GpuUse", "cupti_missing", "gpu_use", "gpu_work_text", "memory_text", "nothing_launched",
-           "LAUNCH_RULES"]
+__all__ = ["GpuUse", "gpu_use", "gpu_work_text", "memory_text"]
 
-CUPTI_DOCS = "https://docs.nvidia.com/cupti/"
-PROFILER_DOCS = "https://pytorch.org/docs/stable/profiler.html#torch.profiler.profile"
-CUPTI_TITLE = "No GPU activity recorded although a GPU was used"
-NOTHING_LAUNCHED_TITLE = "Nothing was launched on the GPU"
 _NAMED_CALLS = 3  # the most frequent call names quoted in a sentence
 
 
@@ -84,40 +78,3 @@ def gpu_work_text(use: GpuUse, memory: Any) -> str:
     """What a trace without GPU activity holds, for the verdict and the insight."""
     return (f"The trace has {use.calls_text()} but none launches a kernel, copy or memset, so nothing ran on "
             f"the GPU; GPU time is not to be judged here. {memory_text(memory)}")
-
-
-def cupti_missing(trace: Trace, analysis: Any) -> Insight | None:
-    """Launch calls without any GPU activity: the GPU's side of the trace was lost."""
-    use = gpu_use(trace)
-    if use.gpu_activities or not use.launched:
-        return None
-    props = f" and device properties of {use.devices_listed} GPU(s)" if use.devices_listed else ""
-    return Insight(
-        severity="critical",
-        title=CUPTI_TITLE,
-        evidence=(f"The trace has {use.launch_calls:,} launch call(s) among {use.calls_text()}{props} but no "
-                  f"kernel, memcpy or memset events."),
-        suggestion=("Profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]; if that is already "
-                    "set, CUPTI is missing or not permitted (check torch.autograd.kineto_available(), libcupti on "
-                    "the library path, and that the container allows GPU performance counters)."),
-        learn_more=CUPTI_DOCS,
-    )
-
-
-def nothing_launched(trace: Trace, analysis: Any) -> Insight | None:
-    """CUDA calls that launch nothing (allocations, queries, syncs): described, no alarm."""
-    use = gpu_use(trace)
-    if use.gpu_activities or use.launched or not use.runtime_calls:
-        return None
-    return Insight(
-        severity="info",
-        title=NOTHING_LAUNCHED_TITLE,
-        evidence=gpu_work_text(use, getattr(analysis, "memory", None)),
-        suggestion=("If the GPU was meant to compute here, the work ran outside the profiled window (widen the "
-                    "schedule's active steps) or on the CPU (check the tensors' device); an allocation-only "
-                    "program is read in the Memory view."),
-        learn_more=PROFILER_DOCS,
-    )
-
-
-LAUNCH_RULES = (cupti_missing, nothing_launched)
