@@ -138,3 +138,27 @@ def test_fragmentation_silent_when_the_gap_never_grew_after_frees():
     peak, reserved, grown = _brute_fragmentation(doc)
     assert reserved / peak < 1.5 and reserved - peak >= GIB and grown == 0
     assert FRAGMENTATION_TITLE not in {i.title for i in _load(doc)[2]}
+
+
+# --------------------------------------------------------------------------- host work is the program's
+
+
+def _overhead(ts: float, dur: float, name: str = "Activity Buffer Request") -> dict:
+    return {"ph": "X", "cat": "overhead", "name": name, "pid": -1, "tid": 0, "ts": ts, "dur": dur, "args": {}}
+
+
+def test_overhead_bound_does_not_count_the_profilers_own_time_as_host_work():
+    """Overhead-bound claims the program's host work dwarfs its GPU work; the profiler's buffer
+    requests and module loading (cat overhead) are not the program's (H200 cuda_oom: 53.7 ms of
+    the 214 ms counted before)."""
+    events = [tb.op("aten::mm", 0, 100, **{"External id": 1}), tb.launch(20, 10, 1), tb.kernel("gemm", 40, 50, 1),
+              _overhead(200, 3000), _overhead(3300, 900, "Runtime Triggered Module Loading")]
+    doc = tb.document(events, device_properties=[tb.H200_PROPS])
+    xs = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    gpu_us = sum(e["dur"] for e in xs if e["cat"] == "kernel")
+    program_us = sum(e["dur"] for e in xs if e["cat"] == "cpu_op")  # one op, nothing nested in it
+    profiler_us = sum(e["dur"] for e in xs if e["cat"] == "overhead")
+    assert program_us / gpu_us < I.OVERHEAD_BOUND_RATIO <= (program_us + profiler_us) / gpu_us
+    trace, analysis, found = _load(doc)
+    assert analysis.verdict.cpu_self_us == pytest.approx(program_us)
+    assert I.overhead_bound(trace, analysis) is None

@@ -411,3 +411,42 @@ def test_nccl_comm_is_the_collective_gpu_work_launched_in_the_steps():
         w = window(doc)
         assert row.comm_in_window_us == pytest.approx(length(union(span(e) for e in nccl), *w), abs=1e-6)
         assert row.comm_in_window_us < row.comm_us  # the window figure cuts the tail
+
+
+def _two_ranks(docs: list[dict], *, base_ns: int | None = None, drop_steps_of: int | None = None):
+    docs = copy.deepcopy(docs)
+    for r, d in enumerate(docs):
+        if base_ns is not None:
+            d["baseTimeNanoseconds"] = base_ns
+        if r == drop_steps_of:
+            d["traceEvents"] = [e for e in d["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    return analyze_ranks([load_trace(json.dumps(d).encode()) for d in docs], ["r0.json", "r1.json"])
+
+
+def _late(docs: list[dict], rank: int, us: float) -> list[dict]:
+    docs = copy.deepcopy(docs)
+    for e in docs[rank]["traceEvents"]:
+        if "ts" in e:
+            e["ts"] += us
+    return docs
+
+
+def test_straggler_is_named_on_the_jobs_clock_only():
+    """Lateness compares ranks' timestamps: a warning only when every trace has the job's clock
+    (baseTimeNanoseconds); without it the finding holds only on one host, and says so."""
+    docs = _late(nccl_job(), 1, 400.0)  # rank 1's collectives start 400 µs later, steps of ~3 ms
+    with_clock = {i.title: i for i in rank_insights(_two_ranks(docs, base_ns=1_790_857_026_000_000_000))}
+    assert with_clock[STRAGGLER_TITLE].severity == "warning" and "rank 1" in with_clock[STRAGGLER_TITLE].evidence
+    without = {i.title: i for i in rank_insights(_two_ranks(docs))}
+    assert without[STRAGGLER_TITLE].severity == "info"
+    assert "lack baseTimeNanoseconds" in without[STRAGGLER_TITLE].evidence
+
+
+def test_compute_imbalance_needs_steps_on_every_rank_or_none():
+    """Per-step compute on one rank against a whole trace on another is no imbalance."""
+    docs = nccl_job()
+    both = _two_ranks(docs)
+    assert IMBALANCE_TITLE not in {i.title for i in rank_insights(both)}  # equal work per step
+    mixed = _two_ranks(docs, drop_steps_of=1)
+    assert [r.steps for r in mixed.ranks] == [2, 0]
+    assert IMBALANCE_TITLE not in {i.title for i in rank_insights(mixed)}
