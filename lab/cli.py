@@ -186,7 +186,7 @@ def _add_table_parser(sub) -> None:
 def _table(args: argparse.Namespace, settings: HostSettings) -> int:
     from lab.analysis import trace_key_averages
     from lab.trace import load_trace
-    from lab.views import TORCH_SORT_COLUMNS, torch_sorted, torch_table_text
+    from lab.views import TORCH_SORT_COLUMNS, profiled_device, torch_sorted, torch_table_text
 
     trace = load_trace(args.trace, settings=settings)
     sort_by = args.sort or ("device_time_total" if trace.has_gpu else "cpu_time_total")
@@ -196,7 +196,7 @@ def _table(args: argparse.Namespace, settings: HostSettings) -> int:
                                include_python_functions=args.python_functions)
     if not args.csv:
         limit = TORCH_TABLE_ROW_LIMIT if args.row_limit is None else args.row_limit
-        print(torch_table_text(frame, sort_by=sort_by, row_limit=limit, use_device="cuda" if trace.has_gpu else None,
+        print(torch_table_text(frame, sort_by=sort_by, row_limit=limit, use_device=profiled_device(trace),
                                with_flops=bool(trace.meta.with_flops),
                                profile_memory=bool(trace.meta.profile_memory)), end="")
         return 0

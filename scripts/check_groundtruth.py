@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
 
 from lab.analysis.table.key_averages import trace_key_averages  # noqa: E402
 from lab.trace import load_trace  # noqa: E402
-from lab.views.torch_table import torch_table_text  # noqa: E402
+from lab.views.torch_table import profiled_device, torch_table_text  # noqa: E402
 
 TIME_COLUMNS = ("self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us")
 REL_TOLERANCE, ABS_TOLERANCE_US = 0.02, 5.0
@@ -127,7 +127,7 @@ def compare_tables(trace, frame, csv_path: Path) -> dict:
         path = csv_path.parent / f"{stem}.{suffix}"
         if path.exists():
             text = torch_table_text(frame, sort_by=sort_by, row_limit=-1,
-                                    use_device="cuda" if trace.has_gpu else None,
+                                    use_device=profiled_device(trace),
                                     with_flops=bool(trace.meta.with_flops),
                                     profile_memory=bool(trace.meta.profile_memory))
             out[path.name] = text == path.read_text()

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-__all__ = ["TORCH_SORT_COLUMNS", "torch_sorted", "torch_table_text"]
+__all__ = ["TORCH_SORT_COLUMNS", "profiled_device", "torch_sorted", "torch_table_text"]
 
 
 # torch's sort keys (``table(sort_by=...)``, cuda_* spellings too) → frame column, or an average.
@@ -26,6 +26,16 @@ TORCH_SORT_COLUMNS = {
     "self_device_memory_usage": "self_device_memory_bytes",
     "cuda_memory_usage": "device_memory_bytes", "self_cuda_memory_usage": "self_device_memory_bytes",
 }
+
+
+def profiled_device(trace) -> str | None:
+    """The device torch's table was profiling ("cuda"), as the trace shows it: GPU activity, CUDA
+    runtime/driver calls or the devices Kineto lists. An allocation-only program launches nothing
+    yet its table has the CUDA memory columns (H200 alloc_only: 3.84 GiB in "Self CUDA Mem")."""
+    if trace.has_gpu or trace.meta.device_properties:
+        return "cuda"
+    cats = trace.events["cat"]
+    return "cuda" if bool(cats.isin(("cuda_runtime", "cuda_driver")).any()) else None
 
 
 def torch_table_text(frame: pd.DataFrame, *, sort_by: str | None = None, row_limit: int = 100,
