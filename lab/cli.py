@@ -240,8 +240,11 @@ def _profile(args: argparse.Namespace, config: RunConfig, settings: HostSettings
     return 0
 
 
-# ``table --csv``: the CPU-side rows, one per name, these columns exactly.
+# ``table --csv``: the CPU-side rows, one per name, these columns exactly; the trace's [memory]
+# records (profile_memory) add torch's four memory columns, in bytes.
 TABLE_CSV_COLUMNS = ("name", "count", "self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us")
+TABLE_CSV_MEMORY_COLUMNS = ("self_cpu_memory_bytes", "cpu_memory_bytes", "self_device_memory_bytes",
+                            "device_memory_bytes")
 TORCH_TABLE_ROW_LIMIT = 100  # torch's table() default
 
 
@@ -249,7 +252,8 @@ def _add_table_parser(sub) -> None:
     t = sub.add_parser("table", help="print torch's key_averages table of a trace, derived from its events")
     t.add_argument("trace", help="a Chrome trace (.json or .json.gz)")
     t.add_argument("--csv", action="store_true",
-                   help=f"CSV of the CPU-side rows: {','.join(TABLE_CSV_COLUMNS)} (+ input_shapes when grouped)")
+                   help=f"CSV of the CPU-side rows: {','.join(TABLE_CSV_COLUMNS)} (+ input_shapes when grouped; "
+                        f"+ {','.join(TABLE_CSV_MEMORY_COLUMNS)} when the trace has profile_memory's records)")
     t.add_argument("--sort", default=None, metavar="KEY",
                    help="torch's sort key (self_cpu_time_total, cpu_time_total, device_time_total, "
                         "self_device_time_total, count, ...); default: device total on a GPU trace, else CPU total")
@@ -282,7 +286,8 @@ def _table(args: argparse.Namespace, settings: HostSettings) -> int:
     if args.row_limit is not None and args.row_limit >= 0:
         rows = rows.head(args.row_limit)
     shapes = ["input_shapes"] if args.group_by_shape else []
-    columns = list(TABLE_CSV_COLUMNS[:1]) + shapes + list(TABLE_CSV_COLUMNS[1:])
+    memory = list(TABLE_CSV_MEMORY_COLUMNS) if trace.has_memory else []
+    columns = list(TABLE_CSV_COLUMNS[:1]) + shapes + list(TABLE_CSV_COLUMNS[1:]) + memory
     rows[columns].to_csv(sys.stdout, index=False, float_format="%.3f")  # µs to the ns, as traced
     return 0
 

@@ -7,15 +7,16 @@ A new dtype is one ``Dtype`` entry here (and its peak rates in ``lab/core/device
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 __all__ = [
     "ANNOTATION_CATS", "DTYPES", "DTYPE_BYTES", "DTYPE_INFO", "Dtype", "ELEMENT_BYTES", "FLOW_CAT",
     "GPU_ACTIVITY_CATS", "GPU_LANE_CATS", "INTEGER_DTYPES", "TRACE_DTYPES",
     "MEMORY_DEVICE_KINDS", "MEMORY_DEVICE_TYPES", "MEMORY_EVENT_NAME", "MEMORY_HOST_TYPES", "OOM_EVENT_NAME",
-    "GPU_ONLY_SORT_KEYS", "INPUT_TYPE_DTYPES", "LAUNCH_CATS", "LEGACY_SORT_KEYS",
+    "GPU_ONLY_SORT_KEYS", "INPUT_TYPE_DTYPES", "LAUNCH_CALL_PATTERN", "LAUNCH_CATS", "LEGACY_SORT_KEYS",
     "OPERATOR_CATS", "PROFILER_STEP_PREFIX", "PROFILER_STEP_NAME", "STAGES", "STAGE_TEXT", "SORT_KEYS",
-    "SYNC_NAMES", "TABLE_SORT_KEYS", "TORCH_SORT_KEYS", "is_device_sort", "peak_dtype", "rate_unit",
+    "SYNC_NAMES", "TABLE_SORT_KEYS", "TORCH_SORT_KEYS", "is_device_sort", "is_launch_call", "peak_dtype", "rate_unit",
     "torch_dtype_name",
 ]  # fmt: skip
 
@@ -83,6 +84,13 @@ def torch_dtype_name(dtype: str) -> str:
 # GPU activity that occupies a stream; gpu_user_annotation sits on GPU lanes but is a label.
 GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+# Of those calls, the ones that put work on a GPU stream: kernel launches (cudaLaunchKernel,
+# cudaLaunchKernelExC, cuLaunchKernel(Ex), cooperative launches), copies and memsets (cudaMemcpy*,
+# cuMemcpy*_v2, cudaMemset*, cuMemsetD*), graph replays (cudaGraphLaunch, cuGraphLaunch), and
+# HIP's spellings. cudaLaunchHostFunc runs a host callback: no GPU activity follows it. Every
+# other call (cudaMalloc, cudaStreamIsCapturing, cudaDeviceSynchronize, cudaEventRecord, ...)
+# launches nothing, so a trace of only those is no sign of lost GPU activity.
+LAUNCH_CALL_PATTERN = re.compile(r"^(?:cuda|cu|hip)(?:Launch(?!HostFunc)|Memcpy|Memset|GraphLaunch)")
 # Categories Kineto only ever writes on GPU (device/stream) lanes.
 GPU_LANE_CATS = GPU_ACTIVITY_CATS + ("gpu_user_annotation",)
 ANNOTATION_CATS = ("user_annotation", "gpu_user_annotation")
@@ -178,3 +186,8 @@ STAGE_TEXT = {
     "summarizing": "building key_averages tables",
 }
 STAGES = tuple(STAGE_TEXT)
+
+
+def is_launch_call(name: str) -> bool:
+    """True for a CUDA/HIP runtime or driver call that puts work on a GPU stream (LAUNCH_CALL_PATTERN)."""
+    return LAUNCH_CALL_PATTERN.match(name) is not None

@@ -50,9 +50,11 @@ def ranks_view(subject: Subject, readers: ReaderPool) -> None:
     st.dataframe(table, hide_index=True, width="stretch", key=f"ranks_table_{subject.digest}",
                  column_config={c: st.column_config.NumberColumn(format=_TABLE_FORMATS.get(c, "%.3f"))
                                 for c in table.columns if c.endswith(("_ms", "_us", "_pct"))})
-    st.caption("Per rank, over its profiled steps: times are unions of intervals (each instant once). Overlap is "
-               "communication time during which compute ran (HTA's comp/comm overlap); idle is the window minus "
-               "busy time (GPU activity, or compute and communication on a CPU-only rank).")
+    st.caption("Per rank, over its profiled steps: times are unions of intervals (each instant once). Compute and "
+               "comm are the work the steps launched, wherever it ran (NCCL kernels often end after the CPU step); "
+               "comm in window, overlap and idle are clipped to the steps' window. Overlap is communication time "
+               "during which compute ran (HTA's comp/comm overlap); idle is the window minus busy time (GPU "
+               "activity, or compute and communication on a CPU-only rank).")
     st.text(_straggler_text(ranks))
     span = max(lv.ranks_span_us(traces, ranks), 1.0)
     window = st.slider("Time window (µs on the job's clock: since the earliest rank's first event)", 0.0, span,

@@ -76,6 +76,7 @@ def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig |
     peak = peak if peak is not None else peak_for(trace)
     gemm = gemm_figures(trace, peak=peak, config=config, links=links)
     findings = diagnose(trace)  # first: its step spans serve the steps and memory tables too
+    memory = memory_analysis(trace, spans=findings.steps)
     return Analysis(
         key_averages=key_averages,
         operators=operators,
@@ -85,11 +86,11 @@ def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig |
         steps=step_breakdown(trace, links=links, utilization=utilization, spans=findings.steps),
         gemm=gemm.rows,
         verdict=bound_verdict(trace, operators=operators, utilization=utilization, launches=launches,
-                              findings=findings),
+                              findings=findings, memory=memory),
         peak=peak,
         links=links,
         gemm_notes=gemm.notes,
         findings=findings,
         trace=trace,
-        memory=memory_analysis(trace, spans=findings.steps),
+        memory=memory,
     )

@@ -35,7 +35,8 @@ __all__ = [
 LANE_ORDER_STRIDE = 1_000_000
 _MS = 1e-3
 RANK_TABLE_COLUMNS = (
-    "rank", "steps", "step_ms", "gpu_busy_ms", "compute_ms", "comm_ms", "overlap_ms", "overlap_pct", "idle_ms",
+    "rank", "steps", "step_ms", "gpu_busy_ms", "compute_ms", "comm_ms", "comm_in_window_ms", "overlap_ms",
+    "overlap_pct", "idle_ms",
     "launch_delay_us", "collective_calls", "comm_source", "name",
 )
 
@@ -126,7 +127,8 @@ def rank_table(ranks: RanksAnalysis) -> pd.DataFrame:
     for r in ranks.ranks:
         rows.append({
             "rank": r.rank, "steps": r.steps, "step_ms": r.step_us * _MS, "gpu_busy_ms": r.gpu_busy_us * _MS,
-            "compute_ms": r.compute_us * _MS, "comm_ms": r.comm_us * _MS, "overlap_ms": r.overlap_us * _MS,
+            "compute_ms": r.compute_us * _MS, "comm_ms": r.comm_us * _MS,
+            "comm_in_window_ms": r.comm_in_window_us * _MS, "overlap_ms": r.overlap_us * _MS,
             "overlap_pct": r.overlap_pct, "idle_ms": r.idle_us * _MS, "launch_delay_us": r.launch_delay_us,
             "collective_calls": r.collective_calls, "comm_source": r.comm_source, "name": r.name,
         })
@@ -173,8 +175,8 @@ def ranks_text(ranks: RanksAnalysis, insights: Sequence[Insight]) -> str:
         lines.append(f"{r.rank:>4}  {fmt_us(r.step_us) if math.isfinite(r.step_us) else '—':>10}  "
                      f"{fmt_us(r.gpu_busy_us):>10}  {fmt_us(r.compute_us):>10}  {fmt_us(r.comm_us):>10}  "
                      f"{overlap:>8}  {fmt_us(r.idle_us):>10}  {launch:>9}  {r.collective_calls:>5}  {r.name}")
-    lines.append(f"communication: {ranks.ranks[0].comm_source} (times over each rank's profiled steps, unions of "
-                 "intervals)")
+    lines.append(f"communication: {ranks.ranks[0].comm_source} (compute and comm: the work each rank's steps launched, "
+                 "wherever it ran; overlap and idle: inside the steps' window; unions of intervals)")
     s = ranks.straggler
     lines.append("straggler: none (no collective calls to match)" if s is None else
                  f"straggler: rank {s.rank}, late by {fmt_us(s.late_median_us)} (median of {s.matched_calls} "

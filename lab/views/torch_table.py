@@ -35,7 +35,7 @@ def profiled_device(trace) -> str | None:
     CUDA activity — GPU lanes, or CUDA runtime/driver calls (CUPTI writes those only under
     ProfilerActivity.CUDA). A program that only allocates launches nothing, yet torch's table
     names its device memory columns "CUDA Mem" (alloc_only in the corpus)."""
-    if trace.has_gpu:
+    if trace.has_gpu or trace.meta.device_properties:
         return "cuda"
     cats = trace.events["cat"]
     return "cuda" if bool(cats.isin(LAUNCH_CATS).any()) else None

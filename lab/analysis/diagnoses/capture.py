@@ -18,14 +18,13 @@ to take host times with care.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from lab.analysis.diagnoses.common import covered_us, mask_in, mask_where, merge_intervals, pct, texts
 from lab.trace import Trace
-from lab.vocab import GPU_ACTIVITY_CATS, PROFILER_STEP_PREFIX
+from lab.vocab import GPU_ACTIVITY_CATS, PROFILER_STEP_PREFIX, is_launch_call
 
 __all__ = [
     "EMPTY_MAX_OPS", "EmptyCapture", "ProfilerInflation", "capture_explains_missing_gpu",
@@ -37,8 +36,6 @@ __all__ = [
 # and the profiler's exit cudaDeviceSynchronize; CPU: one ProfilerStep or nothing), while a
 # tiny program of one or two ops is a real capture, to be judged like any other.
 EMPTY_MAX_OPS = 0
-# Runtime/driver calls that start GPU work (kernels, graphs, copies, memsets).
-_LAUNCH_CALL = re.compile(r"Launch|Memcpy|Memset", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -103,7 +100,7 @@ def capture_explains_missing_gpu(trace: Trace, empty: EmptyCapture | None) -> bo
         return False
     ev = trace.events
     calls = texts(ev["name"], np.flatnonzero(mask_in(ev["cat"], ("cuda_runtime", "cuda_driver"))))
-    return not any(_LAUNCH_CALL.search(name) for name in set(calls))
+    return not any(is_launch_call(str(name)) for name in set(calls))
 
 
 def _python_only_pct(trace: Trace, py: np.ndarray) -> float:

@@ -65,7 +65,7 @@ HOST_BOUND_PCT = 30.0
 # causes the generic kinds hide; CUDA graphs only rule out "launch-bound / overhead-bound"
 # readings (a GPU-bound graph replay stays GPU-bound).
 _GENERIC_KINDS = ("gpu-bound", "cpu-bound", "overhead-bound")
-_EMPTY_REPLACES = ("no-gpu-events", "cpu-only", "gpu-bound", "cpu-bound", "overhead-bound")
+_EMPTY_REPLACES = ("no-gpu-events", "no-gpu-work", "cpu-only", "gpu-bound", "cpu-bound", "overhead-bound")
 _GRAPH_REPLACES = ("cpu-bound", "overhead-bound")
 
 

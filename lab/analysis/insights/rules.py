@@ -14,14 +14,15 @@ import numpy as np
 
 from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.columns import mask_in, mask_where, texts
-from lab.analysis.diagnoses.findings import DIAGNOSIS_RULES, capture_explains_missing_gpu, findings_of
+from lab.analysis.diagnoses.findings import DIAGNOSIS_RULES, findings_of
 from lab.analysis.gemm.analyze import compute_capability
 from lab.analysis.gemm.insights import GEMM_RULES, older_arch_text
 from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.analysis.gpu import covered_us
+from lab.analysis.insights.launches import LAUNCH_RULES, cupti_missing, nothing_launched  # noqa: F401 (rules)
 from lab.analysis.insights.record import SEVERITIES, Insight
 from lab.analysis.memory.insights import MEMORY_RULES
-from lab.analysis.verdict import host_work_us, used_gpu
+from lab.analysis.verdict import host_work_us
 from lab.trace.load import Trace
 from lab.units import fmt_us_fixed
 from lab.vocab import GPU_ACTIVITY_CATS, SYNC_NAMES
@@ -70,7 +71,6 @@ TUNING_GUIDE = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
 BRRR = "https://horace.io/brrr_intro.html"
 TF32_NOTES = "https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices"
 COMPILE_TUTORIAL = "https://pytorch.org/tutorials/intermediate/torch_compile_tutorial.html"
-CUPTI_DOCS = "https://docs.nvidia.com/cupti/"
 CUDA_BEST_PRACTICES = "https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/"
 
 
@@ -338,32 +338,6 @@ def annotation_over_100_pct(trace: Trace, analysis: Analysis) -> Insight | None:
     )
 
 
-def cupti_missing(trace: Trace, analysis: Analysis) -> Insight | None:
-    """A GPU was used but no GPU activity was recorded."""
-    # A schedule whose active window recorded (almost) nothing is not a CUPTI problem: the
-    # empty-capture diagnosis says what the window held.
-    empty = findings_of(trace, analysis).empty_capture
-    if len(analysis.kernels) or not used_gpu(trace) or capture_explains_missing_gpu(trace, empty):
-        return None
-    ev = trace.events
-    calls = int(mask_in(ev["cat"], ("cuda_runtime", "cuda_driver")).sum())
-    props = trace.meta.device_properties
-    what = []
-    if calls:
-        what.append(f"{calls} CUDA runtime/driver calls")
-    if props:
-        what.append(f"device properties of {len(props)} GPU(s)")
-    return Insight(
-        severity="critical",
-        title="No GPU activity recorded although a GPU was used",
-        evidence=f"The trace has {' and '.join(what)} but no kernel, memcpy or memset events.",
-        suggestion=("Profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]; if that is already "
-                    "set, CUPTI is missing or not permitted (check torch.autograd.kineto_available(), libcupti on "
-                    "the library path, and that the container allows GPU performance counters)."),
-        learn_more=CUPTI_DOCS,
-    )
-
-
 def fp32_without_tf32(trace: Trace, analysis: Analysis) -> Insight | None:
     """FP32 GEMMs on a tensor-core GPU that run without TF32."""
     cc = compute_capability(trace)
@@ -418,7 +392,7 @@ def gemm_below_peak(trace: Trace, analysis: Analysis) -> Insight | None:
 
 
 RULES = (
-    cupti_missing,
+    *LAUNCH_RULES,  # no GPU activity: lost (launch calls) or none sent (lab/analysis/launches.py)
     *DIAGNOSIS_RULES,
     overhead_bound,
     many_tiny_kernels,

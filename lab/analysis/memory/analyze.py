@@ -71,6 +71,9 @@ class DeviceMemory:
     end_allocated_bytes: int  # after the last one
     max_reserved_bytes: int
     peak: MemoryPeak
+    # Reserved bytes added by allocations made while the allocator's cache (reserved − allocated)
+    # already held at least the requested size: freed blocks it could not reuse (fragmentation).
+    fragmented_growth_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,19 @@ def _device(trace: Trace, name: str, rows: np.ndarray, spans) -> DeviceMemory:
         small_allocations=int((allocs & (nbytes <= SMALL_ALLOCATION_BYTES)).sum()),
         start_allocated_bytes=int(allocated[0] - nbytes[0]), end_allocated_bytes=int(allocated[-1]),
         max_reserved_bytes=int(reserved.max()), peak=peak,
+        fragmented_growth_bytes=_fragmented_growth(nbytes, allocated, reserved),
     )
+
+
+def _fragmented_growth(nbytes: np.ndarray, allocated: np.ndarray, reserved: np.ndarray) -> int:
+    """Σ reserved growth at allocations whose size the cache held free just before (the
+    allocator reserved new segments although that many bytes were cached and unused)."""
+    if len(nbytes) < 2:
+        return 0
+    cached = (reserved[:-1] - allocated[:-1]).astype(np.int64)
+    grew = (reserved[1:] - reserved[:-1]).astype(np.int64)
+    hit = (nbytes[1:] > 0) & (grew > 0) & (cached >= nbytes[1:])
+    return int(grew[hit].sum())
 
 
 def _step_of(spans, ts: float) -> int:

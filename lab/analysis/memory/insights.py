@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # bundle imports this package (memory.analyze): a type only, 
     from lab.analysis.bundle import Analysis
 
 __all__ = [
-    "CHURN_MIN_SMALL_PER_STEP", "FRAGMENTATION_MIN_GAP_BYTES", "FRAGMENTATION_RATIO", "LEAK_MIN_STEPS",
+    "CHURN_MIN_SMALL_PER_STEP", "FRAGMENTATION_ABS_GAP_BYTES", "FRAGMENTATION_MIN_GAP_BYTES", "FRAGMENTATION_RATIO",
+    "LEAK_MIN_STEPS",
     "MEMORY_RULES", "MEMORY_TITLES", "allocator_churn", "memory_growth", "peak_owner", "reserved_far_above_allocated",
 ]  # fmt: skip
 
@@ -42,6 +43,13 @@ LEAK_MIN_STEPS = 3
 # GPU of tens of GB, and small programs always show a few segments of rounding.
 FRAGMENTATION_RATIO = 1.5
 FRAGMENTATION_MIN_GAP_BYTES = 512 << 20
+# A ratio alone misses a big job's fragmentation: 5.25 GiB reserved over 3.60 GiB allocated is
+# 1.46×, yet 1.65 GiB never held a tensor. A gap of at least 1 GiB (4× the corpus's largest
+# rounding gap: the H200 transformer's 0.23 GiB) counts whatever the ratio when the allocator
+# kept reserving after frees — new segments for requests its cache held enough free bytes for
+# (``DeviceMemory.fragmented_growth_bytes``; 0 B on every profile_memory trace of the corpus), so
+# the gap is blocks it could not reuse, not an earlier larger working set.
+FRAGMENTATION_ABS_GAP_BYTES = 1 << 30
 # Allocations of ≤ 1 MiB (the caching allocator's small pool) per step: the corpus's training
 # steps make 197 (Llama, 342 in all) to 455 (the H200 transformer, 1,055 in all). Thousands per
 # step are mostly the temporaries of unfused elementwise ops, each a dispatcher + allocator round
@@ -104,15 +112,20 @@ def reserved_far_above_allocated(trace: Trace, analysis: Analysis) -> Insight | 
     for dev in memory.devices:
         peak = dev.peak.allocated_bytes
         gap = dev.max_reserved_bytes - peak
-        if dev.device == "cpu" or peak <= 0 or dev.max_reserved_bytes < FRAGMENTATION_RATIO * peak \
-                or gap < FRAGMENTATION_MIN_GAP_BYTES:
+        if dev.device == "cpu" or peak <= 0 or gap < FRAGMENTATION_MIN_GAP_BYTES:
             continue
+        by_ratio = dev.max_reserved_bytes >= FRAGMENTATION_RATIO * peak
+        by_gap = gap >= FRAGMENTATION_ABS_GAP_BYTES and dev.fragmented_growth_bytes > 0
+        if not (by_ratio or by_gap):
+            continue
+        growth = (f" The allocator reserved {fmt_mem_bytes(dev.fragmented_growth_bytes)} more after frees, for "
+                  f"requests its cache already held enough free bytes for." if dev.fragmented_growth_bytes else "")
         return Insight(
             severity="warning",
             title=FRAGMENTATION_TITLE,
             evidence=(f"On {dev.device} the allocator reserved up to {fmt_mem_bytes(dev.max_reserved_bytes)} "
                       f"while live tensors peaked at {fmt_mem_bytes(peak)} ({dev.max_reserved_bytes / peak:.2f}×): "
-                      f"{fmt_mem_bytes(gap)} held but never used at once."),
+                      f"{fmt_mem_bytes(gap)} held but never used at once.{growth}"),
             suggestion=("Run with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True so segments grow instead of "
                         "splitting; keep tensor sizes steady across steps (pad variable sequence lengths to a few "
                         "buckets); avoid torch.cuda.empty_cache() in the loop."),

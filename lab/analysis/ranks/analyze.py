@@ -35,13 +35,16 @@ TOP_OP_DELTAS = 3  # ops named in "where its extra time goes"
 
 RANK_COLUMNS = (
     "rank", "name", "steps", "step_us", "window_us", "gpu_busy_us", "compute_us", "comm_us", "comm_source",
-    "overlap_us", "overlap_pct", "idle_us", "launch_delay_us", "collective_calls",
+    "compute_in_window_us", "comm_in_window_us", "overlap_us", "overlap_pct", "idle_us", "launch_delay_us",
+    "collective_calls",
 )
 
 
 @dataclass(frozen=True, kw_only=True)
 class RankRow:
-    """One rank, over its window (the profiled steps). Times are unions of intervals (µs)."""
+    """One rank, over its profiled steps. Times are unions of intervals (µs): compute and
+    communication by launch (what the steps started, wherever it ran: ``ranks_comm``), the
+    ``*_in_window_us`` figures, overlap, busy and idle clipped to the steps' window."""
 
     rank: int
     name: str
@@ -49,9 +52,11 @@ class RankRow:
     step_us: float  # median step (NaN without steps)
     window_us: float
     gpu_busy_us: float  # 0 on a CPU-only rank
-    compute_us: float
-    comm_us: float
+    compute_us: float  # launched in the steps
+    comm_us: float  # launched in the steps
     comm_source: str
+    compute_in_window_us: float  # inside the window
+    comm_in_window_us: float
     overlap_us: float  # communication time during which compute ran
     overlap_pct: float | None  # of comm_us; None without communication
     idle_us: float  # window − busy
@@ -95,13 +100,14 @@ def rank_frame(analysis: RanksAnalysis) -> pd.DataFrame:
 
 def _row(info: RankInfo, trace: Trace, t: RankTimes) -> RankRow:
     w0, w1 = t.window
-    comm = t.covered(t.comm)
+    comm = t.covered(t.comm)  # overlap is about the window: its share is of the window's communication
     flows = trace.flows
     delays = flows["delay_us"].to_numpy(dtype=float) if len(flows) else np.array([])
     return RankRow(
         rank=info.rank, name=info.name, steps=t.steps, step_us=t.step_median_us, window_us=w1 - w0,
-        gpu_busy_us=t.covered(t.busy) if t.has_gpu else 0.0, compute_us=t.covered(t.compute), comm_us=comm,
-        comm_source=t.comm_source, overlap_us=t.overlap_us, overlap_pct=pct(t.overlap_us, comm) if comm > 0 else None,
+        gpu_busy_us=t.covered(t.busy) if t.has_gpu else 0.0, compute_us=t.length(t.compute_launched),
+        comm_us=t.length(t.comm_launched), comm_source=t.comm_source, compute_in_window_us=t.covered(t.compute),
+        comm_in_window_us=comm, overlap_us=t.overlap_us, overlap_pct=pct(t.overlap_us, comm) if comm > 0 else None,
         idle_us=(w1 - w0) - t.covered(t.busy),
         launch_delay_us=float(np.median(delays)) if len(delays) else float("nan"),
         collective_calls=len(t.call_starts_us),

@@ -22,6 +22,14 @@ What counts as what (the issue asks for HTA's definitions; where HTA has none, t
   communication. **Idle** = the window − busy.
 - **The window**: from the first step's start to the last step's period end (``step_spans``),
   the whole trace without steps: ranks are compared over the steps they profiled.
+- **By launch** (``comm_launched`` / ``compute_launched``, the rank table's communication and
+  compute, as the step table's ``launched_gpu_us``): the work the steps started, wherever it
+  ran — a kernel whose launch call (its ac2g flow; without one, the kernel's own start) lies in
+  a step's period (its start to the next step's start, the last step's end inclusive), a host
+  collective or CPU op that starts in one; unions, not clipped to the window. NCCL kernels run
+  after the CPU step has ended (rank 1 of the issue's H200 job: 7,023 µs launched in its two
+  steps, 6,383 µs inside the window); the window figures (``comm``, ``compute``) stay, labelled
+  "in window", for overlap and idle, which are about the window.
 """
 
 from __future__ import annotations
@@ -59,9 +67,11 @@ class RankTimes:
     steps: int
     step_median_us: float  # NaN without steps
     comm_source: str  # COMM_NCCL | COMM_HOST | COMM_NONE
-    comm: Intervals
+    comm: Intervals  # inside the window: clip with covered()
     compute: Intervals
     busy: Intervals
+    comm_launched: Intervals  # launched in the steps, wherever it ran (not clipped)
+    compute_launched: Intervals
     overlap_us: float
     has_gpu: bool
     call_starts_us: np.ndarray  # the collective calls' starts, in order (the whole trace)
@@ -69,6 +79,10 @@ class RankTimes:
 
     def covered(self, intervals: Intervals) -> float:
         return float(covered_us(*intervals, *self.window)[0])
+
+    @staticmethod
+    def length(intervals: Intervals) -> float:
+        return float((intervals[1] - intervals[0]).sum())
 
 
 def subtract_intervals(a: Intervals, b: Intervals) -> Intervals:
@@ -100,12 +114,40 @@ def _window(trace: Trace, spans: StepSpans | None) -> tuple[tuple[float, float],
     return (float(ev["ts_us"].min()), float((ev["ts_us"] + ev["dur_us"]).max())), 0, float("nan")
 
 
-def _cpu_compute(trace: Trace, ts: np.ndarray, end: np.ndarray, op_rows: np.ndarray) -> Intervals:
-    """CPU ops outside collective ops, each lane's collective calls cut out of them."""
+def _in_steps(trace: Trace, at_us: np.ndarray) -> np.ndarray:
+    """Whether each time lies in a step's period (start to the next step's start; the last step
+    to its end, inclusive); all True without steps (the window is the whole trace)."""
+    spans = step_spans(trace)
+    if not len(spans):
+        return np.ones(len(at_us), dtype=bool)
+    k = np.searchsorted(spans.start_us, at_us, side="right") - 1
+    kk = np.maximum(k, 0)
+    last = kk == len(spans) - 1
+    return (k >= 0) & ((at_us < spans.period_end_us[kk]) | (last & (at_us <= spans.end_us[kk])))
+
+
+def _launched_in_steps(trace: Trace, ts: np.ndarray, gpu_rows: np.ndarray) -> np.ndarray:
+    """The GPU rows whose launch call (ac2g flow; else their own start) lies in a step."""
+    at = ts[gpu_rows].copy()
+    flows = trace.flows
+    if len(flows) and len(gpu_rows):
+        launch = np.full(len(ts), -1, dtype=np.int64)
+        launch[flows["gpu_row"].to_numpy(dtype=np.int64)] = flows["launch_row"].to_numpy(dtype=np.int64)
+        own = launch[gpu_rows]
+        at = np.where(own >= 0, ts[np.maximum(own, 0)], at)
+    return gpu_rows[_in_steps(trace, at)]
+
+
+def _cpu_compute(trace: Trace, ts: np.ndarray, end: np.ndarray, op_rows: np.ndarray, *,
+                 launched: bool = False) -> Intervals:
+    """CPU ops outside collective ops, each lane's collective calls cut out of them
+    (``launched``: only the ops that start in a step)."""
     ev = trace.events
     is_comm = np.zeros(len(ev), dtype=bool)
     is_comm[op_rows] = True
     ops = np.flatnonzero(mask_in(ev["cat"], ("cpu_op",)) & ~is_comm)
+    if launched:
+        ops = ops[_in_steps(trace, ts[ops])]
     if len(op_rows):
         ops = ops[ancestor_in(parents(trace), is_comm, ops) < 0]
     lane = ev["lane_order"].to_numpy()
@@ -166,6 +208,10 @@ def rank_times(trace: Trace, *, spans: StepSpans | None = None) -> RankTimes:
     else:
         source, comm = COMM_NONE, merge_intervals(np.array([]), np.array([]))
     compute = _union(ts, end, compute_rows) if has_gpu else _cpu_compute(trace, ts, end, op_rows)
+    comm_launched = (_union(ts, end, _launched_in_steps(trace, ts, nccl)) if source == COMM_NCCL
+                     else _union(ts, end, op_rows[_in_steps(trace, ts[op_rows])]))
+    compute_launched = (_union(ts, end, _launched_in_steps(trace, ts, compute_rows)) if has_gpu
+                        else _cpu_compute(trace, ts, end, op_rows, launched=True))
     if source == COMM_NCCL:
         overlap = _overlap_by_device(ts, end, device, nccl, compute_rows, window)
     else:
@@ -176,5 +222,6 @@ def rank_times(trace: Trace, *, spans: StepSpans | None = None) -> RankTimes:
         busy = merge_intervals(np.concatenate([comm[0], compute[0]]), np.concatenate([comm[1], compute[1]]))
     call_starts, call_name = _calls(trace, ts, op_rows, nccl)
     return RankTimes(window=window, steps=n_steps, step_median_us=step_median, comm_source=source, comm=comm,
-                     compute=compute, busy=busy, overlap_us=overlap, has_gpu=has_gpu, call_starts_us=call_starts,
+                     compute=compute, busy=busy, comm_launched=comm_launched, compute_launched=compute_launched,
+                     overlap_us=overlap, has_gpu=has_gpu, call_starts_us=call_starts,
                      call_name=call_name)

@@ -260,6 +260,11 @@ def _nested_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> t
     """(parent, bad) by nesting depth: depth = earlier events of the thread still open at the
     start; ``bad`` marks events whose depth parent does not contain them."""
     n = len(start)
+    if (int(thread.max()) + 1) * (int(end.max()) - int(start.min()) + 1) >= 2**62:
+        # Threads × span past int64 (many lanes over a long trace): only the order of the times
+        # matters below, so their ranks stand in for them.
+        ranks = np.unique(np.concatenate([start, end]), return_inverse=True)[1].reshape(-1)
+        start, end = ranks[:n], ranks[n:]
     base = int(start.min())
     width = int(end.max()) - base + 1
     s = thread * width + (start - base)  # one sorted key space for all threads (ns fit int64)
