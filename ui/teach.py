@@ -122,7 +122,8 @@ def reveal(subjects, load) -> None:
         return
     loaded = opened.loaded
     lesson = LESSONS[opened.key]
-    runs = [Run(r.name, x.trace, x.analysis) for r, x in zip(lesson.runs, loaded)]
+    runs = [Run(r.name, x.trace, x.analysis, timing=state.subject_timing(s))
+            for r, x, s in zip(lesson.runs, loaded, opened.subjects)]
     kind = "cuda" if all(x.trace.has_gpu for x in loaded) else "cpu"
     check_key = opened.subject_keys
     with st.container(border=True, key="reveal_box"):

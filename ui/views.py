@@ -18,7 +18,7 @@ from lab.samples import Sample
 from lab.views import SORT_KEYS, TORCH_SORT_KEYS, category_counts, comparison_totals, fmt_us, is_device_sort, summarize
 from ui.cache import Loaded
 from ui.messages import md_escape
-from ui.state import Subject, opened_lesson
+from ui.state import Subject, opened_lesson, subject_timing
 
 SEVERITY_ICON = {"critical": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 
@@ -373,7 +373,8 @@ def lesson_check(subjects: list[Subject], load) -> None:
         return
     lesson = LESSONS[opened.key]
     names = [r.name for r in lesson.runs]
-    signals = lesson_signals(opened.key, [Run(n, x.trace, x.analysis) for n, x in zip(names, opened.loaded)])
+    signals = lesson_signals(opened.key, [Run(n, x.trace, x.analysis, timing=subject_timing(s))
+                                          for n, x, s in zip(names, opened.loaded, opened.subjects)])
     with st.container(border=True):
         st.markdown(f"**Lesson check — {md_escape(lesson.title)}**")
         recorded = all(s.kind == "sample" for s in opened.subjects)

@@ -42,6 +42,9 @@ class Run:
     name: str
     trace: Trace
     analysis: Analysis
+    # (profiled, unprofiled) median µs per iteration, from the run or the sample's manifest;
+    # None where unknown (an upload). Only the profiler-overhead lesson reads it.
+    timing: tuple[float, float] | None = None
 
 
 def lesson_signals(lesson_key: str, runs: list[Run]) -> list[Signal]:
@@ -286,3 +289,8 @@ DETECTORS = {
     "attention": _attention,
     "sdpa_backends": _sdpa_backends,
 }
+
+# The workshop lessons' detectors (issue 23) live in their own module, which imports Run from here.
+from lab.analysis.signals_workshop import WORKSHOP_DETECTORS  # noqa: E402
+
+DETECTORS.update(WORKSHOP_DETECTORS)

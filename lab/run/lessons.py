@@ -224,3 +224,8 @@ LESSONS: dict[str, Lesson] = {
         ),
     )
 }
+
+# The workshop lessons (issue 23) live in their own module, which imports Lesson from here.
+from lab.run.lessons_workshop import WORKSHOP_LESSONS  # noqa: E402
+
+LESSONS.update({lesson.key: lesson for lesson in WORKSHOP_LESSONS})

@@ -25,8 +25,9 @@ __all__ = [
     "skipped_for",
 ]  # fmt: skip
 
-GPU, CPU = "cuda", "cpu"
-ANY_DEVICE = (GPU, CPU)
+GPU: str = "cuda"
+CPU: str = "cpu"
+ANY_DEVICE: tuple[str, ...] = (GPU, CPU)
 # The most event ids a reveal highlights: a 10-step trace has ~20 kernels; more is noise.
 MAX_HIGHLIGHT = 40
 
@@ -290,7 +291,7 @@ def _t_kernel(runs: Sequence[Run]) -> Answer:
                   where=Where(text="the table's aten::t row: CPU time, no CUDA time", row="aten::t", run=0))
 
 
-_FEWER = ("fewer", "about the same", "more")
+_FEWER: tuple[str, ...] = ("fewer", "about the same", "more")
 # Per-step counts within half a launch of each other read as "about the same".
 SAME_WITHIN = 0.5
 
@@ -347,6 +348,11 @@ QUESTIONS: tuple[Question, ...] = (
     _q("sdpa_backends.fewer", "Will FlashAttention run fewer, about the same, or more kernels (operators on a "
        "CPU) per step than the math backend?", _FEWER, _fewer_than(0, 1, "math vs flash")),
 )
+
+# The workshop lessons' questions (issue 23) live in their own module, which imports from here.
+from lab.teach.questions_workshop import WORKSHOP_QUESTIONS  # noqa: E402
+
+QUESTIONS = QUESTIONS + WORKSHOP_QUESTIONS
 
 assert {q.lesson for q in QUESTIONS} == set(LESSONS), "every lesson has questions, and only lessons do"
 assert len({q.key for q in QUESTIONS}) == len(QUESTIONS), "question keys are unique"
