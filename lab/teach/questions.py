@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lab.analysis.signals import Run
-from lab.run.lessons import LESSONS
+from lab.core.lessons import LESSONS
 from lab.vocab import is_gemm_kernel
 
 __all__ = [
