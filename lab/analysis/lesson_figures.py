@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from lab.analysis.signals import Run
+from lab.analysis.signal_types import Run
 from lab.analysis.steps import per_iteration_us
 from lab.vocab import GEMM_LEAF_OPS, is_gemm_kernel
 
 __all__ = [
     "GPU_WORK_CATS", "calls_per_step", "child_op", "copy_call_ratio", "copy_gb_per_s", "copy_names",
     "gemm_kernel_us", "gemms_per_step", "kernel_step_index", "launch_delays_us", "memory_peak_label",
-    "memory_rise_units", "op_share_pct", "overhead_ratio", "phase_us", "self_share_pct", "shape_rows",
+    "memory_rise_units", "op_share_pct", "ops_per_step", "overhead_ratio", "phase_us", "self_share_pct", "shape_rows",
     "step_count", "step_us", "sync_share_pct",
 ]  # fmt: skip
 
@@ -251,3 +251,10 @@ def gemm_kernel_us(run: Run) -> float:
     dur = ev["dur_us"].to_numpy(dtype=float)[rows]
     gemm = dur[[is_gemm_kernel(n) for n in names]] if len(rows) else dur
     return float(np.median(gemm)) if len(gemm) else float("nan")
+
+
+def ops_per_step(run: Run) -> float:
+    """CPU operators (cpu_op, on CPU lanes) that start inside a step, per step."""
+    ev = run.trace.events
+    rows = np.flatnonzero(((ev["cat"].astype(str) == "cpu_op") & (ev["lane_kind"].astype(str) == "cpu")).to_numpy())
+    return float((_step_of(run, ev["ts_us"].to_numpy(dtype=float)[rows]) >= 0).sum()) / step_count(run)

@@ -1,4 +1,4 @@
-"""The lesson checks of the workshop lessons (issue 23): one detector per lesson, registered in
+"""The lesson checks of the workshop lessons (issue 23): one detector per lesson, added to
 ``signals.DETECTORS``. Each reads its figures from ``lesson_figures`` (one definition each) and
 says, on a CPU trace, when the lesson's effect is a GPU one (``expected=False``).
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from lab.analysis import lesson_figures as fig
-from lab.analysis.signals import Run, Signal
+from lab.analysis.signal_types import Run, Signal
 from lab.units import fmt_us
 
 __all__ = ["WORKSHOP_DETECTORS"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
-from lab.run import workloads_workshop as ws
+from lab.core import workloads_workshop as ws
 
 __all__ = ["WORKLOADS", "Workload", "WorkloadConfig"]
 

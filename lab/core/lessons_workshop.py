@@ -1,4 +1,4 @@
-"""The lessons a workshop needs beyond the seed's (issue 23), registered in ``lessons.py``'s LESSONS.
+"""The lessons a workshop needs beyond the seed's (issue 23), added to ``lessons.LESSONS``.
 
 Their texts say what to look at and why, never the answer to a question asked before the run
 opens (lab.teach.questions_workshop); figures quoted are those of the bundled H200 recordings
@@ -7,7 +7,7 @@ opens (lab.teach.questions_workshop); figures quoted are those of the bundled H2
 
 from __future__ import annotations
 
-from lab.run.lessons import Lesson, LessonRun, _cpu, _gpu
+from lab.core.lesson_types import Lesson, LessonRun, _cpu, _gpu
 
 __all__ = ["WORKSHOP_LESSONS"]
 
@@ -18,7 +18,7 @@ _FEW = dict(active=3)
 WORKSHOP_LESSONS: tuple[Lesson, ...] = (
     Lesson(
         key="launch_overlap",
-        title="Launch delay and CPU/GPU overlap; why cudaDeviceSynchronize tops Self CPU",
+        title="Launch delay and CPU/GPU overlap, and what a sync does to the table",
         text=(
             "A CUDA launch only queues work: `cudaLaunchKernel` returns while the GPU is still busy "
             "with earlier kernels, so the host runs ahead and the queue grows. In the Timeline each "
@@ -126,7 +126,7 @@ WORKSHOP_LESSONS: tuple[Lesson, ...] = (
         text=(
             "A two-layer MLP (Linear K→N, GELU, Linear N→K) on 4096 rows, K = 2048, N = 8192, bf16 "
             "(on a CPU 128 rows, 64 → 256, float32), trained with MSE loss and AdamW. The step is "
-            "labelled `forward` and `backward`; the optimizer labels itself "
+            "labelled `forward` and `backward`; the optimizer step labels itself "
             "(`Optimizer.step#AdamW.step`). Backward ops appear in the table as "
             "`autograd::engine::evaluate_function: <Op>Backward0`, each wrapping the aten ops that "
             "compute its gradients, and run on autograd's own thread. **Look at** the GEMMs of each "
