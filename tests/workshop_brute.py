@@ -35,7 +35,8 @@ def step_of(ts: float, windows) -> int:
 
 def launched(ev: list[dict], cats=("kernel",)) -> list[tuple[dict, dict, int]]:
     """(GPU event, its launch call, the step the call is in) for the GPU events launched in a step."""
-    calls = {e["args"]["correlation"]: e for e in ev if e.get("cat") in LAUNCH_CATS and "correlation" in e.get("args", {})}
+    calls = {e["args"]["correlation"]: e for e in ev
+             if e.get("cat") in LAUNCH_CATS and "correlation" in e.get("args", {})}
     windows, out = step_windows(ev), []
     for g in (e for e in ev if e.get("cat") in cats):
         call = calls.get(g.get("args", {}).get("correlation"))
@@ -155,7 +156,8 @@ def memory_rise_units(data: dict) -> float:
     a, b = windows[step_of(peak["ts"], windows)]
     before = [m for m in records if m["ts"] < a]
     inside = [m for m in records if a <= m["ts"] <= b]
-    base = before[-1]["args"]["Total Allocated"] if before else inside[0]["args"]["Total Allocated"] - inside[0]["args"]["Bytes"]
+    first = inside[0]["args"]
+    base = before[-1]["args"]["Total Allocated"] if before else first["Total Allocated"] - first["Bytes"]
     top = max(m["args"]["Total Allocated"] for m in inside)
     return (top - base) / max(m["args"]["Bytes"] for m in inside)
 
@@ -169,7 +171,8 @@ def shape_times(ev, name: str) -> dict[str, float]:
     """Input Dims → Self CUDA µs (GPU work launched inside the op) on a GPU trace, else Self CPU µs."""
     ops = [e for e in ev if e.get("cat") == "cpu_op" and e["name"] == name]
     gpu = any(e.get("cat") == "kernel" for e in ev)
-    by_corr = {g["args"]["correlation"]: g for g in ev if g.get("cat") in GPU_CATS and "correlation" in g.get("args", {})}
+    by_corr = {g["args"]["correlation"]: g for g in ev
+               if g.get("cat") in GPU_CATS and "correlation" in g.get("args", {})}
     out: dict[str, float] = {}
     for op in ops:
         dims = json.dumps(op["args"]["Input Dims"])
@@ -200,7 +203,7 @@ def expected(key: str, datas: list[dict], timings: list) -> tuple[str, float]:
         r = d[-1] / max(d[0], 1e-3)
         return choice_of(r, [1 / 3, 3.0], ["it shrinks", "it stays about the same", "it grows"]), r
     share = ["under 25 %", "25–75 %", "over 75 %"]
-    half = ["less than half", "half or more"]
+    half = ["under 50 %", "50 % or more"]
     if key == "launch_overlap.sync_share":
         p = share_pct(last, "cudaDeviceSynchronize", LAUNCH_CATS)
         return choice_of(p, [25.0, 75.0], share), p
@@ -219,13 +222,14 @@ def expected(key: str, datas: list[dict], timings: list) -> tuple[str, float]:
         return choice_of(r, edges, labels), r
     if key == "host_sync.once_syncs":
         n = calls_per_step(last, "cudaStreamSynchronize")
-        return choice_of(n, [0.5, 2.5], ["none", "one or two", "about eight"]), n
+        return choice_of(n, [0.5, 2.5], ["zero", "one or two", "about eight"]), n
     if key == "host_sync.item_child":
         child = child_op(first, "aten::item")
-        return (child or "none: it has no child op"), float(bool(child))
+        return (child or "no child op"), float(bool(child))
     if key == "cuda_graphs.graph_kernels":
         a, b = (len(launched(e)) / len(step_windows(e)) for e in (first, last))
-        c = "as many as eager" if abs(b - a) <= 0.5 else "1: the graph runs as one kernel" if b <= 1.5 else "fewer than eager"
+        one = "1: the graph runs as one kernel"
+        c = "as many as eager" if abs(b - a) <= 0.5 else one if b <= 1.5 else "fewer than eager"
         return c, b
     if key == "cuda_graphs.cpu_ops":
         a, b = (per_step(e, ("cpu_op",)) for e in (first, last))

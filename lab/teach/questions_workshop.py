@@ -65,7 +65,7 @@ def _delay_trend(runs: Sequence[Run]) -> Answer:
 
 
 _SHARE = (Band(label="under 25 %", below=25.0), Band(label="25–75 %", below=75.0), Band(label="over 75 %"))
-_HALF = (Band(label="less than half", below=50.0), Band(label="half or more"))
+_HALF = (Band(label="under 50 %", below=50.0), Band(label="50 % or more"))
 
 
 def _sync_share(runs: Sequence[Run]) -> Answer:
@@ -126,13 +126,13 @@ def _step_ratio(first: int, second: int, bands: Sequence[Band], what: str) -> Ca
 
 # --------------------------------------------------------------------------- host_sync
 
-_SYNCS = (Band(label="none", below=0.5), Band(label="one or two", below=2.5), Band(label="about eight"))
+_SYNCS = (Band(label="zero", below=0.5), Band(label="one or two", below=2.5), Band(label="about eight"))
 _VERSUS = (
     Band(label="shorter", below=0.8),
     Band(label="about the same (within 20 %)", below=1.2),
     Band(label="longer"),
 )
-_CHILD = ("aten::_local_scalar_dense", "aten::copy_", "none: it has no child op")
+_CHILD = ("aten::_local_scalar_dense", "aten::copy_", "no child op")
 
 
 def _once_syncs(runs: Sequence[Run]) -> Answer:
@@ -350,7 +350,7 @@ WORKSHOP_QUESTIONS: tuple[Question, ...] = (
     ),
     _q(
         "launch_overlap.mm_share",
-        "On this CPU, will the four matmuls (aten::mm) take more or less than half of each step of the first run?",
+        "On this CPU, what share of each step of the first run will the four matmuls (aten::mm) take?",
         _labels(_HALF),
         _op_share(0, "aten::mm", "no-sync"),
         (CPU,),
@@ -438,7 +438,7 @@ WORKSHOP_QUESTIONS: tuple[Question, ...] = (
     ),
     _q(
         "pinned_copies.copy_share",
-        "On this CPU, will aten::copy_ take more or less than half of each pageable step?",
+        "On this CPU, what share of each pageable step will aten::copy_ take?",
         _labels(_HALF),
         _op_share(0, "aten::copy_", "pageable"),
         (CPU,),
