@@ -85,6 +85,8 @@ def test_launch_overlap_setup():
     for data in recording("launch_overlap")[0]:
         ev = b.xs(data)
         assert b.gemms_per_step(ev) == 4
+        # "cuLaunchKernelEx for cuBLAS's GEMMs on the H200 recording"
+        assert {call["name"] for k, call, _ in b.launched(ev) if is_gemm_kernel(k["name"])} == {"cuLaunchKernelEx"}
         # The Timeline's arrows are the ac2g flows: every kernel has one, from its launch.
         arrows = {e["id"] for e in data["traceEvents"] if e.get("cat") == "ac2g"}
         assert {k["args"]["correlation"] for k in ev if k.get("cat") == "kernel"} <= arrows
@@ -150,6 +152,9 @@ def test_training_step():
     assert {"AddmmBackward0", "GeluBackward0", "MseLossBackward0"} <= names
     step_tids = {e["tid"] for e in ev if e["name"].startswith("ProfilerStep#")}
     assert {e["tid"] for e in backward}.isdisjoint(step_tids)  # autograd's own thread
+    # "each wrapping the aten ops that compute its gradients": AddmmBackward0 → aten::mm
+    addmm = [e for e in backward if e["name"].endswith("AddmmBackward0")]
+    assert all(any(c["name"] == "aten::mm" for c in ev if b.contains(e, c)) for e in addmm)
     assert any(e["name"] == "Optimizer.step#AdamW.step" for e in ev)
     assert b.gemms_per_step(ev) == 5
 

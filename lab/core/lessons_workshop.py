@@ -20,8 +20,9 @@ WORKSHOP_LESSONS: tuple[Lesson, ...] = (
         key="launch_overlap",
         title="Launch delay and CPU/GPU overlap, and what a sync does to the table",
         text=(
-            "A CUDA launch only queues work: `cudaLaunchKernel` returns while the GPU is still busy "
-            "with earlier kernels, so the host runs ahead and the queue grows. In the Timeline each "
+            "A CUDA launch only queues work: the launch call (`cudaLaunchKernel`; `cuLaunchKernelEx` for "
+            "cuBLAS's GEMMs on the H200 recording) returns while the GPU is still busy with earlier "
+            "kernels, so the host runs ahead and the queue grows. In the Timeline each "
             "launch has an arrow to its kernel; the arrow's horizontal length is the *launch delay* "
             "(kernel start − launch start). Both runs do four 4096³ bf16 matmuls a step (on a CPU "
             "256³); the second ends each step with `torch.cuda.synchronize()`, as hand-written "
@@ -50,7 +51,7 @@ WORKSHOP_LESSONS: tuple[Lesson, ...] = (
         text=(
             "The table's *# of Calls* column says how often each op ran in the recorded steps. A "
             "Python loop over rows turns one piece of math into many small ops, each paying the "
-            "dispatcher, the profiler and (on a GPU) a kernel launch. Both runs compute "
+            "dispatcher, the profiler and (on a GPU) a launch. Both runs compute "
             "`out[i] = x[i] * s[i]` for 64 rows of 4096 bf16 values (on a CPU 256 float32): the "
             "first row by row in Python, the second as `x * s[:, None]`. **Look at** # of Calls, "
             "divided by the 3 recorded steps, against what the formula does per row."
@@ -147,7 +148,8 @@ WORKSHOP_LESSONS: tuple[Lesson, ...] = (
         text=(
             "The GPU's copy engines read host memory by DMA, which needs page-locked (*pinned*) "
             "memory. From ordinary (*pageable*) memory the driver stages the data through a pinned "
-            "buffer of its own. Both runs copy a 4096×4096 float32 host tensor (64 MiB) to the GPU "
+            "buffer of its own (NVIDIA's CUDA documentation). Both runs copy a 4096×4096 float32 host "
+            "tensor (64 MiB) to the GPU "
             "with `copy_(src, non_blocking=True)`; the second pins it first with `pin_memory()`. The "
             "trace names each copy `Memcpy HtoD (Pageable -> Device)` or `(Pinned -> Device)`. "
             "**Look at** each copy's duration (GB/s = bytes / time) and how long `cudaMemcpyAsync` "
@@ -193,8 +195,8 @@ WORKSHOP_LESSONS: tuple[Lesson, ...] = (
         text=(
             "The profiler records every op: a timestamp, a name, shapes (`record_shapes=True`) and, "
             "on a GPU, CUPTI's launch records. That costs host time per op, not per FLOP. The lab "
-            "times each step twice, with the profiler on (the recorded steps) and off (after it, "
-            "the same number of iterations or fewer), with CUDA events on a GPU. The runs: the row "
+            "times each step twice, with the profiler on (the recorded steps) and off (up to 10 "
+            "iterations after it, within about a second), with CUDA events on a GPU. The runs: the row "
             "loop of the *# of Calls* lesson and the seed's 4096³ bf16 matmul + add (CPU: 512³). "
             "**Look at** the Summary's profiled and unprofiled time per iteration of each."
         ),
