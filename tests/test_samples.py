@@ -89,8 +89,8 @@ def test_sample_is_a_gpu_trace_with_kernels_streams_and_launch_links(entry):
     trace = load_trace(SAMPLES_DIR / entry["file"])
     ev = trace.events
     assert trace.skipped_events == 0
-    kernels = ev["cat"] == "kernel"
-    assert kernels.sum() > 0
+    # Kernels, or (the copy lesson's samples) host-device copies: GPU work either way.
+    assert ev["cat"].isin(["kernel", "gpu_memcpy"]).sum() > 0
     gpu = ev[ev["lane_kind"] == "gpu"]
     assert (gpu["stream"] >= 0).any() and gpu["lane"].nunique() >= 1
     assert len(trace.flows) > 0
@@ -160,9 +160,11 @@ def test_lesson_signals_fire_on_the_h200_samples(key):
         sample = sample_for(lesson_run.gpu.to_dict())
         assert sample is not None, f"no recorded sample for {key}/{lesson_run.name}: run scripts/record_samples.py"
         trace = load_trace(sample.read_bytes())
-        runs.append(Run(lesson_run.name, trace, analyze(trace)))
+        timing = (sample.timing["profiled_median_us"], sample.timing["unprofiled_median_us"]) if sample.timing else None
+        runs.append(Run(lesson_run.name, trace, analyze(trace), timing=timing))
     signals = lesson_signals(key, runs)
-    assert signals and all(s.present for s in signals), [(s.title, s.evidence) for s in signals]
+    # A signal marked not expected is information (the host_sync recording's step times), not a miss.
+    assert signals and all(s.present or not s.expected for s in signals), [(s.title, s.evidence) for s in signals]
 
 
 # ---- GEMM figures on real traces (issue 11) ----------------------------------------------------

@@ -48,6 +48,16 @@ class Subject:
         return self.key.split(":", 1)[0]
 
 
+def subject_timing(subject: Subject) -> tuple[float, float] | None:
+    """(profiled, unprofiled) median µs per iteration of a run or a sample; None for an upload."""
+    if subject.run is not None:
+        return subject.run.timing.profiled_median_us, subject.run.timing.unprofiled_median_us
+    timing = subject.sample.timing if subject.sample is not None else None
+    if timing and timing.get("profiled_median_us") and timing.get("unprofiled_median_us"):
+        return float(timing["profiled_median_us"]), float(timing["unprofiled_median_us"])
+    return None
+
+
 def digest_of(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 

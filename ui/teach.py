@@ -123,10 +123,12 @@ def reveal(subjects, load, jobs) -> None:
         return
     loaded = opened.loaded
     lesson = LESSONS[opened.key]
-    runs = [Run(r.name, x.trace, x.analysis) for r, x in zip(lesson.runs, loaded)]
+    runs = [Run(r.name, x.trace, x.analysis, timing=state.subject_timing(s))
+            for r, x, s in zip(lesson.runs, loaded, opened.subjects)]
     kind = "cuda" if all(x.trace.has_gpu for x in loaded) else "cpu"
     check_key = opened.subject_keys
-    job = Job(kind=JobKind.ANSWERS, lesson=opened.key, device_kind=kind, names=tuple(r.name for r in lesson.runs))
+    job = Job(kind=JobKind.ANSWERS, lesson=opened.key, device_kind=kind, names=tuple(r.name for r in lesson.runs),
+              timings=tuple(state.subject_timing(s) for s in opened.subjects))
     answers = jobs(job, opened.subjects, loaded)  # measured in a reader
     if answers is None:
         return

@@ -19,7 +19,7 @@ from lab.samples import Sample
 from lab.views import SORT_KEYS, TORCH_SORT_KEYS, category_counts, comparison_totals, fmt_us, is_device_sort, summarize
 from ui.cache import Loaded
 from ui.messages import md_escape
-from ui.state import Subject, opened_lesson
+from ui.state import Subject, opened_lesson, subject_timing
 from ui.widgets import chosen, labels_from
 
 SEVERITY_ICON = {"critical": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
@@ -381,7 +381,8 @@ def lesson_check(subjects: list[Subject], load, jobs) -> None:
         return
     lesson = LESSONS[opened.key]
     names = [r.name for r in lesson.runs]
-    signals = jobs(Job(kind=JobKind.SIGNALS, lesson=opened.key, names=tuple(names)), opened.subjects, opened.loaded)
+    signals = jobs(Job(kind=JobKind.SIGNALS, lesson=opened.key, names=tuple(names),
+                       timings=tuple(subject_timing(s) for s in opened.subjects)), opened.subjects, opened.loaded)
     if signals is None:
         return
     with st.container(border=True):

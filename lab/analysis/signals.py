@@ -8,12 +8,13 @@ GPU traces (kernels) and on CPU traces (operators), since a CPU-only host runs t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
 from lab.analysis.bundle import Analysis
 from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
+from lab.analysis.signal_types import Run, Signal
+from lab.analysis.signals_workshop import WORKSHOP_DETECTORS
 from lab.analysis.steps import per_iteration_us
 from lab.trace.load import Trace
 from lab.units import fmt_us, fmt_us_fixed
@@ -25,23 +26,6 @@ COMPUTE_SHARE_LARGE_PCT = 70.0
 COMPUTE_SHARE_TINY_PCT = 50.0
 ADD_KERNEL = re.compile(r"CUDAFunctor_add|add_kernel|AddFunctor", re.IGNORECASE)
 FUSED_KERNEL = re.compile(r"^triton_|fused", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Signal:
-    title: str
-    present: bool
-    evidence: str
-    # False where the lesson's effect is not expected on this kind of trace (said in evidence):
-    # the page shows it as information, not as a missing signal.
-    expected: bool = True
-
-
-@dataclass(frozen=True)
-class Run:
-    name: str
-    trace: Trace
-    analysis: Analysis
 
 
 def lesson_signals(lesson_key: str, runs: list[Run]) -> list[Signal]:
@@ -286,3 +270,6 @@ DETECTORS = {
     "attention": _attention,
     "sdpa_backends": _sdpa_backends,
 }
+
+# The workshop lessons' detectors (issue 23): lab/analysis/signals_workshop.py.
+DETECTORS.update(WORKSHOP_DETECTORS)

@@ -50,6 +50,8 @@ class Job:
     lesson: str | None = None  # the lesson's key (signals, answers)
     device_kind: str = "cpu"  # "cuda" or "cpu": which questions the runs can answer
     labels: tuple[str, str] = ("A", "B")  # compare's labels
+    # One per trace (signals, answers): (profiled, unprofiled) µs per iteration, or None.
+    timings: tuple[tuple[float, float] | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,9 @@ def run_job(job: Job, given: JobInput) -> Any:
     if job.kind == JobKind.BY_SHAPE:
         (one,) = given.analyses
         return ByShape(key_averages=one.key_averages_by_shape, operators=one.operators_by_shape)
-    runs = [analysis.Run(n, t, a) for n, t, a in zip(job.names, given.traces, given.analyses, strict=True)]
+    timings = job.timings or (None,) * len(job.names)
+    runs = [analysis.Run(n, t, a, timing=tm)
+            for n, t, a, tm in zip(job.names, given.traces, given.analyses, timings, strict=True)]
     if job.kind == JobKind.SIGNALS:
         return tuple(analysis.lesson_signals(job.lesson, runs))
     if job.kind == JobKind.ANSWERS:
