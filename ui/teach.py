@@ -132,5 +132,13 @@ def reveal(subjects, load) -> None:
         for q, reason in skipped_for(opened.key, kind):
             st.caption(f":material/info: Not answered by these runs: {md_escape(q.text)} — {md_escape(reason)}; "
                        "open the H200 recording to see it.")
+        answered = {q.key for q in questions_for(opened.key, kind)} | {q.key for q, _ in skipped_for(opened.key, kind)}
+        predicted = st.session_state.get(PREDICTIONS, {})
+        # A prediction locked in for the other device kind's runs: never left unsaid.
+        for q in (*questions_for(opened.key, "cpu"), *questions_for(opened.key, "cuda")):
+            if q.key in predicted and q.key not in answered:
+                st.caption(f":material/info: Your prediction for “{md_escape(q.text)}” is not answered by these "
+                           f"{'GPU' if kind == 'cuda' else 'CPU'} runs: it needs a "
+                           f"{'CPU' if kind == 'cuda' else 'GPU'} run; run the lesson on such a host.")
         if text := score_text():
             st.caption(text)

@@ -200,7 +200,9 @@ def trace_view(subject: Subject, loaded: Loaded, perfetto_origin: str) -> None:
         st.caption("Your uploaded file is not kept on the server once read, only what these views need; "
                    "open your own copy in Perfetto or HTA as below.")
     st.markdown("**Events by category**")
-    st.dataframe(category_counts(loaded.trace), hide_index=True)
+    counts = category_counts(loaded.trace).rename(columns={"total_us": "total time (µs)"})
+    st.dataframe(counts, hide_index=True,
+                 column_config={"total time (µs)": st.column_config.NumberColumn("total time (µs)", format="%.1f")})
     st.markdown(
         "**Open it in Perfetto:** *Open in Perfetto* above opens ui.perfetto.dev in a new tab with this "
         "trace; or go to ui.perfetto.dev → *Open trace file* → pick the downloaded file (`.json.gz` works "
@@ -269,8 +271,9 @@ def compare_view(subjects: list[Subject], load) -> None:
     cmp = compare_analyses(la.analysis, lb.analysis, insights_a=la.insights, insights_b=lb.insights,
                            label_a="A", label_b="B")
     st.markdown("**Totals** (delta = B − A; ratio = B / A)")
-    totals = _totals_as_text(comparison_totals(cmp.totals, TOTAL_METRICS))
-    st.dataframe(totals, hide_index=True, width="stretch")
+    totals = comparison_totals(cmp.totals, TOTAL_METRICS)
+    st.dataframe(totals, hide_index=True, width="stretch",
+                 column_config={"meaning": st.column_config.Column("meaning", width="large")})
     if cmp.insights_gone or cmp.insights_new:
         st.markdown("**Insights that changed**")
         st.text("\n".join([f"gone in B:  {t}" for t in cmp.insights_gone] +
@@ -284,12 +287,25 @@ def compare_view(subjects: list[Subject], load) -> None:
     st.markdown("**Operators** (self CPU time per name)")
     operators = _ratio_as_text(cmp.operators)
     st.dataframe(operators, hide_index=True, width="stretch", column_config=_diff_columns(operators))
-    span = max(la.analysis.utilization.trace_span_us, lb.analysis.utilization.trace_span_us)
+    spans = {"A": la.analysis.utilization.trace_span_us, "B": lb.analysis.utilization.trace_span_us}
+    span = max(spans.values())
+    # One scale shows which run is longer; but a run 10× shorter than the other is then a sliver
+    # with nothing readable in it, so such a pair starts on a scale each.
+    lopsided = min(spans.values()) * SHARED_SCALE_MAX_RATIO < span
+    shared = st.toggle("One time scale for both", value=not lopsided, key=f"cmp_shared_{a.digest}_{b.digest}",
+                       help="On: both timelines span 0 – the longer trace, so their lengths compare. "
+                            "Off: each spans its own trace.")
     for label, subject, loaded in (("A", a, la), ("B", b, lb)):
-        st.markdown(f"**Timeline {label}:** {md_escape(subject.title)}")
-        data = lv.build_timeline(loaded.trace, start_us=0.0, end_us=span, max_marks=2500)
+        st.markdown(f"**Timeline {label}:** {md_escape(subject.title)} ({fmt_us(spans[label])})")
+        end = span if shared else max(spans[label], 1.0)
+        data = lv.build_timeline(loaded.trace, start_us=0.0, end_us=end, max_marks=2500)
         st.altair_chart(lv.timeline_chart(data), width="stretch", key=f"cmp_chart_{label}")
-    st.caption(f"Both timelines share one time scale: 0 – {fmt_us(span)}.")
+    st.caption(f"Both timelines share one time scale: 0 – {fmt_us(span)}." if shared else
+               "Each timeline spans its own trace (the scales differ: read the axes).")
+
+
+# Compare's timelines start on a scale each when one trace is this many times shorter than the other.
+SHARED_SCALE_MAX_RATIO = 10.0
 
 
 # Compare's diff tables: 9 columns in a ~770 px (800 px window) to ~880 px (1280 px) main column.
@@ -299,8 +315,9 @@ DIFF_COLUMN_PX = {"name": 160, "cat": 100}
 
 
 def _diff_columns(df) -> dict:
-    """Three decimals for the times, and widths that keep every column of a diff in view."""
-    config = _float_formats(df)
+    """One decimal for the times (µs), and widths that keep every column of a diff in view."""
+    config = {c: st.column_config.NumberColumn(c, format="%.1f") for c in df.columns
+              if str(df[c].dtype).startswith("float")}
     for column, px in DIFF_COLUMN_PX.items():
         if column in config:
             config[column] = st.column_config.NumberColumn(column, format="%.3f", width=px)
@@ -323,26 +340,21 @@ def _compare_label(subject: Subject) -> str:
     return f"Run {clock.rstrip(')')} · {parts[0]} · {parts[1]}"
 
 
-def _totals_as_text(totals):
-    """Compare's totals with each row in its own unit: counts as whole numbers ("20", not
-    "20.000"), times with three decimals, and "—" for a ratio that has no value (A is 0)."""
-    out = totals.copy()
-    for column in ("a", "b", "delta"):
-        out[column] = [f"{v:,.0f}" if str(m).endswith("_count") else f"{v:,.3f}"
-                       for m, v in zip(out["metric"], out[column])]
-    out["ratio"] = [_ratio_text(r) for r in out["ratio"]]
-    return out
+# A diff table's columns as a reader names them (lab.analysis.compare.DIFF_COLUMNS).
+DIFF_LABELS = {"a_count": "A calls", "b_count": "B calls", "a_us": "A (µs)", "b_us": "B (µs)",
+               "delta_us": "B − A (µs)", "ratio": "B / A"}
 
 
 def _ratio_as_text(df):
-    """A diff table whose ratio is "—" where A had none (a name new in B), not "None"."""
+    """A diff table with readable column names, and "—" for a ratio where A had none (a name new
+    in B), not "None"; the times keep their numbers (sortable), shown with one decimal."""
     out = df.copy()
     out["ratio"] = [_ratio_text(r) for r in out["ratio"]]
-    return out
+    return out.rename(columns=DIFF_LABELS)
 
 
 def _ratio_text(ratio) -> str:
-    return "—" if ratio is None or ratio != ratio else f"{ratio:.3f}"  # NaN != NaN
+    return "—" if ratio is None or ratio != ratio else f"{ratio:.2f}×"  # NaN != NaN
 
 
 def _stem(subject: Subject) -> str:

@@ -162,11 +162,56 @@ def category_counts(trace: Trace) -> pd.DataFrame:
     return out.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
 
 
+# Compare's totals as a reader names them (the metric keys are the analysis's field names).
+TOTAL_LABELS = {
+    "trace_span_us": "Trace span",
+    "gpu_busy_us": "GPU busy time",
+    "gpu_active_span_us": "GPU active span",
+    "gpu_active_busy_pct": "GPU busy (active window)",
+    "kernel_time_us": "Kernel time",
+    "kernel_count": "Kernels",
+    "memcpy_time_us": "Memcpy time",
+    "memset_time_us": "Memset time",
+    "cpu_op_time_us": "CPU op time",
+    "launch_delay_median_us": "Launch delay (median)",
+    "step_median_us": "Step (median)",
+}
+TOTAL_COLUMNS = ("total", "meaning", "A", "B", "B − A", "B / A")
+
+
+def _number_text(metric: str, value: float) -> str:
+    """One total in its unit: a count whole, a share in %, a time in µs/ms/s at 3 significant
+    digits (fmt_us); "—" for a figure the trace does not have (a CPU run's launch delay)."""
+    if value is None or math.isnan(value):
+        return "—"
+    if metric.endswith("_count"):
+        return f"{value:,.0f}"
+    if metric.endswith("_pct"):
+        return fmt_pct(value)
+    return fmt_us(value)
+
+
+def _signed_text(metric: str, value: float) -> str:
+    """A difference with its sign, and none on a zero: "+1.23 ms", "−4.0 %", "0.0 µs" (never "−0")."""
+    if value is None or math.isnan(value):
+        return "—"
+    text = _number_text(metric, abs(value))
+    if not any(ch in "123456789" for ch in text):
+        return text
+    return ("+" if value > 0 else "−") + text
+
+
 def comparison_totals(totals: pd.DataFrame, meanings: dict[str, str]) -> pd.DataFrame:
-    """The Compare view's totals: a "meaning" column next to each metric, and only the metrics
-    that either trace has (two CPU traces have no GPU figures: all-zero rows only add noise)."""
-    a = pd.to_numeric(totals["a"], errors="coerce").fillna(0.0)
-    b = pd.to_numeric(totals["b"], errors="coerce").fillna(0.0)
-    out = totals[(a != 0) | (b != 0)].copy()
-    out.insert(1, "meaning", [meanings.get(m, "") for m in out["metric"]])
-    return out.reset_index(drop=True)
+    """The Compare view's totals as text a reader takes in: each metric by name with its meaning,
+    A, B, B − A and B / A in the metric's unit, "—" where a trace has no such figure; only the
+    metrics that either trace has (two CPU traces have no GPU figures: all-zero rows only add noise)."""
+    a = pd.to_numeric(totals["a"], errors="coerce")
+    b = pd.to_numeric(totals["b"], errors="coerce")
+    keep = (a.fillna(0.0) != 0) | (b.fillna(0.0) != 0)
+    rows = []
+    for metric, va, vb, ratio in zip(totals["metric"][keep], a[keep], b[keep], totals["ratio"][keep]):
+        delta = vb - va if not (math.isnan(va) or math.isnan(vb)) else float("nan")
+        rows.append((TOTAL_LABELS.get(metric, metric), meanings.get(metric, ""), _number_text(metric, va),
+                     _number_text(metric, vb), _signed_text(metric, delta),
+                     "—" if ratio is None or math.isnan(ratio) else f"{ratio:.2f}×"))
+    return pd.DataFrame(rows, columns=list(TOTAL_COLUMNS))
