@@ -16,7 +16,7 @@ import pytest
 
 from lab.analysis import analyze
 from lab.analysis.signals import Run
-from lab.run.lessons import LESSONS, lesson_configs
+from lab.core.lessons import LESSONS, lesson_configs
 from lab.run.runner import run_profile
 from lab.samples import lesson_samples
 from lab.teach.questions import QUESTIONS, band_of, questions_for, skipped_for

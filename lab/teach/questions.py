@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lab.analysis.signals import Run, compute_share_pct, step_work_rows, work_per_step
-from lab.run.lessons import LESSONS
+from lab.core.lessons import LESSONS
 from lab.units import fmt_pct
 from lab.vocab import is_gemm_kernel
 

@@ -1,10 +1,10 @@
 """The roofline a room builds: each run's arithmetic intensity and achieved TFLOP/s, over the device's roof.
 
-A run's point: on a GPU trace, the GEMM kernel's figures (``lab.analysis.gemm``: 2·M·K·N FLOPs
+A run's point: on a GPU trace, the GEMM kernel's figures (``lab.analysis.gemm.analyze``: 2·M·K·N FLOPs
 over the kernel's time, inputs read once and the output written once); on a CPU trace (no
-kernels), the workload's own cost (``lab.run.workloads``: its FLOPs and bytes per step) over the
+kernels), the workload's own cost (``lab.core.workloads``: its FLOPs and bytes per step) over the
 median step. The roof: peak compute for the dtype and memory bandwidth — the datasheet table
-of ``lab.run.devices`` for a listed GPU, else what the worker measured at warm-up (its best
+of ``lab.core.devices`` for a listed GPU, else what the worker measured at warm-up (its best
 matmul rate for the dtype and a large tensor's copy rate: a CPU has no datasheet entry).
 The "size sweep": a list of shapes from overhead-bound to compute-bound, one suggested per seat.
 """
@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.bundle import Analysis
-from lab.run.config import RunConfig
-from lab.run.devices import DeviceInfo, DevicePeak
-from lab.run.workloads import WORKLOADS
+from lab.core.config import RunConfig
+from lab.core.devices import DeviceInfo, DevicePeak
+from lab.core.workloads import WORKLOADS
 
 __all__ = [
     "ALONE_SWEEP", "OVERHEAD_FRACTION", "REGIONS", "SWEEP_SHAPES", "Roofline", "RunSummary", "classify",

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lab.run.config import ConfigError, RunConfig
+from lab.core.config import ConfigError, RunConfig
+
+__all__ = ["LESSONS", "Lesson", "LessonRun", "lesson_configs"]
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ import pandas as pd
 
 from lab.analysis.columns import codes, frame, group_ids, mask_in, mask_where, texts
 from lab.analysis.operators import Links, build_links
-from lab.run.config import RunConfig
-from lab.run.devices import DevicePeak, lookup_peak
+from lab.core.config import RunConfig
+from lab.core.devices import DevicePeak, lookup_peak
 from lab.trace.load import Trace
 from lab.vocab import ELEMENT_BYTES, GEMM_OPS, INPUT_TYPE_DTYPES, gemm_kernel_dtype, is_gemm_kernel
 
@@ -52,7 +52,7 @@ def compute_capability(trace: Trace) -> tuple[int, int] | None:
 
 
 def peak_for(trace: Trace) -> DevicePeak | None:
-    """Datasheet peak of the trace's first GPU, via ``lab.run.devices.lookup_peak`` (None if unknown)."""
+    """Datasheet peak of the trace's first GPU, via ``lab.core.devices.lookup_peak`` (None if unknown)."""
     name = device_name(trace)
     return lookup_peak(name) if name else None
 
