@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from tests.test_app import APP, TIMEOUT_S, assert_healthy, open_view, plain, submit  # noqa: E402
+from tests.test_app import APP, TIMEOUT_S, assert_healthy, open_view, plain, submit, wait_for_device  # noqa: E402
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -37,6 +37,7 @@ def _cells(frame) -> list[str]:
 
 
 def test_compare_of_a_cpu_run_and_an_h200_sample_reads_as_text(at):
+    wait_for_device(at)
     submit(at, cfg_m=32, cfg_k=32, cfg_n=32, cfg_step_label="cpu_side")
     assert_healthy(at)
     run_key = at.session_state["runs"][-1].key

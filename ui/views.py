@@ -59,6 +59,8 @@ def insight_card(insight: Insight) -> None:
         st.markdown(f"{SEVERITY_ICON.get(insight.severity, '')} **{md_escape(insight.title)}** · {insight.severity}")
         st.text(insight.evidence)
         st.markdown(f"**Try:** {md_escape(insight.suggestion)}")
+        if insight.caveat:
+            st.caption(f":material/balance: **What would change this figure:** {md_escape(insight.caveat)}")
         st.caption(f"Learn more: {insight.learn_more}")
 
 
@@ -287,6 +289,10 @@ def compare_view(subjects: list[Subject], load) -> None:
     st.markdown("**Operators** (self CPU time per name)")
     operators = _ratio_as_text(cmp.operators)
     st.dataframe(operators, hide_index=True, width="stretch", column_config=_diff_columns(operators))
+    _compare_timelines(a, b, la, lb)
+
+
+def _compare_timelines(a: Subject, b: Subject, la: Loaded, lb: Loaded) -> None:
     spans = {"A": la.analysis.utilization.trace_span_us, "B": lb.analysis.utilization.trace_span_us}
     span = max(spans.values())
     # One scale shows which run is longer; but a run 10× shorter than the other is then a sliver
