@@ -176,7 +176,7 @@ def submit(at, **values) -> None:
     and drops them on any other rerun, so every submit sets the whole form again.
     """
     set_form(at, **{**FORM_DEFAULTS, **values})
-    at.form_submit_button[0].click()
+    next(b for b in at.form_submit_button if b.label == "Run profile").click()  # not the own-trace form
     at.run()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+import pytest
 from tracebuild import build, kernel, launch, matmul_add_steps, op
 
 from lab.analysis import analyze
@@ -63,3 +64,19 @@ def test_many_tiny_kernels_says_the_launch_cost_is_the_profiler_s_too():
     kernels = [launch(10.0 * i, 8, i) for i in range(40)] + [kernel("tiny", 10.0 * i + 9, 3.0, i) for i in range(40)]
     insight = fire(I.many_tiny_kernels, build(kernels))
     assert insight is not None and "CUPTI" in insight.caveat
+
+
+def test_profiler_overhead_badge_says_its_noise_and_never_minus_zero():
+    from lab.core.result import Timing
+    from lab.units import fmt_signed_pct
+    from lab.views.summary import _overhead_text, overhead_noise_pct
+
+    assert fmt_signed_pct(-0.3) == "0 %" and fmt_signed_pct(12.4) == "+12 %" and fmt_signed_pct(-3.0) == "−3 %"
+    # Three iterations each, as a run times them: a spread of ±20 µs on 100 µs.
+    timing = Timing(method="wall clock", profiled_us=(96.0, 104.0, 140.0), unprofiled_us=(80.0, 100.0, 120.0))
+    noise = overhead_noise_pct(timing)
+    assert noise == pytest.approx(100 * ((40 / 2) ** 2 + (44 / 2) ** 2) ** 0.5 / 100.0)
+    assert _overhead_text(timing.overhead_pct, noise) == f"+4 % profiler overhead, within ±{noise:.0f} % noise"
+    steady = Timing(method="wall clock", profiled_us=(130.0, 130.5, 131.0), unprofiled_us=(100.0, 100.2, 100.4))
+    assert _overhead_text(steady.overhead_pct, overhead_noise_pct(steady)) == "+30 % profiler overhead (±1 % noise)"
+    assert "−0" not in _overhead_text(-0.2, overhead_noise_pct(steady))

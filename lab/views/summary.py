@@ -19,7 +19,7 @@ from lab.core.config import OPTIONS
 from lab.core.result import RunResult
 from lab.core.workloads import WORKLOADS
 from lab.trace.load import Trace
-from lab.units import fmt_pct, fmt_tflops, fmt_us
+from lab.units import fmt_pct, fmt_signed_pct, fmt_tflops, fmt_us
 
 
 @dataclass(frozen=True)
@@ -76,17 +76,46 @@ def _timing_metrics(run: RunResult | None, timing: dict | None) -> list[Metric]:
     else:
         return []
     method = run.timing.method if run is not None else (timing or {}).get("method", "as recorded")
+    noise = overhead_noise_pct(run.timing) if run is not None else float("nan")
     out = [
         Metric("Per iteration, no profiler", fmt_us(plain),
                f"Median of the same step timed without the profiler ({method})."),
         Metric("Per iteration, profiled", fmt_us(profiled),
-               f"Median of the recorded (active) steps, timed the same way ({method}).",
-               delta=None if math.isnan(overhead) else f"{overhead:+.0f} % profiler overhead"),
+               f"Median of the recorded (active) steps, timed the same way ({method}). " + _noise_help(noise),
+               delta=_overhead_text(overhead, noise)),
     ]
     if run is not None and run.timing.compile_s is not None:
         out.append(Metric("torch.compile time", f"{run.timing.compile_s:.2f} s",
                           "First call of the compiled step, measured apart and kept out of the profile."))
     return out
+
+
+def overhead_noise_pct(timing) -> float:
+    """How far the overhead figure moves with run-to-run noise alone: the half-ranges of the
+    profiled and the unprofiled iterations, added in quadrature, over the unprofiled median (%).
+    Identical 1024³ CPU runs gave badges from −0 % to +30 % (issue 26): this says so on the badge."""
+    base = timing.unprofiled_median_us
+    if base <= 0 or len(timing.unprofiled_us) < 2 or len(timing.profiled_us) < 2:
+        return float("nan")
+    half = [(max(xs) - min(xs)) / 2 for xs in (timing.unprofiled_us, timing.profiled_us)]
+    return 100.0 * math.hypot(*half) / base
+
+
+def _overhead_text(overhead: float, noise: float) -> str | None:
+    if math.isnan(overhead):
+        return None
+    if math.isnan(noise):
+        return f"{fmt_signed_pct(overhead)} profiler overhead (one sample each: noise unknown)"
+    if abs(overhead) <= noise:
+        return f"{fmt_signed_pct(overhead)} profiler overhead, within ±{noise:.0f} % noise"
+    return f"{fmt_signed_pct(overhead)} profiler overhead (±{noise:.0f} % noise)"
+
+
+def _noise_help(noise: float) -> str:
+    if math.isnan(noise):
+        return "The overhead is one recording's: run again to see how much it moves."
+    return (f"The overhead compares two medians of a few iterations each; their spread alone moves it by about "
+            f"±{noise:.0f} % here (half-ranges, in quadrature), so a few % either way is noise, not the profiler.")
 
 
 def _trace_timing_metrics(analysis: Analysis) -> list[Metric]:
