@@ -76,7 +76,7 @@ def test_profiler_overhead_badge_says_its_noise_and_never_minus_zero():
     timing = Timing(method="wall clock", profiled_us=(96.0, 104.0, 140.0), unprofiled_us=(80.0, 100.0, 120.0))
     noise = overhead_noise_pct(timing)
     assert noise == pytest.approx(100 * ((40 / 2) ** 2 + (44 / 2) ** 2) ** 0.5 / 100.0)
-    assert _overhead_text(timing.overhead_pct, noise) == f"+4 % profiler overhead, within ±{noise:.0f} % noise"
+    assert _overhead_text(timing.overhead_pct, noise) == f"+4 % overhead, within ±{noise:.0f} % noise"
     steady = Timing(method="wall clock", profiled_us=(130.0, 130.5, 131.0), unprofiled_us=(100.0, 100.2, 100.4))
-    assert _overhead_text(steady.overhead_pct, overhead_noise_pct(steady)) == "+30 % profiler overhead (±1 % noise)"
+    assert _overhead_text(steady.overhead_pct, overhead_noise_pct(steady)) == "+30 % overhead, ±1 % noise"
     assert "−0" not in _overhead_text(-0.2, overhead_noise_pct(steady))

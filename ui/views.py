@@ -20,6 +20,7 @@ from ui.cache import Loaded
 from ui.messages import md_escape
 from ui.state import Subject, opened_lesson
 
+METRIC_CARD_PX = 276  # three cards and their gaps in the ~880 px main column at 1280 px
 SEVERITY_ICON = {"critical": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 
 
@@ -40,13 +41,12 @@ def summary_view(subject: Subject, loaded: Loaded) -> None:
         st.text(f"Ran: {s.config}")
     if subject.sample and subject.sample.note:
         st.caption(subject.sample.note)
-    # Three cards a row: at 1280 px a card is ~250 px, wide enough for "817 TFLOP/s".
-    per_row = 3
-    for start in range(0, len(s.metrics), per_row):
-        cols = st.columns(per_row)
-        for col, metric in zip(cols, s.metrics[start:start + per_row]):
-            col.metric(metric.label, metric.value, delta=metric.delta, delta_color="off",
-                       delta_arrow="off", help=md_escape(metric.help), border=True)  # help quotes trace text
+    # Cards of one width that wrap: three a row at 1280 px, one or two at 800 px with the sidebar
+    # open (three columns there cut "1.8 GFLOP/s" to "1.8 G…"); wide enough for "817 TFLOP/s".
+    with st.container(horizontal=True, gap="small"):
+        for metric in s.metrics:
+            st.metric(metric.label, metric.value, delta=metric.delta, delta_color="off", delta_arrow="off",
+                      help=md_escape(metric.help), border=True, width=METRIC_CARD_PX)  # help quotes trace text
     st.markdown("**Verdict**")
     st.text(s.verdict)
     if s.top_insight:
@@ -98,8 +98,10 @@ def table_view(subject: Subject, loaded: Loaded) -> None:
         df = lv.trace_table(ka, profile_memory=loaded.trace.has_memory)
     view = lv.key_averages_view(df, sort_by=sort_label, row_limit=row_limit, show_annotations=show_ann)
     shown = lv.format_key_averages(view)
-    st.dataframe(shown.data, column_config=_number_formats(shown.column_formats), hide_index=True,
-                 width="stretch")
+    config = _number_formats(shown.column_formats)
+    if "Note" in shown.data.columns:  # its sentences were cut at 1280 px: the widest column, whole in its tooltip
+        config["Note"] = st.column_config.TextColumn("Note", width="large")
+    st.dataframe(shown.data, column_config=config, hide_index=True, width="stretch")
     st.download_button("Download table (CSV)", lv.to_csv_bytes(view), file_name=f"{_stem(subject)}_table.csv",
                        mime="text/csv", key="dl_table_csv", on_click="ignore")
     if run is not None:
@@ -275,7 +277,8 @@ def compare_view(subjects: list[Subject], load) -> None:
     st.markdown("**Totals** (delta = B − A; ratio = B / A)")
     totals = comparison_totals(cmp.totals, TOTAL_METRICS)
     st.dataframe(totals, hide_index=True, width="stretch",
-                 column_config={"meaning": st.column_config.Column("meaning", width="large")})
+                 column_config={"meaning": st.column_config.Column("meaning", width="large"),
+                                "total": st.column_config.Column("total", width="medium")})
     if cmp.insights_gone or cmp.insights_new:
         st.markdown("**Insights that changed**")
         st.text("\n".join([f"gone in B:  {t}" for t in cmp.insights_gone] +
@@ -360,7 +363,7 @@ def _ratio_as_text(df):
 
 
 def _ratio_text(ratio) -> str:
-    return "—" if ratio is None or ratio != ratio else f"{ratio:.2f}×"  # NaN != NaN
+    return "—" if ratio is None or ratio != ratio else f"{ratio:.3g}×"  # NaN != NaN; 3 significant digits: "0.00155×"
 
 
 def _stem(subject: Subject) -> str:

@@ -105,10 +105,10 @@ def _overhead_text(overhead: float, noise: float) -> str | None:
     if math.isnan(overhead):
         return None
     if math.isnan(noise):
-        return f"{fmt_signed_pct(overhead)} profiler overhead (one sample each: noise unknown)"
+        return f"{fmt_signed_pct(overhead)} overhead, noise unknown"
     if abs(overhead) <= noise:
-        return f"{fmt_signed_pct(overhead)} profiler overhead, within ±{noise:.0f} % noise"
-    return f"{fmt_signed_pct(overhead)} profiler overhead (±{noise:.0f} % noise)"
+        return f"{fmt_signed_pct(overhead)} overhead, within ±{noise:.0f} % noise"
+    return f"{fmt_signed_pct(overhead)} overhead, ±{noise:.0f} % noise"
 
 
 def _noise_help(noise: float) -> str:
@@ -205,7 +205,8 @@ TOTAL_LABELS = {
     "launch_delay_median_us": "Launch delay (median)",
     "step_median_us": "Step (median)",
 }
-TOTAL_COLUMNS = ("total", "meaning", "A", "B", "B − A", "B / A")
+# The numbers first, the meaning last: at 800 px a long meaning pushed A and B out of view.
+TOTAL_COLUMNS = ("total", "A", "B", "B − A", "B / A", "meaning")
 
 
 def _number_text(metric: str, value: float) -> str:
@@ -240,7 +241,7 @@ def comparison_totals(totals: pd.DataFrame, meanings: dict[str, str]) -> pd.Data
     rows = []
     for metric, va, vb, ratio in zip(totals["metric"][keep], a[keep], b[keep], totals["ratio"][keep]):
         delta = vb - va if not (math.isnan(va) or math.isnan(vb)) else float("nan")
-        rows.append((TOTAL_LABELS.get(metric, metric), meanings.get(metric, ""), _number_text(metric, va),
-                     _number_text(metric, vb), _signed_text(metric, delta),
-                     "—" if ratio is None or math.isnan(ratio) else f"{ratio:.2f}×"))
+        rows.append((TOTAL_LABELS.get(metric, metric), _number_text(metric, va), _number_text(metric, vb),
+                     _signed_text(metric, delta), "—" if ratio is None or math.isnan(ratio) else f"{ratio:.3g}×",
+                     meanings.get(metric, "")))
     return pd.DataFrame(rows, columns=list(TOTAL_COLUMNS))
