@@ -13,7 +13,7 @@ import streamlit as st
 from lab.access import RateLimiter
 from lab.read import ReaderPool
 from lab.run import HostSettings, ProfileService
-from ui import access, cache, controls, layout, ranks, room, state, teach, upload, views
+from ui import access, cache, controls, layout, own_trace, ranks, room, state, teach, upload, views
 from ui.run import await_worker, open_recording, run_lesson, run_submitted, settle_interrupted
 from ui.widgets import labels_from
 
@@ -124,6 +124,8 @@ st.selectbox("Showing", [s.key for s in subjects], key="subject",
 if subject is not None and subject.sample is not None:
     views.sample_note(subject.sample, device)
 loaded = load(subject) if subject else None
+if loaded is not None:
+    own_trace.own_trace_lesson(subject, loaded)  # its questions, before the views that answer them
 
 if subject is not None and loaded is not None:
     # Only the open tab's code runs (on_change="rerun" + .open): each view parses nothing twice.

@@ -61,6 +61,16 @@ def fmt_pct(pct: float | None, digits: int = 1) -> str:
     return f"{pct:.{digits}f} %"
 
 
+def fmt_signed_pct(pct: float, digits: int = 0) -> str:
+    """"+12 %", "−3 %", and "0 %" where it rounds to zero (never "−0 %"); "—" for a missing value."""
+    if pct is None or math.isnan(pct):
+        return "—"
+    text = f"{abs(pct):.{digits}f}"
+    if not any(ch in "123456789" for ch in text):
+        return f"{text} %"
+    return ("+" if pct > 0 else "−") + f"{text} %"
+
+
 def fmt_tflops(tflops: float | None, unit: str = "TFLOP/s") -> str:
     """A rate in tera-units per second: "TFLOP/s", or "TOPS" for integer math (int8 GEMMs)."""
     if tflops is None or (isinstance(tflops, float) and math.isnan(tflops)):

@@ -23,6 +23,7 @@ from lab.access import RateLimiter
 from lab.run import DeviceInfo, HostSettings, ProfileService
 from lab.teach import (
     ALONE_SWEEP,
+    OWN_QUESTION_TEXTS,
     QUESTIONS,
     Membership,
     RoomKeys,
@@ -213,15 +214,20 @@ def my_roofline(subjects, load, device: DeviceInfo | None) -> None:
 
 
 def _answers(view) -> None:
-    by_key = {q.key: q for q in QUESTIONS}
-    keys = [q.key for q in QUESTIONS if q.key in view.answers or q.key in view.measured]
+    asked = {q.key: (q.text, q.choices) for q in QUESTIONS}
+    # Own-trace questions (lab.teach.own_trace) count like a lesson's; their choices come from
+    # each attendee's trace, so the chart lists the ones given.
+    for key, text in OWN_QUESTION_TEXTS.items():
+        given = {**view.answers.get(key, {}), **view.measured.get(key, {})}
+        asked[key] = (text, tuple(sorted(given)))
+    keys = [k for k in asked if k in view.answers or k in view.measured]
     if not keys:
         st.caption("No answers yet: attendees lock in their predictions under the lesson in the sidebar.")
     for key in keys:
-        q, predicted, measured = by_key[key], view.answers.get(key, {}), view.measured.get(key, {})
+        (text, choices), predicted, measured = asked[key], view.answers.get(key, {}), view.measured.get(key, {})
         n = sum(predicted.values())
         truth = ", ".join(f"{md_escape(c)} ({k})" for c, k in measured.items()) or "not revealed yet"
-        st.altair_chart(lv.answers_chart(lv.answers_frame(q.choices, predicted, measured), q.text),
+        st.altair_chart(lv.answers_chart(lv.answers_frame(choices, predicted, measured), text),
                         width="stretch", key=f"answers_{key}")
         st.caption(f"{n} answer{'s' if n != 1 else ''} · measured: {truth}")
 

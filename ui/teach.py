@@ -58,7 +58,7 @@ def score_text() -> str:
     return f"Your predictions: {sum(scored)} of {len(scored)} right" if scored else ""
 
 
-def _where_text(answer: Answer, names: list[str]) -> str:
+def where_text(answer: Answer, names: list[str]) -> str:
     where = answer.where
     run = names[where.run] if where.run < len(names) else ""
     if where.row:
@@ -76,7 +76,7 @@ def _open_timeline(subject_key: str, digest: str, step: int | None) -> None:
     st.session_state["view"] = "Timeline"
 
 
-def _open_table(subject_key: str) -> None:
+def open_table(subject_key: str) -> None:
     st.session_state["subject"] = subject_key
     st.session_state["view"] = "Table"
 
@@ -103,7 +103,7 @@ def _one(q: Question, answer: Answer, runs: list[Run], subjects: list, check_key
     said = "no prediction" if predicted is None else f"you predicted *{md_escape(predicted)}*"
     st.markdown(f"Answer: **{md_escape(answer.choice)}** ({said}) — {md_escape(answer.measured_text)}")
     names = [r.name for r in runs]
-    st.caption("Where to look: " + _where_text(answer, names))
+    st.caption("Where to look: " + where_text(answer, names))
     where, subject = answer.where, subjects[answer.where.run]
     if where.window_us:
         # A toggle, not an expander: the chart is built (and sent) only when asked for.
@@ -113,7 +113,7 @@ def _one(q: Question, answer: Answer, runs: list[Run], subjects: list, check_key
         st.button("Open this window in the Timeline", key=f"reveal_tl_{q.key}", on_click=_open_timeline,
                   args=(subject.key, subject.digest, where.step))
     else:
-        st.button("Open the Table", key=f"reveal_table_{q.key}", on_click=_open_table, args=(subject.key,))
+        st.button("Open the Table", key=f"reveal_table_{q.key}", on_click=open_table, args=(subject.key,))
 
 
 def reveal(subjects, load, jobs) -> None:
@@ -140,5 +140,13 @@ def reveal(subjects, load, jobs) -> None:
         for q, reason in skipped_for(opened.key, kind):
             st.caption(f":material/info: Not answered by these runs: {md_escape(q.text)} — {md_escape(reason)}; "
                        "open the H200 recording to see it.")
+        answered = {q.key for q in questions_for(opened.key, kind)} | {q.key for q, _ in skipped_for(opened.key, kind)}
+        predicted = st.session_state.get(PREDICTIONS, {})
+        # A prediction locked in for the other device kind's runs: never left unsaid.
+        for q in (*questions_for(opened.key, "cpu"), *questions_for(opened.key, "cuda")):
+            if q.key in predicted and q.key not in answered:
+                st.caption(f":material/info: Your prediction for “{md_escape(q.text)}” is not answered by these "
+                           f"{'GPU' if kind == 'cuda' else 'CPU'} runs: it needs a "
+                           f"{'CPU' if kind == 'cuda' else 'GPU'} run; run the lesson on such a host.")
         if text := score_text():
             st.caption(text)

@@ -37,6 +37,7 @@ _REJECTED = "rejected_uploads"  # session_state: digest (or "file:<id>") → mes
 # Failures a second try may not repeat: remembered for that upload of the file, not its bytes.
 _RETRYABLE = frozenset({ReadFailureKind.CRASH, ReadFailureKind.TIMEOUT, ReadFailureKind.CANCELLED,
                         ReadFailureKind.SHUTDOWN})
+_HELD = "_uploader_files"  # session_state: how many files the uploader holds this page run
 _PENDING = "pending_uploads"  # session_state: digest → _Pending (a read in flight)
 MAX_REMEMBERED_REFUSALS = 16
 _GROUP_PENDING = "pending_rank_groups"  # session_state: group key → _Group (reads in flight)
@@ -92,6 +93,13 @@ def upload_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimi
             return None
         # An opened upload whose bytes were let go comes back as a stand-in without bytes.
         files = [u for u in uploads if getattr(u, "getvalue", None) is not None]
+        st.session_state[_HELD] = len(uploads)
+        # A file refused before stays refused, said once, and is set aside: the files added
+        # beside it open on their own (it used to make them a group that could never open).
+        refused = [(f, why) for f in files if (why := _known_refusal(f, settings)) is not None]
+        for _, why in refused:
+            messages.error(why)
+        files = [f for f in files if all(f is not bad for bad, _ in refused)]
         if not files:
             return None
         if len(files) > 1 or files[0].name.lower().endswith(".zip"):
@@ -107,6 +115,25 @@ def upload_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimi
         return None if outcome is None else Waiting(outcome, line)
 
 
+def _known_refusal(upload, settings: HostSettings) -> str | None:
+    """Why a file in the uploader was refused already (remembered by its digest or this upload
+    of it, or too large), or None: a file that is still to be read, or was read fine."""
+    rejected: dict[str, str] = st.session_state.get(_REJECTED, {})
+    if (why := rejected.get(f"file:{upload.file_id}")) is not None:
+        return why
+    if upload.name.lower().endswith(".zip"):
+        return None  # its members' refusals are the group's (accept_group)
+    data = upload.getvalue()
+    if len(data) > settings.max_upload_mb * 2**20:
+        return _size_refusal(upload.name, len(data), settings)
+    return rejected.get(state.digest_of(data))
+
+
+def _size_refusal(name: str, size_bytes: int, settings: HostSettings) -> str:
+    return (f"{name} is {size_bytes / 2**20:.1f} MB; this host accepts traces up to {settings.max_upload_mb} MB. "
+            "Profile fewer steps (a smaller schedule 'active'), or upload the .json.gz instead of the .json.")
+
+
 def accept_upload(name: str, data: bytes, settings: HostSettings, readers: ReaderPool, *,
                   limiter: RateLimiter, file_id: str | None = None) -> str | _Pending | None:
     """Queue a read of ``data`` unless it is refused at once (the reason, for the user), already
@@ -115,8 +142,7 @@ def accept_upload(name: str, data: bytes, settings: HostSettings, readers: Reade
     a page run after the wait reads it."""
     limit_bytes = settings.max_upload_mb * 2**20
     if len(data) > limit_bytes:
-        return (f"{name} is {len(data) / 2**20:.1f} MB; this host accepts traces up to {settings.max_upload_mb} MB. "
-                "Profile fewer steps (a smaller schedule 'active'), or upload the .json.gz instead of the .json.")
+        return _size_refusal(name, len(data), settings)
     digest = state.digest_of(data)
     rejected: dict[str, str] = st.session_state.setdefault(_REJECTED, {})
     for key in (digest, f"file:{file_id}"):
@@ -215,7 +241,10 @@ def _release(pending: _Pending) -> None:
     Afterwards the uploader hands back a stand-in (a deleted file), which opens nothing."""
     if pending.file_id is not None:
         forget_uploaded_file(pending.file_id)
-    st.session_state.pop(UPLOADER_KEY, None)
+    if st.session_state.get(_HELD, 1) <= 1:
+        # Alone in the uploader: its value goes too. Beside other files (a refused one) the value
+        # stays, or the next page run would see an empty uploader and drop their messages.
+        st.session_state.pop(UPLOADER_KEY, None)
 
 
 def forget_uploaded_file(file_id: str) -> bool:
@@ -345,8 +374,13 @@ def _settle_group(group: _Group, readers: ReaderPool) -> str | None:
         try:
             parsed.append(m.ticket.result(timeout=0))
         except ReadFailed as exc:
-            key = f"file:{m.file_id}" if exc.kind in _RETRYABLE else group.key
-            return _remember_refusal(key, f"{m.name} cannot be opened: {access.read_failure(exc)}")
+            # Remembered for the file itself too, so the next page run sets it aside and the
+            # other files open without it (upload_box); a .zip's member only for the group.
+            message = f"{m.name} cannot be opened: {access.read_failure(exc)}"
+            keys = [f"file:{m.file_id}"] if exc.kind in _RETRYABLE else [m.digest, group.key]
+            for key in keys:
+                _remember_refusal(key, message)
+            st.rerun()
     names = [m.name for m in group.members]
     given = JobInput(traces=tuple(p.trace for p in parsed), analyses=tuple(p.analysis for p in parsed))
     try:  # in a reader, as the traces were read: the script thread only waits

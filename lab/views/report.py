@@ -98,7 +98,7 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
                     "launch_delay_median_us": analysis.verdict.launch_delay_median_us,
                     "cause": dict(analysis.verdict.cause)},
         "insights": [{"severity": i.severity, "title": i.title, "evidence": i.evidence,
-                      "suggestion": i.suggestion, "learn_more": i.learn_more} for i in insights],
+                      "suggestion": i.suggestion, "learn_more": i.learn_more, "caveat": i.caveat} for i in insights],
         "memory": _memory(analysis),
     }
     return _plain(report)
@@ -178,6 +178,8 @@ def format_report(report: dict) -> str:
     for item in report["insights"]:
         lines += [f"  [{item['severity']}] {item['title']}", f"      {item['evidence']}",
                   f"      → {item['suggestion']}", f"      more: {item['learn_more']}"]
+        if item.get("caveat"):
+            lines.append(f"      what would change it: {item['caveat']}")
     if not report["insights"]:
         lines.append("  none: nothing stands out")
     return "\n".join(lines)

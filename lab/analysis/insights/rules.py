@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 
 import numpy as np
+import pandas as pd
 
 from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.columns import mask_in, mask_where, texts
@@ -74,6 +75,15 @@ COMPILE_TUTORIAL = "https://pytorch.org/tutorials/intermediate/torch_compile_tut
 CUDA_BEST_PRACTICES = "https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/"
 
 
+# An op this short (median self time per call) is mostly fixed costs, the profiler's own record of
+# it among them: torch.profiler's cost per recorded op is fixed, so it weighs most on short ops
+# (the Summary's profiled vs unprofiled per-iteration times show its size on a run): a caveat.
+PROFILED_OP_SHORT_US = 10.0
+# Fewer long GEMM instances than this: one kernel's rate is too few to call a law.
+GEMM_FEW_INSTANCES = 3
+GEMM_COLD_BELOW_MEDIAN = 0.9  # a first instance this far under the median one reads as cold
+
+
 # --- rules -----------------------------------------------------------------------------------
 
 
@@ -97,7 +107,23 @@ def overhead_bound(trace: Trace, analysis: Analysis) -> Insight | None:
         suggestion=("Give the GPU more work per launch: larger batches or shapes, fewer and bigger ops "
                     "(torch.compile fuses them), or CUDA graphs to replay many launches with one call."),
         learn_more=BRRR,
+        caveat=_short_ops_caveat(analysis),
     )
+
+
+def _short_ops_caveat(analysis: Analysis) -> str:
+    """The profiler's own cost per recorded op, said where the ops are short enough for it to count."""
+    ops = analysis.operators
+    ops = ops[(ops["cat"] == "cpu_op") & (ops["count"] > 0)]
+    if ops.empty:
+        return ""
+    per_call = float((ops["self_us"] / ops["count"]).median())
+    if per_call >= PROFILED_OP_SHORT_US:
+        return ""
+    return (f"Host times are measured with the profiler on, and it adds its own cost to every op it records: "
+            f"with a median op of {fmt_us_fixed(per_call)} self time that cost is a large part of each, so an "
+            "unprofiled run's host time (and this ratio) is lower. Compare the per-iteration times with and "
+            "without the profiler (Summary) before you act on the ratio.")
 
 
 def cold_first_step(trace: Trace, analysis: Analysis) -> Insight | None:
@@ -132,6 +158,9 @@ def cold_first_step(trace: Trace, analysis: Analysis) -> Insight | None:
                     "cuBLAS workspace, CUPTI buffers) land outside the active steps; judge steady-state "
                     "steps only."),
         learn_more=PROFILER_SCHEDULE,
+        caveat=("One cold step, measured once: its ratio changes from run to run with what ran before in the "
+                "process (a second run in the same process is already warm) and with the profiler's own "
+                "start-up work landing in it. Read it as 'the first step pays start-up', not as a fixed ×."),
     )
 
 
@@ -189,6 +218,9 @@ def many_tiny_kernels(trace: Trace, analysis: Analysis) -> Insight | None:
         suggestion=("Fuse small ops (torch.compile), batch work into fewer larger kernels, or capture the "
                     "step in a CUDA graph (torch.compile(mode='reduce-overhead')) to cut launch cost."),
         learn_more=TUNING_GUIDE,
+        caveat=("Kernel durations come from the GPU's clock and hold without the profiler; the host's launch "
+                "calls do not: CUPTI adds to each one, so the idle share between kernels reads larger under "
+                "the profiler than in an unprofiled run."),
     )
 
 
@@ -388,7 +420,23 @@ def gemm_below_peak(trace: Trace, analysis: Analysis) -> Insight | None:
         suggestion=("Check the shape and layout: dimensions that are multiples of 64–128, contiguous inputs, a "
                     "tensor-core dtype (bf16/fp16/tf32/fp8); a memory-bound shape (small K or N) cannot reach peak."),
         learn_more=CUDA_BEST_PRACTICES,
+        caveat=_gemm_warmup_caveat(big, worst),
     )
+
+
+def _gemm_warmup_caveat(big: pd.DataFrame, worst: pd.Series) -> str:
+    """The worst instance may be a cold one (clocks ramping, first-call heuristics): said with the
+    median instance's rate, where the worst is the first of its shape or there are few instances."""
+    same = big[(big["m"] == worst["m"]) & (big["k"] == worst["k"]) & (big["n"] == worst["n"])]
+    median = float(big["tflops"].median())
+    first = (len(same) > 1 and float(worst["ts_us"]) <= float(same["ts_us"].min())
+             and float(worst["tflops"]) < GEMM_COLD_BELOW_MEDIAN * median)
+    if not first and len(big) >= GEMM_FEW_INSTANCES:
+        return ""
+    why = ("the worst is the first instance of its shape, which can run before the clocks and cuBLAS's "
+           "choices have warmed up" if first else f"only {len(big)} long GEMM instance(s) were recorded")
+    return (f"One instance's rate: {why}; the median instance runs at {median:.1f} TFLOP/s. Judge a "
+            "warmed-up step, and several of them.")
 
 
 RULES = (

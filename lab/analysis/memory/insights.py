@@ -68,6 +68,16 @@ ALLOC_CONF_DOCS = "https://pytorch.org/docs/stable/notes/cuda.html#optimizing-me
 COMPILE_TUTORIAL = "https://pytorch.org/tutorials/intermediate/torch_compile_tutorial.html"
 
 
+def _who_allocated(device: str, what: str) -> str:
+    """Where to see which tensors ``what``: a CUDA allocator snapshot names them on a GPU; on the
+    CPU there is none (torch.cuda.memory records CUDA allocations only), so the profiler's own
+    per-op memory columns and memory timeline are the tool there."""
+    if device != "cpu":
+        return f"a snapshot from torch.cuda.memory._record_memory_history() names the tensors {what}."
+    return (f"on the CPU no allocator snapshot exists: the Table's memory columns (profile_memory with "
+            f"record_shapes and with_stack) and prof.export_memory_timeline() show which ops' tensors {what}.")
+
+
 def _memory(analysis: Analysis) -> MemoryAnalysis | None:
     return getattr(analysis, "memory", None)
 
@@ -97,8 +107,8 @@ def memory_growth(trace: Trace, analysis: Analysis) -> Insight | None:
                       f"per step); the peak rose from {fmt_mem_bytes(int(rows['peak_allocated_bytes'].iloc[0]))} "
                       f"to {fmt_mem_bytes(int(rows['peak_allocated_bytes'].iloc[-1]))}."),
             suggestion=("Look for tensors kept across steps: a loss or metric stored as a tensor (append loss.item(), "
-                        "not loss), outputs kept in a list, a cache that never evicts, retain_graph=True. "
-                        "torch.cuda.memory._record_memory_history() and its snapshot show which allocations stay."),
+                        "not loss), outputs kept in a list, a cache that never evicts, retain_graph=True; "
+                        + _who_allocated(dev.device, "stay")),
             learn_more=CUDA_MEMORY_DOCS,
         )
     return None
@@ -191,7 +201,7 @@ def peak_owner(trace: Trace, analysis: Analysis) -> Insight | None:
                   f"{fmt_us_fixed(peak.ts_us)}{_where(dev)}{baseline}."),
         suggestion=("To lower the peak, shrink what is alive at that moment: activations kept for backward "
                     "(torch.utils.checkpoint), the batch size, fp32 tensors that could be bf16; the Memory view shows "
-                    "the curve, and a snapshot from torch.cuda.memory._record_memory_history() names the tensors."),
+                    "the curve, and " + _who_allocated(dev.device, "alive then")),
         learn_more=CUDA_MEMORY_DOCS,
     )
 
@@ -218,9 +228,9 @@ def out_of_memory(trace: Trace, analysis: Analysis) -> Insight | None:
         suggestion=(("The request is many times what the process ever held: check the shape and dtype of the "
                      "tensor made there before anything else. " if far else "")
                     + "Then lower what is alive at that moment (batch size, activations kept for backward with "
-                      "torch.utils.checkpoint, fp32 tensors that could be bf16); with reserved far above allocated, "
-                      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; a snapshot from "
-                      "torch.cuda.memory._record_memory_history() names the tensors alive then."),
+                      "torch.utils.checkpoint, fp32 tensors that could be bf16)"
+                    + ("; with reserved far above allocated, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; "
+                       if first.device != "cpu" else "; ") + _who_allocated(first.device, "alive then")),
         learn_more=CUDA_MEMORY_DOCS,
     )
 

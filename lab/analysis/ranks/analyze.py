@@ -26,6 +26,8 @@ from lab.analysis.ranks.job import RankInfo, RanksError, check_job, job_offsets_
 from lab.trace import Trace
 from lab.vocab import ANNOTATION_CATS
 
+PROFILER_OVERHEAD_CAT = "overhead"  # Kineto's category for the profiler's own work
+
 __all__ = [
     "RANK_COLUMNS", "TOP_OP_DELTAS", "RankRow", "RanksAnalysis", "RanksError", "Straggler", "analyze_ranks",
     "rank_frame",
@@ -120,7 +122,9 @@ def _per_step(row: RankRow, value: float) -> float:
 
 def _op_totals(analysis) -> pd.Series:
     ops = analysis.operators
-    ops = ops[~ops["cat"].astype(str).isin(ANNOTATION_CATS)]  # labels around ops, not work of their own
+    # Labels around ops are not work of their own; the profiler's own events (cat "overhead",
+    # e.g. "Activity Buffer Request") are not the job's: a rank that flushed its buffers is not slower.
+    ops = ops[~ops["cat"].astype(str).isin((*ANNOTATION_CATS, PROFILER_OVERHEAD_CAT))]
     return (ops["self_us"].fillna(0) + ops["self_device_us"].fillna(0)).groupby(ops["name"].astype(str)).sum()
 
 
