@@ -124,7 +124,7 @@ st.selectbox("Showing", [s.key for s in subjects], key="subject",
 if subject is not None and subject.sample is not None:
     views.sample_note(subject.sample, device)
 loaded = load(subject) if subject else None
-if loaded is not None:
+if subject is not None and loaded is not None:
     own_trace.own_trace_lesson(subject, loaded)  # its questions, before the views that answer them
 
 if subject is not None and loaded is not None:

@@ -46,8 +46,8 @@ def _form(subject: Subject, questions, predicted: dict[str, str]) -> None:
             st.radio(q.text, q.choices, index=None, key=f"own_{subject.digest}_{q.key}")
         locked = st.form_submit_button("Lock in and reveal")
     if locked:
-        chosen = {q.key: st.session_state.get(f"own_{subject.digest}_{q.key}") for q in questions}
-        chosen = {k: v for k, v in chosen.items() if v is not None}
+        picked = {q.key: st.session_state.get(f"own_{subject.digest}_{q.key}") for q in questions}
+        chosen: dict[str, str] = {k: str(v) for k, v in picked.items() if v is not None}
         predicted.update(chosen)
         room.send_predictions(chosen)
         st.rerun()
