@@ -33,13 +33,13 @@ import statistics
 import pytest
 
 from lab.analysis import analyze, lesson_figures
+from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.analysis.signals import Run
 from lab.core.lessons import LESSONS
 from lab.core.lessons_workshop import WORKSHOP_LESSONS
 from lab.samples import lesson_samples
 from lab.teach.questions import questions_for
 from lab.trace.load import load_trace
-from lab.vocab import is_gemm_kernel
 from tests import workshop_brute as b
 
 KEYS = [lesson.key for lesson in WORKSHOP_LESSONS]
