@@ -17,11 +17,13 @@ def test_host_syncs_on_a_trace_without_steps_do_not_speak_of_steps():
     doc = b.item_sync(n_steps=4)
     doc["traceEvents"] = [e for e in doc["traceEvents"]  # no ProfilerStep, no repeated label: no steps
                           if not str(e.get("name", "")).startswith("ProfilerStep#") and e.get("name") != "forward"]
-    insight = dx.host_syncs_rule(b.load(doc))
+    trace = b.load(doc)
+    insight = dx.host_syncs_rule(trace, analyze(trace))
     assert insight is not None
     assert "step" not in insight.title.lower()
     assert "whole trace" in insight.evidence and "(it has no steps)" not in insight.evidence
-    stepped = dx.host_syncs_rule(b.load(b.item_sync(n_steps=4)))
+    stepped_trace = b.load(b.item_sync(n_steps=4))
+    stepped = dx.host_syncs_rule(stepped_trace, analyze(stepped_trace))
     assert stepped.title == insight.title  # one title per rule (Compare diffs insights by title)
 
 
