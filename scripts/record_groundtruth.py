@@ -1314,7 +1314,7 @@ def variants() -> list[Variant]:
           "top-2 routing over 8 expert MLPs (router softmax, topk, nonzero per expert: "
           "data-dependent sizes and a host sync each, index_select / index_add_), bf16 "
           "no_grad; schedule wait=1 warmup=1 active=2, record_shapes",
-          ["data_dependent", "host_sync_item"], build_moe, steps=4, schedule=SCHED_2,
+          ["data_dependent", "host_sync_device"], build_moe, steps=4, schedule=SCHED_2,
           record_shapes=True),
         V("generate_loop", "generate_loop",
           "a tiny 2-layer bf16 decoder's eager greedy decode loop, 16 tokens per call with an "
