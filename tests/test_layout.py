@@ -184,7 +184,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "analysis": _LEAVES | {"core", "trace"},
     "pool": _LEAVES | {"core"},  # one process pool for workers and readers (branch "pool")
     "run": _LEAVES | {"core", "pool"},
-    "read": _LEAVES | {"core", "pool", "trace", "analysis", "samples"},
+    "read": _LEAVES | {"core", "pool", "trace", "analysis", "samples", "teach"},
     "views": _LEAVES | {"core", "trace", "analysis"},
     "teach": _LEAVES | {"core", "trace", "analysis"},
     "access": _LEAVES | {"core", "run", "read"},
@@ -194,7 +194,7 @@ LAYERS: dict[str, frozenset[str]] = {
 # Imports across layers that stand until the pool layer lands (branch "pool", issue 24): the
 # readers start their processes with the workers' spawn and pipe code. Named module by module,
 # so that no other import of lab.run from lab.read gets in meanwhile.
-PENDING_POOL = {("read", "lab.run.spawn"), ("read", "lab.run.child")}
+PENDING_POOL: set[tuple[str, str]] = set()  # the pool layer landed: lab/read starts its readers through lab/pool
 
 
 def _part(module: str) -> str:

@@ -1,5 +1,5 @@
 """The figures the workshop lessons quote, one definition each (issue 23), shared by the lesson
-checks (``signals_workshop``), the questions (``lab.teach.questions_workshop``) and the tests.
+checks (``workshop_detectors``), the questions (``lab.teach.questions_workshop``) and the tests.
 
 Every figure reads one ``Run`` (a Trace and its Analysis; ``timing`` for the profiler's cost)
 and counts only the recorded steps: an event belongs to a step when it (or, for GPU work, the

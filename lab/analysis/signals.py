@@ -14,8 +14,8 @@ import numpy as np
 from lab.analysis.bundle import Analysis
 from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
 from lab.analysis.signal_types import Run, Signal
-from lab.analysis.signals_workshop import WORKSHOP_DETECTORS
 from lab.analysis.steps import per_iteration_us
+from lab.analysis.workshop_detectors import WORKSHOP_DETECTORS
 from lab.trace.load import Trace
 from lab.units import fmt_pct, fmt_us, fmt_us_fixed
 
@@ -302,5 +302,5 @@ DETECTORS = {
     "sdpa_backends": _sdpa_backends,
 }
 
-# The workshop lessons' detectors (issue 23): lab/analysis/signals_workshop.py.
+# The workshop lessons' detectors (issue 23): lab/analysis/workshop_detectors.py.
 DETECTORS.update(WORKSHOP_DETECTORS)
