@@ -47,6 +47,7 @@ HEAD_PORT = 8670  # this project's ports (8670-8679, 18670-18679) on the shared 
 # choice: pinning them to 2 × 5 ports made the second node time out at start here.
 NODE_ARGS: list[list[str]] = [[], []]
 
+
 class PeakRss:
     """This process's resident set, sampled every 20 ms while in the block."""
 

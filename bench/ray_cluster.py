@@ -70,7 +70,7 @@ def _wait_for_nodes(address: str, count: int, nodes: list[subprocess.Popen], log
     import ray
 
     from lab.core.settings import HostSettings
-    from lab.run.ray_backend import connect
+    from lab.pool.ray_cluster import connect
 
     deadline = time.monotonic() + NODE_START_S
     while True:
@@ -97,7 +97,7 @@ def local_cluster(*, nodes: int = 2, cpus_per_node: int = 2, port: int | None = 
     ``port`` (the head's) and ``node_args`` (extra ``ray start`` flags per node, e.g. its
     ports) pin what a shared machine's port plan asks for; by default any free ports."""
     os.environ["RAY_AUTH_MODE"] = NODE_AUTH_MODE  # this process joins as the nodes expect
-    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")  # before ray's import: see lab.run.ray_backend._ray
+    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")  # before ray's import: see lab.pool.ray_cluster.import_ray
     temp = Path(tempfile.mkdtemp(prefix="labray-", dir="/tmp"))  # short: Ray's socket paths
     port = port or _free_port()
     extra = node_args or [[] for _ in range(nodes)]

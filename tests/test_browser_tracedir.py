@@ -32,7 +32,7 @@ SCREENS = ROOT / "artifacts" / "screens"
 APPEAR_S = 10  # the issue's bound
 UI_S = 180
 
-PORT = 8672  # this project's range on the shared machine (8670-8679)
+PORT = 8620  # this engineer's range on the shared machine (8620-8629)
 # The run chooser's value (the run's line) lives in its input, not in the page's text.
 RUN_SAYS = """(text) => [...document.querySelectorAll('input[aria-label="Run"]')].some(i => i.value.includes(text))"""
 

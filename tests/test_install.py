@@ -28,7 +28,7 @@ CORPUS = REPO / "tests" / "data" / "groundtruth" / "cpu"
 # What the build needs: the packages, the page's script, the metadata (nothing else is copied,
 # so a file the package forgets to declare fails here).
 BUILD_INPUTS = ("lab", "ui", "app.py", "pyproject.toml", "README.md")
-PORTS = range(8670, 8680)  # this project's ports on the shared machine
+PORTS = range(8621, 8630)  # this engineer's ports on the shared machine (8620 is the browser test's)
 SERVE_START_S = 180
 
 
@@ -43,10 +43,10 @@ def test_serve_command_sets_the_trace_dirs(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
-    argv, env = serve_command([str(a), str(b)], port=8675, environ={})
+    argv, env = serve_command([str(a), str(b)], port=8621, environ={})
     assert env[TRACE_DIR_ENV] == f"{a}{os.pathsep}{b}"
     assert argv[1:4] == ["-m", "streamlit", "run"] and Path(argv[4]) == REPO / "app.py"
-    assert "--server.port=8675" in argv and "--server.headless=true" in argv
+    assert "--server.port=8621" in argv and "--server.headless=true" in argv
     with pytest.raises(ServeError, match="is not a directory"):
         serve_command([str(tmp_path / "missing")], environ={})
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import streamlit as st
 
 from lab import views as lv
-from lab.analysis import rank_insights
 from lab.read import ReaderPool, ReadFailed
 from ui import messages, state
 from ui.state import Subject
@@ -74,14 +73,16 @@ def ranks_view(subject: Subject, readers: ReaderPool) -> None:
                  column_config={c: st.column_config.NumberColumn(format=_TABLE_FORMATS.get(c, "%.3f"))
                                 for c in table.columns if c.endswith(("_ms", "_us", "_pct"))})
     st.caption("Per rank, over its profiled steps (click a column to sort): times are unions of intervals (each "
-               "instant once). Overlap is communication time during which compute ran (HTA's comp/comm overlap); "
-               "idle is the window minus busy time (GPU activity, or compute and communication on a CPU-only rank).")
+               "instant once). Compute and comm are the work the steps launched, wherever it ran (NCCL kernels often "
+               "end after the CPU step); comm in window, overlap and idle are clipped to the steps' window. Overlap "
+               "is communication time during which compute ran (HTA's comp/comm overlap); idle is the window minus "
+               "busy time (GPU activity, or compute and communication on a CPU-only rank).")
     if ranks.per_step is not None and len(ranks.ranks) > 2:
         st.altair_chart(lv.heatmap_chart(ranks), width="content", key=f"ranks_heat_{subject.digest}")
         st.caption("One row a rank, one column a step; each panel has its own scale (darker = more). The straggler's "
                    "row is outlined.")
     _stacked(subject, ranks, readers)
-    for insight in rank_insights(ranks):
+    for insight in subject.ranks_insights:  # computed with the ranks, in a reader
         insight_card(insight)
 
 

@@ -20,8 +20,7 @@ from datetime import timedelta
 import streamlit as st
 
 from lab.access import RateLimiter
-from lab.analysis import RanksError, combine_ranks
-from lab.read import ReaderPool, ReadFailed, submit_rank_summaries
+from lab.read import Job, JobInput, JobKind, ReaderPool, ReadFailed, submit_rank_summaries
 from lab.run import HostSettings
 from lab.tracedir import MetaCache, Run, TraceDirError, file_rows, list_runs, resolve, run_label, span_label
 from ui import access, messages, state
@@ -159,26 +158,29 @@ def await_dir(waiting: Waiting | None, readers: ReaderPool) -> None:
         busy = [describe_read(t.poll(), n) for t, n in zip(job.tickets, job.names, strict=True) if not t.done()]
         waiting.line.text("\n".join([f"{done} of {len(job.tickets)} ranks read", *busy[:4]]))
         time.sleep(POLL_S)
-    refusal = _settle_job(job)
+    refusal = _settle_job(job, readers)
     if refusal is None:
         st.rerun()
     with waiting.line.container():
         messages.error(refusal)
 
 
-def _settle_job(job: _DirJob) -> str | None:
+def _settle_job(job: _DirJob, readers: ReaderPool) -> str | None:
     summaries = []
     for name, ticket in zip(job.names, job.tickets, strict=True):
         try:
             summaries.append(ticket.result(timeout=0))
         except ReadFailed as exc:
             return f"{name} cannot be opened: {access.read_failure(exc)}"
-    try:
-        ranks = combine_ranks(summaries)
-    except RanksError as exc:
-        return f"These {len(job.names)} files cannot be opened as one job's ranks: {exc}"
+    try:  # the job from its summaries, in a reader: the script thread only waits
+        result = readers.run_job(Job(kind=JobKind.RANK_SUMMARIES, names=job.names),
+                                 JobInput(summaries=tuple(summaries)), label=f"{len(job.names)} ranks")
+    except ReadFailed as exc:
+        why = str(exc) if exc.error_type == "RanksError" else access.read_failure(exc)
+        return f"These {len(job.names)} files cannot be opened as one job's ranks: {why}"
+    ranks = result.analysis
     index = {n: i for i, n in enumerate(job.names)}
     order = [index[i.name] for i in ranks.infos]
-    state.add_ranks([(job.names[i], job.digests[i]) for i in order], ranks,
+    state.add_ranks([(job.names[i], job.digests[i]) for i in order], ranks, result.insights,
                     paths=tuple(job.paths[i] for i in order), title=job.title)
     return None

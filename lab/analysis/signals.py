@@ -8,15 +8,16 @@ GPU traces (kernels) and on CPU traces (operators), since a CPU-only host runs t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
 from lab.analysis.bundle import Analysis
+from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
+from lab.analysis.signal_types import Run, Signal
 from lab.analysis.steps import per_iteration_us
+from lab.analysis.workshop_detectors import WORKSHOP_DETECTORS
 from lab.trace.load import Trace
-from lab.units import fmt_us, fmt_us_fixed
-from lab.vocab import GEMM_LEAF_OPS, is_gemm_kernel
+from lab.units import fmt_pct, fmt_us, fmt_us_fixed
 
 # CPU traces: the GEMM op must take at least this share of a large run's step to count as
 # compute-bound, and under the lower share of a tiny run's step for overhead-bound: at 64³ the
@@ -25,23 +26,6 @@ COMPUTE_SHARE_LARGE_PCT = 70.0
 COMPUTE_SHARE_TINY_PCT = 50.0
 ADD_KERNEL = re.compile(r"CUDAFunctor_add|add_kernel|AddFunctor", re.IGNORECASE)
 FUSED_KERNEL = re.compile(r"^triton_|fused", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Signal:
-    title: str
-    present: bool
-    evidence: str
-    # False where the lesson's effect is not expected on this kind of trace (said in evidence):
-    # the page shows it as information, not as a missing signal.
-    expected: bool = True
-
-
-@dataclass(frozen=True)
-class Run:
-    name: str
-    trace: Trace
-    analysis: Analysis
 
 
 def lesson_signals(lesson_key: str, runs: list[Run]) -> list[Signal]:
@@ -67,12 +51,42 @@ def _step_count(analysis: Analysis) -> int:
     return max(len(analysis.steps), 1)
 
 
-def work_per_step(run: Run) -> tuple[float, str]:
-    """GPU kernels per step on a GPU trace, else CPU operators per step."""
-    kernels = _kernels(run.trace)
+def _rows(run: Run, cat: str, lane_kind: str | None = None) -> np.ndarray:
+    ev = run.trace.events
+    mask = ev["cat"].astype(str).to_numpy() == cat
+    if lane_kind:
+        mask &= ev["lane_kind"].astype(str).to_numpy() == lane_kind
+    return np.flatnonzero(mask)
+
+
+def _in_steps(run: Run, ts: np.ndarray) -> np.ndarray:
+    """Which of the times ``ts`` (µs since trace start) fall inside a step's CPU window."""
+    steps = run.analysis.steps
+    inside = np.zeros(len(ts), dtype=bool)
+    for start, end in zip(steps["start_us"].to_numpy(dtype=float), steps["end_us"].to_numpy(dtype=float)):
+        inside |= (ts >= start) & (ts <= end)
+    return inside
+
+
+def step_work_rows(run: Run) -> tuple[np.ndarray, str]:
+    """GPU trace: the kernels launched from inside a step (a step's kernels may run after it
+    ends: the GPU lags the host); CPU trace: the CPU operators that start inside a step.
+    The one count of "work per step": the lesson check and the reveal (lab.teach) both say it."""
+    ts = run.trace.events["ts_us"].to_numpy(dtype=float)
+    kernels = _rows(run, "kernel")
     if len(kernels):
-        return len(kernels) / _step_count(run.analysis), "kernels"
-    return len(_cpu_ops(run.trace)) / _step_count(run.analysis), "operators"
+        launch = run.analysis.links.launch[kernels]
+        known = launch >= 0
+        kernels = kernels[known][_in_steps(run, ts[launch[known]])]
+        return kernels, "kernels"
+    ops = _rows(run, "cpu_op", "cpu")
+    return ops[_in_steps(run, ts[ops])], "operators"
+
+
+def work_per_step(run: Run) -> tuple[float, str]:
+    """Kernels launched per step on a GPU trace, else CPU operators per step (and which)."""
+    rows, unit = step_work_rows(run)
+    return len(rows) / _step_count(run.analysis), unit
 
 
 def compute_share_pct(run: Run) -> float:
@@ -126,11 +140,12 @@ def _tiny_vs_large(runs: list[Run]) -> list[Signal]:
         if run.trace.has_gpu:  # the GPU verdict: does the GPU wait for the host?
             verdict = run.analysis.verdict
             present = (verdict.kind == "cpu-bound") == want_overhead
-            evidence = f"GPU busy {verdict.gpu_busy_pct:.0f} % of its active window ({verdict.kind})"
+            busy = fmt_pct(run.analysis.utilization.active_busy_pct)
+            evidence = f"GPU busy {busy} of its active window ({verdict.kind})"
         else:  # CPU only: how much of the step is the multiply itself?
             share = compute_share_pct(run)
             present = share < COMPUTE_SHARE_TINY_PCT if want_overhead else share >= COMPUTE_SHARE_LARGE_PCT
-            evidence = f"the GEMM itself is {share:.0f} % of the step's CPU time"
+            evidence = f"the GEMM itself is {fmt_pct(share)} of the step's CPU time"
         out.append(Signal(f"{run.name} is {kind}", bool(present), evidence))
     return out
 
@@ -223,7 +238,7 @@ def _linear(runs: list[Run]) -> list[Signal]:
 def _fewer_per_step(first: Run, second: Run, what: str) -> Signal:
     a, unit = work_per_step(first)
     b, _ = work_per_step(second)
-    return Signal(f"{second.name} runs fewer {unit} per step", b < a, f"{a:.0f} vs {b:.0f} {unit} per step ({what})")
+    return Signal(f"{second.name} runs fewer {unit} per step", b < a, f"{a:.1f} vs {b:.1f} {unit} per step ({what})")
 
 
 # Why a compiled step can be slower on a CPU (issue 13: the GeGLU lesson on a CPU host, profiled
@@ -286,3 +301,6 @@ DETECTORS = {
     "attention": _attention,
     "sdpa_backends": _sdpa_backends,
 }
+
+# The workshop lessons' detectors (issue 23): lab/analysis/workshop_detectors.py.
+DETECTORS.update(WORKSHOP_DETECTORS)

@@ -40,7 +40,7 @@ def _summarize_path(path: str, settings: HostSettings):
 
 
 def _ray_summaries(paths: Sequence[str], settings: HostSettings) -> list:
-    from lab.run.ray_backend import connect
+    from lab.pool.ray_cluster import connect
 
     ray = connect(settings)
     task = ray.remote(num_cpus=1, memory=RAY_TASK_MEMORY_MB * 2**20, max_retries=0)(_summarize_path)

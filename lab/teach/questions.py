@@ -12,68 +12,30 @@ CPU run can answer the same idea, a CPU phrasing of it is asked instead.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from lab.analysis.signals import Run
+from lab.analysis.gemm.kinds import is_gemm_kernel
+from lab.analysis.signals import Run, compute_share_pct, step_work_rows, work_per_step
 from lab.core.lessons import LESSONS
-from lab.vocab import is_gemm_kernel
+from lab.teach.question_types import (
+    ANY_DEVICE,
+    CPU,
+    GPU,
+    Answer,
+    Band,
+    Question,
+    Where,
+    _where_window,
+    band_of,
+)
+from lab.teach.questions_workshop import WORKSHOP_QUESTIONS
+from lab.units import fmt_pct
 
 __all__ = [
     "ANY_DEVICE", "CPU", "GPU", "QUESTIONS", "Answer", "Band", "Question", "Where", "band_of", "questions_for",
     "skipped_for",
 ]  # fmt: skip
-
-GPU, CPU = "cuda", "cpu"
-ANY_DEVICE = (GPU, CPU)
-# The most event ids a reveal highlights: a 10-step trace has ~20 kernels; more is noise.
-MAX_HIGHLIGHT = 40
-
-
-@dataclass(frozen=True, kw_only=True)
-class Where:
-    """Where the evidence is: a key_averages row, or a timeline window and its events."""
-
-    text: str
-    row: str | None = None  # a key_averages row name
-    window_us: tuple[float, float] | None = None  # µs since trace start, as the Timeline shows it
-    step: int | None = None  # the window is this step's (0-based): the Timeline's "Zoom to" window
-    run: int = 0  # which of the lesson's runs (index) the window or row is in
-    event_ids: tuple[int, ...] = ()  # positions in that run's ``trace.events``
-    event_names: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class Answer:
-    choice: str  # the right one of ``Question.choices``
-    measured: float  # the number the choice was read from
-    measured_text: str  # that number in words
-    where: Where
-
-
-@dataclass(frozen=True, kw_only=True)
-class Band:
-    """A numeric choice: values below ``below`` (and at or above the previous band's) read as ``label``."""
-
-    label: str
-    below: float = float("inf")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Question:
-    key: str  # "<lesson>.<what>", unique; the room stores answers under it
-    lesson: str
-    text: str
-    choices: tuple[str, ...]
-    answer: Callable[[Sequence[Run]], Answer]
-    devices: tuple[str, ...] = ANY_DEVICE  # the device kinds whose runs can answer it
-    why_gpu: str = ""  # for a GPU-only question: why a CPU run cannot answer it
-
-
-def band_of(value: float, bands: Sequence[Band]) -> str:
-    return next(b.label for b in bands if value < b.below or b is bands[-1])
-
 
 # --------------------------------------------------------------------------- measurements
 
@@ -96,65 +58,11 @@ def _step_count(run: Run) -> int:
     return max(len(run.analysis.steps), 1)
 
 
-def _step_window(run: Run, index: int = 0) -> tuple[float, float]:
-    """Step ``index``'s CPU window stretched to the next step's start (its GPU work shows too)."""
-    steps = run.analysis.steps
-    if not len(steps):
-        return 0.0, float(run.analysis.utilization.trace_span_us)
-    start = float(steps["start_us"].iloc[index])
-    end = float(steps["end_us"].iloc[index])
-    if index + 1 < len(steps):
-        end = max(end, float(steps["start_us"].iloc[index + 1]))
-    return start, end
-
-
-def _in_window(run: Run, rows: np.ndarray, window: tuple[float, float]) -> np.ndarray:
-    ts = run.trace.events["ts_us"].to_numpy(dtype=float)[rows]
-    return rows[(ts >= window[0]) & (ts <= window[1])][:MAX_HIGHLIGHT]
-
-
-def _where_window(run: Run, index: int, rows: np.ndarray, text: str, step: int = 0) -> Where:
-    window = _step_window(run, step)
-    shown = _in_window(run, rows, window)
-    names = tuple(dict.fromkeys(str(n) for n in run.trace.events["name"].to_numpy()[shown]))
-    return Where(text=text, window_us=window, step=step if len(run.analysis.steps) else None, run=index,
-                 event_ids=tuple(int(i) for i in shown), event_names=names)
-
-
 def _ka_row(run: Run, name: str) -> dict:
     ka = run.analysis.key_averages
     rows = ka[ka["name"].astype(str) == name]
     cols = ("self_cpu_us", "self_device_us", "device_total_us", "count")
     return {c: float(rows[c].sum()) if len(rows) else 0.0 for c in cols}
-
-
-def _in_steps(run: Run, ts: np.ndarray) -> np.ndarray:
-    """Which of the times ``ts`` (µs since trace start) fall inside a step's CPU window."""
-    steps = run.analysis.steps
-    inside = np.zeros(len(ts), dtype=bool)
-    for start, end in zip(steps["start_us"].to_numpy(dtype=float), steps["end_us"].to_numpy(dtype=float)):
-        inside |= (ts >= start) & (ts <= end)
-    return inside
-
-
-def step_work_rows(run: Run) -> tuple[np.ndarray, str]:
-    """GPU trace: the kernels launched from inside a step (a step's kernels may run after it
-    ends: the GPU lags the host); CPU trace: the CPU operators that start inside a step."""
-    ts = run.trace.events["ts_us"].to_numpy(dtype=float)
-    kernels = _rows(run, "kernel")
-    if len(kernels):
-        launch = run.analysis.links.launch[kernels]
-        known = launch >= 0
-        kernels = kernels[known][_in_steps(run, ts[launch[known]])]
-        return kernels, "kernels"
-    ops = _rows(run, "cpu_op", "cpu")
-    return ops[_in_steps(run, ts[ops])], "operators"
-
-
-def work_per_step(run: Run) -> tuple[float, str]:
-    """Kernels launched per step on a GPU trace, else CPU operators per step (and which)."""
-    rows, unit = step_work_rows(run)
-    return len(rows) / _step_count(run), unit
 
 
 # --------------------------------------------------------------------------- answers
@@ -179,7 +87,7 @@ def _gpu_busy(runs: Sequence[Run]) -> Answer:
     run = runs[0]
     pct = float(run.analysis.utilization.active_busy_pct)
     return Answer(choice=band_of(pct, _HALF), measured=pct,
-                  measured_text=f"GPU busy {pct:.1f} % of its active window",
+                  measured_text=f"GPU busy {fmt_pct(pct)} of its active window",
                   where=_where_window(run, 0, _rows(run, "kernel"),
                                       "the tiny run's first step: the GPU lane's kernels and the gaps between them"))
 
@@ -187,11 +95,10 @@ def _gpu_busy(runs: Sequence[Run]) -> Answer:
 def _gemm_share(runs: Sequence[Run]) -> Answer:
     run = runs[0]
     mm = _named(run, ("aten::mm",))
-    steps = run.analysis.steps
-    dur = run.trace.events["dur_us"].to_numpy(dtype=float)
-    pct = 100.0 * float(dur[mm].sum()) / float(steps["cpu_us"].sum()) if len(steps) else float("nan")
+    # The lesson check's own figure (lab.analysis.signals), so the two boxes say one number.
+    pct = compute_share_pct(run)
     return Answer(choice=band_of(pct, _HALF), measured=pct,
-                  measured_text=f"aten::mm is {pct:.1f} % of the steps' CPU time",
+                  measured_text=f"aten::mm is {fmt_pct(pct)} of a step's CPU time (medians)",
                   where=_where_window(run, 0, mm, "the tiny run's first step: aten::mm inside it"))
 
 
@@ -290,7 +197,7 @@ def _t_kernel(runs: Sequence[Run]) -> Answer:
                   where=Where(text="the table's aten::t row: CPU time, no CUDA time", row="aten::t", run=0))
 
 
-_FEWER = ("fewer", "about the same", "more")
+_FEWER: tuple[str, ...] = ("fewer", "about the same", "more")
 # Per-step counts within half a launch of each other read as "about the same".
 SAME_WITHIN = 0.5
 
@@ -332,14 +239,14 @@ QUESTIONS: tuple[Question, ...] = (
     _q("eager_vs_compile.kernels", "How many kernels per step will the compiled version launch?",
        [b.label for b in _KERNELS_123], _kernels_per_step(1, _KERNELS_123, "compiled"), (GPU,), _NEEDS_KERNELS),
     _q("eager_vs_compile.add_op", "Will the compiled version still call aten::add?", _YES_NO,
-       _still_calls(1, "aten::add", "aten::addmm", "compiled"), (CPU,)),
+       _still_calls(1, "aten::add", "aten::addmm", "compiled")),
     _q("linear.bias", "Which op will apply nn.Linear's bias?", _BIAS, _linear_bias),
     _q("linear.t_kernel", "Will aten::t (the weight's transpose) launch a GPU kernel?", _YES_NO, _t_kernel, (GPU,),
        "a CPU run launches no kernels"),
     _q("geglu.kernels", "How many kernels per step will the compiled GeGLU MLP launch?",
        [b.label for b in _KERNELS_234], _kernels_per_step(1, _KERNELS_234, "compiled"), (GPU,), _NEEDS_KERNELS),
     _q("geglu.gelu_op", "Will the compiled version still call aten::gelu?", _YES_NO,
-       _still_calls(1, "aten::gelu", "aten::mm", "compiled"), (CPU,)),
+       _still_calls(1, "aten::gelu", "aten::mm", "compiled")),
     _q("attention.fewer", "Will SDPA run fewer, about the same, or more kernels (operators on a CPU) per step "
        "than attention written out?", _FEWER, _fewer_than(0, 1, "written out vs SDPA")),
     _q("sdpa_backends.flash_kernels", "How many kernels per step will the FlashAttention backend launch?",
@@ -347,6 +254,9 @@ QUESTIONS: tuple[Question, ...] = (
     _q("sdpa_backends.fewer", "Will FlashAttention run fewer, about the same, or more kernels (operators on a "
        "CPU) per step than the math backend?", _FEWER, _fewer_than(0, 1, "math vs flash")),
 )
+
+# The workshop lessons' questions (issue 23): lab/teach/questions_workshop.py.
+QUESTIONS = QUESTIONS + WORKSHOP_QUESTIONS
 
 assert {q.lesson for q in QUESTIONS} == set(LESSONS), "every lesson has questions, and only lessons do"
 assert len({q.key for q in QUESTIONS}) == len(QUESTIONS), "question keys are unique"

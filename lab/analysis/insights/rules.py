@@ -11,18 +11,22 @@ from __future__ import annotations
 import ast
 
 import numpy as np
+import pandas as pd
 
 from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.columns import mask_in, mask_where, texts
-from lab.analysis.diagnoses.findings import DIAGNOSIS_RULES, capture_explains_missing_gpu, findings_of
+from lab.analysis.diagnoses.findings import DIAGNOSIS_RULES, findings_of
 from lab.analysis.gemm.analyze import compute_capability
+from lab.analysis.gemm.insights import GEMM_RULES, older_arch_text
+from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.analysis.gpu import covered_us
+from lab.analysis.insights.launches import LAUNCH_RULES, cupti_missing, nothing_launched  # noqa: F401 (rules)
 from lab.analysis.insights.record import SEVERITIES, Insight
 from lab.analysis.memory.insights import MEMORY_RULES
-from lab.analysis.verdict import host_work_us, used_gpu
+from lab.analysis.verdict import host_work_us
 from lab.trace.load import Trace
 from lab.units import fmt_us_fixed
-from lab.vocab import GPU_ACTIVITY_CATS, SYNC_NAMES, is_gemm_kernel
+from lab.vocab import GPU_ACTIVITY_CATS, SYNC_NAMES
 
 # --- thresholds ------------------------------------------------------------------------------
 # Host work this many times the GPU work means the GPU idles most of the time, however fast its
@@ -68,8 +72,16 @@ TUNING_GUIDE = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
 BRRR = "https://horace.io/brrr_intro.html"
 TF32_NOTES = "https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices"
 COMPILE_TUTORIAL = "https://pytorch.org/tutorials/intermediate/torch_compile_tutorial.html"
-CUPTI_DOCS = "https://docs.nvidia.com/cupti/"
 CUDA_BEST_PRACTICES = "https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/"
+
+
+# An op this short (median self time per call) is mostly fixed costs, the profiler's own record of
+# it among them: torch.profiler's cost per recorded op is fixed, so it weighs most on short ops
+# (the Summary's profiled vs unprofiled per-iteration times show its size on a run): a caveat.
+PROFILED_OP_SHORT_US = 10.0
+# Fewer long GEMM instances than this: one kernel's rate is too few to call a law.
+GEMM_FEW_INSTANCES = 3
+GEMM_COLD_BELOW_MEDIAN = 0.9  # a first instance this far under the median one reads as cold
 
 
 # --- rules -----------------------------------------------------------------------------------
@@ -95,7 +107,23 @@ def overhead_bound(trace: Trace, analysis: Analysis) -> Insight | None:
         suggestion=("Give the GPU more work per launch: larger batches or shapes, fewer and bigger ops "
                     "(torch.compile fuses them), or CUDA graphs to replay many launches with one call."),
         learn_more=BRRR,
+        caveat=_short_ops_caveat(analysis),
     )
+
+
+def _short_ops_caveat(analysis: Analysis) -> str:
+    """The profiler's own cost per recorded op, said where the ops are short enough for it to count."""
+    ops = analysis.operators
+    ops = ops[(ops["cat"] == "cpu_op") & (ops["count"] > 0)]
+    if ops.empty:
+        return ""
+    per_call = float((ops["self_us"] / ops["count"]).median())
+    if per_call >= PROFILED_OP_SHORT_US:
+        return ""
+    return (f"Host times are measured with the profiler on, and it adds its own cost to every op it records: "
+            f"with a median op of {fmt_us_fixed(per_call)} self time that cost is a large part of each, so an "
+            "unprofiled run's host time (and this ratio) is lower. Compare the per-iteration times with and "
+            "without the profiler (Summary) before you act on the ratio.")
 
 
 def cold_first_step(trace: Trace, analysis: Analysis) -> Insight | None:
@@ -130,6 +158,9 @@ def cold_first_step(trace: Trace, analysis: Analysis) -> Insight | None:
                     "cuBLAS workspace, CUPTI buffers) land outside the active steps; judge steady-state "
                     "steps only."),
         learn_more=PROFILER_SCHEDULE,
+        caveat=("One cold step, measured once: its ratio changes from run to run with what ran before in the "
+                "process (a second run in the same process is already warm) and with the profiler's own "
+                "start-up work landing in it. Read it as 'the first step pays start-up', not as a fixed ×."),
     )
 
 
@@ -187,6 +218,9 @@ def many_tiny_kernels(trace: Trace, analysis: Analysis) -> Insight | None:
         suggestion=("Fuse small ops (torch.compile), batch work into fewer larger kernels, or capture the "
                     "step in a CUDA graph (torch.compile(mode='reduce-overhead')) to cut launch cost."),
         learn_more=TUNING_GUIDE,
+        caveat=("Kernel durations come from the GPU's clock and hold without the profiler; the host's launch "
+                "calls do not: CUPTI adds to each one, so the idle share between kernels reads larger under "
+                "the profiler than in an unprofiled run."),
     )
 
 
@@ -336,31 +370,6 @@ def annotation_over_100_pct(trace: Trace, analysis: Analysis) -> Insight | None:
     )
 
 
-def cupti_missing(trace: Trace, analysis: Analysis) -> Insight | None:
-    """A GPU was used but no GPU activity was recorded."""
-    # A schedule whose active window recorded (almost) nothing is not a CUPTI problem: the
-    # empty-capture diagnosis says what the window held.
-    if len(analysis.kernels) or not used_gpu(trace) or capture_explains_missing_gpu(trace):
-        return None
-    ev = trace.events
-    calls = int(mask_in(ev["cat"], ("cuda_runtime", "cuda_driver")).sum())
-    props = trace.meta.device_properties
-    what = []
-    if calls:
-        what.append(f"{calls} CUDA runtime/driver calls")
-    if props:
-        what.append(f"device properties of {len(props)} GPU(s)")
-    return Insight(
-        severity="critical",
-        title="No GPU activity recorded although a GPU was used",
-        evidence=f"The trace has {' and '.join(what)} but no kernel, memcpy or memset events.",
-        suggestion=("Profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]; if that is already "
-                    "set, CUPTI is missing or not permitted (check torch.autograd.kineto_available(), libcupti on "
-                    "the library path, and that the container allows GPU performance counters)."),
-        learn_more=CUPTI_DOCS,
-    )
-
-
 def fp32_without_tf32(trace: Trace, analysis: Analysis) -> Insight | None:
     """FP32 GEMMs on a tensor-core GPU that run without TF32."""
     cc = compute_capability(trace)
@@ -398,21 +407,40 @@ def gemm_below_peak(trace: Trace, analysis: Analysis) -> Insight | None:
     if low.empty:
         return None
     worst = low.loc[low["pct_of_peak"].idxmin()]
+    unit = str(worst.get("rate_unit") or "TFLOP/s")
     return Insight(
         severity="warning",
         title="GEMM far below the device's peak",
         evidence=(f"{len(low)} of {len(big)} GEMM kernels of ≥ {GEMM_MIN_KERNEL_US:.0f} µs reach under "
-                  f"{GEMM_LOW_PCT_OF_PEAK:.0f} % of peak; worst: {worst['kernel'][:60]} "
-                  f"{int(worst['m'])}×{int(worst['k'])}×{int(worst['n'])} {worst['dtype']} at "
-                  f"{worst['tflops']:.1f} TFLOP/s = {worst['pct_of_peak']:.0f} % of {worst['peak_tflops']:.0f}."),
+                  f"{GEMM_LOW_PCT_OF_PEAK:.0f} % of their dtype's peak; worst: {worst['kernel'][:60]} "
+                  f"({worst['op'] or 'no op'}) {int(worst['m'])}×{int(worst['k'])}×{int(worst['n'])} "
+                  f"{worst['dtype']} at {worst['tflops']:.1f} {unit} = {worst['pct_of_peak']:.0f} % of "
+                  f"{worst['peak_tflops']:,.0f} {unit}."
+                  + older_arch_text(str(worst["kernel"]), compute_capability(trace))),
         suggestion=("Check the shape and layout: dimensions that are multiples of 64–128, contiguous inputs, a "
-                    "tensor-core dtype (bf16/fp16/tf32); a memory-bound shape (small K or N) cannot reach peak."),
+                    "tensor-core dtype (bf16/fp16/tf32/fp8); a memory-bound shape (small K or N) cannot reach peak."),
         learn_more=CUDA_BEST_PRACTICES,
+        caveat=_gemm_warmup_caveat(big, worst),
     )
 
 
+def _gemm_warmup_caveat(big: pd.DataFrame, worst: pd.Series) -> str:
+    """The worst instance may be a cold one (clocks ramping, first-call heuristics): said with the
+    median instance's rate, where the worst is the first of its shape or there are few instances."""
+    same = big[(big["m"] == worst["m"]) & (big["k"] == worst["k"]) & (big["n"] == worst["n"])]
+    median = float(big["tflops"].median())
+    first = (len(same) > 1 and float(worst["ts_us"]) <= float(same["ts_us"].min())
+             and float(worst["tflops"]) < GEMM_COLD_BELOW_MEDIAN * median)
+    if not first and len(big) >= GEMM_FEW_INSTANCES:
+        return ""
+    why = ("the worst is the first instance of its shape, which can run before the clocks and cuBLAS's "
+           "choices have warmed up" if first else f"only {len(big)} long GEMM instance(s) were recorded")
+    return (f"One instance's rate: {why}; the median instance runs at {median:.1f} TFLOP/s. Judge a "
+            "warmed-up step, and several of them.")
+
+
 RULES = (
-    cupti_missing,
+    *LAUNCH_RULES,  # no GPU activity: lost (launch calls) or none sent (lab/analysis/launches.py)
     *DIAGNOSIS_RULES,
     overhead_bound,
     many_tiny_kernels,
@@ -421,6 +449,7 @@ RULES = (
     unfused_bias_add,
     fp32_without_tf32,
     gemm_below_peak,
+    *GEMM_RULES,  # GEMMs without a rate (lab/analysis/gemm/insights.py)
     annotation_over_100_pct,
     profiler_overhead_event,
     *MEMORY_RULES,  # profile_memory: growth, fragmentation, churn, the peak (lab/analysis/memory/insights.py)

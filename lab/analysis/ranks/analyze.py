@@ -1,7 +1,7 @@
 """Several traces of one torch.distributed job, read side by side: a row per rank, the straggler.
 
-``analyze_ranks(traces, names)`` checks that the traces are one job's ranks (``ranks_job``),
-measures each rank's time (``ranks_comm``: what counts as communication, compute, overlap and
+``analyze_ranks(traces, names)`` checks that the traces are one job's ranks (``job``),
+measures each rank's time (``comm``: what counts as communication, compute, overlap and
 idle is defined there) and finds the straggler: the rank whose collective calls start last.
 
 The straggler: the i-th collective call (``c10d::*``, else NCCL kernels) of every rank is the
@@ -33,13 +33,16 @@ TOP_OP_DELTAS = 3  # ops named in "where its extra time goes"
 
 RANK_COLUMNS = (
     "rank", "name", "steps", "step_us", "window_us", "gpu_busy_us", "compute_us", "comm_us", "comm_source",
-    "overlap_us", "overlap_pct", "idle_us", "launch_delay_us", "collective_calls",
+    "compute_in_window_us", "comm_in_window_us", "overlap_us", "overlap_pct", "idle_us", "launch_delay_us",
+    "collective_calls",
 )
 
 
 @dataclass(frozen=True, kw_only=True)
 class RankRow:
-    """One rank, over its window (the profiled steps). Times are unions of intervals (µs)."""
+    """One rank, over its profiled steps. Times are unions of intervals (µs): compute and
+    communication by launch (what the steps started, wherever it ran: ``ranks_comm``), the
+    ``*_in_window_us`` figures, overlap, busy and idle clipped to the steps' window."""
 
     rank: int
     name: str
@@ -47,9 +50,11 @@ class RankRow:
     step_us: float  # median step (NaN without steps)
     window_us: float
     gpu_busy_us: float  # 0 on a CPU-only rank
-    compute_us: float
-    comm_us: float
+    compute_us: float  # launched in the steps
+    comm_us: float  # launched in the steps
     comm_source: str
+    compute_in_window_us: float  # inside the window
+    comm_in_window_us: float
     overlap_us: float  # communication time during which compute ran
     overlap_pct: float | None  # of comm_us; None without communication
     idle_us: float  # window − busy

@@ -28,7 +28,9 @@ from lab.vocab import ANNOTATION_CATS
 
 __all__ = ["HEAT_COLUMNS", "RankSummary", "rank_summary"]
 
-# The heat map's values per (rank, step), µs.
+PROFILER_OVERHEAD_CAT = "overhead"  # Kineto's category for the profiler's own work
+
+# The heat map's values per (rank, step), µs: inside each step's period (the window's figures).
 HEAT_COLUMNS = ("step_us", "compute_us", "comm_us", "idle_us")
 
 
@@ -50,12 +52,14 @@ class RankSummary:
 
 def _op_totals(analysis) -> pd.Series:
     ops = analysis.operators
-    ops = ops[~ops["cat"].astype(str).isin(ANNOTATION_CATS)]  # labels around ops, not work of their own
+    # Labels around ops are not work of their own; the profiler's own events (cat "overhead",
+    # e.g. "Activity Buffer Request") are not the job's: a rank that flushed its buffers is not slower.
+    ops = ops[~ops["cat"].astype(str).isin((*ANNOTATION_CATS, PROFILER_OVERHEAD_CAT))]
     return (ops["self_us"].fillna(0) + ops["self_device_us"].fillna(0)).groupby(ops["name"].astype(str)).sum()
 
 
-def _per_step(trace: Trace, times) -> pd.DataFrame:
-    spans = step_spans(trace)
+def _per_step(trace: Trace, times, spans) -> pd.DataFrame:
+    spans = spans if spans is not None else step_spans(trace)
     if not len(spans):
         w0, w1 = times.window
         start, end = np.array([w0]), np.array([w1])
@@ -75,15 +79,17 @@ def rank_summary(trace: Trace, name: str, analysis=None) -> RankSummary:
         refusal = None
     except RanksError as exc:
         info, refusal = None, str(exc)
-    t = rank_times(trace)
+    spans = analysis.findings.steps if analysis is not None else None
+    t = rank_times(trace, spans=spans)
     w0, w1 = t.window
-    comm = t.covered(t.comm)
+    comm = t.covered(t.comm)  # overlap is about the window: its share is of the window's communication
     flows = trace.flows
     delays = flows["delay_us"].to_numpy(dtype=float) if len(flows) else np.array([])
-    row = dict(
+    row = dict(  # compute_us / comm_us by launch (issue 22), the window's figures beside them
         steps=t.steps, step_us=t.step_median_us, window_us=w1 - w0,
-        gpu_busy_us=t.covered(t.busy) if t.has_gpu else 0.0, compute_us=t.covered(t.compute), comm_us=comm,
-        comm_source=t.comm_source, overlap_us=t.overlap_us, overlap_pct=pct(t.overlap_us, comm) if comm > 0 else None,
+        gpu_busy_us=t.covered(t.busy) if t.has_gpu else 0.0, compute_us=t.length(t.compute_launched),
+        comm_us=t.length(t.comm_launched), comm_source=t.comm_source, compute_in_window_us=t.covered(t.compute),
+        comm_in_window_us=comm, overlap_us=t.overlap_us, overlap_pct=pct(t.overlap_us, comm) if comm > 0 else None,
         idle_us=(w1 - w0) - t.covered(t.busy),
         launch_delay_us=float(np.median(delays)) if len(delays) else float("nan"),
         collective_calls=len(t.call_starts_us),
@@ -91,4 +97,4 @@ def rank_summary(trace: Trace, name: str, analysis=None) -> RankSummary:
     return RankSummary(name=name, info=info, refusal=refusal, row=row, call_starts_us=t.call_starts_us,
                        call_name=t.call_name,
                        op_totals_us=_op_totals(analysis) if analysis is not None else pd.Series(dtype=float),
-                       span_us=float(trace.meta.span_us), steps=_per_step(trace, t))
+                       span_us=float(trace.meta.span_us), steps=_per_step(trace, t, spans))

@@ -1,12 +1,9 @@
-"""The server side of starting a worker: which GPUs exist, which one a worker gets, the process.
+"""Which GPUs exist, which one a worker gets, and starting a worker pinned to it.
 
-Why ``subprocess`` and not ``multiprocessing``: a worker is a fresh interpreter (like the
-"spawn" start method: no forked locks or CUDA state) but started as ``python -c
-WORKER_CODE``. multiprocessing's spawn re-imports the parent's ``__main__`` in every child, and
-under ``streamlit run`` ``__main__`` is the page script: each worker re-ran the page, which
-started its own service and workers — an endless chain of processes (seen here). The pipe is
-a socketpair wrapped in a ``multiprocessing.connection.Connection`` (pickled messages, as
-with multiprocessing). Nothing here initializes CUDA in the server.
+A worker sees only its GPU: ``CUDA_VISIBLE_DEVICES`` is set in its environment before its
+interpreter starts (CUDA reads it once, at initialization), which no process-pool library
+offers per worker (``docs/architecture.md``). Starting the interpreter is ``lab.pool.spawn``'s.
+Nothing here initializes CUDA in the server.
 """
 
 from __future__ import annotations
@@ -14,26 +11,14 @@ from __future__ import annotations
 import multiprocessing.connection
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import sys
-from pathlib import Path
 
 from lab.core.settings import HostSettings
+from lab.pool import start_child
 from lab.run.worker import WORKER_CODE, WORKER_FD_ENV
 
-__all__ = [
-    "REAP_S", "SHUTDOWN_GRACE_S", "default_devices", "exit_text", "start_child", "start_worker_process", "stop_child",
-    "visible_gpu_ids", "worker_pinning",
-]
+__all__ = ["default_devices", "start_worker_process", "visible_gpu_ids", "worker_pinning"]
 
-# The directory holding the ``lab`` package, put first on the worker's PYTHONPATH.
-_LAB_PARENT_DIR = str(Path(__file__).resolve().parents[2])
-# How long a polite stop lets an idle child exit on its own before it is killed.
-SHUTDOWN_GRACE_S = 3.0
-# After a kill, how long to wait for the process to be reaped.
-REAP_S = 5
 # A hung driver must not hang the server's start; nvidia-smi -L is a quick query, 15 s is generous.
 NVIDIA_SMI_TIMEOUT_S = 15
 
@@ -106,49 +91,3 @@ def start_worker_process(visible_id: str) -> tuple[subprocess.Popen, multiproces
     env["CUDA_VISIBLE_DEVICES"] = visible_id
     env.setdefault("KINETO_LOG_LEVEL", "6")  # silences Kineto's stderr lines
     return start_child(WORKER_CODE, WORKER_FD_ENV, env)
-
-
-def start_child(code: str, fd_env: str, env: dict[str, str]) -> tuple[subprocess.Popen,
-                                                                    multiprocessing.connection.Connection]:
-    """A fresh interpreter running ``python -c code``, its end of a socketpair named in
-    ``env[fd_env]``; (process, the server's end). Profiling workers and trace readers both
-    start this way (not multiprocessing spawn, which re-runs the Streamlit page in the child)."""
-    parent_sock, child_sock = socket.socketpair()
-    env = {**env, fd_env: str(child_sock.fileno())}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_LAB_PARENT_DIR, env.get("PYTHONPATH")) if p)
-    try:
-        process = subprocess.Popen([sys.executable, "-c", code], env=env, pass_fds=(child_sock.fileno(),),
-                                   stdin=subprocess.DEVNULL)
-    except BaseException:
-        parent_sock.close()
-        raise
-    finally:
-        child_sock.close()  # the child holds the only copy: its death shows as EOF here
-    return process, multiprocessing.connection.Connection(parent_sock.detach())
-
-
-def stop_child(process: subprocess.Popen, conn, stop_message, *, polite: bool) -> None:
-    """End a child started by ``start_child``: ask an idle one to stop (``stop_message``) and give
-    it SHUTDOWN_GRACE_S, else — or then — kill it; close the server's end."""
-    if process.poll() is None and polite:
-        try:
-            conn.send(stop_message)
-            process.wait(timeout=SHUTDOWN_GRACE_S)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    if process.poll() is None:
-        process.kill()
-        process.wait(timeout=REAP_S)
-    conn.close()
-
-
-def exit_text(exitcode: int | None) -> str:
-    """How a worker process ended, for messages: e.g. "exit code -9, SIGKILL"."""
-    if exitcode is None:
-        return "exit code unknown"
-    if exitcode < 0:
-        try:
-            return f"exit code {exitcode}, {signal.Signals(-exitcode).name}"
-        except ValueError:
-            pass
-    return f"exit code {exitcode}"
