@@ -42,7 +42,7 @@ from lab.core.settings import HostSettings  # noqa: E402
 from lab.read import ReaderPool, read_rank_summaries  # noqa: E402
 
 STRAGGLER = 37
-HEAD_PORT = 8670  # this project's ports (8670-8679, 18670-18679) on the shared machine
+HEAD_PORT = 8629  # this engineer's ports (8620-8629) on the shared machine
 # The head's port is pinned; Ray's internal ports (raylet, object manager, workers) stay its own
 # choice: pinning them to 2 × 5 ports made the second node time out at start here.
 NODE_ARGS: list[list[str]] = [[], []]
@@ -92,20 +92,24 @@ def main() -> int:
     paths = [str(p) for p in make_job(out / "job", ranks=n, straggler=STRAGGLER)]
     disk_mb = sum(os.path.getsize(p) for p in paths) / 1e6
     settings = HostSettings()
-    results = {}
+    results: dict[str, list] = {"local": [], "ray": []}
+    from ray_cluster import local_cluster
+
+    load_before = os.getloadavg()[0]
     with ReaderPool(settings=settings).start(wait=True) as pool:
         full = pool.read(path=paths[0])
         full_bytes = full.result_bytes
         del full
-        local = [one_round(paths, settings, pool) for _ in range(rounds)]
         readers = pool.plan.count
-    results["local"] = local
-    from ray_cluster import local_cluster
-
-    with local_cluster(nodes=2, cpus_per_node=2, port=HEAD_PORT, node_args=NODE_ARGS) as address:
-        ray_settings = HostSettings(backend="ray", ray_address=address)
-        results["ray"] = [one_round(paths, ray_settings, None) for _ in range(rounds + 1)]  # +1: cold workers
-    lines = report(results, n=n, disk_mb=disk_mb, full_bytes=full_bytes, readers=readers, rounds=rounds)
+        with local_cluster(nodes=2, cpus_per_node=2, port=HEAD_PORT, node_args=NODE_ARGS) as address:
+            ray_settings = HostSettings(backend="ray", ray_address=address)
+            results["ray"].append(one_round(paths, ray_settings, None))  # cold: the Ray workers' imports
+            for _ in range(rounds):  # side by side: local, Ray, local, Ray …
+                results["local"].append(one_round(paths, settings, pool))
+                results["ray"].append(one_round(paths, ray_settings, None))
+    load = (load_before, os.getloadavg()[0])
+    lines = report(results, n=n, disk_mb=disk_mb, full_bytes=full_bytes, readers=readers, rounds=rounds,
+                   load=load)
     print(lines)
     if not args.quick:
         write_section(lines)
@@ -116,7 +120,7 @@ def _med(rows, i):
     return statistics.median(r[i] for r in rows)
 
 
-def report(results, *, n, disk_mb, full_bytes, readers, rounds) -> str:
+def report(results, *, n, disk_mb, full_bytes, readers, rounds, load) -> str:
     local, ray = results["local"], results["ray"]
     warm = ray[1:] or ray
     back = local[0][3]
@@ -130,7 +134,10 @@ def report(results, *, n, disk_mb, full_bytes, readers, rounds) -> str:
         f"every rank, shifted up to 200 µs, stretched 1–1.02×, rank {STRAGGLER} stretched 1.25×; {disk_mb:.1f} MB "
         "of .json.gz on disk), read from its directory and analysed as `python -m lab ranks DIR` and the page's "
         "*Open the job* do: every rank submitted at once, each read sending back only its `RankSummary`, then "
-        f"`combine_ranks`. Medians of {rounds} round(s); server = this process's resident set sampled every 20 ms.",
+        f"`combine_ranks`. Medians of {rounds} round(s) each, alternated in one run (local, Ray, local, Ray …; the "
+        "Ray cluster's cold first round apart); server = this process's resident set sampled every 20 ms. The box "
+        f"is shared with other engineers' work: load average {load[0]:.1f} at the start, {load[1]:.1f} at the end "
+        "(2 cores), so the absolute times are noisy; compare within the run.",
         "",
         "| | local (reader pool) | Ray, 2 local nodes × 2 CPUs |",
         "| --- | --- | --- |",

@@ -5,6 +5,11 @@ The venv sees the system's packages (``--system-site-packages``) so that torch i
 a copy of what pyproject.toml packages. ``profiler-lab table`` must print torch's own table
 text (the corpus's committed ``table.txt``), ``profiler-lab serve DIR`` must answer the health
 check, running the installed app.py with the directory as PROFILER_LAB_TRACE_DIR.
+
+The two installed tests are a documented check, not part of the suite (README "Install it"):
+a venv, a wheel built in pip's isolated environment and the two commands took 86 s here
+(venv 18 s, ``pip install .`` 42 s, table 18 s, serve → health ok 8 s; 2 shared cores), over
+the suite's 60 s budget for one test. Run them with ``LAB_TEST_INSTALL=1``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ CORPUS = REPO / "tests" / "data" / "groundtruth" / "cpu"
 BUILD_INPUTS = ("lab", "ui", "app.py", "pyproject.toml", "README.md")
 PORTS = range(8621, 8630)  # this engineer's ports on the shared machine (8620 is the browser test's)
 SERVE_START_S = 180
+INSTALL_CHECK_ENV = "LAB_TEST_INSTALL"  # =1 runs the installed tests (a documented check: see the module doc)
+installed_check = pytest.mark.skipif(os.environ.get(INSTALL_CHECK_ENV) != "1",
+                                     reason=f"the install check (~90 s): {INSTALL_CHECK_ENV}=1 runs it")
 
 
 def test_serve_options_equal_the_checkouts_streamlit_config():
@@ -96,6 +104,7 @@ def _clean_env() -> dict[str, str]:
 
 
 @pytest.mark.slow
+@installed_check
 def test_installed_command_prints_torchs_table(installed, tmp_path):
     code = "import importlib.util as u, lab; print(lab.__file__, u.find_spec('app').origin)"
     where = subprocess.run([str(installed / "python"), "-c", code],
@@ -112,6 +121,7 @@ def test_installed_command_prints_torchs_table(installed, tmp_path):
 
 
 @pytest.mark.slow
+@installed_check
 def test_installed_serve_answers_health(installed, tmp_path):
     traces = tmp_path / "traces"
     traces.mkdir()
