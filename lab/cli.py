@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "or one directory: its newest span (one tensorboard_trace_handler export per worker)")
     r.add_argument("--span", type=int, default=None, metavar="N",
                    help="with a directory: span N (0 = each worker's first export) instead of the newest")
+    r.add_argument("--sort", default="rank", choices=("rank", "step", "compute", "comm", "idle", "overlap", "calls"),
+                   help="the table's order: by rank, or the largest first (text only)")
+    r.add_argument("--top", type=int, default=None, metavar="N", help="print only the table's first N rows")
     r.add_argument("--json", action="store_true", help="print JSON instead of text")
     s = sub.add_parser("serve", help="start the page (streamlit run app.py), listing the traces in DIR")
     s.add_argument("dirs", nargs="*", metavar="DIR",
@@ -123,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         # ranks: the host's readers (2-4), every rank read at once; one trace or two: a pool of one.
         with ReaderPool(settings=settings, readers=None if args.command == "ranks" else 1).start() as pool:
             if args.command == "ranks":
-                return ranks_main(_rank_paths(args.traces, args.span), as_json=args.json, pool=pool)
+                return ranks_main(_rank_paths(args.traces, args.span), as_json=args.json, pool=pool, sort=args.sort,
+                                  top=args.top)
             if args.command == "analyze":
                 return analyze_main(args.trace, as_json=args.json, settings=settings, pool=pool)
             return compare_main(args.a, args.b, as_json=args.json, settings=settings, pool=pool)
@@ -225,7 +229,7 @@ def _trace_label(path: str) -> str:
 
 
 def ranks_main(paths: Sequence[str], *, as_json: bool, settings: HostSettings | None = None,
-               pool: ReaderPool | None = None) -> int:
+               pool: ReaderPool | None = None, sort: str = "rank", top: int | None = None) -> int:
     """``python -m lab ranks A B … [--json]``: every rank read at once (the pool's readers, or Ray
     tasks with ``PROFILER_LAB_BACKEND=ray``), each sending back only its summary; then the job."""
     from lab.analysis import RanksError, combine_ranks, rank_insights
@@ -244,7 +248,7 @@ def ranks_main(paths: Sequence[str], *, as_json: bool, settings: HostSettings | 
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     insights = rank_insights(ranks)
-    _print(ranks_dict(ranks, insights), ranks_text(ranks, insights), as_json=as_json)
+    _print(ranks_dict(ranks, insights), ranks_text(ranks, insights, sort=sort, top=top), as_json=as_json)
     return 0
 
 

@@ -15,6 +15,7 @@ import os
 from collections.abc import Sequence
 
 from lab.core.settings import HostSettings
+from lab.read.limits import READER_NICE
 from lab.read.pool import ReaderPool
 from lab.read.protocol import ReadFailed
 
@@ -35,6 +36,8 @@ def _summarize_path(path: str, settings: HostSettings):
     from lab.analysis import analyze, rank_summary
     from lab.trace import load_trace
 
+    # At the readers' niceness: a node that also serves pages keeps them responsive (limits.READER_NICE).
+    os.setpriority(os.PRIO_PROCESS, 0, max(os.getpriority(os.PRIO_PROCESS, 0), READER_NICE))
     trace = load_trace(path, settings=settings)
     return rank_summary(trace, os.path.basename(path), analyze(trace))
 
