@@ -23,6 +23,7 @@ __all__ = ["HEAT_PANELS", "MAX_STACKED_RANKS", "default_picks", "heatmap_chart",
 HEAT_PANELS = (("step_us", "step"), ("compute_us", "compute"), ("comm_us", "communication"), ("idle_us", "idle"))
 MAX_STACKED_RANKS = 4  # ranks whose timelines are stacked at once: each is read in full
 ROW_PX = 9  # a rank's row: 64 ranks make a 576 px panel
+PANEL_PX = 150  # a panel's width: four and one rank axis fit the main column at 1280 px (~760 px)
 
 
 def heatmap_frame(ranks: RanksAnalysis) -> pd.DataFrame:
@@ -41,10 +42,14 @@ def heatmap_chart(ranks: RanksAnalysis) -> alt.HConcatChart:
     height = max(ROW_PX * len(ranks.ranks), 60)
     straggler = ranks.straggler.rank if ranks.straggler is not None else None
     panels = []
-    for _, title in HEAT_PANELS:
+    for k, (_, title) in enumerate(HEAT_PANELS):
         data = frame[frame["what"] == title]
+        # The rank axis on the first panel only: the rows line up across panels, and four axes
+        # made the chart ~970 px wide, past the page's main column at 1280 px.
+        rank_axis = alt.Axis() if k == 0 else None
         base = alt.Chart(data, title=f"{title} (ms)").encode(
-            x=alt.X("step:O", title="step"), y=alt.Y("rank:O", title="rank", sort="ascending"))
+            x=alt.X("step:O", title="step"),
+            y=alt.Y("rank:O", title="rank" if k == 0 else None, sort="ascending", axis=rank_axis))
         rect = base.mark_rect().encode(
             color=alt.Color("ms:Q", scale=alt.Scale(scheme="oranges"), legend=alt.Legend(orient="bottom",
                                                                                          title=None)),
@@ -53,8 +58,8 @@ def heatmap_chart(ranks: RanksAnalysis) -> alt.HConcatChart:
         if straggler is not None:
             mark = data[data["rank"] == straggler]
             layers.append(alt.Chart(mark).mark_rect(fill=None, stroke="#1f2933", strokeWidth=1.5).encode(
-                x="step:O", y=alt.Y("rank:O", sort="ascending")))
-        panels.append(alt.layer(*layers).properties(width=150, height=height))
+                x="step:O", y=alt.Y("rank:O", sort="ascending", axis=rank_axis)))
+        panels.append(alt.layer(*layers).properties(width=PANEL_PX, height=height))
     return alt.hconcat(*panels).resolve_scale(color="independent")
 
 
