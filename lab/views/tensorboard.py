@@ -1,0 +1,116 @@
+"""The TensorBoard plugin's Overview (step-time breakdown), Kernel and Module views, as the page
+and the CLI show them: tables with units in their column names, the stacked step chart, and the
+sentences that say what each figure is. The figures come from ``lab.analysis`` (``step_time``,
+``kernels``, ``modules``); nothing here reads a trace.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from lab.analysis.kernels import KernelView
+from lab.analysis.modules import ModuleView
+from lab.analysis.step_time import STEP_TIME_CATEGORIES, StepTime, column_of
+from lab.units import fmt_us
+
+__all__ = [
+    "CATEGORY_COLORS", "kernel_by_name_table", "kernel_by_op_table", "kernel_note", "module_table",
+    "step_time_chart", "step_time_note", "step_time_table",
+]  # fmt: skip
+
+# The plugin's Overview colours were Google Charts' defaults; these are Tableau's, one a category,
+# in its legend order.
+CATEGORY_COLORS = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#bab0ac")
+YES_NO = {True: "yes", False: "no"}
+
+
+def step_time_table(st: StepTime) -> pd.DataFrame:
+    """One row per step and a last "average" row: the step time, then each category in µs and %
+    (the ``_us`` columns sum to ``step_us``)."""
+    steps = st.steps
+    cols = ["step", "step_us"] + [f"{column_of(c)}{u}" for c in STEP_TIME_CATEGORIES for u in ("_us", "_pct")]
+    if not len(steps):
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "step" else float) for c in cols})
+    mean = {"step": "average", "step_us": float(steps["step_us"].mean())}
+    for _, row in st.average.iterrows():
+        mean[f"{column_of(row['category'])}_us"] = float(row["us"])
+        mean[f"{column_of(row['category'])}_pct"] = float(row["pct"])
+    return pd.concat([steps[cols], pd.DataFrame([mean])[cols]], ignore_index=True)
+
+
+def step_time_chart(st: StepTime) -> alt.Chart:
+    """Stacked horizontal bars, one a step (and the average), in the plugin's category order."""
+    table = step_time_table(st)
+    long = table.melt(id_vars=["step", "step_us"], value_vars=[f"{column_of(c)}_us" for c in STEP_TIME_CATEGORIES],
+                      var_name="column", value_name="us")
+    label = {f"{column_of(c)}_us": c for c in STEP_TIME_CATEGORIES}
+    long["category"] = long["column"].map(label)
+    long["order"] = long["category"].map({c: i for i, c in enumerate(STEP_TIME_CATEGORIES)})
+    long["pct"] = 100.0 * long["us"] / long["step_us"].where(long["step_us"] > 0, 1.0)
+    long["step"] = ["average" if s == "average" else f"step {s}" for s in long["step"]]
+    order = list(dict.fromkeys(long["step"]))
+    return alt.Chart(long).mark_bar().encode(
+        y=alt.Y("step:N", sort=order, title=None),
+        x=alt.X("us:Q", stack="zero", title="time (µs)"),
+        color=alt.Color("category:N", sort=list(STEP_TIME_CATEGORIES), title="category",
+                        scale=alt.Scale(domain=list(STEP_TIME_CATEGORIES), range=list(CATEGORY_COLORS))),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("step:N"), alt.Tooltip("category:N"), alt.Tooltip("us:Q", format=",.1f", title="µs"),
+                 alt.Tooltip("pct:Q", format=".1f", title="% of step")],
+    ).properties(height=max(60, 26 * len(order)))
+
+
+def step_time_note(st: StepTime) -> str:
+    """What the steps are and what was left out, in a sentence or three."""
+    if not len(st.steps):
+        return "The trace has no CPU ops or steps to break down."
+    if st.source == "ProfilerStep":
+        what = f"{len(st.steps)} ProfilerStep# step{'s' if len(st.steps) != 1 else ''}"
+    else:
+        what = "no ProfilerStep# events, so the whole CPU activity is one step (\"0\"), as the plugin does"
+    parts = [f"{what}; the average step is {fmt_us(float(st.steps['step_us'].mean()))}."]
+    if st.gpu_adjusted:
+        parts.append("Each step runs to the end of the GPU work it launched (and starts where the previous "
+                     "one ended), so GPU time queued in one step is counted in that step.")
+    if st.dropped_steps:
+        parts.append(f"The last {st.dropped_steps} step{'s were' if st.dropped_steps > 1 else ' was'} left out: "
+                     "it launched fewer than 80 % of the previous step's GPU work (the profiler may have stopped "
+                     "before its kernels were collected).")
+    return " ".join(parts)
+
+
+def kernel_by_name_table(kv: KernelView) -> pd.DataFrame:
+    df = kv.by_name.copy()
+    for col in ("tensor_cores", "tensor_cores_plugin"):
+        df[col] = df[col].map(YES_NO)
+    return df
+
+
+def kernel_by_op_table(kv: KernelView) -> pd.DataFrame:
+    df = kv.by_op.copy()
+    for col in ("tensor_cores", "tensor_cores_plugin", "op_tensor_core_eligible"):
+        df[col] = df[col].map(YES_NO)
+    return df
+
+
+def kernel_note(kv: KernelView) -> str:
+    """The Tensor-Core share by both rules, and where they disagree."""
+    if not kv.has_kernels:
+        return "This trace has no GPU kernels (a CPU run): the Kernel view needs a CUDA trace."
+    df = kv.by_name
+    differ = df[df["tensor_cores"] != df["tensor_cores_plugin"]]
+    text = (f"{len(df)} kernels; {kv.tensor_core_pct:.1f} % of kernel time ran on Tensor Cores by the lab's rule, "
+            f"{kv.tensor_core_plugin_pct:.1f} % by the plugin's name list.")
+    if len(differ):
+        text += (f" The rules disagree on {len(differ)} kernel{'s' if len(differ) != 1 else ''} "
+                 f"({fmt_us(float(differ['total_us'].sum()))}): the plugin's list predates Hopper's nvjet/wgmma "
+                 "kernels, FP8 and int8 WMMA, and counts cuBLAS's FP32 'ffma' tiles as Tensor-Core kernels.")
+    return text
+
+
+def module_table(mv: ModuleView) -> pd.DataFrame:
+    """The hierarchy as rows, each name indented by its depth (the full path is a column)."""
+    df = mv.rows.copy()
+    df.insert(0, "module_tree", ["\u2003" * int(d) + str(m) for d, m in zip(df["depth"], df["module"])])
+    return df.drop(columns=["module", "depth"])
