@@ -13,13 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_app import assert_healthy, at, charts, errors, open_view, plain, upload  # noqa: F401 (fixture)
+from test_script_thread import script_thread_calls  # noqa: F401 (fixture)
 
 from lab.analysis import STEP_TIME_CATEGORIES, kernel_view, module_view, step_time
 from lab.analysis.modules import NO_MODULES
 from lab.analysis.step_time import column_of
 from lab.trace.load import load_trace
-from test_app import assert_healthy, at, charts, errors, open_view, plain, upload  # noqa: F401 (fixture)
-from test_script_thread import script_thread_calls  # noqa: F401 (fixture)
 
 DATA = Path(__file__).parent / "data"
 SAMPLES = sorted((Path(__file__).parents[1] / "lab" / "samples").glob("*.json.gz"))  # the H200 recordings
@@ -108,8 +108,8 @@ def _minus(a: list[list[float]], b: list[list[float]]) -> list[list[float]]:
 
 def _steps_by_hand(ev: list[dict]) -> tuple[list[tuple[float, float]], list[str]]:
     """The plugin's steps (event_parser.py L312-315, L330-443), host ProfilerStep# only."""
-    host = sorted((e for e in ev if e["name"].startswith("ProfilerStep#") and e.get("cat") in ("cpu_op", "user_annotation")),
-                  key=lambda e: e["ts"])
+    host = sorted((e for e in ev if e["name"].startswith("ProfilerStep#")
+                   and e.get("cat") in ("cpu_op", "user_annotation")), key=lambda e: e["ts"])
     steps = [(e["ts"], e["ts"] + e["dur"]) for e in host]
     names = [e["name"].split("#")[1] for e in host]
     if not host:  # the whole CPU activity is step "0" (L267-269), then stretched like any step
@@ -137,7 +137,8 @@ def _steps_by_hand(ev: list[dict]) -> tuple[list[tuple[float, float]], list[str]
         return steps, names
     prev = steps[0][0]
     if first_dev[0] is not None:
-        prev = max([prev] + [g["ts"] + g["dur"] for g in gpu if id(g) not in matched and g["ts"] + g["dur"] < first_dev[0]])
+        loose = [g["ts"] + g["dur"] for g in gpu if id(g) not in matched]
+        prev = max([prev] + [end for end in loose if end < first_dev[0]])
     out = []
     for i, (s, t) in enumerate(steps):
         start = max(prev, s)
@@ -381,7 +382,7 @@ def test_the_dataloader_recording_fills_the_dataloader_category():
 # --------------------------------------------------------------------------- the page
 
 
-def test_the_tensorboard_tab_lays_out_what_the_reader_computed(at, script_thread_calls):
+def test_the_tensorboard_tab_lays_out_what_the_reader_computed(at, script_thread_calls):  # noqa: F811
     """Its three parts on the first visit's H200 sample and on an uploaded with_stack H200 trace;
     no analysis on the script thread."""
     open_view(at, "TensorBoard")
