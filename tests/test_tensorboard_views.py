@@ -389,12 +389,12 @@ def test_the_tensorboard_tab_lays_out_what_the_reader_computed(at, script_thread
     assert errors(at) == [] and len(charts(at)) == 1  # the stacked steps
     steps = at.dataframe[0].value
     assert steps["step"].iloc[-1] == "average" and "kernel_us" in steps.columns
-    at.segmented_control(key="tb_part").set_value("Kernels")
+    at.radio(key="tb_part").set_value("Kernels")
     at.run()
     assert_healthy(at)
     by_name, by_op = (df.value for df in at.dataframe)
     assert set(by_name["tensor_cores"]) <= {"yes", "no"} and "op" in by_op.columns
-    at.segmented_control(key="tb_part").set_value("Modules")
+    at.radio(key="tb_part").set_value("Modules")
     at.run()
     assert any("with_stack=True" in plain(i.value) for i in at.info)
     upload(at, "llama_train_stack.json.gz", (DATA / "groundtruth" / "cuda" / "llama_train_stack.json.gz").read_bytes())

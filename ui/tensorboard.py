@@ -13,15 +13,16 @@ from ui.state import Subject
 from ui.widgets import chosen
 
 PARTS = ("Step time", "Kernels", "Modules")
-NAME_PX = 320  # kernel names run to 300 characters: the numbers stay in view, the name is in the tooltip
+ROW_PX, MAX_TABLE_PX = 35, 800  # a module tree is read whole: up to ~22 rows without scrolling
+NAME_PX = 260  # kernel names run to 300 characters: the numbers stay in view, the name is in the tooltip
 
 
 def tensorboard_view(subject: Subject, loaded: Loaded, stem: str) -> None:
     st.caption("What the PyTorch Profiler TensorBoard plugin showed (removed from kineto in 2025), computed "
                "with its own rules from this trace: its Overview's step-time breakdown, its Kernel view and "
                "its Module view. Where the plugin's rules were wrong on today's traces the lab says so below.")
-    part: str = chosen(st.segmented_control("View", PARTS, default=PARTS[0], key="tb_part",
-                                            label_visibility="collapsed")) or PARTS[0]
+    # A radio, not a segmented control: a second click on a segment deselects it (seen on the page).
+    part: str = chosen(st.radio("View", PARTS, key="tb_part", horizontal=True, label_visibility="collapsed"))
     analysis = loaded.analysis
     if part == "Step time" and analysis.step_time is not None:
         _step_time(analysis.step_time, stem)
@@ -82,7 +83,7 @@ def _modules(modules, stem: str) -> None:
                "total and self (minus its children), and the GPU time of the work its ops launched — self = "
                "launched by the ops directly in it, not by its child modules.")
     table = lv.module_table(modules)
-    st.dataframe(table, hide_index=True, width="stretch",
+    st.dataframe(table, hide_index=True, width="stretch", height=min(ROW_PX * (len(table) + 1) + 3, MAX_TABLE_PX),
                  column_config={**_formats(table), "module_tree": st.column_config.Column("module", width=NAME_PX)})
     st.download_button("Download modules (CSV)", lv.to_csv_bytes(modules.rows), file_name=f"{stem}_modules.csv",
                        mime="text/csv", key="dl_tb_modules_csv", on_click="ignore")

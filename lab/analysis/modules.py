@@ -213,4 +213,5 @@ def _module_rows(trace: Trace, nodes: np.ndarray, kind: np.ndarray, parent: np.n
 
     for top in sorted(kids.get("", [])):
         visit(top, ())
-    return pd.DataFrame(out, columns=list(MODULE_COLUMNS))
+    rows = pd.DataFrame(out, columns=list(MODULE_COLUMNS))
+    return rows.astype({"depth": np.int64, "occurrences": np.int64, "operators": np.int64})

@@ -23,6 +23,10 @@ __all__ = [
 # in its legend order.
 CATEGORY_COLORS = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#bab0ac")
 YES_NO = {True: "yes", False: "no"}
+# One bar a step (and the average) with room for its label; the legend's 8 categories need
+# about 4 rows' height, so a 1-step trace still shows it whole.
+STEP_CHART_ROW_PX = 30
+STEP_CHART_AXIS_PX = 50
 
 
 def step_time_table(st: StepTime) -> pd.DataFrame:
@@ -58,18 +62,21 @@ def step_time_chart(st: StepTime) -> alt.Chart:
         order=alt.Order("order:Q"),
         tooltip=[alt.Tooltip("step:N"), alt.Tooltip("category:N"), alt.Tooltip("us:Q", format=",.1f", title="µs"),
                  alt.Tooltip("pct:Q", format=".1f", title="% of step")],
-    ).properties(height=max(60, 26 * len(order)))
+    ).properties(height=STEP_CHART_AXIS_PX + STEP_CHART_ROW_PX * max(len(order), 4))
 
 
 def step_time_note(st: StepTime) -> str:
     """What the steps are and what was left out, in a sentence or three."""
     if not len(st.steps):
         return "The trace has no CPU ops or steps to break down."
+    mean = fmt_us(float(st.steps["step_us"].mean()))
     if st.source == "ProfilerStep":
-        what = f"{len(st.steps)} ProfilerStep# step{'s' if len(st.steps) != 1 else ''}"
+        n = len(st.steps)
+        what = f"{n} ProfilerStep# steps; the average step is {mean}." if n > 1 else f"1 ProfilerStep# step of {mean}."
     else:
-        what = "no ProfilerStep# events, so the whole CPU activity is one step (\"0\"), as the plugin does"
-    parts = [f"{what}; the average step is {fmt_us(float(st.steps['step_us'].mean()))}."]
+        what = (f"No ProfilerStep# events: the whole CPU activity is one step (\"0\") of {mean}, as the plugin "
+                "does (record with a schedule and prof.step() for one row a step).")
+    parts = [what]
     if st.gpu_adjusted:
         parts.append("Each step runs to the end of the GPU work it launched (and starts where the previous "
                      "one ended), so GPU time queued in one step is counted in that step.")
@@ -80,15 +87,23 @@ def step_time_note(st: StepTime) -> str:
     return " ".join(parts)
 
 
+# The page's order: what the plugin's table led with, then its GPU figures, then the rest.
+KERNEL_SHOWN = ("name", "calls", "total_us", "share_pct", "mean_us", "tensor_cores", "occupancy_pct", "blocks_per_sm",
+                "tensor_cores_plugin", "max_us", "min_us", "registers_per_thread", "shared_memory_bytes")
+KERNEL_BY_OP_SHOWN = ("name", "op", "calls", "total_us", "tensor_cores", "occupancy_pct", "blocks_per_sm", "grid",
+                      "block", "registers_per_thread", "shared_memory_bytes", "op_tensor_core_eligible",
+                      "tensor_cores_plugin", "mean_us", "max_us", "min_us")
+
+
 def kernel_by_name_table(kv: KernelView) -> pd.DataFrame:
-    df = kv.by_name.copy()
+    df = kv.by_name[list(KERNEL_SHOWN)].copy()
     for col in ("tensor_cores", "tensor_cores_plugin"):
         df[col] = df[col].map(YES_NO)
     return df
 
 
 def kernel_by_op_table(kv: KernelView) -> pd.DataFrame:
-    df = kv.by_op.copy()
+    df = kv.by_op[list(KERNEL_BY_OP_SHOWN)].copy()
     for col in ("tensor_cores", "tensor_cores_plugin", "op_tensor_core_eligible"):
         df[col] = df[col].map(YES_NO)
     return df
@@ -113,4 +128,6 @@ def module_table(mv: ModuleView) -> pd.DataFrame:
     """The hierarchy as rows, each name indented by its depth (the full path is a column)."""
     df = mv.rows.copy()
     df.insert(0, "module_tree", ["\u2003" * int(d) + str(m) for d, m in zip(df["depth"], df["module"])])
+    path = df.pop("path")
+    df["path"] = path  # last: the long text after the figures
     return df.drop(columns=["module", "depth"])
