@@ -36,6 +36,7 @@ NO_OP = "N/A"  # op_agg.py L101: a kernel whose launch no op owns
 KERNEL_BY_NAME_COLUMNS = (
     "name", "calls", "total_us", "mean_us", "max_us", "min_us", "share_pct", "tensor_cores",
     "tensor_cores_plugin", "occupancy_pct", "blocks_per_sm", "registers_per_thread", "shared_memory_bytes",
+    "occupancy_missing",
 )  # fmt: skip
 KERNEL_BY_OP_COLUMNS = (
     "name", "op", "grid", "block", "registers_per_thread", "shared_memory_bytes", "tensor_cores",
@@ -102,11 +103,14 @@ def _grouped(k: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     g = weighted.groupby(keys, sort=False, dropna=False).agg(
         calls=("dur_us", "size"), total_us=("dur_us", "sum"), mean_us=("dur_us", "mean"),
         max_us=("dur_us", "max"), min_us=("dur_us", "min"), occ=("occ_x_dur", "sum"), bps=("bps_x_dur", "sum"),
-        tensor_cores=("tensor_cores", "first"), tensor_cores_plugin=("tensor_cores_plugin", "first"))
+        tensor_cores=("tensor_cores", "first"), tensor_cores_plugin=("tensor_cores_plugin", "first"),
+        occ_max=("occupancy_pct", "max"))
     positive = g["total_us"] > 0
     g["occupancy_pct"] = np.where(positive, g["occ"] / g["total_us"].where(positive, 1.0), 0.0)
     g["blocks_per_sm"] = np.where(positive, g["bps"] / g["total_us"].where(positive, 1.0), 0.0)
-    return g.drop(columns=["occ", "bps"]).reset_index().sort_values("total_us", ascending=False, kind="stable")
+    g["occupancy_missing"] = g["occ_max"] <= 0  # CUPTI wrote 0 (or nothing) for every launch
+    return g.drop(columns=["occ", "bps", "occ_max"]).reset_index().sort_values("total_us", ascending=False,
+                                                                             kind="stable")
 
 
 def _launching_ops(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -121,6 +121,12 @@ def kernel_note(kv: KernelView) -> str:
         text += (f" The rules disagree on {len(differ)} kernel{'s' if len(differ) != 1 else ''} "
                  f"({fmt_us(float(differ['total_us'].sum()))}): the plugin's list predates Hopper's nvjet/wgmma "
                  "kernels, FP8 and int8 WMMA, and counts cuBLAS's FP32 'ffma' tiles as Tensor-Core kernels.")
+    zero = df[df["occupancy_missing"]]
+    if len(zero):
+        share = 100.0 * float(zero["total_us"].sum()) / max(float(df["total_us"].sum()), 1e-12)
+        text += (f" CUPTI wrote an estimated occupancy of 0 for every launch of {len(zero)} kernel"
+                 f"{'s' if len(zero) != 1 else ''} ({share:.1f} % of kernel time; on the H200 recordings every nvjet "
+                 "GEMM, near peak FLOP/s): its estimate is missing there, not a 0 % occupancy.")
     return text
 
 
