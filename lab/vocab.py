@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 __all__ = [
-    "ANNOTATION_CATS", "DTYPES", "DTYPE_BYTES", "DTYPE_INFO", "Dtype", "ELEMENT_BYTES", "FLOW_CAT",
+    "ADD_KERNEL_NAMES", "ANNOTATION_CATS", "DTYPES", "DTYPE_BYTES", "DTYPE_INFO", "Dtype", "ELEMENT_BYTES", "FLOW_CAT",
     "GEMM_KERNEL_DTYPES", "GEMM_KERNEL_PATTERN", "GEMM_LEAF_OPS", "GEMM_OPS", "GPU_ACTIVITY_CATS", "GPU_LANE_CATS",
     "MEMORY_DEVICE_KINDS", "MEMORY_DEVICE_TYPES", "MEMORY_EVENT_NAME", "MEMORY_HOST_TYPES", "OOM_EVENT_NAME",
     "GPU_ONLY_SORT_KEYS", "INPUT_TYPE_DTYPES", "LAUNCH_CATS", "LEGACY_SORT_KEYS", "NOT_GEMM_KERNEL_PATTERN",
@@ -108,6 +108,8 @@ GEMM_OPS = GEMM_LEAF_OPS + ("aten::matmul", "aten::linear", "aten::_addmm_activa
 #                      cutlass3x_sm90_tensorop_gemm_bf16_…, cutlass::Kernel2<…gemm::kernel::GemmUniversal…>
 #   cuDNN              cudnn_generated_fort_native_matmul_… (runtime-fusion matmuls)
 #   Triton templates   triton_tem_fused_addmm_0, triton_tem_fused_mm_1 (torch.compile max-autotune)
+# An elementwise add kernel of ATen (the seed's bias add): CUDAFunctor_add, AddFunctor, add_kernel.
+ADD_KERNEL_NAMES = r"CUDAFunctor_add|add_kernel|AddFunctor"
 GEMM_KERNEL_PATTERN = re.compile(r"gemm|gemv|matmul|nvjet|xmma|cutlass|triton_tem_\w*mm", re.IGNORECASE)
 # Kernels whose names share those words but are not matrix multiplies: attention built from
 # CUTLASS/wgmma tiles (pytorch_flash::flash_fwd_kernel<…cutlass::bfloat16_t…>, fmha_cutlassF_…,

@@ -10,20 +10,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import numpy as np
-
-from lab.analysis.bundle import Analysis
+from lab.analysis.figures import Run, first_step_share_pct, step_work_rows, work_per_step
+from lab.analysis.figures import first_step_ratio as step_ratio
 from lab.analysis.steps import per_iteration_us
 from lab.trace.load import Trace
 from lab.units import fmt_us, fmt_us_fixed
-from lab.vocab import GEMM_LEAF_OPS, is_gemm_kernel
+from lab.vocab import ADD_KERNEL_NAMES, GEMM_LEAF_OPS, is_gemm_kernel
+
+__all__ = ["DETECTORS", "Run", "Signal", "label_first_gaps_us", "lesson_signals", "step_work_rows", "work_per_step"]
 
 # CPU traces: the GEMM op must take at least this share of a large run's step to count as
 # compute-bound, and under the lower share of a tiny run's step for overhead-bound: at 64³ the
 # dispatcher and Python cost more than the multiply itself (seen here: ~20 % on 2 CPU cores).
 COMPUTE_SHARE_LARGE_PCT = 70.0
 COMPUTE_SHARE_TINY_PCT = 50.0
-ADD_KERNEL = re.compile(r"CUDAFunctor_add|add_kernel|AddFunctor", re.IGNORECASE)
+ADD_KERNEL = re.compile(ADD_KERNEL_NAMES, re.IGNORECASE)
 FUSED_KERNEL = re.compile(r"^triton_|fused", re.IGNORECASE)
 
 
@@ -35,13 +36,6 @@ class Signal:
     # False where the lesson's effect is not expected on this kind of trace (said in evidence):
     # the page shows it as information, not as a missing signal.
     expected: bool = True
-
-
-@dataclass(frozen=True)
-class Run:
-    name: str
-    trace: Trace
-    analysis: Analysis
 
 
 def lesson_signals(lesson_key: str, runs: list[Run]) -> list[Signal]:
@@ -61,18 +55,6 @@ def _cpu_ops(trace: Trace):
 def _kernels(trace: Trace):
     ev = trace.events
     return ev[ev["cat"] == "kernel"]
-
-
-def _step_count(analysis: Analysis) -> int:
-    return max(len(analysis.steps), 1)
-
-
-def work_per_step(run: Run) -> tuple[float, str]:
-    """GPU kernels per step on a GPU trace, else CPU operators per step."""
-    kernels = _kernels(run.trace)
-    if len(kernels):
-        return len(kernels) / _step_count(run.analysis), "kernels"
-    return len(_cpu_ops(run.trace)) / _step_count(run.analysis), "operators"
 
 
 def compute_share_pct(run: Run) -> float:
@@ -135,24 +117,20 @@ def _tiny_vs_large(runs: list[Run]) -> list[Signal]:
     return out
 
 
-def first_step_ratio(gaps: list[float]) -> float:
-    """First step's label → first-op gap over the median of the later steps' gaps."""
-    if len(gaps) < 2:
-        return float("nan")
-    rest = float(np.median(gaps[1:]))
-    return gaps[0] / rest if rest > 0 else float("nan")
-
-
 def _cold_vs_warm(runs: list[Run]) -> list[Signal]:
-    # Each run is compared with itself (first step vs its later steps) before the two are
-    # compared: absolute gaps move with machine load, the ratio of one run's steps does not.
+    # Each run's first step against its own later steps (lab.analysis.figures.first_step_ratio):
+    # absolute times move with machine load, the ratio of one run's steps does not. Where the
+    # cold step's time goes is read from the first aten::mm and the profiler's own lane: on the
+    # H200 the label → first-op gap grew 55 → 28 µs while the step grew by 10,433 µs.
     cold, warm = runs
-    cold_gaps, warm_gaps = label_first_gaps_us(cold.trace), label_first_gaps_us(warm.trace)
-    if len(cold_gaps) < 2 or len(warm_gaps) < 2:
-        return [Signal("first-step gap measurable", False, "no repeated step label with ops inside it")]
-    cold_ratio, warm_ratio = first_step_ratio(cold_gaps), first_step_ratio(warm_gaps)
-    evidence = (f"label → first op in the first step: cold {fmt_us(cold_gaps[0])} "
-                f"({cold_ratio:.1f}× its later steps) vs warm {fmt_us(warm_gaps[0])} ({warm_ratio:.1f}×)")
+    if len(cold.analysis.steps) < 2 or len(warm.analysis.steps) < 2:
+        return [Signal("first step measurable", False, "fewer than two recorded steps in a run")]
+    cold_ratio, warm_ratio = step_ratio(cold), step_ratio(warm)
+    evidence = f"first step vs the median later one: cold {cold_ratio:.1f}×, warm {warm_ratio:.1f}×"
+    mm, prof = first_step_share_pct(cold, "aten::mm"), first_step_share_pct(cold, "profiler")
+    if mm == mm and prof == prof:
+        evidence += (f"; of the cold step's extra time {mm:.0f} % is inside its first aten::mm and "
+                     f"{prof:.0f} % is the profiler's own work")
     on_gpu = cold.trace.has_gpu and warm.trace.has_gpu
     if not on_gpu:
         # The costs this lesson is about (CUDA context, cuBLAS handles and workspaces, CUPTI
@@ -160,7 +138,8 @@ def _cold_vs_warm(runs: list[Run]) -> list[Signal]:
         # "cold" run is barely colder: seen here, the ratios came out either way run to run.
         evidence += ("; on a CPU the worker is already warm, so expect little difference — "
                      "open the H200 recording to see the real first-step cost")
-    return [Signal("the cold run's first step starts late", cold_ratio > warm_ratio, evidence, expected=on_gpu)]
+    return [Signal("the cold run's first step is far slower than the warm run's", cold_ratio > warm_ratio,
+                   evidence, expected=on_gpu)]
 
 
 def _fp32_vs_tf32(runs: list[Run]) -> list[Signal]:
@@ -221,9 +200,11 @@ def _linear(runs: list[Run]) -> list[Signal]:
 
 
 def _fewer_per_step(first: Run, second: Run, what: str) -> Signal:
+    # The active steps' work only (lab.analysis.figures): the reveal counts the same.
     a, unit = work_per_step(first)
     b, _ = work_per_step(second)
-    return Signal(f"{second.name} runs fewer {unit} per step", b < a, f"{a:.0f} vs {b:.0f} {unit} per step ({what})")
+    return Signal(f"{second.name} runs fewer {unit} per step", b < a,
+                  f"{a:.1f} vs {b:.1f} {unit} per step ({what})")
 
 
 # Why a compiled step can be slower on a CPU (issue 13: the GeGLU lesson on a CPU host, profiled
@@ -273,7 +254,8 @@ def _attention(runs: list[Run]) -> list[Signal]:
 
 def _sdpa_backends(runs: list[Run]) -> list[Signal]:
     math, flash = runs
-    return [_fewer_per_step(math, flash, "FlashAttention computes attention in one kernel")]
+    return [_fewer_per_step(math, flash, "FlashAttention keeps its tiles on chip; the math backend runs "
+                                         "PyTorch ops, in fp32 for half-precision inputs")]
 
 
 DETECTORS = {
