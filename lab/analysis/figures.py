@@ -31,9 +31,10 @@ from lab.trace.load import Trace
 from lab.vocab import is_gemm_kernel
 
 __all__ = [
-    "FIGURES", "Run", "first_step_excess_in_us", "first_step_ratio", "gemm_kernel_mean_us", "kernel_rows",
-    "kernels_matching_per_step", "kernels_per_step", "launch_delay_share_pct", "op_calls_per_step", "op_device_us",
-    "profiler_overhead_in_first_step_us", "step_us", "step_work_rows", "work_per_step",
+    "FIGURES", "Run", "first_step_excess_in_us", "first_step_ratio", "first_step_share_pct", "gemm_kernel_mean_us",
+    "kernel_rows", "kernels_matching_per_step", "kernels_per_step", "label_first_gaps_us", "launch_delay_share_pct",
+    "op_calls_per_step", "op_device_us", "profiler_overhead_in_first_step_us", "step_count", "step_us",
+    "step_work_rows", "top_self_cpu_row", "work_per_step",
 ]  # fmt: skip
 
 
@@ -206,6 +207,37 @@ def first_step_share_pct(run: Run, what: str) -> float:
     return 100.0 * part / excess if excess > 0 else float("nan")
 
 
+def label_first_gaps_us(trace: Trace, label: str | None = None) -> list[float]:
+    """For each instance of the step label (or the outermost repeated annotation): first child's
+    start − the label's start, in order. The cold-start gap lives here in the first step."""
+    ev = trace.events
+    ann = ev[(ev["cat"] == "user_annotation") & (ev["lane_kind"] == "cpu")]
+    if label is None:
+        counts = ann["name"].astype(str).value_counts()
+        repeated = counts[counts >= 2]
+        if repeated.empty:
+            return []
+        top = ann[ann["name"].astype(str).isin(repeated.index)]
+        label = str(top.sort_values(["depth", "ts_us"])["name"].iloc[0])
+    rows = ann[ann["name"].astype(str) == label]
+    gaps = []
+    for lane, depth, start, end in zip(rows["lane"], rows["depth"], rows["ts_us"], rows["ts_us"] + rows["dur_us"]):
+        inner = ev[(ev["lane"] == lane) & (ev["depth"] == depth + 1) & (ev["ts_us"] >= start) & (ev["ts_us"] <= end)]
+        if len(inner):
+            gaps.append(float(inner["ts_us"].min() - start))
+    return gaps
+
+
+def label_gap_share_pct(run: Run) -> float:
+    """How much the first step's label → first-op gap exceeds the later steps' median gap, as a
+    share (%) of the first step's excess time: what the old cold-vs-warm lesson pointed at."""
+    gaps = label_first_gaps_us(run.trace)
+    _, _, excess = _first_step(run) if len(run.analysis.steps) > 1 else (0.0, 0.0, float("nan"))
+    if len(gaps) < 2 or not excess > 0:
+        return float("nan")
+    return 100.0 * (gaps[0] - float(np.median(gaps[1:]))) / excess
+
+
 def gemm_kernel_mean_us(run: Run) -> float:
     """The mean duration of the GEMM kernels (``lab.vocab.is_gemm_kernel``) of the active steps."""
     rows = kernel_rows(run)
@@ -304,6 +336,7 @@ FIGURES: dict[str, Callable[..., float | str]] = {
     "step_us": step_us,
     "first_step_ratio": first_step_ratio,
     "first_step_share_pct": first_step_share_pct,
+    "label_gap_share_pct": label_gap_share_pct,
     "gemm_kernel_mean_us": gemm_kernel_mean_us,
     "kernel_mean_us": kernel_mean_us,
     "launch_delay_share_pct": launch_delay_share_pct,

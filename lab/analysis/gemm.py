@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from lab.analysis.bound import bound_of, pct_of_roof, roof_tflops
 from lab.analysis.columns import codes, frame, group_ids, mask_in, mask_where, texts
 from lab.analysis.operators import Links, build_links
 from lab.run.config import RunConfig
@@ -33,7 +34,7 @@ _BIAS_GEMM_OPS = ("aten::addmm", "aten::baddbmm", "aten::_addmm_activation", "at
 
 GEMM_COLUMNS = ("op", "kernel", "ts_us", "device", "kernel_us", "kernels_launched", "m", "k", "n", "batch",
                 "dtype", "shape_source", "flops", "bytes_moved", "tflops", "peak_tflops", "pct_of_peak",
-                "intensity_flops_per_byte", "ridge_flops_per_byte", "bound")
+                "intensity_flops_per_byte", "ridge_flops_per_byte", "roof_tflops", "pct_of_roof", "bound")
 
 
 # --------------------------------------------------------------------------- the device
@@ -256,7 +257,7 @@ def _fill_from_config(config: RunConfig, shape: np.ndarray, op_names: np.ndarray
 def _rates(shape: np.ndarray, op_flops: np.ndarray, dtype: np.ndarray, kernel_us: np.ndarray,
            peak: DevicePeak | None) -> dict:
     """FLOPs (from the shape, else the op's recorded flops), bytes, TFLOP/s, % of peak, intensity
-    and the roofline verdict per group."""
+    and the roofline verdict per group (``lab.analysis.bound``)."""
     batch, m, k, n, extra = (shape[:, i] for i in range(5))
     extra = np.nan_to_num(extra)
     # Per-dtype constants, looked up once per distinct dtype.
@@ -270,11 +271,15 @@ def _rates(shape: np.ndarray, op_flops: np.ndarray, dtype: np.ndarray, kernel_us
     with np.errstate(divide="ignore", invalid="ignore"):
         tflops = np.where(kernel_us > 0, flops / kernel_us / 1e6, np.nan)
         intensity = flops / bytes_moved
-    bound = np.where(np.isnan(intensity) | np.isnan(ridge), "",
-                     np.where(intensity >= ridge, "compute-bound", "memory-bound"))
+    bandwidth = peak.memory_bandwidth_gbs if peak else np.nan
+    # One classifier (lab.analysis.bound): latency-bound under a tenth of the roof at its own
+    # intensity, else memory- or compute-bound by the side of the ridge.
     return dict(m=m, k=k, n=n, batch=batch, flops=flops, bytes_moved=bytes_moved, tflops=tflops,
                 peak_tflops=peak_tflops, pct_of_peak=100.0 * tflops / peak_tflops,
-                intensity_flops_per_byte=intensity, ridge_flops_per_byte=ridge, bound=bound)
+                intensity_flops_per_byte=intensity, ridge_flops_per_byte=ridge,
+                roof_tflops=roof_tflops(intensity, peak_tflops, bandwidth),
+                pct_of_roof=pct_of_roof(tflops, intensity, peak_tflops, bandwidth),
+                bound=bound_of(tflops, intensity, peak_tflops, bandwidth))
 
 
 def gemm_figures(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig | None = None,
@@ -287,7 +292,8 @@ def gemm_figures(trace: Trace, *, peak: DevicePeak | None = None, config: RunCon
     duration (memsets, casts and helper kernels excluded). The shape comes from the op's recorded
     Input Dims, else from ``config`` (``shape_source`` says which; "unknown" leaves the FLOP
     columns NaN unless the op recorded ``flops``). FLOPs = 2·batch·M·K·N; bytes_moved = inputs
-    read once + output written once; ``bound`` compares FLOPs/byte with the roofline ridge point.
+    read once + output written once; ``roof_tflops`` is the roof at the row's intensity,
+    ``pct_of_roof`` the rate against it, ``bound`` the classifier's label (``lab.analysis.bound``).
     dtype: the one the kernel's name states (``lab.vocab.gemm_kernel_dtype``: TF32 tensor-op
     kernels are tf32), else the op's "Input type", else the config's. Rows above the peak are
     dropped and counted (``GemmFigures``).

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lab.analysis.figures import Run, first_step_share_pct, step_work_rows, work_per_step
+from lab.analysis.figures import Run, first_step_share_pct, label_first_gaps_us, step_work_rows, work_per_step
 from lab.analysis.figures import first_step_ratio as step_ratio
 from lab.analysis.steps import per_iteration_us
 from lab.trace.load import Trace
@@ -70,27 +70,6 @@ def compute_share_pct(run: Run) -> float:
         return float("nan")
     per_step = len(gemm) / len(steps)  # GEMM ops per step (1 for matmul_add)
     return 100.0 * float(gemm["dur_us"].median()) * per_step / float(steps["cpu_us"].median())
-
-
-def label_first_gaps_us(trace: Trace, label: str | None = None) -> list[float]:
-    """For each instance of the step label (or the outermost repeated annotation): first child's
-    start − the label's start, in order. The cold-start gap lives here in the first step."""
-    ev = trace.events
-    ann = ev[(ev["cat"] == "user_annotation") & (ev["lane_kind"] == "cpu")]
-    if label is None:
-        counts = ann["name"].astype(str).value_counts()
-        repeated = counts[counts >= 2]
-        if repeated.empty:
-            return []
-        top = ann[ann["name"].astype(str).isin(repeated.index)]
-        label = str(top.sort_values(["depth", "ts_us"])["name"].iloc[0])
-    rows = ann[ann["name"].astype(str) == label]
-    gaps = []
-    for lane, depth, start, end in zip(rows["lane"], rows["depth"], rows["ts_us"], rows["ts_us"] + rows["dur_us"]):
-        inner = ev[(ev["lane"] == lane) & (ev["depth"] == depth + 1) & (ev["ts_us"] >= start) & (ev["ts_us"] <= end)]
-        if len(inner):
-            gaps.append(float(inner["ts_us"].min() - start))
-    return gaps
 
 
 def _names(frame) -> set[str]:
