@@ -56,7 +56,7 @@ def pipeline_steps():
     except ImportError:
         missing.append("lab.analysis.analyze")
     try:
-        from lab.analysis.insights import find_insights
+        from lab.analysis.insights.rules import find_insights
 
         steps.append(("find_insights", lambda result, state: state.__setitem__(
             "insights", find_insights(state["trace"], state.get("analysis")))))

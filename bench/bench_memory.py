@@ -41,8 +41,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_analysis import timed as timed_s  # noqa: E402
 from benchmarks_md import write_section  # noqa: E402
 
-from lab.analysis.key_averages import trace_key_averages  # noqa: E402
-from lab.analysis.memory import DEFAULT_MAX_POINTS, memory_analysis, memory_series  # noqa: E402
+from lab.analysis.memory.analyze import DEFAULT_MAX_POINTS, memory_analysis, memory_series  # noqa: E402
+from lab.analysis.table.key_averages import trace_key_averages  # noqa: E402
 from lab.trace import load_trace  # noqa: E402
 from lab.trace.model import empty_memory  # noqa: E402
 from lab.views.memory import build_memory_view, memory_chart  # noqa: E402

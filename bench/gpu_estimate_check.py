@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lab.run.config import RunConfig  # noqa: E402
+from lab.core.config import RunConfig  # noqa: E402
+from lab.core.settings import HostSettings  # noqa: E402
 from lab.run.estimate import estimate_run  # noqa: E402
-from lab.run.settings import HostSettings  # noqa: E402
 
 SETTINGS = HostSettings(max_run_estimate_s=0.0, run_timeout_s=120.0)
 GPU_RUNS = [(1024, "bfloat16"), (1024, "float32"), (4096, "bfloat16"), (4096, "float32"), (4096, "tf32"),

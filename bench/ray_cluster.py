@@ -69,8 +69,8 @@ def _wait_for_nodes(address: str, count: int, nodes: list[subprocess.Popen], log
     a node that exits, or NODE_START_S, raises with the nodes' logs."""
     import ray
 
+    from lab.core.settings import HostSettings
     from lab.run.ray_backend import connect
-    from lab.run.settings import HostSettings
 
     deadline = time.monotonic() + NODE_START_S
     while True:

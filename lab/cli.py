@@ -16,9 +16,9 @@ import math
 import sys
 from pathlib import Path
 
+from lab.core.config import OPTIONS, ConfigError, Option, RunConfig, check_device, check_limits
+from lab.core.settings import HostSettings, SettingsError
 from lab.read import ReaderPool
-from lab.run.config import OPTIONS, ConfigError, Option, RunConfig, check_device, check_limits
-from lab.run.settings import HostSettings, SettingsError
 
 EXIT_BAD_INPUT = 2
 # The classic table as torch's tutorial prints it.
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 def _refusals() -> tuple[type[Exception], ...]:
     # RunError lives with the result (pandas): imported only once something went wrong, so a
     # refused command line answers without loading pandas or torch.
-    from lab.run.result import RunError
+    from lab.core.result import RunError
     from lab.trace import TraceError
 
     return (_UsageError, ConfigError, SettingsError, RunError, TraceError, OSError)

@@ -1,7 +1,7 @@
 """The lab's vocabulary, defined once: dtypes, trace categories, names torch writes, GEMM names,
 sort keys and run stages. Every other module imports these; none spells them again.
 
-A new dtype is one ``Dtype`` entry here (and its peak rates in ``lab/run/devices.py``).
+A new dtype is one ``Dtype`` entry here (and its peak rates in ``lab/core/devices.py``).
 """
 
 from __future__ import annotations

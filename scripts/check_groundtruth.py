@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from lab.analysis.key_averages import trace_key_averages  # noqa: E402
-from lab.views.torch_table import torch_table_text  # noqa: E402
+from lab.analysis.table.key_averages import trace_key_averages  # noqa: E402
 from lab.trace import load_trace  # noqa: E402
+from lab.views.torch_table import torch_table_text  # noqa: E402
 
 TIME_COLUMNS = ("self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us")
 REL_TOLERANCE, ABS_TOLERANCE_US = 0.02, 5.0

@@ -32,8 +32,8 @@ import json
 import math
 import os
 import platform
-import sys
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -86,7 +86,7 @@ def shape_text(m: int, k: int, n: int) -> str:
 
 def profiled_gemm_us(config, result) -> dict:
     """The lab's own reading of its trace: GEMM kernel durations (GPU) or aten::mm ops (CPU)."""
-    from lab.analysis.gemm import gemm_efficiency
+    from lab.analysis.gemm.analyze import gemm_efficiency
     from lab.trace.load import load_trace
 
     trace = load_trace(result.trace_gz)
@@ -115,7 +115,7 @@ def time_matmul(m: int, k: int, n: int, dtype: str, *, cuda: bool, reps: int) ->
 
     device = torch.device("cuda") if cuda else torch.device("cpu")
     storage = torch.float32 if dtype in ("float32", "tf32") else getattr(torch, dtype)
-    # As lab.run.workloads makes them: float32 randn, then cast (never zeros: zeros run faster).
+    # As lab.core.workloads makes them: float32 randn, then cast (never zeros: zeros run faster).
     x = torch.randn(m, k, device=device, dtype=torch.float32).to(storage)
     w = torch.randn(k, n, device=device, dtype=torch.float32).to(storage)
     before = torch.backends.cuda.matmul.allow_tf32
@@ -173,7 +173,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def measure_one(m: int, k: int, n: int, dtype: str, *, device: str, reps: int):
     """(row, DeviceInfo) for one GEMM: the lab's profiled reading and the event-timed one."""
-    from lab.run.config import RunConfig
+    from lab.core.config import RunConfig
     from lab.run.runner import run_profile
 
     row = {"m": m, "k": k, "n": n, "dtype": dtype, "label": f"{shape_text(m, k, n)} {dtype}", "error": None}

@@ -20,7 +20,7 @@ def read_trace(trace_gz: bytes) -> dict:
 @pytest.fixture(scope="session")
 def host_settings():
     """The default host limits, whatever PROFILER_LAB_* variables the shell has set."""
-    from lab.run.settings import HostSettings
+    from lab.core.settings import HostSettings
 
     return HostSettings()
 
@@ -39,7 +39,7 @@ def small_cpu_result(warm_cpu, host_settings):
 
     Session-scoped and read-only: tests that need a fresh trace or key averages share it.
     """
-    from lab.run.config import RunConfig
+    from lab.core.config import RunConfig
     from lab.run.runner import run_profile
 
     config = RunConfig(
@@ -60,7 +60,7 @@ def cpu_lesson_runs(warm_cpu, host_settings):
 
     from lab.analysis import analyze
     from lab.analysis.figures import Run
-    from lab.run.lessons import LESSONS, lesson_configs
+    from lab.core.lessons import LESSONS, lesson_configs
     from lab.run.runner import run_profile
     from lab.run.worker import cpu_worker_threads
     from lab.trace.load import load_trace

@@ -8,7 +8,7 @@ import json
 
 from lab.analysis import analyze
 from lab.analysis.figures import Run
-from lab.run.lessons import LESSONS
+from lab.core.lessons import LESSONS
 from lab.samples import lesson_samples
 from lab.trace.load import load_trace
 

@@ -19,13 +19,13 @@ import pytest
 from tracebuild import H200_PROPS, annotation, build, kernel, launch, matmul_add_steps, op
 
 from lab.analysis import analyze
-from lab.analysis.gemm import ABOVE_PEAK_NOTE, _gemm_shape, gemm_efficiency, gemm_figures
+from lab.analysis.gemm.analyze import ABOVE_PEAK_NOTE, _gemm_shape, gemm_efficiency, gemm_figures
 from lab.analysis.gpu import covered_us, gpu_utilization, launch_delays
 from lab.analysis.operators import kernel_summary
 from lab.analysis.steps import step_breakdown
 from lab.analysis.verdict import GPU_BOUND_BUSY_PCT, bound_verdict, host_work_us
-from lab.run.config import RunConfig
-from lab.run.devices import DevicePeak, lookup_peak
+from lab.core.config import RunConfig
+from lab.core.devices import DevicePeak, lookup_peak
 from lab.trace.load import load_trace
 from lab.vocab import gemm_kernel_dtype, is_gemm_kernel
 

@@ -363,7 +363,7 @@ def test_sliders_show_the_exact_sizes_they_are_overridden_by(at):
 
 def test_label_boxes_stop_at_64_characters(at):
     # The browser's text boxes refuse a 65th character (max_chars); AppTest's input() mimics that.
-    from lab.run.config import MAX_LABEL_CHARS
+    from lab.core.config import MAX_LABEL_CHARS
 
     for key in ("cfg_step_label", "cfg_matmul_label", "cfg_add_label"):
         box = _find(at, key)

@@ -13,8 +13,8 @@ from tracebuild import H200_PROPS, build, kernel, launch, matmul_add_steps, op
 
 from lab.analysis import analyze, find_insights
 from lab.analysis.compare import TOTAL_METRICS, compare_analyses, compare_traces
-from lab.run.config import RunConfig
-from lab.run.devices import lookup_peak
+from lab.core.config import RunConfig
+from lab.core.devices import lookup_peak
 from lab.samples import list_samples
 from lab.trace.load import load_trace
 

@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from lab.run.config import (
+from lab.core.config import (
     OPTIONS,
     ConfigError,
     RunConfig,
@@ -15,7 +15,7 @@ from lab.run.config import (
     check_limits,
     check_memory,
 )
-from lab.run.settings import HostSettings, SettingsError, host_environment
+from lab.core.settings import HostSettings, SettingsError, host_environment
 
 # --- RunConfig: refusals that need no context ---------------------------------------------
 

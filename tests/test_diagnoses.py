@@ -1,4 +1,4 @@
-"""The diagnoses of lab/analysis/diagnoses.py: each fires on a trace that has its problem and
+"""The diagnoses of lab/analysis/diagnoses/findings.py: each fires on a trace that has its problem and
 stays silent on the seed's matmul samples.
 
 Expectations are computed by brute force from the raw JSON events (plain loops over the
@@ -17,20 +17,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.analysis import diagnoses as dx
-from lab.analysis.diag_capture import EMPTY_MAX_OPS, find_empty_capture, find_profiler_inflation
-from lab.analysis.diag_comm import find_collectives
-from lab.analysis.diag_copies import PAGEABLE_MIN_PCT, find_pageable_copies
-from lab.analysis.diag_graphs import find_graph_replays, graph_replay_rows
-from lab.analysis.diag_host import (
+from lab.analysis.diagnoses import findings as dx
+from lab.analysis.diagnoses.capture import EMPTY_MAX_OPS, find_empty_capture, find_profiler_inflation
+from lab.analysis.diagnoses.comm import find_collectives
+from lab.analysis.diagnoses.copies import PAGEABLE_MIN_PCT, find_pageable_copies
+from lab.analysis.diagnoses.graphs import find_graph_replays, graph_replay_rows
+from lab.analysis.diagnoses.host import (
     HOST_GAP_MIN_STRETCH_US,
     HOST_GAP_MIN_US,
     HOST_SYNC_CALLS,
     find_host_gaps,
     find_host_syncs,
 )
-from lab.analysis.diag_steps import STEP_MIN_COVER_PCT, step_spans
-from lab.analysis.insights import SEVERITIES, Insight
+from lab.analysis.diagnoses.steps import STEP_MIN_COVER_PCT, step_spans
+from lab.analysis.insights.rules import SEVERITIES, Insight
 from lab.trace import load_trace
 from tests import diagbuild as b
 from tests import tracebuild

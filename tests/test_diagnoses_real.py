@@ -16,12 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.analysis import diagnoses as dx
-from lab.analysis.diag_capture import find_empty_capture, find_profiler_inflation
-from lab.analysis.diag_comm import COMM_OP_PREFIXES, find_collectives
-from lab.analysis.diag_copies import find_pageable_copies
-from lab.analysis.diag_graphs import find_graph_replays, graph_replay_rows
-from lab.analysis.diag_host import HOST_GAP_MIN_STRETCH_US, HOST_SYNC_CALLS, find_host_gaps, find_host_syncs
+from lab.analysis.diagnoses import findings as dx
+from lab.analysis.diagnoses.capture import find_empty_capture, find_profiler_inflation
+from lab.analysis.diagnoses.comm import COMM_OP_PREFIXES, find_collectives
+from lab.analysis.diagnoses.copies import find_pageable_copies
+from lab.analysis.diagnoses.graphs import find_graph_replays, graph_replay_rows
+from lab.analysis.diagnoses.host import HOST_GAP_MIN_STRETCH_US, HOST_SYNC_CALLS, find_host_gaps, find_host_syncs
 from lab.trace import load_trace
 from tests.test_diagnoses import HOST_CATS, complete, is_gpu, measure, span, step_periods, uncovered_stretches
 

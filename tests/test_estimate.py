@@ -11,10 +11,10 @@ import tracemalloc
 
 import pytest
 
-from lab.run.config import ConfigError, RunConfig
-from lab.run.devices import DeviceInfo, DeviceRates
+from lab.core.config import ConfigError, RunConfig
+from lab.core.devices import DeviceInfo, DeviceRates
+from lab.core.settings import HostSettings
 from lab.run.estimate import check_estimate, estimate_run, estimate_text, suggest_dim
-from lab.run.settings import HostSettings
 
 # The bound: close enough to decide "runs in seconds" vs "blocks the room for minutes".
 FACTOR = 3.0

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import torch
 
-from lab.run.config import ConfigError, RunConfig
-from lab.run.result import RunError
-from lab.run.settings import HostSettings
+from lab.core.config import ConfigError, RunConfig
+from lab.core.result import RunError
+from lab.core.settings import HostSettings
 from lab.trace.load import load_trace
 
 pytestmark = [

@@ -14,8 +14,8 @@ import pytest
 from tracebuild import H200_PROPS, annotation, build, gpu_annotation, kernel, launch, matmul_add_steps, op
 
 from lab.analysis import analyze
-from lab.analysis import insights as I
-from lab.run.devices import DevicePeak
+from lab.analysis.insights import rules as I
+from lab.core.devices import DevicePeak
 from lab.trace.load import load_trace
 
 DATA = Path(__file__).parent / "data"
@@ -298,7 +298,7 @@ def test_steps_overlapping_matches_brute_force():
     """The binary-search overlap used by the profiler-overhead rule equals the all-pairs check."""
     import numpy as np
 
-    from lab.analysis.insights import _steps_overlapping
+    from lab.analysis.insights.rules import _steps_overlapping
 
     rng = np.random.default_rng(7)
     for _ in range(300):

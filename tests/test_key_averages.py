@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.analysis.key_averages import trace_key_averages
+from lab.analysis.table.key_averages import trace_key_averages
 from lab.trace import load_trace
 from lab.views.torch_table import torch_table_text
 

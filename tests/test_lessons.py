@@ -13,8 +13,8 @@ import pytest
 
 from lab.analysis import analyze
 from lab.analysis.signals import Run, label_first_gaps_us, lesson_signals, work_per_step
-from lab.run.config import ConfigError
-from lab.run.lessons import LESSONS, lesson_configs
+from lab.core.config import ConfigError
+from lab.core.lessons import LESSONS, lesson_configs
 from lab.run.runner import run_profile
 from lab.trace.load import load_trace
 

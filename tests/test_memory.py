@@ -146,7 +146,7 @@ def test_peak_is_the_largest_total_allocated_and_names_what_ran(real):
 
 def test_per_step_figures_equal_brute_force(real):
     path, raw, trace, analysis = real
-    from lab.analysis.diag_steps import step_spans
+    from lab.analysis.diagnoses.steps import step_spans
 
     spans = step_spans(trace)
     steps = analysis.memory.steps
@@ -175,7 +175,7 @@ def test_per_step_figures_equal_brute_force(real):
 
 @pytest.mark.parametrize("max_points", [8, 50, 600, 4000])
 def test_series_is_bounded_and_keeps_every_peak(real, max_points):
-    from lab.analysis.memory import memory_series
+    from lab.analysis.memory.analyze import memory_series
 
     path, raw, trace, analysis = real
     series = memory_series(trace, max_points=max_points)
@@ -189,7 +189,7 @@ def test_series_is_bounded_and_keeps_every_peak(real, max_points):
 def test_series_is_exact_when_it_fits(real):
     """Under the budget the step function through the points gives every record's "Total
     Allocated" at that record's time (the last point at or before it)."""
-    from lab.analysis.memory import memory_series
+    from lab.analysis.memory.analyze import memory_series
 
     path, raw, trace, analysis = real
     series = memory_series(trace, max_points=100_000)
@@ -198,7 +198,7 @@ def test_series_is_exact_when_it_fits(real):
     for dev in analysis.memory.devices:
         pts = series.points[(series.points["device"] == dev.device) & (series.points["kind"] == "allocated")]
         t, v = pts["ts_us"].to_numpy(), pts["bytes"].to_numpy()
-        from lab.analysis.memory import device_names
+        from lab.analysis.memory.analyze import device_names
 
         rows = np.flatnonzero(device_names(m) == dev.device)
         ts = m["ts_us"].to_numpy()[rows]
@@ -208,7 +208,7 @@ def test_series_is_exact_when_it_fits(real):
 
 
 def test_series_window_carries_the_level_in():
-    from lab.analysis.memory import memory_series
+    from lab.analysis.memory.analyze import memory_series
 
     trace = load_trace(MEMORY_TRACES[-1])
     m = trace.memory
@@ -279,7 +279,7 @@ def test_fragmentation_fires_when_reserved_is_far_above_the_peak():
 
 
 def test_allocator_churn_fires_on_thousands_of_small_allocations_per_step():
-    from lab.analysis.memory_insights import CHURN_MIN_SMALL_PER_STEP
+    from lab.analysis.memory.insights import CHURN_MIN_SMALL_PER_STEP
 
     many = [[512, -512] * CHURN_MIN_SMALL_PER_STEP] * 3
     found = _insights(_stepped(many))

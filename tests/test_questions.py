@@ -15,7 +15,7 @@ from lessonruns import raw_events
 
 from lab.analysis import analyze
 from lab.analysis.signals import Run
-from lab.run.lessons import LESSONS
+from lab.core.lessons import LESSONS
 from lab.samples import lesson_samples
 from lab.teach.questions import QUESTIONS, band_of, questions_for, skipped_for
 from lab.trace.load import load_trace

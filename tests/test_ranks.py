@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from lab.analysis import RanksError, analyze, analyze_ranks, rank_insights
-from lab.analysis.ranks_insights import IMBALANCE_TITLE, LOW_OVERLAP_TITLE, STRAGGLER_TITLE
-from lab.analysis.ranks_job import rank_from_name
+from lab.analysis.ranks.insights import IMBALANCE_TITLE, LOW_OVERLAP_TITLE, STRAGGLER_TITLE
+from lab.analysis.ranks.job import rank_from_name
 from lab.trace import load_trace
 from lab.views import build_ranks_timeline, rank_table
 from tests import tracebuild as tb

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from lab.analysis import analyze
-from lab.run.config import RunConfig
-from lab.run.devices import PEAKS, DeviceInfo, DeviceRates
+from lab.core.config import RunConfig
+from lab.core.devices import PEAKS, DeviceInfo, DeviceRates
 from lab.run.runner import run_profile
 from lab.samples import list_samples
 from lab.teach.roofline import (

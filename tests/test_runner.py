@@ -9,10 +9,11 @@ import pytest
 import torch
 from conftest import read_trace
 
-from lab.run import workloads
-from lab.run.config import ConfigError, RunConfig
-from lab.run.devices import PEAKS, detect_device, lookup_peak
-from lab.run.result import KEY_AVERAGES_COLUMNS, RunError
+from lab.core import workloads
+from lab.core.config import ConfigError, RunConfig
+from lab.core.devices import PEAKS, detect_device, lookup_peak
+from lab.core.result import KEY_AVERAGES_COLUMNS, RunError
+from lab.core.settings import HostSettings
 from lab.run.runner import (
     STAGES,
     TABLE_SORT_KEYS,
@@ -21,7 +22,6 @@ from lab.run.runner import (
     run_profile,
     unprofiled_iterations,
 )
-from lab.run.settings import HostSettings
 
 CPU_STAGES = ["checking", "allocating", "warming up", "profiling", "exporting", "timing", "summarizing"]
 CPU_TABLE_KEYS = {"cpu_time_total", "self_cpu_time_total", "count", "cpu_memory_usage",
@@ -133,7 +133,7 @@ def test_timing_has_one_sample_per_active_step(small_cpu_result):
 def test_one_median_for_timings_the_runner_and_the_report():
     import math
 
-    from lab.run.result import Timing
+    from lab.core.result import Timing
     from lab.stats import median
 
     assert median([3.0, 1.0, 2.0]) == 2.0 and median([4.0, 1.0, 3.0, 2.0]) == 2.5

@@ -23,10 +23,10 @@ import pandas as pd
 import pytest
 
 from lab.analysis import analyze
-from lab.analysis.gemm import gemm_figures
+from lab.analysis.gemm.analyze import gemm_figures
 from lab.analysis.signals import Run, lesson_signals
-from lab.run.config import RunConfig
-from lab.run.lessons import LESSONS
+from lab.core.config import RunConfig
+from lab.core.lessons import LESSONS
 from lab.samples import MANIFEST, SAMPLES_DIR, Sample, list_samples, sample_for
 from lab.trace.load import load_trace
 from lab.vocab import GEMM_LEAF_OPS, is_gemm_kernel

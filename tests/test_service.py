@@ -25,7 +25,8 @@ import types
 
 import pytest
 
-from lab.run.config import ConfigError, RunConfig
+from lab.core.config import ConfigError, RunConfig
+from lab.core.settings import HostSettings
 from lab.run.service import (
     ProfileService,
     RunFailed,
@@ -34,7 +35,6 @@ from lab.run.service import (
     visible_gpu_ids,
     worker_pinning,
 )
-from lab.run.settings import HostSettings
 
 # Seconds a test waits for a result: generous, as other jobs share this machine's 2 cores and
 # a crashed or timed-out worker is warmed up again before the next run.
@@ -237,7 +237,7 @@ def test_one_submission_per_session_and_sessions_take_turns(backend):
 
 
 def test_wait_estimate_adds_the_run_estimates_ahead(backend):
-    from lab.run.devices import DeviceInfo, DeviceRates
+    from lab.core.devices import DeviceInfo, DeviceRates
 
     svc = ProfileService(settings=backend, devices=["cpu"])  # never started
     try:
@@ -280,7 +280,7 @@ def test_result_wait_timeout_leaves_the_run_queued(backend):
 
 
 def test_device_kinds_count_models_and_nodes_and_runs_go_to_the_kind_asked_for(backend):
-    from lab.run.devices import DeviceInfo, describe_kinds, device_kinds
+    from lab.core.devices import DeviceInfo, describe_kinds, device_kinds
     from lab.run.queue import WorkerRecord
 
     # A cluster as the Ray backend would see it: 8 H200s over 2 nodes, 4 L4s on a third.

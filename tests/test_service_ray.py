@@ -23,7 +23,7 @@ import pytest
 from test_service import *  # noqa: F403 - the suite, collected again here on Ray
 from test_service import BIG, RESULT_WAIT_S, ProfileService, RunFailed, tiny, wait_for_stage
 
-from lab.run.settings import HostSettings
+from lab.core.settings import HostSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from ray_cluster import local_cluster  # noqa: E402
@@ -88,7 +88,7 @@ def test_a_run_asks_for_a_device_kind(service):
     ticket = service.submit(tiny(label="this_kind"), device_name=name)
     assert ticket.result(timeout=RESULT_WAIT_S).device.name == name
     assert ticket.poll().device_name == name
-    from lab.run.config import ConfigError
+    from lab.core.config import ConfigError
 
     with pytest.raises(ConfigError, match="no worker here has a NVIDIA L4; choose one of: .*, or any"):
         service.submit(tiny(label="no_such_kind"), device_name="NVIDIA L4")

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lab.run.result import KEY_AVERAGES_COLUMNS
+from lab.core.result import KEY_AVERAGES_COLUMNS
 from lab.views import tables
 from lab.views.tables import (
     CPU_ANNOTATION_NOTE,

@@ -20,7 +20,7 @@ import pytest
 
 import lab.trace.decode as decode_mod
 import lab.trace.records as records_mod
-from lab.run.settings import HostSettings
+from lab.core.settings import HostSettings
 from lab.trace.load import GPU_ACTIVITY_CATS, Trace, TraceError, load_trace
 
 DATA = Path(__file__).parent / "data"

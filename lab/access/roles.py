@@ -13,9 +13,9 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from lab.core.settings import ENV_PREFIX, HostSettings, SettingsError
 from lab.read.protocol import ReadFailed, ReadFailureKind
 from lab.run.protocol import FailureKind, RunFailed
-from lab.run.settings import ENV_PREFIX, HostSettings, SettingsError
 
 __all__ = [
     "AUTH_KEYS", "SECRETS_TOML_EXAMPLE", "SIGN_IN_ATTEMPTS_PER_MIN", "Identity", "check_login_setup", "is_host",

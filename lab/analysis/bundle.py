@@ -13,16 +13,16 @@ from functools import cached_property
 
 import pandas as pd
 
-from lab.analysis.diagnoses import Findings, diagnose
-from lab.analysis.gemm import gemm_figures, peak_for
+from lab.analysis.diagnoses.findings import Findings, diagnose
+from lab.analysis.gemm.analyze import gemm_figures, peak_for
 from lab.analysis.gpu import GpuUtilization, LaunchStats, gpu_utilization, launch_delays
-from lab.analysis.key_averages import trace_key_averages
-from lab.analysis.memory import MemoryAnalysis, memory_analysis
+from lab.analysis.memory.analyze import MemoryAnalysis, memory_analysis
 from lab.analysis.operators import Links, build_links, kernel_summary, operator_summary
 from lab.analysis.steps import step_breakdown
+from lab.analysis.table.key_averages import trace_key_averages
 from lab.analysis.verdict import Verdict, bound_verdict
-from lab.run.config import RunConfig
-from lab.run.devices import DevicePeak
+from lab.core.config import RunConfig
+from lab.core.devices import DevicePeak
 from lab.trace.load import Trace
 
 __all__ = ["Analysis", "analyze"]
@@ -44,7 +44,7 @@ class Analysis:
     links: Links
     # What the GEMM table left out and why (a figure above the device's peak is never shown).
     gemm_notes: tuple[str, ...] = ()
-    findings: Findings | None = None  # the diagnoses (lab.analysis.diagnoses), computed once
+    findings: Findings | None = None  # the diagnoses (lab.analysis.diagnoses.findings), computed once
     memory: MemoryAnalysis | None = None  # profile_memory's records (None: the trace has none)
     # The trace analysed, for the grouped-by-shape tables below: computed when first asked for
     # (the page's "Group by input shape" toggle), not on every analysis — 25 ms of the 52k-event

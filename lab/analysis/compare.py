@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.bundle import Analysis, analyze
-from lab.analysis.insights import Insight, find_insights
+from lab.analysis.insights.rules import Insight, find_insights
 from lab.analysis.verdict import host_work_us
 from lab.trace.load import Trace
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.columns import as_category, codes, frame, group_ids, group_median, group_min_max, mask_in
-from lab.analysis.diag_graphs import graph_replay_rows
+from lab.analysis.diagnoses.graphs import graph_replay_rows
 from lab.analysis.intervals import covered_us, merge_intervals
 from lab.trace.load import Trace
 from lab.vocab import GPU_ACTIVITY_CATS

@@ -28,7 +28,7 @@ from lab.analysis.columns import (
     parent_rows,
     texts,
 )
-from lab.analysis.key_averages import trace_key_averages
+from lab.analysis.table.key_averages import trace_key_averages
 from lab.trace.load import Trace
 from lab.vocab import GPU_ACTIVITY_CATS, LAUNCH_CATS, PROFILER_STEP_NAME, PROFILER_STEP_PREFIX
 
@@ -91,7 +91,7 @@ OPERATOR_COLUMNS = ("name", "cat", "count", "self_us", "total_us", "mean_us", "s
 def operator_summary(trace: Trace, *, group_by_shape: bool = False,
                      key_averages: pd.DataFrame | None = None) -> pd.DataFrame:
     """The CPU-side rows of torch's ``key_averages()`` rebuilt from the trace
-    (``lab.analysis.key_averages``: python frames are call stacks, not ops; same-name nesting
+    (``lab.analysis.table.key_averages``: python frames are call stacks, not ops; same-name nesting
     collapsed; ``ProfilerStep*``; device time through torch's links), plus each row's category.
 
     Columns: name, cat, [input_dims], count, self_us, total_us, mean_us, self_share_pct

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.columns import texts
-from lab.analysis.diag_steps import step_spans
+from lab.analysis.diagnoses.steps import step_spans
 from lab.analysis.gpu import GpuUtilization, covered_us, gpu_utilization
 from lab.analysis.operators import Links, build_links
 from lab.trace.load import Trace

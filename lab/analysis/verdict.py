@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from lab.analysis.columns import mask_in
-from lab.analysis.diagnoses import Findings, weigh_verdict
+from lab.analysis.diagnoses.findings import Findings, weigh_verdict
 from lab.analysis.gpu import GpuUtilization, LaunchStats, gpu_utilization, launch_delays
 from lab.analysis.operators import operator_summary
 from lab.trace.load import Trace
@@ -29,7 +29,7 @@ class Verdict:
 
     kind: "gpu-bound" (GPU busy ≥ GPU_BOUND_BUSY_PCT of its active window), "cpu-bound" (the
     GPU waits for the host), "no-gpu-events" (GPU used, no GPU activity recorded) or "cpu-only";
-    or, when a diagnosis names the cause first (``lab.analysis.diagnoses.weigh_verdict``),
+    or, when a diagnosis names the cause first (``lab.analysis.diagnoses.findings.weigh_verdict``),
     "empty-window", "copy-bound", "communication-bound", "sync-bound", "host-bound" or
     "graph-replays", with that cause's numbers in ``cause``.
     """

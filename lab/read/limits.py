@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.run.settings import HostSettings
+from lab.core.settings import HostSettings
 
 __all__ = [
     "GZIP_RATIO_FLOOR", "MIB", "READER_NICE", "SMALL_READ_JSON_BYTES", "ReaderPlan", "address_space_needed",

@@ -23,6 +23,9 @@ import threading
 import time
 import weakref
 
+from lab.core.config import RunConfig
+from lab.core.devices import DevicePeak
+from lab.core.settings import HostSettings
 from lab.read.limits import (
     MIB,
     SMALL_READ_JSON_BYTES,
@@ -37,9 +40,6 @@ from lab.read.protocol import Lane, Parsed, PoolHealth, ReaderHealth
 from lab.read.queue import ABANDONED_READ_S, ReaderRecord, ReadQueue, ReadTicket
 from lab.read.store import ResultStore
 from lab.read.supervisor import READER_START_TIMEOUT_S, TICK_S, ReaderSupervisor
-from lab.run.config import RunConfig
-from lab.run.devices import DevicePeak
-from lab.run.settings import HostSettings
 from lab.run.spawn import SHUTDOWN_GRACE_S
 
 __all__ = ["ReaderPool"]

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from lab.run.config import RunConfig
-from lab.run.devices import DevicePeak
-from lab.run.settings import HostSettings
+from lab.core.config import RunConfig
+from lab.core.devices import DevicePeak
+from lab.core.settings import HostSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from lab.analysis import Analysis, Insight

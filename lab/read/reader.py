@@ -117,7 +117,7 @@ class _Steps:
     def __init__(self):
         self.trace = importlib.import_module("lab.trace")
         self.analysis = importlib.import_module("lab.analysis")
-        self.settings = importlib.import_module("lab.run.settings")
+        self.settings = importlib.import_module("lab.core.settings")
 
     def warm_up(self) -> None:
         samples = importlib.import_module("lab.samples")

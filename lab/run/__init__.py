@@ -1,13 +1,13 @@
 """Stage 1 of the pipeline: a ``RunConfig`` → a profile run in a worker process → ``RunResult``.
 
-``config`` holds the config (each field's form/CLI metadata on the field) and every refusal,
-``settings`` the host's limits, ``workloads`` and ``lessons`` the exercises, ``devices``
-device detection and peak rates, ``runner`` the only code that touches ``torch.profiler``;
+The config, the host's settings, the workloads, lessons, devices and the result record are
+shared types in ``lab.core`` (re-exported here for the page and the CLI). Here: ``estimate``
+(a run's time and memory before it starts), ``runner`` the only code that touches ``torch.profiler``;
 ``service`` is the pool of worker processes, built from ``protocol`` (states and messages),
 ``queue``, ``supervisor``, ``spawn`` and ``worker`` (the worker process's side).
 """
 
-from lab.run.config import (
+from lab.core.config import (
     DEVICES,
     MAX_LABEL_CHARS,
     OPTIONS,
@@ -19,14 +19,14 @@ from lab.run.config import (
     check_memory,
     dtype_refusal,
 )
-from lab.run.devices import DeviceInfo, DeviceKind, DevicePeak, DeviceRates, describe_kinds
+from lab.core.devices import DeviceInfo, DeviceKind, DevicePeak, DeviceRates, describe_kinds
+from lab.core.lessons import LESSONS, Lesson, lesson_configs
+from lab.core.result import RunError, RunResult
+from lab.core.settings import ENV_PREFIX, HostSettings, SettingsError, host_environment
+from lab.core.workloads import WORKLOADS
 from lab.run.estimate import RunEstimate, check_estimate, estimate_run, estimate_text
-from lab.run.lessons import LESSONS, Lesson, lesson_configs
 from lab.run.protocol import FailureKind, TicketState, WorkerState
-from lab.run.result import RunError, RunResult
 from lab.run.service import WORKER_START_TIMEOUT_S, ProfileService, RunFailed, ServiceBusy, TicketStatus
-from lab.run.settings import ENV_PREFIX, HostSettings, SettingsError, host_environment
-from lab.run.workloads import WORKLOADS
 from lab.vocab import DTYPES, STAGE_TEXT, STAGES
 
 __all__ = [

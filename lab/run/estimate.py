@@ -21,10 +21,10 @@ import functools
 import time
 from dataclasses import dataclass
 
-from lab.run import workloads
-from lab.run.config import ConfigError, RunConfig
-from lab.run.devices import DeviceInfo, DeviceRates
-from lab.run.settings import HostSettings
+from lab.core import workloads
+from lab.core.config import ConfigError, RunConfig
+from lab.core.devices import DeviceInfo, DeviceRates
+from lab.core.settings import HostSettings
 from lab.vocab import DTYPE_INFO, torch_dtype_name
 
 __all__ = [

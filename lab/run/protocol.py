@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from lab.run.config import RunConfig
-from lab.run.devices import DeviceInfo
-from lab.run.settings import HostSettings
+from lab.core.config import RunConfig
+from lab.core.devices import DeviceInfo
+from lab.core.settings import HostSettings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lab.run.result import RunResult
+    from lab.core.result import RunResult
 
 __all__ = [
     "TICKET_STATES", "FailureKind", "InitWorker", "RunDone", "RunFailed", "RunFailure", "RunRequest",

@@ -17,8 +17,9 @@ from collections import deque
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
 
-from lab.run.config import ConfigError, RunConfig
-from lab.run.devices import DeviceInfo
+from lab.core.config import ConfigError, RunConfig
+from lab.core.devices import DeviceInfo
+from lab.core.settings import HostSettings
 from lab.run.estimate import check_estimate
 from lab.run.protocol import (
     FailureKind,
@@ -30,12 +31,11 @@ from lab.run.protocol import (
     WorkerReady,
     WorkerState,
 )
-from lab.run.settings import HostSettings
 from lab.run.spawn import exit_text
 from lab.stats import median
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lab.run.result import RunResult
+    from lab.core.result import RunResult
 
 __all__ = [
     "ABANDONED_TICKET_S", "IDLE_WAIT_S", "RECENT_RUNS_FOR_ESTIMATE", "RunQueue", "RunTicket", "WorkerRecord",

@@ -39,7 +39,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from lab.run.config import ConfigError
+from lab.core.config import ConfigError
+from lab.core.settings import ENV_PREFIX, HostSettings
 from lab.run.protocol import (
     FailureKind,
     InitWorker,
@@ -52,7 +53,6 @@ from lab.run.protocol import (
     WorkerState,
 )
 from lab.run.queue import RunQueue, RunTicket, WorkerRecord, describe_config
-from lab.run.settings import ENV_PREFIX, HostSettings
 from lab.run.supervisor import MAX_RESTART_BACKOFF_S, TICK_S, WORKER_START_TIMEOUT_S
 
 __all__ = ["RAY_NAMESPACE", "ProfileActor", "RaySupervisor", "RayWorkerRecord", "connect", "default_ray_devices"]
@@ -191,7 +191,7 @@ class ProfileActor:
 
     def run(self, request: RunRequest) -> tuple[RunDone | RunFailure, bool]:
         """One run's outcome, and whether the actor may serve on (False: replace it)."""
-        from lab.run.result import RunError
+        from lab.core.result import RunError
         from lab.run.worker import _serve_one
 
         with self.run_lock:

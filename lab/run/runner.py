@@ -30,12 +30,12 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from lab.run import workloads
-from lab.run.config import RunConfig, check_device, check_limits, check_memory, dtype_refusal
-from lab.run.devices import DeviceInfo, detect_device
+from lab.core import workloads
+from lab.core.config import RunConfig, check_device, check_limits, check_memory, dtype_refusal
+from lab.core.devices import DeviceInfo, detect_device
+from lab.core.result import KEY_AVERAGES_COLUMNS, RunError, RunResult, Timing
+from lab.core.settings import HostSettings
 from lab.run.estimate import measure_rates
-from lab.run.result import KEY_AVERAGES_COLUMNS, RunError, RunResult, Timing
-from lab.run.settings import HostSettings
 from lab.stats import median
 from lab.vocab import (
     DTYPES,

@@ -28,8 +28,9 @@ import threading
 import time
 import weakref
 
-from lab.run.config import RunConfig
-from lab.run.devices import DeviceInfo, DeviceKind, describe_kinds, device_kinds
+from lab.core.config import RunConfig
+from lab.core.devices import DeviceInfo, DeviceKind, describe_kinds, device_kinds
+from lab.core.settings import HostSettings
 from lab.run.protocol import (
     TICKET_STATES,
     RunFailed,
@@ -41,7 +42,6 @@ from lab.run.protocol import (
     WorkerState,
 )
 from lab.run.queue import ABANDONED_TICKET_S, RECENT_RUNS_FOR_ESTIMATE, RunQueue, RunTicket, WorkerRecord
-from lab.run.settings import HostSettings
 from lab.run.spawn import default_devices, visible_gpu_ids, worker_pinning
 from lab.run.standby import Standby, resident_bytes
 from lab.run.supervisor import (
@@ -81,7 +81,7 @@ class ProfileService:
         Runs submitted before ``start`` wait in the queue.
         """
         # Unpickling the first RunResult imports pandas (~0.5 s); do it now, not on a user's click.
-        importlib.import_module("lab.run.result")
+        importlib.import_module("lab.core.result")
         queue = self._queue
         with queue.lock:
             if queue.stopping:

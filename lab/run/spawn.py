@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lab.run.settings import HostSettings
+from lab.core.settings import HostSettings
 from lab.run.worker import WORKER_CODE, WORKER_FD_ENV
 
 __all__ = [

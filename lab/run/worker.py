@@ -15,9 +15,9 @@ import multiprocessing.connection
 import os
 import signal
 
+from lab.core.config import ConfigError
+from lab.core.devices import DeviceInfo
 from lab.run.child import ChildPipe
-from lab.run.config import ConfigError
-from lab.run.devices import DeviceInfo
 from lab.run.estimate import check_estimate
 from lab.run.protocol import (
     FailureKind,
@@ -76,7 +76,7 @@ def _worker_main(conn, init: InitWorker) -> None:
     pipe = ChildPipe(conn)
     try:
         runner = importlib.import_module("lab.run.runner")  # imports torch
-        from lab.run.result import RunError
+        from lab.core.result import RunError
     except BaseException as error:  # noqa: BLE001 - report, then exit: nothing can run
         pipe.send(WorkerReady(info=None, error=f"{type(error).__name__}: {error}"))
         return

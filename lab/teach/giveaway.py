@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from lab.run.lessons import LESSONS
+from lab.core.lessons import LESSONS
 from lab.teach.questions import Question, questions_for
 
 __all__ = ["GENERIC_LABELS", "giveaways", "key_words", "shown_before"]

@@ -27,7 +27,7 @@ from lab.analysis.figures import (
     top_self_cpu_row,
     work_per_step,
 )
-from lab.run.lessons import LESSONS
+from lab.core.lessons import LESSONS
 from lab.vocab import is_gemm_kernel
 
 __all__ = [

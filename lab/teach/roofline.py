@@ -1,10 +1,10 @@
 """The roofline a room builds: each run's arithmetic intensity and achieved TFLOP/s, over the device's roof.
 
-A run's point: on a GPU trace, the GEMM kernel's figures (``lab.analysis.gemm``: 2·M·K·N FLOPs
+A run's point: on a GPU trace, the GEMM kernel's figures (``lab.analysis.gemm.analyze``: 2·M·K·N FLOPs
 over the kernel's time, inputs read once and the output written once); on a CPU trace (no
-kernels), the workload's own cost (``lab.run.workloads``: its FLOPs and bytes per step) over the
+kernels), the workload's own cost (``lab.core.workloads``: its FLOPs and bytes per step) over the
 median step. The roof: peak compute for the dtype and memory bandwidth — the datasheet table
-of ``lab.run.devices`` for a listed GPU, else what the worker measured at warm-up (its best
+of ``lab.core.devices`` for a listed GPU, else what the worker measured at warm-up (its best
 matmul rate for the dtype and a large tensor's copy rate: a CPU has no datasheet entry).
 The "size sweep": a list of shapes from latency-bound to compute-bound, one suggested per seat.
 """
@@ -18,18 +18,18 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lab.analysis.bound import BOUNDS, LATENCY_FRACTION, bound_of, roof_tflops
 from lab.analysis.bundle import Analysis
-from lab.run.config import RunConfig
-from lab.run.devices import DeviceInfo, DevicePeak
-from lab.run.workloads import WORKLOADS
+from lab.analysis.gemm.bound import BOUNDS, LATENCY_FRACTION, bound_of, roof_tflops
+from lab.core.config import RunConfig
+from lab.core.devices import DeviceInfo, DevicePeak
+from lab.core.workloads import WORKLOADS
 
 __all__ = [
     "ALONE_SWEEP", "OVERHEAD_FRACTION", "REGIONS", "SWEEP_SHAPES", "Roofline", "RunSummary", "classify",
     "device_roofline", "peak_roofline", "roofline_data", "run_summary", "seat_shape", "sweep_config",
 ]  # fmt: skip
 
-# The regions and the latency threshold are the one classifier's (lab.analysis.bound): a run
+# The regions and the latency threshold are the one classifier's (lab.analysis.gemm.bound): a run
 # under a tenth of the roof at its own intensity is held back by fixed costs (launch, dispatch,
 # Python), not by memory or compute.
 OVERHEAD_FRACTION = LATENCY_FRACTION
@@ -133,7 +133,7 @@ def run_summary(config: RunConfig, analysis: Analysis, device: str) -> RunSummar
 
 def classify(point: RunSummary, roof: Roofline) -> str:
     """latency-bound (far under the roof at its intensity), memory-bound (left of the ridge), or
-    compute-bound: ``lab.analysis.bound.bound_of``, the classifier the GEMM table uses too."""
+    compute-bound: ``lab.analysis.gemm.bound.bound_of``, the classifier the GEMM table uses too."""
     return str(bound_of(point.tflops, point.intensity_flops_per_byte, roof.peak_tflops, roof.bandwidth_gbs)[0])
 
 

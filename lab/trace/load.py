@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from lab.core.settings import HostSettings
 from lab.trace.columns import CATEGORY_PARTS, EventParts, FlowParts, MemoryParts, grouped_keys
 from lab.trace.decode import Source, decode, read_json_bytes, too_deep
 from lab.trace.flows import build_flows
@@ -32,9 +32,6 @@ from lab.trace.model import EVENT_COLUMNS, Trace, TraceError, TraceMeta
 from lab.trace.records import FLOAT_ARGS, INT_ARGS, Event
 from lab.trace.values import id_str, relative_us
 from lab.vocab import GPU_ACTIVITY_CATS, GPU_LANE_CATS, LAUNCH_CATS
-
-if TYPE_CHECKING:  # lab.run is imported only when a default limit is needed (see _limits)
-    from lab.run.settings import HostSettings
 
 # GPU_ACTIVITY_CATS is re-exported for callers that import it from here (tests/test_trace.py).
 __all__ = ["GPU_ACTIVITY_CATS", "Trace", "TraceError", "TraceMeta", "load_trace"]
@@ -69,10 +66,6 @@ def load_trace(source, *, max_decompressed_bytes: int | None = None, max_events:
 def _limits(settings: HostSettings | None, max_bytes: int | None, max_events: int | None) -> tuple[int, int]:
     if max_bytes is None or max_events is None:
         if settings is None:
-            # Here, not at module level: importing lab.run (its service, workers, config)
-            # costs ~0.6 s, which reading a trace should not pay just for two defaults.
-            from lab.run.settings import HostSettings
-
             settings = HostSettings()
         if max_bytes is None:
             max_bytes = int(settings.max_trace_decompressed_mb * 2**20)

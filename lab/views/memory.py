@@ -1,6 +1,6 @@
 """The Memory view as data, its Altair chart, and the CLI's ``memory`` text and CSV.
 
-``build_memory_view`` turns ``lab.analysis.memory`` (the peaks, the per-step figures, the
+``build_memory_view`` turns ``lab.analysis.memory.analyze`` (the peaks, the per-step figures, the
 level-of-detail curve) into what the page draws for one window: the allocated / reserved curves
 per device, the peaks with what ran at them, the steps as bands. The chart uses the timeline's
 time axis (µs since the trace's first event, the same window), so a peak here is found at the
@@ -15,7 +15,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from lab.analysis.memory import (
+from lab.analysis.memory.analyze import (
     DEFAULT_MAX_POINTS,
     DEFAULT_WIDTH_PX,
     MEMORY_STEP_COLUMNS,
@@ -25,7 +25,7 @@ from lab.analysis.memory import (
     memory_analysis,
     memory_series,
 )
-from lab.analysis.memory_insights import MEMORY_TITLES
+from lab.analysis.memory.insights import MEMORY_TITLES
 from lab.trace import Trace
 from lab.units import fmt_mem_bytes, fmt_us_fixed
 

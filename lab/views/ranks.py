@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lab.analysis.insight import Insight
-from lab.analysis.ranks import RanksAnalysis, RanksError, analyze_ranks
-from lab.analysis.ranks_insights import rank_insights
+from lab.analysis.insights.record import Insight
+from lab.analysis.ranks.analyze import RanksAnalysis, RanksError, analyze_ranks
+from lab.analysis.ranks.insights import rank_insights
 from lab.read import ReaderPool, ReadFailed
 from lab.trace import Trace
 from lab.units import fmt_us

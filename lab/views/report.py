@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from lab.analysis import Analysis, Comparison, Insight, analyze, compare_analyses, device_name, find_insights
+from lab.core.settings import HostSettings
 from lab.read import Parsed, ReaderPool, ReadFailed
-from lab.run.settings import HostSettings
 from lab.stats import median as _median
 from lab.trace.load import Trace
 from lab.units import fmt_pct, fmt_tflops, fmt_us

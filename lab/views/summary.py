@@ -12,12 +12,12 @@ from dataclasses import dataclass
 import pandas as pd
 
 from lab.analysis.bundle import Analysis
-from lab.analysis.gemm import device_name
-from lab.analysis.insights import Insight
+from lab.analysis.gemm.analyze import device_name
+from lab.analysis.insights.rules import Insight
 from lab.analysis.steps import per_iteration_us
-from lab.run.config import OPTIONS
-from lab.run.result import RunResult
-from lab.run.workloads import WORKLOADS
+from lab.core.config import OPTIONS
+from lab.core.result import RunResult
+from lab.core.workloads import WORKLOADS
 from lab.trace.load import Trace
 from lab.units import fmt_pct, fmt_tflops, fmt_us
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from lab.run.result import KEY_AVERAGES_COLUMNS
+from lab.core.result import KEY_AVERAGES_COLUMNS
 from lab.vocab import SORT_KEYS
 
 # User-facing sort label → key_averages column.

@@ -1,8 +1,8 @@
 """The exercises: name → how to build inputs and one step, and what the step costs.
 
 A new exercise is one ``Workload`` entry here (plus, if it gets a lesson, its text in
-``lab/run/lessons.py``). Builders import torch lazily so that ``lab.run.config`` stays
-importable without torch. This module never imports ``lab.run.config`` (which imports it):
+``lab/core/lessons.py``). Builders import torch lazily so that ``lab.core.config`` stays
+importable without torch. This module never imports ``lab.core.config`` (which imports it):
 a workload reads only the fields that ``WorkloadConfig`` below names.
 """
 
@@ -17,7 +17,7 @@ __all__ = ["WORKLOADS", "Workload", "WorkloadConfig"]
 
 
 class WorkloadConfig(Protocol):
-    """What a workload reads of ``lab.run.config.RunConfig``: its sizes, labels and element size."""
+    """What a workload reads of ``lab.core.config.RunConfig``: its sizes, labels and element size."""
 
     @property
     def workload(self) -> str: ...

@@ -1,8 +1,8 @@
 """The GEMM rules: FP32 matmuls without TF32, and GEMMs far under the roof at their intensity.
 
-Split from ``lab.analysis.insights`` (which lists them in ``RULES``); thresholds beside them
+Split from ``lab.analysis.insights.rules`` (which lists them in ``RULES``); thresholds beside them
 with their reason. "Below peak" is judged against the roofline at the kernel's own arithmetic
-intensity (``lab.analysis.bound``), never against the flat compute peak.
+intensity (``lab.analysis.gemm.bound``), never against the flat compute peak.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 
 from lab.analysis.bundle import Analysis
 from lab.analysis.columns import mask_in
-from lab.analysis.gemm import compute_capability
-from lab.analysis.insight import Insight
+from lab.analysis.gemm.analyze import compute_capability
+from lab.analysis.insights.record import Insight
 from lab.trace.load import Trace
 from lab.vocab import GEMM_OPS
 
@@ -22,7 +22,7 @@ __all__ = ["GEMM_LOW_PCT_OF_PEAK", "GEMM_MIN_KERNEL_US", "TF32_MIN_COMPUTE_MAJOR
 # A GEMM kernel this long is big enough to approach peak; below it, launch and tail effects
 # dominate and a low % of peak says little.
 GEMM_MIN_KERNEL_US = 100.0
-# Tuned cuBLAS GEMMs reach ~70–90 % of the roof at their own intensity (lab.analysis.bound): the
+# Tuned cuBLAS GEMMs reach ~70–90 % of the roof at their own intensity (lab.analysis.gemm.bound): the
 # 4096³ bf16 trace in tests/data ~80 % of an H200's 989 TFLOP/s; the attention QKᵀ GEMM
 # (4096×64×4096, 62 FLOP/B, memory-bound) 71 % of the bandwidth roof. Under half is a real loss.
 GEMM_LOW_PCT_OF_PEAK = 50.0  # % of the roof at the kernel's intensity (the peak, right of the ridge)
@@ -91,7 +91,7 @@ def _half_precision_caller(trace: Trace) -> str:
 
 def gemm_below_peak(trace: Trace, analysis: Analysis) -> Insight | None:
     """Long GEMM kernels far under the roof at their own arithmetic intensity: the compute peak
-    right of the ridge, intensity × bandwidth left of it (``lab.analysis.bound``). A memory-bound
+    right of the ridge, intensity × bandwidth left of it (``lab.analysis.gemm.bound``). A memory-bound
     GEMM running near the bandwidth roof is no loss, however far from the compute peak."""
     gemm = analysis.gemm
     if gemm.empty:

@@ -25,19 +25,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.analysis.diag_capture import (
+from lab.analysis.diagnoses.capture import (
     EmptyCapture,
     ProfilerInflation,
     capture_explains_missing_gpu,
     find_empty_capture,
     find_profiler_inflation,
 )
-from lab.analysis.diag_comm import COMM_BOUND_PCT, Collectives, find_collectives
-from lab.analysis.diag_copies import COPY_BOUND_PCT, PageableCopies, find_pageable_copies
-from lab.analysis.diag_graphs import GraphReplays, find_graph_replays, graph_replay_rows
-from lab.analysis.diag_host import HostGaps, HostSyncs, find_host_gaps, find_host_syncs
-from lab.analysis.diag_steps import StepSpans, step_spans
-from lab.analysis.diag_text import (
+from lab.analysis.diagnoses.comm import COMM_BOUND_PCT, Collectives, find_collectives
+from lab.analysis.diagnoses.copies import COPY_BOUND_PCT, PageableCopies, find_pageable_copies
+from lab.analysis.diagnoses.graphs import GraphReplays, find_graph_replays, graph_replay_rows
+from lab.analysis.diagnoses.host import HostGaps, HostSyncs, find_host_gaps, find_host_syncs
+from lab.analysis.diagnoses.steps import StepSpans, step_spans
+from lab.analysis.diagnoses.text import (
     collectives_insight,
     empty_capture_insight,
     graph_replays_insight,
@@ -46,7 +46,7 @@ from lab.analysis.diag_text import (
     pageable_copies_insight,
     profiler_inflation_insight,
 )
-from lab.analysis.insight import Insight
+from lab.analysis.insights.record import Insight
 from lab.trace import Trace
 from lab.units import fmt_us
 

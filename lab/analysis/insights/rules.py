@@ -14,8 +14,9 @@ import numpy as np
 
 from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.columns import mask_in, mask_where, texts
-from lab.analysis.diagnoses import DIAGNOSIS_RULES, capture_explains_missing_gpu, findings_of
-from lab.analysis.gemm_insights import (  # noqa: F401  (re-exported: the GEMM rules and their thresholds)
+from lab.analysis.diagnoses.findings import DIAGNOSIS_RULES, capture_explains_missing_gpu, findings_of
+from lab.analysis.gpu import covered_us
+from lab.analysis.insights.gemm import (  # noqa: F401  (re-exported: the GEMM rules and their thresholds)
     GEMM_LOW_PCT_OF_PEAK,
     GEMM_MIN_KERNEL_US,
     TF32_MIN_COMPUTE_MAJOR,
@@ -23,9 +24,8 @@ from lab.analysis.gemm_insights import (  # noqa: F401  (re-exported: the GEMM r
     fp32_without_tf32,
     gemm_below_peak,
 )
-from lab.analysis.gpu import covered_us
-from lab.analysis.insight import SEVERITIES, Insight
-from lab.analysis.memory_insights import MEMORY_RULES
+from lab.analysis.insights.record import SEVERITIES, Insight
+from lab.analysis.memory.insights import MEMORY_RULES
 from lab.analysis.verdict import host_work_us, used_gpu
 from lab.trace.load import Trace
 from lab.units import fmt_us_fixed
@@ -389,7 +389,7 @@ RULES = (
     gemm_below_peak,
     annotation_over_100_pct,
     profiler_overhead_event,
-    *MEMORY_RULES,  # profile_memory: growth, fragmentation, churn, the peak (lab/analysis/memory_insights.py)
+    *MEMORY_RULES,  # profile_memory: growth, fragmentation, churn, the peak (lab/analysis/memory/insights.py)
 )
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.columns import mask_in, texts
-from lab.analysis.diag_steps import step_spans
+from lab.analysis.diagnoses.steps import step_spans
 from lab.trace import Trace
 from lab.vocab import PROFILER_STEP_PREFIX
 

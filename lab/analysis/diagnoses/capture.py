@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.analysis.diag_common import covered_us, mask_in, mask_where, merge_intervals, pct, texts
+from lab.analysis.diagnoses.common import covered_us, mask_in, mask_where, merge_intervals, pct, texts
 from lab.trace import Trace
 from lab.vocab import GPU_ACTIVITY_CATS, PROFILER_STEP_PREFIX
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.analysis.diag_comm import comm_op_rows
-from lab.analysis.diag_common import (
+from lab.analysis.diagnoses.comm import comm_op_rows
+from lab.analysis.diagnoses.common import (
     ancestor_in,
     covered_us,
     gpu_busy,
@@ -25,7 +25,7 @@ from lab.analysis.diag_common import (
     pct,
     texts,
 )
-from lab.analysis.diag_steps import StepSpans, step_spans
+from lab.analysis.diagnoses.steps import StepSpans, step_spans
 from lab.trace import Trace
 from lab.vocab import OPERATOR_CATS, PROFILER_STEP_PREFIX, SYNC_NAMES
 

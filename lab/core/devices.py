@@ -11,6 +11,9 @@ import platform
 import re
 from dataclasses import dataclass
 
+__all__ = ["PEAKS", "DeviceInfo", "DeviceKind", "DevicePeak", "DeviceRates", "describe_kinds", "detect_device",
+           "device_kinds", "lookup_peak"]
+
 
 @dataclass(frozen=True)
 class DevicePeak:

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.analysis.diag_comm import COMM_KERNEL_PATTERN, comm_op_rows
-from lab.analysis.diag_common import ancestor_in, intersect_us, mask_in, mask_where, merge_intervals, parents
-from lab.analysis.diag_steps import step_spans
+from lab.analysis.diagnoses.comm import COMM_KERNEL_PATTERN, comm_op_rows
+from lab.analysis.diagnoses.common import ancestor_in, intersect_us, mask_in, mask_where, merge_intervals, parents
+from lab.analysis.diagnoses.steps import step_spans
 from lab.analysis.intervals import covered_us
 from lab.trace import Trace
 from lab.vocab import GPU_ACTIVITY_CATS

@@ -6,12 +6,12 @@ numbers go into ``evidence``.
 
 from __future__ import annotations
 
-from lab.analysis.diag_capture import EmptyCapture, ProfilerInflation
-from lab.analysis.diag_comm import Collectives
-from lab.analysis.diag_copies import PageableCopies
-from lab.analysis.diag_graphs import GraphReplays
-from lab.analysis.diag_host import HOST_GAP_MIN_STRETCH_US, HostGaps, HostSyncs
-from lab.analysis.insight import Insight
+from lab.analysis.diagnoses.capture import EmptyCapture, ProfilerInflation
+from lab.analysis.diagnoses.comm import Collectives
+from lab.analysis.diagnoses.copies import PageableCopies
+from lab.analysis.diagnoses.graphs import GraphReplays
+from lab.analysis.diagnoses.host import HOST_GAP_MIN_STRETCH_US, HostGaps, HostSyncs
+from lab.analysis.insights.record import Insight
 from lab.units import fmt_bytes, fmt_us
 
 __all__ = [

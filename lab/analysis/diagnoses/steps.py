@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.analysis.diag_common import mask_in, mask_where, merge_intervals, texts
+from lab.analysis.diagnoses.common import mask_in, mask_where, merge_intervals, texts
 from lab.trace import Trace
 from lab.vocab import OPERATOR_CATS, PROFILER_STEP_NAME, PROFILER_STEP_PREFIX
 

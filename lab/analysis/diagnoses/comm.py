@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.analysis.diag_common import (
+from lab.analysis.diagnoses.common import (
     ancestor_in,
     covered_us,
     gpu_busy,
@@ -30,7 +30,7 @@ from lab.analysis.diag_common import (
     pct,
     texts,
 )
-from lab.analysis.diag_steps import StepSpans, step_spans
+from lab.analysis.diagnoses.steps import StepSpans, step_spans
 from lab.trace import Trace
 from lab.vocab import GPU_ACTIVITY_CATS
 

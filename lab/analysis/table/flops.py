@@ -1,6 +1,6 @@
 """FLOPs as torch's profiler counts them (``torch/csrc/profiler/util.cpp::computeFlops``), from
 a trace's recorded shapes: the JSON torch exports carries no FLOP counts, even with_flops.
-Part of ``lab.analysis.key_averages``."""
+Part of ``lab.analysis.table.key_averages``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """torch's ``key_averages()`` table derived from a Chrome trace, with torch's own rules.
 
 ``trace_key_averages(trace)`` gives the rows torch's ``prof.key_averages()`` gives for the profile
-the trace was exported from (columns ``lab.result.KEY_AVERAGES_COLUMNS``, rows in torch's
+the trace was exported from (columns ``lab.core.KEY_AVERAGES_COLUMNS``, rows in torch's
 order); ``lab.tables.torch_table_text`` prints them as ``EventList.table()`` does.
 
 How trace events become torch's objects (torch 2.11 ``_parse_kineto_results``, ``EventList``,
@@ -40,7 +40,7 @@ with torch 2.11 and CPU recordings with 2.13, see tests/test_key_averages.py):
   shapes as ``str(FunctionEvent.input_shapes)``]), in order of first appearance. FLOPs: the
   trace's "flops" arg, else torch's ``computeFlops`` formulas over the recorded shapes (the
   JSON torch exports carries no FLOP counts) when the trace says ``with_flops``.
-* Memory columns (profile_memory): ``lab.analysis.ka_memory`` — each CPU event takes the
+* Memory columns (profile_memory): ``lab.analysis.table.memory`` — each CPU event takes the
   ``Trace.memory`` records inside its interval, self = own − children's, and the records no
   event took make torch's ``[memory]`` row.
 """
@@ -55,8 +55,9 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.intervals import innermost_open
-from lab.analysis.ka_flops import op_flops_of
-from lab.analysis.ka_memory import event_memory, memory_row, oom_row, self_memory
+from lab.analysis.table.flops import op_flops_of
+from lab.analysis.table.memory import event_memory, memory_row, oom_row, self_memory
+from lab.core.columns import KEY_AVERAGES_COLUMNS
 from lab.trace import Trace
 
 __all__ = ["trace_key_averages"]
@@ -76,10 +77,6 @@ _ASYNC_PREFIXES = ("gloo:", "nccl:", "mpi:", "ucc:")
 _FILTERED_NAMES = ("[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
                    "profiler::_record_function_enter_new", "profiler::_record_function_exit",
                    "aten::is_leaf", "aten::output_nr", "aten::_version")
-_COLUMNS = ("name", "input_shapes", "count", "self_cpu_us", "cpu_total_us", "self_device_us",
-            "device_total_us", "self_cpu_memory_bytes", "cpu_memory_bytes",
-            "self_device_memory_bytes", "device_memory_bytes", "flops", "is_user_annotation",
-            "device_type")  # = lab.result.KEY_AVERAGES_COLUMNS (not imported: no config import)
 
 
 @dataclass(frozen=True)
@@ -370,7 +367,7 @@ def _average(trace: Trace, ev: _Events, times: tuple, memory: tuple, by_shape: b
     live = np.flatnonzero(alive)
     if not len(live):
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("name", "input_shapes", "device_type")
-                                          else float) for c in _COLUMNS})
+                                          else float) for c in KEY_AVERAGES_COLUMNS})
     annotation = ev.label[live]
     device = ~ev.cpu[live]
     shape_code, shape_text = _torch_shapes(trace, ev.rows[live]) if by_shape else (np.zeros(len(live), np.int64), [""])
@@ -399,9 +396,9 @@ def _average(trace: Trace, ev: _Events, times: tuple, memory: tuple, by_shape: b
         "flops": per_group(op_flops_of(trace, ev.rows[live]).astype(np.float64)).astype(np.int64),
         "is_user_annotation": annotation[first],
         "device_type": np.where(device[first], "cuda", "cpu").astype(object),
-    }, columns=list(_COLUMNS))
-    extra = [(mem.first_unmatched_ns, memory_row(mem, _COLUMNS))] if mem.unmatched_count else []
-    if (oom := oom_row(trace.out_of_memory, _COLUMNS)) is not None:
+    }, columns=list(KEY_AVERAGES_COLUMNS))
+    extra = [(mem.first_unmatched_ns, memory_row(mem, KEY_AVERAGES_COLUMNS))] if mem.unmatched_count else []
+    if (oom := oom_row(trace.out_of_memory, KEY_AVERAGES_COLUMNS)) is not None:
         extra.append(oom)
     # torch's list is time-sorted: a [memory] / [OutOfMemory] event follows every event starting
     # at or before it, and its row stands where its name first appears.

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from lab.analysis.diag_comm import COMM_LOW_OVERLAP_PCT, COMM_WARN_PCT
-from lab.analysis.insight import Insight
-from lab.analysis.ranks import RanksAnalysis
+from lab.analysis.diagnoses.comm import COMM_LOW_OVERLAP_PCT, COMM_WARN_PCT
+from lab.analysis.insights.record import Insight
+from lab.analysis.ranks.analyze import RanksAnalysis
 from lab.units import fmt_us
 
 __all__ = [
@@ -19,7 +19,7 @@ __all__ = [
     "compute_imbalance", "low_overlap", "rank_insights", "straggler",
 ]  # fmt: skip
 
-# The single-trace diagnosis's bars (lab/analysis/diag_comm.py, with their sources): communication
+# The single-trace diagnosis's bars (lab/analysis/diagnoses/comm.py, with their sources): communication
 # at ≥ 20 % of the window with under half of it hidden behind compute is worth acting on — what
 # does not overlap, every rank waits for, and DDP's gradient buckets exist to overlap all-reduce
 # with backward.

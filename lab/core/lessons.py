@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lab.run.claims import CPU_RUN, Claim, claim_between, claim_equals
-from lab.run.config import ConfigError, RunConfig
+from lab.core.claims import CPU_RUN, Claim, claim_between, claim_equals
+from lab.core.config import ConfigError, RunConfig
 from lab.vocab import ADD_KERNEL_NAMES
+
+__all__ = ["ACTIVE_WINDOW", "LESSONS", "SDPA_BACKEND_OPS", "Lesson", "LessonRun", "lesson_configs"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,7 @@ class Lesson:
     answer. ``look_for`` (what the lab's check looks for) and ``explain`` (what the recordings
     show, with their figures) are shown once the lesson's runs opened, beside the reveal.
     Every sentence of ``text`` or ``explain`` that states what a trace shows has a ``Claim``
-    (``lab.run.claims``), checked on its recording by tests/test_claims.py."""
+    (``lab.core.claims``), checked on its recording by tests/test_claims.py."""
 
     key: str
     title: str

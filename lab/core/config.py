@@ -13,8 +13,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from lab.run import workloads
-from lab.run.settings import HostSettings
+from lab.core import workloads
+from lab.core.settings import HostSettings
 from lab.vocab import DTYPE_BYTES, DTYPE_INFO, DTYPES
 
 __all__ = [

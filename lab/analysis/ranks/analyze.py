@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lab.analysis.diag_common import pct
-from lab.analysis.ranks_comm import RankTimes, rank_times
-from lab.analysis.ranks_job import RankInfo, RanksError, check_job, job_offsets_us
+from lab.analysis.diagnoses.common import pct
+from lab.analysis.ranks.comm import RankTimes, rank_times
+from lab.analysis.ranks.job import RankInfo, RanksError, check_job, job_offsets_us
 from lab.trace import Trace
 from lab.vocab import ANNOTATION_CATS
 

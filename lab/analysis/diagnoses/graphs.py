@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.analysis.diag_common import gpu_busy, mask_in, mask_where, merge_intervals, pct
-from lab.analysis.diag_steps import StepSpans, step_spans
+from lab.analysis.diagnoses.common import gpu_busy, mask_in, mask_where, merge_intervals, pct
+from lab.analysis.diagnoses.steps import StepSpans, step_spans
 from lab.trace import Trace
 from lab.vocab import GPU_ACTIVITY_CATS, LAUNCH_CATS
 

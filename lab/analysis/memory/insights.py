@@ -1,20 +1,24 @@
 """Insights from profile_memory's records (``Analysis.memory``): memory that grows step after
 step, reserved far above allocated, allocator churn, and what was running at the peak.
 
-Rules as in ``insights.py``: ``rule(trace, analysis) -> Insight | None``, constant titles,
+Rules as in ``lab/analysis/insights/rules.py``: ``rule(trace, analysis) -> Insight | None``, constant titles,
 numbers in the evidence, thresholds named here with their reason. They are added to
-``insights.RULES`` (``MEMORY_RULES``).
+``lab.analysis.insights.rules.RULES`` (``MEMORY_RULES``).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from lab.analysis.bundle import Analysis
-from lab.analysis.insight import Insight
-from lab.analysis.memory import SMALL_ALLOCATION_BYTES, DeviceMemory, MemoryAnalysis, out_of_memory_events
+from lab.analysis.insights.record import Insight
+from lab.analysis.memory.analyze import SMALL_ALLOCATION_BYTES, DeviceMemory, MemoryAnalysis, out_of_memory_events
 from lab.trace import Trace
 from lab.units import fmt_mem_bytes, fmt_us_fixed
+
+if TYPE_CHECKING:  # bundle imports this package (memory.analyze): a type only, no import at run time
+    from lab.analysis.bundle import Analysis
 
 __all__ = [
     "CHURN_MIN_SMALL_PER_STEP", "FRAGMENTATION_MIN_GAP_BYTES", "FRAGMENTATION_RATIO", "LEAK_MIN_STEPS",

@@ -18,7 +18,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lab.analysis.diag_common import ancestor_in, gpu_busy, mask_in, mask_where, merge_intervals, parents, pct, texts
+from lab.analysis.diagnoses.common import (
+    ancestor_in,
+    gpu_busy,
+    mask_in,
+    mask_where,
+    merge_intervals,
+    parents,
+    pct,
+    texts,
+)
 from lab.trace import Trace
 from lab.vocab import ELEMENT_BYTES, INPUT_TYPE_DTYPES
 

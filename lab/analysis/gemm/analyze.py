@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lab.analysis.bound import bound_of, pct_of_roof, roof_tflops
 from lab.analysis.columns import codes, frame, group_ids, mask_in, mask_where, texts
+from lab.analysis.gemm.bound import bound_of, pct_of_roof, roof_tflops
 from lab.analysis.operators import Links, build_links
-from lab.run.config import RunConfig
-from lab.run.devices import DevicePeak, lookup_peak
+from lab.core.config import RunConfig
+from lab.core.devices import DevicePeak, lookup_peak
 from lab.trace.load import Trace
 from lab.vocab import ELEMENT_BYTES, GEMM_OPS, INPUT_TYPE_DTYPES, gemm_kernel_dtype, is_gemm_kernel
 
@@ -53,7 +53,7 @@ def compute_capability(trace: Trace) -> tuple[int, int] | None:
 
 
 def peak_for(trace: Trace) -> DevicePeak | None:
-    """Datasheet peak of the trace's first GPU, via ``lab.run.devices.lookup_peak`` (None if unknown)."""
+    """Datasheet peak of the trace's first GPU, via ``lab.core.devices.lookup_peak`` (None if unknown)."""
     name = device_name(trace)
     return lookup_peak(name) if name else None
 
@@ -257,7 +257,7 @@ def _fill_from_config(config: RunConfig, shape: np.ndarray, op_names: np.ndarray
 def _rates(shape: np.ndarray, op_flops: np.ndarray, dtype: np.ndarray, kernel_us: np.ndarray,
            peak: DevicePeak | None) -> dict:
     """FLOPs (from the shape, else the op's recorded flops), bytes, TFLOP/s, % of peak, intensity
-    and the roofline verdict per group (``lab.analysis.bound``)."""
+    and the roofline verdict per group (``lab.analysis.gemm.bound``)."""
     batch, m, k, n, extra = (shape[:, i] for i in range(5))
     extra = np.nan_to_num(extra)
     # Per-dtype constants, looked up once per distinct dtype.
@@ -272,7 +272,7 @@ def _rates(shape: np.ndarray, op_flops: np.ndarray, dtype: np.ndarray, kernel_us
         tflops = np.where(kernel_us > 0, flops / kernel_us / 1e6, np.nan)
         intensity = flops / bytes_moved
     bandwidth = peak.memory_bandwidth_gbs if peak else np.nan
-    # One classifier (lab.analysis.bound): latency-bound under a tenth of the roof at its own
+    # One classifier (lab.analysis.gemm.bound): latency-bound under a tenth of the roof at its own
     # intensity, else memory- or compute-bound by the side of the ridge.
     return dict(m=m, k=k, n=n, batch=batch, flops=flops, bytes_moved=bytes_moved, tflops=tflops,
                 peak_tflops=peak_tflops, pct_of_peak=100.0 * tflops / peak_tflops,
@@ -293,7 +293,7 @@ def gemm_figures(trace: Trace, *, peak: DevicePeak | None = None, config: RunCon
     Input Dims, else from ``config`` (``shape_source`` says which; "unknown" leaves the FLOP
     columns NaN unless the op recorded ``flops``). FLOPs = 2·batch·M·K·N; bytes_moved = inputs
     read once + output written once; ``roof_tflops`` is the roof at the row's intensity,
-    ``pct_of_roof`` the rate against it, ``bound`` the classifier's label (``lab.analysis.bound``).
+    ``pct_of_roof`` the rate against it, ``bound`` the classifier's label (``lab.analysis.gemm.bound``).
     dtype: the one the kernel's name states (``lab.vocab.gemm_kernel_dtype``: TF32 tensor-op
     kernels are tf32), else the op's "Input type", else the config's. Rows above the peak are
     dropped and counted (``GemmFigures``).

@@ -9,17 +9,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from lab.run.config import RunConfig
-from lab.run.devices import DeviceInfo
+from lab.core.columns import KEY_AVERAGES_COLUMNS
+from lab.core.config import RunConfig
+from lab.core.devices import DeviceInfo
 from lab.stats import median
 
-# Columns of ``RunResult.key_averages`` (one row per FunctionEventAvg), units in the names.
-KEY_AVERAGES_COLUMNS = (
-    "name", "input_shapes", "count",
-    "self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us",
-    "self_cpu_memory_bytes", "cpu_memory_bytes", "self_device_memory_bytes", "device_memory_bytes",
-    "flops", "is_user_annotation", "device_type",
-)
+__all__ = ["KEY_AVERAGES_COLUMNS", "RunError", "RunResult", "Timing"]
 
 
 class RunError(RuntimeError):

@@ -1,0 +1,12 @@
+"""A job's ranks read together: one trace per rank of a torch.distributed job.
+
+``analyze`` is the facade (``analyze_ranks`` → ``RanksAnalysis``: per-rank rows, stragglers);
+``job`` checks that the traces form one job and aligns their clocks, ``comm`` splits each rank's
+time into compute and communication, ``insights`` the rules over the ranks.
+"""
+
+from lab.analysis.ranks.analyze import RankRow, RanksAnalysis, RanksError, Straggler, analyze_ranks, rank_frame
+from lab.analysis.ranks.insights import RANK_RULES, rank_insights
+
+__all__ = ["RANK_RULES", "RankRow", "RanksAnalysis", "RanksError", "Straggler", "analyze_ranks", "rank_frame",
+           "rank_insights"]

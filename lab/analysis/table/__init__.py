@@ -1,0 +1,12 @@
+"""torch's ``key_averages()`` table, derived from a Chrome trace with torch's own rules.
+
+``key_averages`` builds the rows (``trace_key_averages``; columns ``lab.core.KEY_AVERAGES_COLUMNS``),
+``flops`` gives an operator's FLOPs as torch's ``with_flops`` counts them, ``memory`` its
+allocations as ``profile_memory`` attributes them.
+"""
+
+from lab.analysis.table.flops import op_flops_of
+from lab.analysis.table.key_averages import trace_key_averages
+from lab.analysis.table.memory import MEMORY_COLUMNS, EventMemory, event_memory
+
+__all__ = ["MEMORY_COLUMNS", "EventMemory", "event_memory", "op_flops_of", "trace_key_averages"]
