@@ -72,8 +72,9 @@ HALF_INPUT_TYPES = ("c10::BFloat16", "c10::Half")
 
 
 def _half_precision_caller(trace: Trace) -> str:
-    """The outermost op with bf16/fp16 inputs that encloses a float32 GEMM op (SDPA's math backend
-    upcasting half inputs), "" if none: then "use bfloat16" would be no advice."""
+    """The innermost op with bf16/fp16 inputs that encloses a float32 GEMM op (SDPA's math backend
+    upcasting half inputs: aten::_scaled_dot_product_attention_math), "" if none; where there is
+    one, "use bfloat16" would be no advice."""
     ev = trace.events
     cpu = mask_in(ev["lane_kind"], ("cpu",)) & mask_in(ev["cat"], ("cpu_op",))
     types = ev["input_type"].astype(str).to_numpy()
@@ -83,10 +84,9 @@ def _half_precision_caller(trace: Trace) -> str:
         return ""
     ts, end = ev["ts_us"].to_numpy(dtype=float), (ev["ts_us"] + ev["dur_us"]).to_numpy(dtype=float)
     lane = ev["lane"].astype(str).to_numpy()
-    for h in half:
-        if ((lane[gemm] == lane[h]) & (ts[gemm] >= ts[h]) & (end[gemm] <= end[h])).any():
-            return str(ev["name"].iloc[h])
-    return ""
+    depth = ev["depth"].to_numpy()
+    inside = [h for h in half if ((lane[gemm] == lane[h]) & (ts[gemm] >= ts[h]) & (end[gemm] <= end[h])).any()]
+    return str(ev["name"].iloc[max(inside, key=lambda h: depth[h])]) if inside else ""
 
 
 def gemm_below_peak(trace: Trace, analysis: Analysis) -> Insight | None:
