@@ -162,6 +162,18 @@ def first_step_ratio(run: Run) -> float:
     return float(cpu[0]) / rest if rest > 0 else float("nan")
 
 
+def first_step_us(run: Run) -> float:
+    """The first recorded step's CPU time, in µs."""
+    steps = run.analysis.steps
+    return float(steps["cpu_us"].iloc[0]) if len(steps) else float("nan")
+
+
+def later_step_median_us(run: Run) -> float:
+    """The median CPU time of the steps after the first, in µs."""
+    cpu = run.analysis.steps["cpu_us"].to_numpy(dtype=float)
+    return float(np.median(cpu[1:])) if len(cpu) > 1 else float("nan")
+
+
 def _first_step(run: Run) -> tuple[float, float, float]:
     """(start, end, excess over the median later step) of the first step, in µs."""
     steps = run.analysis.steps
@@ -335,6 +347,8 @@ FIGURES: dict[str, Callable[..., float | str]] = {
     "op_device_us": op_device_us,
     "step_us": step_us,
     "first_step_ratio": first_step_ratio,
+    "first_step_us": first_step_us,
+    "later_step_median_us": later_step_median_us,
     "first_step_share_pct": first_step_share_pct,
     "label_gap_share_pct": label_gap_share_pct,
     "gemm_kernel_mean_us": gemm_kernel_mean_us,

@@ -93,8 +93,9 @@ LESSONS: dict[str, Lesson] = {
             ),
             look_for="overhead-bound verdict on the tiny run, GPU-bound on the large one",
             explain=(
-                "At 64³ the GPU finishes each kernel in about 2 µs, while Python, the dispatcher and the "
-                "launch cost tens of microseconds on the CPU: the table's aten::mm row has Self CPU far "
+                "At 64³ the GPU finishes each kernel in about 2 µs, while Python, the dispatcher, the "
+                "launches and the profiler's own records take about 150 µs a step on the CPU (H200 host): "
+                "the table's aten::mm row has Self CPU far "
                 "above Self CUDA, and on the H200 the GPU was busy 2 % of its active window. The wait "
                 "from a launch call to its kernel is a small part of the step: the step is the CPU's own "
                 "work. At 4096³ each step is a GEMM kernel and an add kernel and the GPU is busy nearly "
@@ -104,6 +105,7 @@ LESSONS: dict[str, Lesson] = {
             ),
             claims=(
                 claim_between("finishes each kernel in about 2 µs", "gemm_kernel_mean_us", "tiny", 1.0, 3.0),
+                claim_between("about 150 µs a step", "step_us", "tiny", 120.0, 180.0),
                 claim_between("Self CPU far above Self CUDA", "self_cuda_over_self_cpu", "tiny", 0.0, 0.2,
                               args=("aten::mm",)),
                 claim_between("busy 2 % of its active window", "gpu_busy_pct", "tiny", 1.0, 3.5),
@@ -146,6 +148,8 @@ LESSONS: dict[str, Lesson] = {
             ),
             claims=(
                 claim_between("over 90 times as long", "first_step_ratio", "cold", 90.0, float("inf")),
+                claim_between("(10.5 ms", "first_step_us", "cold", 10_000.0, 11_000.0),
+                claim_between("against a median 113 µs)", "later_step_median_us", "cold", 105.0, 120.0),
                 claim_between("Most of the extra time is inside that step's first", "first_step_share_pct", "cold",
                               50.0, 100.0, args=("aten::mm",)),
                 claim_between("about a quarter is the profiler's own", "first_step_share_pct", "cold", 15.0, 35.0,
@@ -177,9 +181,9 @@ LESSONS: dict[str, Lesson] = {
             explain=(
                 "The TF32 kernel's name carries `tf32` and the FP32 one's does not (it runs on `ffma`, the "
                 "CUDA cores). On the H200 the TF32 GEMM kernel ran 8.0× faster at 4096³. In both tables the "
-                "top Self CPU row is `cudaDeviceSynchronize`: the host launched the three steps' kernels in "
-                "well under a millisecond and then waited there for the GPU — a sync's wait is counted as the "
-                "CPU time of the call that waits."
+                "top Self CPU row is `cudaDeviceSynchronize`: the host launched every step's kernels ahead "
+                "of the GPU and then waited there for it — a sync's wait is counted as the CPU time of the "
+                "call that waits."
             ),
             claims=(
                 claim_between("ran 8.0× faster", "gemm_kernel_mean_us", "float32", 7.5, 8.5, over="tf32"),
