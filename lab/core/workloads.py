@@ -219,7 +219,7 @@ WORKLOADS: dict[str, Workload] = {
         ),
         Workload(
             name="linear",
-            title="nn.Linear (bias in the GEMM epilogue)",
+            title="nn.Linear (x·Wᵀ + b)",
             formula="y = nn.Linear(K, N)(x)   x: M×K  →  aten::linear = aten::t + aten::addmm",
             build=_build_linear,
             estimate_bytes=_matmul_add_bytes,

@@ -6,6 +6,8 @@ checks the page against this list):
 
 - ``L.title`` and ``L.text`` (``L.look_for`` and ``L.explain`` are shown only once the lesson's
   runs opened, beside the reveal);
+- the titles and notes of the lesson's H200 recordings (the *Showing* selector lists them, the
+  Summary shows a sample's note) and the titles of its runs' workloads (the form's selector);
 - every question the form asks for ``L`` on that device (the form shows them together): its
   text, and its choices — except ``q``'s own choices, which are the options, not a hint.
 
@@ -22,6 +24,8 @@ from __future__ import annotations
 import re
 
 from lab.core.lessons import LESSONS
+from lab.core.workloads import WORKLOADS
+from lab.samples import lesson_samples
 from lab.teach.questions import Question, questions_for
 
 __all__ = ["GENERIC_LABELS", "giveaways", "key_words", "shown_before"]
@@ -33,6 +37,8 @@ def shown_before(question: Question, device_kind: str) -> list[str]:
     """The texts on the page before ``question``'s prediction is locked in (see the module doc)."""
     lesson = LESSONS[question.lesson]
     texts = [lesson.title, lesson.text]
+    texts += [WORKLOADS[r.gpu.workload].title for r in lesson.runs]
+    texts += [t for s in lesson_samples(lesson.runs) or [] for t in (s.title, s.note)]
     for q in _asked(question.lesson, device_kind):
         texts.append(q.text)
         if q.key != question.key:
