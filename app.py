@@ -13,8 +13,9 @@ import streamlit as st
 from lab.access import RateLimiter
 from lab.read import ReaderPool
 from lab.run import HostSettings, ProfileService
-from ui import access, cache, controls, layout, ranks, room, state, teach, upload, views
+from ui import access, cache, controls, layout, own_trace, ranks, room, state, teach, upload, views
 from ui.run import await_worker, open_recording, run_lesson, run_submitted, settle_interrupted
+from ui.widgets import labels_from
 
 st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layout="wide")
 
@@ -111,19 +112,22 @@ waiting_upload = upload.upload_box(settings, readers, limiter=limiter)
 
 subjects = state.all_subjects()
 load = functools.partial(cache.load, settings=settings, readers=readers)
-views.lesson_check(subjects, load)
-teach.reveal(subjects, load)
+jobs = functools.partial(cache.job_result, readers=readers)  # multi-trace work, in a reader
+views.lesson_check(subjects, load, jobs)
+teach.reveal(subjects, load, jobs)
 room.share_runs(subjects, load)
 room.my_roofline(subjects, load, device)
 subject = state.current_subject(subjects)
 st.selectbox("Showing", [s.key for s in subjects], key="subject",
-             format_func={s.key: s.title for s in subjects}.get,
+             format_func=labels_from({s.key: s.title for s in subjects}),
              help="Your runs of this session (newest first), your uploads, and GPU traces recorded on an H200.")
 if subject is not None and subject.sample is not None:
     views.sample_note(subject.sample, device)
 loaded = load(subject) if subject else None
+if subject is not None and loaded is not None:
+    own_trace.own_trace_lesson(subject, loaded)  # its questions, before the views that answer them
 
-if loaded is not None:
+if subject is not None and loaded is not None:
     # Only the open tab's code runs (on_change="rerun" + .open): each view parses nothing twice.
     shown = [v for v in VIEWS if v != "Ranks" or subject.kind == "ranks"]
     if "view" in st.session_state and st.session_state["view"] not in shown:  # a single trace after a group
@@ -131,12 +135,12 @@ if loaded is not None:
     tabs = st.tabs(shown, key="view", on_change="rerun")
     show = {
         "Summary": lambda: views.summary_view(subject, loaded),
-        "Table": lambda: views.table_view(subject, loaded),
+        "Table": lambda: views.table_view(subject, loaded, jobs),
         "Timeline": lambda: views.timeline_view(subject, loaded),
         "Memory": lambda: views.memory_view(subject, loaded),
         "Insights": lambda: views.insights_view(loaded),
         "Trace": lambda: views.trace_view(subject, loaded, settings.perfetto_origin),
-        "Compare": lambda: views.compare_view(subjects, load),
+        "Compare": lambda: views.compare_view(subjects, load, jobs),
         "Ranks": lambda: ranks.ranks_view(subject, readers),
     }
     for name, tab in zip(shown, tabs):

@@ -1,4 +1,4 @@
-"""Cancel → the next run running, with and without the warm spare (lab/run/standby.py).
+"""Cancel → the next run running, with and without the warm spare (lab/pool/standby.py).
 
     python bench/bench_cancel.py            # 3 cancels each way, interleaved
     python bench/bench_cancel.py --repeats 1

@@ -127,7 +127,7 @@ def section(records: list[dict]) -> str:
     spare_rec = next((r for r in records if r["what"] == "spare"), None)
     cancel = next((r for r in records if r["what"] == "cancel"), None)
     if spare_rec and cancel:
-        lines += ["", "Warm spare on the GPU (`lab/run/standby.py`): the worker was ready "
+        lines += ["", "Warm spare on the GPU (`lab/pool/standby.py`): the worker was ready "
                   f"{spare_rec['worker_ready_s']:.1f} s after start, its spare {spare_rec['spare_ready_s']:.1f} s; "
                   "each holds "
                   f"{spare_rec['spare_rss_mb']:.0f} MB resident on the host. Cancel of a running 16384³ float32 run → "

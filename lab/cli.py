@@ -2,23 +2,28 @@
 
 ``profile`` runs in this process (``run_profile`` directly) and writes the run's artifacts:
 ``trace.json.gz`` (the Chrome trace as torch exported it), ``key_averages.csv`` and
-``summary.json`` (config, device, timings, stage seconds). Bad input exits with status 2 and
-one line on stderr, never a traceback. torch is imported only once a run is accepted.
+``summary.json`` (config, device, timings, stage seconds). ``analyze``, ``compare`` and
+``ranks`` read each trace through a pool of one reader process (``lab.read``, the page's
+bounded path: memory and time limits, no copy of it) and print what ``lab.views`` made of it.
+Bad input exits with status ``EXIT_BAD_INPUT`` and one line on stderr, never a traceback.
+torch is imported only once a run is accepted. The printing and the exit statuses live here
+only: the views return data.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
-import importlib
 import json
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from lab.core.config import OPTIONS, ConfigError, Option, RunConfig, check_device, check_limits
 from lab.core.settings import HostSettings, SettingsError
-from lab.read import ReaderPool
+from lab.read import Parsed, ReaderPool, ReadFailed
 
 EXIT_BAD_INPUT = 2
 # The classic table as torch's tutorial prints it.
@@ -102,11 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         # this process imports the report's own modules.
         with ReaderPool(settings=settings, readers=1).start() as pool:
             if args.command == "ranks":
-                return importlib.import_module("lab.views.ranks").ranks_main(args.traces, as_json=args.json, pool=pool)
-            report = _import_report(args.command)
+                return ranks_main(args.traces, as_json=args.json, pool=pool)
             if args.command == "analyze":
-                return report.analyze_main(args.trace, as_json=args.json, settings=settings, pool=pool)
-            return report.compare_main(args.a, args.b, as_json=args.json, settings=settings, pool=pool)
+                return analyze_main(args.trace, as_json=args.json, settings=settings, pool=pool)
+            return compare_main(args.a, args.b, as_json=args.json, settings=settings, pool=pool)
     except Exception as exc:
         if not isinstance(exc, _refusals()):
             raise  # a bug: keep its traceback
@@ -124,14 +128,92 @@ def _refusals() -> tuple[type[Exception], ...]:
     return (_UsageError, ConfigError, SettingsError, RunError, TraceError, OSError)
 
 
-def _import_report(command: str):
-    """lab.views.report, imported only when asked for: profiling does not need it."""
+def _readers(settings: HostSettings | None, pool: ReaderPool | None):
+    """``pool`` (started, the caller's) or a pool of one reader of its own: the page's bounded
+    path with one reader, the same memory limit and time limit."""
+    if pool is not None:
+        return contextlib.nullcontext(pool)
+    return ReaderPool(settings=settings or HostSettings(), readers=1)
+
+
+def _read(pool: ReaderPool, path: str, *, name_path: bool = False) -> Parsed | None:
+    """``path`` read (parsed and analysed) by the pool's reader; None, with the reason on stderr, if not."""
     try:
-        return importlib.import_module("lab.views.report")
-    except ModuleNotFoundError as exc:
-        if exc.name != "lab.views.report":
-            raise
-        raise _UsageError(f"{command} needs lab/report.py, which this checkout lacks") from None
+        return pool.read(path=path, label=path)
+    except ReadFailed as exc:
+        where = f"{path}: " if name_path else ""
+        print(f"error: {where}{' '.join(str(exc).split())}", file=sys.stderr)
+        return None
+
+
+def _print(data: dict, text: str, *, as_json: bool) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False) if as_json else text, end="\n" if as_json else "")
+
+
+def analyze_main(path: str, *, as_json: bool, settings: HostSettings | None = None,
+                 pool: ReaderPool | None = None) -> int:
+    """``python -m lab analyze TRACE [--json]``."""
+    from lab.views.report import build_report, format_report
+
+    with _readers(settings, pool) as readers:
+        parsed = _read(readers, path)
+    if parsed is None:
+        return EXIT_BAD_INPUT
+    report = build_report(parsed.trace, analysis=parsed.analysis, insights=parsed.insights)
+    _print(report, format_report(report) + "\n", as_json=as_json)
+    return 0
+
+
+def compare_main(a: str, b: str, *, as_json: bool, settings: HostSettings | None = None,
+                 pool: ReaderPool | None = None) -> int:
+    """``python -m lab compare A B [--json]``: B against the baseline A."""
+    from lab.analysis import compare_analyses
+    from lab.views.report import comparison_to_dict, format_comparison
+
+    with _readers(settings, pool) as readers:
+        parsed_a = _read(readers, a)
+        parsed_b = _read(readers, b) if parsed_a is not None else None
+    if parsed_a is None or parsed_b is None:
+        return EXIT_BAD_INPUT
+    label_a, label_b = _trace_label(a), _trace_label(b)
+    if label_a == label_b:
+        label_a, label_b = "A", "B"
+    # What compare_traces does, on the analyses the reader made (traces alone: no run config).
+    comparison = compare_analyses(parsed_a.analysis, parsed_b.analysis, insights_a=parsed_a.insights,
+                                  insights_b=parsed_b.insights, label_a=label_a, label_b=label_b)
+    data = comparison_to_dict(comparison)
+    _print(data, format_comparison(data) + "\n", as_json=as_json)
+    return 0
+
+
+def _trace_label(path: str) -> str:
+    name = Path(path).name
+    for suffix in (".gz", ".json"):
+        name = name[: -len(suffix)] if name.endswith(suffix) else name
+    return name
+
+
+def ranks_main(paths: Sequence[str], *, as_json: bool, settings: HostSettings | None = None,
+               pool: ReaderPool | None = None) -> int:
+    """``python -m lab ranks A B … [--json]``: each trace read by the pool's reader, then the ranks."""
+    from lab.analysis import RanksError, analyze_ranks, rank_insights
+    from lab.views.ranks import ranks_dict, ranks_text
+
+    parsed = []
+    with _readers(settings, pool) as readers:
+        for path in paths:
+            if (one := _read(readers, path, name_path=True)) is None:
+                return EXIT_BAD_INPUT
+            parsed.append(one)
+    try:
+        ranks = analyze_ranks([p.trace for p in parsed], [Path(p).name for p in paths],
+                              analyses=[p.analysis for p in parsed])
+    except RanksError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    insights = rank_insights(ranks)
+    _print(ranks_dict(ranks, insights), ranks_text(ranks, insights), as_json=as_json)
+    return 0
 
 
 def _profile(args: argparse.Namespace, config: RunConfig, settings: HostSettings) -> int:
@@ -158,8 +240,11 @@ def _profile(args: argparse.Namespace, config: RunConfig, settings: HostSettings
     return 0
 
 
-# ``table --csv``: the CPU-side rows, one per name, these columns exactly.
+# ``table --csv``: the CPU-side rows, one per name, these columns exactly; the trace's [memory]
+# records (profile_memory) add torch's four memory columns, in bytes.
 TABLE_CSV_COLUMNS = ("name", "count", "self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us")
+TABLE_CSV_MEMORY_COLUMNS = ("self_cpu_memory_bytes", "cpu_memory_bytes", "self_device_memory_bytes",
+                            "device_memory_bytes")
 TORCH_TABLE_ROW_LIMIT = 100  # torch's table() default
 
 
@@ -167,7 +252,8 @@ def _add_table_parser(sub) -> None:
     t = sub.add_parser("table", help="print torch's key_averages table of a trace, derived from its events")
     t.add_argument("trace", help="a Chrome trace (.json or .json.gz)")
     t.add_argument("--csv", action="store_true",
-                   help=f"CSV of the CPU-side rows: {','.join(TABLE_CSV_COLUMNS)} (+ input_shapes when grouped)")
+                   help=f"CSV of the CPU-side rows: {','.join(TABLE_CSV_COLUMNS)} (+ input_shapes when grouped; "
+                        f"+ {','.join(TABLE_CSV_MEMORY_COLUMNS)} when the trace has profile_memory's records)")
     t.add_argument("--sort", default=None, metavar="KEY",
                    help="torch's sort key (self_cpu_time_total, cpu_time_total, device_time_total, "
                         "self_device_time_total, count, ...); default: device total on a GPU trace, else CPU total")
@@ -182,7 +268,7 @@ def _add_table_parser(sub) -> None:
 def _table(args: argparse.Namespace, settings: HostSettings) -> int:
     from lab.analysis import trace_key_averages
     from lab.trace import load_trace
-    from lab.views import TORCH_SORT_COLUMNS, torch_sorted, torch_table_text
+    from lab.views import TORCH_SORT_COLUMNS, profiled_device, torch_sorted, torch_table_text
 
     trace = load_trace(args.trace, settings=settings)
     sort_by = args.sort or ("device_time_total" if trace.has_gpu else "cpu_time_total")
@@ -192,7 +278,7 @@ def _table(args: argparse.Namespace, settings: HostSettings) -> int:
                                include_python_functions=args.python_functions)
     if not args.csv:
         limit = TORCH_TABLE_ROW_LIMIT if args.row_limit is None else args.row_limit
-        print(torch_table_text(frame, sort_by=sort_by, row_limit=limit, use_device="cuda" if trace.has_gpu else None,
+        print(torch_table_text(frame, sort_by=sort_by, row_limit=limit, use_device=profiled_device(trace),
                                with_flops=bool(trace.meta.with_flops),
                                profile_memory=bool(trace.meta.profile_memory)), end="")
         return 0
@@ -200,7 +286,8 @@ def _table(args: argparse.Namespace, settings: HostSettings) -> int:
     if args.row_limit is not None and args.row_limit >= 0:
         rows = rows.head(args.row_limit)
     shapes = ["input_shapes"] if args.group_by_shape else []
-    columns = list(TABLE_CSV_COLUMNS[:1]) + shapes + list(TABLE_CSV_COLUMNS[1:])
+    memory = list(TABLE_CSV_MEMORY_COLUMNS) if trace.has_memory else []
+    columns = list(TABLE_CSV_COLUMNS[:1]) + shapes + list(TABLE_CSV_COLUMNS[1:]) + memory
     rows[columns].to_csv(sys.stdout, index=False, float_format="%.3f")  # µs to the ns, as traced
     return 0
 

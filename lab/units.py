@@ -61,10 +61,22 @@ def fmt_pct(pct: float | None, digits: int = 1) -> str:
     return f"{pct:.{digits}f} %"
 
 
-def fmt_tflops(tflops: float | None) -> str:
+def fmt_signed_pct(pct: float, digits: int = 0) -> str:
+    """"+12 %", "−3 %", and "0 %" where it rounds to zero (never "−0 %"); "—" for a missing value."""
+    if pct is None or math.isnan(pct):
+        return "—"
+    text = f"{abs(pct):.{digits}f}"
+    if not any(ch in "123456789" for ch in text):
+        return f"{text} %"
+    return ("+" if pct > 0 else "−") + f"{text} %"
+
+
+def fmt_tflops(tflops: float | None, unit: str = "TFLOP/s") -> str:
+    """A rate in tera-units per second: "TFLOP/s", or "TOPS" for integer math (int8 GEMMs)."""
     if tflops is None or (isinstance(tflops, float) and math.isnan(tflops)):
         return "—"
     # Three significant digits at most: "817 TFLOP/s" fits a metric card at 1280 px, "817.3" does not.
     if tflops >= 100:
-        return f"{tflops:.0f} TFLOP/s"
-    return f"{tflops:.1f} TFLOP/s" if tflops >= 1 else f"{tflops * 1000:.1f} GFLOP/s"
+        return f"{tflops:,.0f} {unit}"
+    small = "GOPS" if unit == "TOPS" else "GFLOP/s"
+    return f"{tflops:.1f} {unit}" if tflops >= 1 else f"{tflops * 1000:.1f} {small}"

@@ -1,5 +1,6 @@
-"""The lab's vocabulary, defined once: dtypes, trace categories, names torch writes, GEMM names,
-sort keys and run stages. Every other module imports these; none spells them again.
+"""The lab's vocabulary, defined once: dtypes, trace categories, names torch writes, sort keys
+and run stages (what the lab knows of GEMMs: ``lab.analysis.gemm.kinds``). Every other module
+imports these; none spells them again.
 
 A new dtype is one ``Dtype`` entry here (and its peak rates in ``lab/core/devices.py``).
 """
@@ -11,11 +12,11 @@ from dataclasses import dataclass
 
 __all__ = [
     "ADD_KERNEL_NAMES", "ANNOTATION_CATS", "DTYPES", "DTYPE_BYTES", "DTYPE_INFO", "Dtype", "ELEMENT_BYTES", "FLOW_CAT",
-    "GEMM_KERNEL_DTYPES", "GEMM_KERNEL_PATTERN", "GEMM_LEAF_OPS", "GEMM_OPS", "GPU_ACTIVITY_CATS", "GPU_LANE_CATS",
+    "GPU_ACTIVITY_CATS", "GPU_LANE_CATS", "INTEGER_DTYPES", "TRACE_DTYPES",
     "MEMORY_DEVICE_KINDS", "MEMORY_DEVICE_TYPES", "MEMORY_EVENT_NAME", "MEMORY_HOST_TYPES", "OOM_EVENT_NAME",
-    "GPU_ONLY_SORT_KEYS", "INPUT_TYPE_DTYPES", "LAUNCH_CATS", "LEGACY_SORT_KEYS", "NOT_GEMM_KERNEL_PATTERN",
+    "GPU_ONLY_SORT_KEYS", "INPUT_TYPE_DTYPES", "LAUNCH_CALL_PATTERN", "LAUNCH_CATS", "LEGACY_SORT_KEYS",
     "OPERATOR_CATS", "PROFILER_STEP_PREFIX", "PROFILER_STEP_NAME", "STAGES", "STAGE_TEXT", "SORT_KEYS",
-    "SYNC_NAMES", "TABLE_SORT_KEYS", "TORCH_SORT_KEYS", "gemm_kernel_dtype", "is_device_sort", "is_gemm_kernel",
+    "SYNC_NAMES", "TABLE_SORT_KEYS", "TORCH_SORT_KEYS", "is_device_sort", "is_launch_call", "peak_dtype", "rate_unit",
     "torch_dtype_name",
 ]  # fmt: skip
 
@@ -46,10 +47,31 @@ DTYPE_INFO: dict[str, Dtype] = {
 }
 DTYPES = tuple(DTYPE_INFO)
 DTYPE_BYTES = {name: d.element_bytes for name, d in DTYPE_INFO.items()}
-# Traces also carry dtypes no run allocates (float64 inputs of an uploaded trace).
+# Traces also carry dtypes no run allocates: float64 inputs of an uploaded trace, and the FP8 and
+# int8 operands of torch._scaled_mm / torch._int_mm (lab dtype → (how "Input type" spells it,
+# element bytes)). "float8" alone is the family a kernel's name states (nvjet_sm90_qqtst_…);
+# the op's input types say which.
+TRACE_DTYPES = {
+    "float64": ("double", 8),
+    "float8_e4m3fn": ("c10::Float8_e4m3fn", 1), "float8_e5m2": ("c10::Float8_e5m2", 1),
+    "float8_e4m3fnuz": ("c10::Float8_e4m3fnuz", 1), "float8_e5m2fnuz": ("c10::Float8_e5m2fnuz", 1),
+    "int8": ("signed char", 1), "uint8": ("unsigned char", 1),
+}  # fmt: skip
 INPUT_TYPE_DTYPES = {d.trace_spelling: d.name for d in DTYPE_INFO.values() if not d.tf32}
-INPUT_TYPE_DTYPES["double"] = "float64"
-ELEMENT_BYTES = {**DTYPE_BYTES, "float64": 8}
+INPUT_TYPE_DTYPES.update({spelling: name for name, (spelling, _) in TRACE_DTYPES.items()})
+ELEMENT_BYTES = {**DTYPE_BYTES, **{name: size for name, (_, size) in TRACE_DTYPES.items()}, "float8": 1}
+# Integer math is counted in operations, not floating-point ones: its rate is TOPS.
+INTEGER_DTYPES = ("int8", "uint8")
+
+
+def peak_dtype(dtype: str) -> str:
+    """The dtype a datasheet's peak is given for: one FP8 rate for every float8 format."""
+    return "float8" if dtype.startswith("float8") else dtype
+
+
+def rate_unit(dtype: str) -> str:
+    """"TOPS" for integer GEMMs, else "TFLOP/s"."""
+    return "TOPS" if dtype in INTEGER_DTYPES else "TFLOP/s"
 
 
 def torch_dtype_name(dtype: str) -> str:
@@ -62,6 +84,13 @@ def torch_dtype_name(dtype: str) -> str:
 # GPU activity that occupies a stream; gpu_user_annotation sits on GPU lanes but is a label.
 GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+# Of those calls, the ones that put work on a GPU stream: kernel launches (cudaLaunchKernel,
+# cudaLaunchKernelExC, cuLaunchKernel(Ex), cooperative launches), copies and memsets (cudaMemcpy*,
+# cuMemcpy*_v2, cudaMemset*, cuMemsetD*), graph replays (cudaGraphLaunch, cuGraphLaunch), and
+# HIP's spellings. cudaLaunchHostFunc runs a host callback: no GPU activity follows it. Every
+# other call (cudaMalloc, cudaStreamIsCapturing, cudaDeviceSynchronize, cudaEventRecord, ...)
+# launches nothing, so a trace of only those is no sign of lost GPU activity.
+LAUNCH_CALL_PATTERN = re.compile(r"^(?:cuda|cu|hip)(?:Launch(?!HostFunc)|Memcpy|Memset|GraphLaunch)")
 # Categories Kineto only ever writes on GPU (device/stream) lanes.
 GPU_LANE_CATS = GPU_ACTIVITY_CATS + ("gpu_user_annotation",)
 ANNOTATION_CATS = ("user_annotation", "gpu_user_annotation")
@@ -90,61 +119,8 @@ SYNC_NAMES = (
     "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
 )  # fmt: skip
 
-# --- GEMMs --------------------------------------------------------------------------------
-
-# aten ops that run one matrix multiply themselves (never nest another GEMM op) …
-GEMM_LEAF_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
-# … and with the wrappers that dispatch to one of them (aten::linear → aten::addmm). Per-kernel
-# analyses take the nearest of these above a kernel; sums over ops use the leaves alone, since
-# a wrapper's time already contains its leaf's.
-GEMM_OPS = GEMM_LEAF_OPS + ("aten::matmul", "aten::linear", "aten::_addmm_activation")
-
-# GEMM kernels, recognised by name as the libraries spell them (examples from the H200 traces in
-# lab/samples and tests/data, and the libraries' naming schemes):
-#   cuBLAS / cuBLASLt  nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT (Hopper's JIT GEMMs),
-#                      sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32_…_cublas,
-#                      ampere_sgemm_128x64_nn, volta_h884gemm_…, gemv2T_kernel_val<…> (N = 1)
-#   CUTLASS            cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4,
-#                      cutlass3x_sm90_tensorop_gemm_bf16_…, cutlass::Kernel2<…gemm::kernel::GemmUniversal…>
-#   cuDNN              cudnn_generated_fort_native_matmul_… (runtime-fusion matmuls)
-#   Triton templates   triton_tem_fused_addmm_0, triton_tem_fused_mm_1 (torch.compile max-autotune)
 # An elementwise add kernel of ATen (the seed's bias add): CUDAFunctor_add, AddFunctor, add_kernel.
 ADD_KERNEL_NAMES = r"CUDAFunctor_add|add_kernel|AddFunctor"
-GEMM_KERNEL_PATTERN = re.compile(r"gemm|gemv|matmul|nvjet|xmma|cutlass|triton_tem_\w*mm", re.IGNORECASE)
-# Kernels whose names share those words but are not matrix multiplies: attention built from
-# CUTLASS/wgmma tiles (pytorch_flash::flash_fwd_kernel<…cutlass::bfloat16_t…>, fmha_cutlassF_…,
-# cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_…), convolutions run as implicit
-# GEMMs (sm80_xmma_fprop_implicit_gemm_…, …dgrad…, …wgrad…), split-K reductions and other helpers
-# (splitKreduce_kernel, cutlass::reduction::…ReduceSplitK), and Inductor's pointwise/reduction
-# kernels, whose names list the ops they fused (triton_poi_fused_mm_…).
-NOT_GEMM_KERNEL_PATTERN = re.compile(
-    r"flash|fmha|attention|attn|sdpa|softmax|implicit_gemm|fprop|dgrad|wgrad|conv|reduc|computeOffsets"
-    r"|^triton_(?:poi|red|per)_",
-    re.IGNORECASE,
-)
-# The dtype a GEMM kernel's name states, first match wins (None: the name does not say, so the
-# op's "Input type" decides). TF32 first: sm90_xmma_gemm_f32f32_tf32f32 stores float32 but runs
-# TF32 tensor cores. bf16 before f16 ("bf16" contains "f16"). s1688gemm / s1684gemm are the
-# fp32-accumulating m16n8k8 / m16n8k4 tensor-op shapes; with no 16-bit type named beside them
-# (caught by the earlier entries) their inputs are float32, so they run TF32. h884 / h1688 /
-# h16816 gemm are the half-precision tensor-op shapes; sgemm and ffma name plain FP32 math.
-GEMM_KERNEL_DTYPES = (
-    ("tf32", re.compile(r"tf32", re.IGNORECASE)),
-    ("bfloat16", re.compile(r"bf16|bfloat16", re.IGNORECASE)),
-    ("float16", re.compile(r"(?<!b)f16|fp16|half|h(?:884|1688|16816)gemm", re.IGNORECASE)),
-    ("tf32", re.compile(r"s168[48]gemm", re.IGNORECASE)),
-    ("float32", re.compile(r"sgemm|ffma|f32f32_f32f32", re.IGNORECASE)),
-)
-
-
-def is_gemm_kernel(name: str) -> bool:
-    """Whether a GPU kernel's name is a GEMM library's (see ``GEMM_KERNEL_PATTERN``)."""
-    return bool(GEMM_KERNEL_PATTERN.search(name)) and not NOT_GEMM_KERNEL_PATTERN.search(name)
-
-
-def gemm_kernel_dtype(name: str) -> str | None:
-    """The lab dtype a GEMM kernel's name states ("tf32", "bfloat16", …), None when it says none."""
-    return next((dtype for dtype, pattern in GEMM_KERNEL_DTYPES if pattern.search(name)), None)
 
 # --- table sort keys ----------------------------------------------------------------------
 
@@ -213,3 +189,8 @@ STAGE_TEXT = {
     "summarizing": "building key_averages tables",
 }
 STAGES = tuple(STAGE_TEXT)
+
+
+def is_launch_call(name: str) -> bool:
+    """True for a CUDA/HIP runtime or driver call that puts work on a GPU stream (LAUNCH_CALL_PATTERN)."""
+    return LAUNCH_CALL_PATTERN.match(name) is not None

@@ -79,7 +79,7 @@ TAR_PART_BYTES = 15 * 2**20
 # Problems that only a GPU trace shows (a CPU .item() is no sync, a CPU has no copies to pin).
 GPU_ONLY_PROBLEMS = {"host_sync_item", "host_sync_device", "pageable_copies", "pinned_copies",
                      "side_stream", "cuda_graphs", "tf32_gemm", "amp_grad_scaler",
-                     "multi_stream", "launch_bound"}
+                     "multi_stream", "launch_bound", "gemm_template"}
 SCHED_3 = dict(wait=1, warmup=1, active=3, repeat=1)  # 5 steps
 SCHED_2 = dict(wait=1, warmup=1, active=2, repeat=1)  # 4 steps
 
@@ -136,7 +136,7 @@ class Variant:
     record_shapes: bool = False
     with_flops: bool = False
     devices: tuple[str, ...] = ("cpu", "cuda")
-    runner: str = "profile"  # "profile" | "gloo" (child processes)
+    runner: str = "profile"  # "profile" | "gloo" (child processes) | "cycles" (repeat > 1)
 
     def options(self) -> dict:
         return dict(with_stack=self.with_stack, profile_memory=self.profile_memory,
@@ -792,6 +792,360 @@ def build_ddp(ctx: Ctx) -> Program:
 
 
 # --------------------------------------------------------------------------------------------
+# Issue 22's kinds: GEMMs through other entry points, and programs of other shapes
+# --------------------------------------------------------------------------------------------
+
+def event_timing(ctx: Ctx, fn: Callable[[Any], Any], fresh: Callable[[], Any], *, samples: int = 25,
+                 warm: int = 5) -> dict:
+    """CUDA-event time of ``fn(inputs)``: median of ``samples`` calls after ``warm``, each on
+    fresh random inputs. A ``torch.cuda._sleep`` before the start event keeps the GPU busy
+    while the host enqueues the call, so the host's launch time is not counted."""
+    if not ctx.cuda:
+        return dict(skipped="no CUDA")
+    times = []
+    for i in range(warm + samples):
+        inputs = fresh()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(2_000_000)
+        start.record()
+        fn(inputs)
+        end.record()
+        torch.cuda.synchronize()
+        if i >= warm:
+            times.append(start.elapsed_time(end) * 1e3)
+    times.sort()
+    return dict(median_us=round(times[len(times) // 2], 3), min_us=round(times[0], 3),
+                max_us=round(times[-1], 3), samples=samples, warm_up=warm,
+                method="torch.cuda.Event around one call, fresh random inputs each call, "
+                       "torch.cuda._sleep before the start event")
+
+
+def _fp8(t: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """A tensor-wise scaled float8 copy of ``t`` and its inverse scale (float32 scalar)."""
+    amax = t.abs().max().float().clamp(min=1e-12)
+    scale = torch.finfo(dtype).max / amax
+    return (t.float() * scale).to(dtype), (1.0 / scale).reshape(())
+
+
+def build_fp8_scaled_mm(ctx: Ctx) -> Program:
+    n = ctx.pick(8192, 256, 128)
+    fp8 = torch.float8_e4m3fn
+
+    def fresh():
+        a, sa = _fp8(torch.randn(n, n, device=ctx.dev), fp8)
+        w, sw = _fp8(torch.randn(n, n, device=ctx.dev), fp8)  # (N, K) row-major: w.t() is K×N col-major
+        return a, w.t(), sa, sw
+
+    def call(inp):
+        a, b, sa, sb = inp
+        return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+
+    timing = event_timing(ctx, call, fresh)
+    pool = [fresh() for _ in range(3)]
+
+    def step(i):
+        with record_function("fp8_gemm"):
+            for j in range(2):
+                y = call(pool[(2 * i + j) % len(pool)])
+        return y
+
+    return Program(step, warm=3, extra=dict(
+        n=n, m=n, k=n, op="torch._scaled_mm", dtype="float8_e4m3fn", out_dtype="bfloat16",
+        scales="tensor-wise float32", gemms_per_step=2, flops_per_gemm=2 * n ** 3,
+        event_timing=timing))
+
+
+def build_int8_int_mm(ctx: Ctx) -> Program:
+    n = ctx.pick(8192, 256, 128)
+
+    def fresh():
+        a = torch.randint(-128, 128, (n, n), device=ctx.dev, dtype=torch.int8)
+        b = torch.randint(-128, 128, (n, n), device=ctx.dev, dtype=torch.int8)
+        return a, b
+
+    def call(inp):
+        return torch._int_mm(*inp)
+
+    timing = event_timing(ctx, call, fresh)
+    pool = [fresh() for _ in range(3)]
+
+    def step(i):
+        with record_function("int8_gemm"):
+            for j in range(2):
+                y = call(pool[(2 * i + j) % len(pool)])
+        return y
+
+    return Program(step, warm=3, extra=dict(
+        n=n, m=n, k=n, op="torch._int_mm", dtype="int8", out_dtype="int32", gemms_per_step=2,
+        ops_per_gemm=2 * n ** 3, event_timing=timing))
+
+
+def build_compiled_gemm(ctx: Ctx) -> Program:
+    n = ctx.pick(4096, 256, 128)
+    dt = torch.bfloat16 if ctx.cuda else torch.float32
+    mode = "max-autotune-no-cudagraphs" if ctx.cuda else "default"
+    import torch._inductor.config as icfg
+
+    # Triton templates only (cuBLAS would win and leave no template), a bounded search.
+    saved = {k: getattr(icfg, k) for k in ("max_autotune_gemm_backends",
+                                           "max_autotune_gemm_search_space")}
+    icfg.max_autotune_gemm_backends = "TRITON"
+    icfg.max_autotune_gemm_search_space = "DEFAULT"
+
+    def f(x, w, b):
+        return torch.relu(x @ w + b)
+
+    cf = torch.compile(f, mode=mode)
+
+    def fresh():
+        return (torch.randn(n, n, device=ctx.dev, dtype=dt),
+                torch.randn(n, n, device=ctx.dev, dtype=dt) / n ** 0.5,
+                torch.randn(n, device=ctx.dev, dtype=dt))
+
+    t0 = time.perf_counter()
+    cf(*fresh())
+    ctx.sync()
+    compile_s = time.perf_counter() - t0
+    timing = event_timing(ctx, lambda inp: cf(*inp), fresh)
+    pool = [fresh() for _ in range(3)]
+
+    def step(i):
+        with record_function("compiled_gemm"):
+            for j in range(2):
+                y = cf(*pool[(2 * i + j) % len(pool)])
+        return y
+
+    def cleanup():
+        for k, v in saved.items():
+            setattr(icfg, k, v)
+        torch._dynamo.reset()
+
+    return Program(step, warm=2, cleanup=cleanup, extra=dict(
+        n=n, m=n, k=n, dtype=str(dt).split(".")[-1], function="relu(x @ w + b)",
+        compile_mode=mode, max_autotune_gemm_backends="TRITON", compile_s=round(compile_s, 2),
+        gemms_per_step=2, flops_per_gemm=2 * n ** 3, event_timing=timing))
+
+
+class _MoE(nn.Module):
+    """Top-2 routing over 8 expert MLPs: which tokens reach which expert depends on the data."""
+
+    def __init__(self, d, h, experts=8, top_k=2):
+        super().__init__()
+        self.router = nn.Linear(d, experts, bias=False)
+        self.experts = nn.ModuleList(nn.Sequential(nn.Linear(d, h), nn.GELU(), nn.Linear(h, d))
+                                     for _ in range(experts))
+        self.top_k = top_k
+
+    def forward(self, x):
+        weights, chosen = torch.topk(self.router(x).softmax(-1), self.top_k, dim=-1)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            tok, slot = torch.nonzero(chosen == e, as_tuple=True)  # a host sync: sizes vary
+            if tok.numel():
+                y = expert(x.index_select(0, tok)) * weights[tok, slot, None].to(x.dtype)
+                out.index_add_(0, tok, y)
+        return out
+
+
+def build_moe(ctx: Ctx) -> Program:
+    d, h, tokens = ctx.pick((1024, 2048, 4096), (128, 256, 256), (64, 128, 128))
+    dt = torch.bfloat16 if ctx.cuda else torch.float32
+    torch.manual_seed(0)
+    model = _MoE(d, h).to(ctx.dev, dtype=dt).eval()
+    xs = [torch.randn(tokens, d, device=ctx.dev, dtype=dt) for _ in range(3)]
+
+    def step(i):
+        with torch.no_grad():
+            return model(xs[i % len(xs)])
+
+    return Program(step, warm=2, extra=dict(d=d, hidden=h, tokens=tokens, experts=8, top_k=2,
+                                            dtype=str(dt).split(".")[-1], mode="no_grad"))
+
+
+def build_generate(ctx: Ctx) -> Program:
+    """A greedy decode loop written out: one forward per token, argmax, an end-of-sequence check
+    on the host (``.item()``) after every token, as hand-written generation loops do."""
+    vocab, d, ctx_len, batch = ctx.pick((4096, 512, 128, 4), (512, 128, 32, 2), (512, 64, 16, 2))
+    new = ctx.pick(16, 8, 6)
+    dt = torch.bfloat16 if ctx.cuda else torch.float32
+    torch.manual_seed(0)
+    model = _TinyDecoder(vocab, d, ctx_len).to(ctx.dev, dtype=dt).eval()
+    eos = vocab - 1
+    prompt = torch.randint(0, vocab - 1, (batch, 1), device=ctx.dev)
+
+    def step(i):
+        with record_function("generate"), torch.no_grad():
+            tok, out = prompt, []
+            for _ in range(new):
+                tok = model(tok)
+                out.append(tok)
+                if bool((tok == eos).all().item()):  # host sync per token
+                    break
+            return torch.cat(out, dim=1)
+
+    return Program(step, warm=1, extra=dict(
+        model="_TinyDecoder (2 layers, random weights)", vocab=vocab, d=d, context=ctx_len,
+        batch=batch, new_tokens=new, decoding="greedy, eager, .item() EOS check per token",
+        dtype=str(dt).split(".")[-1]))
+
+
+def build_alloc_only(ctx: Ctx) -> Program:
+    mib = [64, 256, 512, 1024] if ctx.cuda else [4, 16, 32]
+    kept: list[torch.Tensor] = []
+
+    def step(i):
+        with record_function("allocate"):
+            blocks = [torch.empty(m * 2 ** 20, dtype=torch.uint8, device=ctx.dev) for m in mib]
+        with record_function("free"):
+            kept.append(blocks.pop())  # the largest survives the step
+            del blocks
+            if ctx.cuda:
+                torch.cuda.empty_cache()  # cudaFree: the next step's cudaMalloc is real
+        ctx.sync()
+
+    def cleanup():
+        kept.clear()
+
+    return Program(step, warm=0, cleanup=cleanup, extra=dict(
+        block_mib=mib, kept_per_step=mib[-1], kernels="none (torch.empty only)",
+        empty_cache=ctx.cuda))
+
+
+def build_checkpoint(ctx: Ctx) -> Program:
+    from torch.utils.checkpoint import checkpoint
+
+    d, batch, blocks = ctx.pick((2048, 1024, 4), (256, 64, 3), (128, 32, 3))
+    torch.manual_seed(0)
+    layers = nn.ModuleList(nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+                           for _ in range(blocks)).to(ctx.dev)
+    opt = torch.optim.SGD(layers.parameters(), lr=0.01)
+    x = torch.randn(batch, d, device=ctx.dev)
+
+    def step(i):
+        with torch.autocast(device_type=ctx.dev.type, dtype=torch.bfloat16, enabled=ctx.cuda):
+            y = x
+            for block in layers:
+                y = y + checkpoint(block, y, use_reentrant=False)  # recomputed in backward
+            loss = y.float().square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return Program(step, warm=2, extra=dict(d=d, batch=batch, blocks=blocks,
+                                            checkpoint="torch.utils.checkpoint, use_reentrant=False",
+                                            autocast="bfloat16" if ctx.cuda else None))
+
+
+def build_two_threads(ctx: Ctx) -> Program:
+    import concurrent.futures as cf
+
+    n = ctx.pick(2048, 256, 128)
+    dt = torch.bfloat16 if ctx.cuda else torch.float32
+    pool = cf.ThreadPoolExecutor(2, thread_name_prefix="worker")  # threads live before the profile
+    mats = [torch.randn(n, n, device=ctx.dev, dtype=dt) / n ** 0.5 for _ in range(2)]
+
+    def work(k):
+        stream = torch.cuda.Stream() if ctx.cuda else None
+        with contextlib.ExitStack() as stack:
+            if stream is not None:
+                stack.enter_context(torch.cuda.stream(stream))
+            with record_function(f"thread{k}_work"):
+                y = mats[k]
+                for _ in range(4):
+                    y = torch.tanh(y @ mats[k])
+            if stream is not None:
+                stream.synchronize()
+        return y
+
+    def step(i):
+        with record_function("both_threads"):  # the main thread's label spans the workers' ops
+            futs = [pool.submit(work, k) for k in range(2)]
+            return [f.result() for f in futs]
+
+    return Program(step, warm=2, cleanup=lambda: pool.shutdown(wait=True), extra=dict(
+        n=n, dtype=str(dt).split(".")[-1], threads=2, gemms_per_thread=4,
+        streams="one side stream per thread" if ctx.cuda else None,
+        nesting="record_function on the main thread around the workers' record_functions"))
+
+
+def build_conv_channels_last(ctx: Ctx) -> Program:
+    batch, c, px = ctx.pick((32, 128, 56), (4, 32, 32), (2, 16, 16))
+    dt = torch.bfloat16 if ctx.cuda else torch.float32
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU(),
+                        nn.Conv2d(c, 2 * c, 3, stride=2, padding=1), nn.ReLU(),
+                        nn.Conv2d(2 * c, 2 * c, 1)).to(ctx.dev, dtype=dt,
+                                                       memory_format=torch.channels_last)
+    net.eval()
+    x = torch.randn(batch, c, px, px, device=ctx.dev, dtype=dt).to(
+        memory_format=torch.channels_last)
+
+    def step(i):
+        with torch.no_grad():
+            return net(x)
+
+    return Program(step, warm=2, extra=dict(batch=batch, channels=c, image_px=px,
+                                            dtype=str(dt).split(".")[-1],
+                                            memory_format="channels_last", convs=3))
+
+
+def build_flex_attention(ctx: Ctx) -> Program:
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    B, H, S, D = ctx.pick((4, 16, 1024, 64), (1, 2, 128, 32), (1, 2, 128, 32))
+    dt = torch.bfloat16 if ctx.cuda else torch.float32
+
+    def causal(b, h, q, kv):
+        return q >= kv
+
+    mask = create_block_mask(causal, B=None, H=None, Q_LEN=S, KV_LEN=S, device=ctx.dev)
+    fa = torch.compile(flex_attention)
+    q, k, v = (torch.randn(B, H, S, D, device=ctx.dev, dtype=dt) for _ in range(3))
+    t0 = time.perf_counter()
+    fa(q, k, v, block_mask=mask)
+    ctx.sync()
+    compile_s = time.perf_counter() - t0
+
+    def step(i):
+        with record_function("flex_attention"):
+            return fa(q, k, v, block_mask=mask)
+
+    return Program(step, warm=2, cleanup=torch._dynamo.reset, extra=dict(
+        shape=[B, H, S, D], dtype=str(dt).split(".")[-1], mask="causal block mask",
+        compile_s=round(compile_s, 2)))
+
+
+def profile_cycles(ctx: Ctx, v: Variant, step: Callable[[int], Any]) -> list[dict]:
+    """A schedule with repeat > 1: every on_trace_ready export saved under its own name
+    (``<stem>_cycle<k>``), each beside torch's answer for that cycle."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.cuda else [])
+    cycles: list[dict] = []
+
+    def on_ready(p) -> None:
+        stem = f"{v.stem}_cycle{len(cycles)}"
+        path = ctx.out / f"{stem}.json.gz"
+        p.export_chrome_trace(str(path))
+        saved = save_answers(p, ctx.out, stem, record_shapes=v.record_shapes, cuda=ctx.cuda)
+        saved["files"] = {"trace": path.name, **saved["files"]}
+        saved.update(trace_facts(path))
+        saved.update(stem=stem, cycle=len(cycles), step_num=getattr(p, "step_num", None))
+        cycles.append(saved)
+
+    t0 = time.perf_counter()
+    with profile(activities=activities, record_shapes=v.record_shapes, with_stack=v.with_stack,
+                 profile_memory=v.profile_memory, with_flops=v.with_flops,
+                 schedule=make_schedule(**v.schedule), on_trace_ready=on_ready) as prof:
+        for i in range(v.steps):
+            step(i)
+            prof.step()
+    for c in cycles:
+        c["profiled_s"] = round(time.perf_counter() - t0, 3)
+        c["cycles_exported"] = len(cycles)
+    return cycles
+
+
+# --------------------------------------------------------------------------------------------
 # The corpus
 # --------------------------------------------------------------------------------------------
 
@@ -926,6 +1280,66 @@ def variants() -> list[Variant]:
           "ProfilerStep; each iteration inside record_function 'decode_step')",
           ["cuda_graphs", "no_profiler_step"], build_decode_cudagraphs, steps=3,
           devices=("cuda",)),
+        # Issue 22: GEMMs through other entry points, and programs of other shapes.
+        V("fp8_scaled_mm", "fp8_gemm",
+          "torch._scaled_mm of 8192^3 float8_e4m3fn (tensor-wise float32 scales, bfloat16 out), "
+          "2 per iteration in record_function 'fp8_gemm', fresh random inputs; plain profile of "
+          "3 iterations, record_shapes; CUDA-event timing of the same call in the manifest",
+          ["fp8_gemm", "no_profiler_step"], build_fp8_scaled_mm, steps=3, record_shapes=True),
+        V("int8_int_mm", "int8_gemm",
+          "torch._int_mm of 8192^3 int8 (int32 out), 2 per iteration in record_function "
+          "'int8_gemm'; plain profile of 3 iterations, record_shapes; CUDA-event timing in the "
+          "manifest", ["int8_gemm", "no_profiler_step"], build_int8_int_mm, steps=3,
+          record_shapes=True),
+        V("compiled_gemm", "compiled_gemm",
+          "relu(x @ w + b), 4096^3 bf16, under torch.compile(mode='max-autotune-no-cudagraphs') "
+          "with Triton GEMM templates only (max_autotune_gemm_backends='TRITON'); 2 calls per "
+          "iteration; plain profile of 3 iterations, record_shapes; CUDA-event timing in the "
+          "manifest (CPU: mode 'default')", ["gemm_template", "torch_compile", "no_profiler_step"],
+          build_compiled_gemm, steps=3, record_shapes=True),
+        V("alloc_only", "alloc_only",
+          "torch.empty blocks of 64-1024 MiB on the GPU, all but the largest freed, "
+          "torch.cuda.empty_cache() each step: cudaMalloc / cudaFree and no kernel launch at "
+          "all; plain profile of 3 iterations, profile_memory + record_shapes",
+          ["alloc_only", "profile_memory", "no_profiler_step"], build_alloc_only, steps=3,
+          profile_memory=True, record_shapes=True),
+        V("schedule_repeat", "schedule_repeat",
+          SEED_DESC + "; schedule wait=1 warmup=1 active=2 repeat=3 with on_trace_ready saving "
+          "each cycle as <stem>_cycle<k>, schedule repeat=4 but 15 steps: three full cycles, then "
+          "the profile exits in the 4th cycle's first active step (a 4th, short export)",
+          ["schedule_repeat"], build_seed, steps=15,
+          schedule=dict(wait=1, warmup=1, active=2, repeat=4), record_shapes=True,
+          runner="cycles"),
+        V("moe_routing", "moe_routing",
+          "top-2 routing over 8 expert MLPs (router softmax, topk, nonzero per expert: "
+          "data-dependent sizes and a host sync each, index_select / index_add_), bf16 "
+          "no_grad; schedule wait=1 warmup=1 active=2, record_shapes",
+          ["data_dependent", "host_sync_device"], build_moe, steps=4, schedule=SCHED_2,
+          record_shapes=True),
+        V("generate_loop", "generate_loop",
+          "a tiny 2-layer bf16 decoder's eager greedy decode loop, 16 tokens per call with an "
+          ".item() end-of-sequence check per token, inside record_function 'generate'; plain "
+          "profile of 2 calls",
+          ["generation_loop", "launch_bound", "no_profiler_step"], build_generate, steps=2),
+        V("checkpoint_train", "checkpoint_train",
+          "4 residual MLP blocks each under torch.utils.checkpoint(use_reentrant=False), bf16 "
+          "autocast on GPU, backward (recomputes the forward) + SGD; schedule wait=1 warmup=1 "
+          "active=2", ["activation_checkpointing"], build_checkpoint, steps=4, schedule=SCHED_2),
+        V("two_threads", "two_threads",
+          "two Python worker threads (a ThreadPoolExecutor made before the profile) each "
+          "running 4 GEMM+tanh in record_function 'thread<k>_work' (GPU: on its own stream) "
+          "while the main thread's 'both_threads' label waits; schedule wait=1 warmup=1 "
+          "active=2", ["threads", "multi_stream"], build_two_threads, steps=4, schedule=SCHED_2),
+        V("conv_channels_last", "conv_channels_last",
+          "3 convolutions (3x3, 3x3 stride 2, 1x1) + BatchNorm + ReLU in channels_last bf16, "
+          "no_grad (cuDNN implicit-GEMM kernels: convolutions, not GEMMs); plain profile of 3 "
+          "iterations, record_shapes", ["convolution", "no_profiler_step"],
+          build_conv_channels_last, steps=3, record_shapes=True),
+        V("flex_attention", "flex_attention",
+          "torch.compile(flex_attention) with a causal block mask, 4x16x1024x64 bf16 (a Triton "
+          "attention template: attention, not a GEMM); plain profile of 3 iterations, "
+          "record_shapes", ["attention_template", "torch_compile", "no_profiler_step"],
+          build_flex_attention, steps=3, record_shapes=True, devices=("cuda",)),
     ]
 
 
@@ -970,7 +1384,8 @@ def retag(folder: Path) -> int:
     table = {v.stem: v for v in variants()}
     for e in manifest["entries"]:
         stem = e["stem"]
-        v = table.get(stem) or table.get(stem.rsplit("_rank", 1)[0])
+        v = (table.get(stem) or table.get(stem.rsplit("_rank", 1)[0])
+             or table.get(stem.rsplit("_cycle", 1)[0]))
         if v is not None:
             e.update(problem_fields(v, manifest["device"]))
     manifest["retagged"] = datetime.datetime.now(datetime.timezone.utc).isoformat(
@@ -1006,14 +1421,18 @@ def record_in_process(ctx: Ctx, v: Variant) -> list[dict]:
         for i in range(prog.warm):
             prog.step(-1 - i)
         ctx.sync()
-        res = profile_program(ctx, v, prog.step)
+        if v.runner == "cycles":
+            results = profile_cycles(ctx, v, prog.step)
+        else:
+            results = [profile_program(ctx, v, prog.step)]
     finally:
         if prog.cleanup:
             prog.cleanup()
     extra = dict(prog.extra)
     del prog
     _free(ctx)
-    return [_entry(ctx, v, extra, res, time.perf_counter() - t0)]
+    return [_entry(ctx, v, extra, res, time.perf_counter() - t0, stem=res.pop("stem", None))
+            for res in results]
 
 
 def record_gloo(ctx: Ctx, v: Variant, world: int = 2, timeout_s: float = 180) -> list[dict]:

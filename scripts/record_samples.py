@@ -253,6 +253,8 @@ def check_trace(trace_gz: bytes) -> dict:
     return {
         "events": len(ev),
         "kernels": int((ev["cat"] == "kernel").sum()),
+        # Kernels, copies and memsets: a copy lesson's trace has GPU work and no kernel.
+        "gpu_ops": int(ev["cat"].isin(["kernel", "gpu_memcpy", "gpu_memset"]).sum()),
         "gpu_lanes": int(ev.loc[ev["lane_kind"] == "gpu", "lane"].nunique()),
         "flows": len(trace.flows),
     }
@@ -295,7 +297,7 @@ def record(items: list[Item], out: Path, *, kind: str, budget_s: float | None) -
             result = run_profile(item.config)
             file = f"{result.trace_stem}{item.variant}.json.gz"
             check = check_trace(result.trace_gz)
-            if kind == "cuda" and not (check["kernels"] and check["gpu_lanes"] and check["flows"]):
+            if kind == "cuda" and not (check["gpu_ops"] and check["gpu_lanes"] and check["flows"]):
                 # A sample exists to show GPU work; without it (no CUPTI?) it would mislead.
                 raise RuntimeError(f"the trace lacks GPU work ({check}); not kept as a sample")
             write_atomic(out / file, result.trace_gz)

@@ -7,7 +7,7 @@ import gzip
 import json
 
 from lab.analysis import analyze
-from lab.analysis.figures import Run
+from lab.analysis.signal_types import Run
 from lab.core.lessons import LESSONS
 from lab.samples import lesson_samples
 from lab.trace.load import load_trace
@@ -27,5 +27,7 @@ def h200_runs(lesson_key: str) -> tuple[Run, ...]:
     runs = []
     for run, sample in zip(lesson.runs, samples):
         trace = load_trace(sample.read_bytes())
-        runs.append(Run(run.name, trace, analyze(trace)))
+        t = sample.timing
+        timing = (t["profiled_median_us"], t["unprofiled_median_us"]) if t else None
+        runs.append(Run(run.name, trace, analyze(trace), timing=timing))
     return tuple(runs)

@@ -176,7 +176,7 @@ def submit(at, **values) -> None:
     and drops them on any other rerun, so every submit sets the whole form again.
     """
     set_form(at, **{**FORM_DEFAULTS, **values})
-    at.form_submit_button[0].click()
+    next(b for b in at.form_submit_button if b.label == "Run profile").click()  # not the own-trace form
     at.run()
 
 
@@ -575,7 +575,7 @@ def test_lesson_pair_opens_compare_with_both_timelines(at):
     else:
         totals, operators = frames  # no kernel table: two CPU runs
         assert any("Neither trace has GPU kernels" in c.value for c in at.caption)
-    assert "trace_span_us" in set(totals["metric"])
+    assert "Trace span" in set(totals["total"])
     assert totals["meaning"].str.len().gt(0).all()
     assert "aten::mm" in set(operators["name"]) and set(operators["status"]) <= {"both", "gone", "new"}
 
@@ -653,7 +653,7 @@ def test_compare_two_h200_samples_diffs_their_kernels(at):
     open_view(at, "Compare")
     assert len(charts(at)) == 2
     totals, kernels, operators = [df.value for df in at.dataframe]
-    assert "kernel_count" in set(totals["metric"])
+    assert "Kernels" in set(totals["total"])
     status = dict(zip(kernels["name"], kernels["status"]))
     assert any("elementwise" in name and state == "gone" for name, state in status.items()), status
     assert "new" in set(status.values())
@@ -685,10 +685,10 @@ def test_compare_after_two_runs_is_run_2_vs_run_1_with_whole_counts_and_no_none(
     open_view(at, "Compare")
     totals, kernels, operators = [df.value for df in at.dataframe]
     _no_none_cells([totals, kernels, operators])
-    counts = totals[totals["metric"] == "kernel_count"]
-    assert len(counts) == 1 and all(str(v).replace(",", "").isdigit() for v in counts[["a", "b"]].iloc[0])
-    assert "—" in set(kernels.loc[kernels["status"] == "new", "ratio"])
-    assert kernels["a_count"].dtype.kind == "i" and kernels["b_count"].dtype.kind == "i"
+    counts = totals[totals["total"] == "Kernels"]
+    assert len(counts) == 1 and all(str(v).replace(",", "").isdigit() for v in counts[["A", "B"]].iloc[0])
+    assert "—" in set(kernels.loc[kernels["status"] == "new", "B / A"])
+    assert kernels["A calls"].dtype.kind == "i" and kernels["B calls"].dtype.kind == "i"
 
 
 def test_after_refusals_a_valid_run_still_works(at):

@@ -401,6 +401,8 @@ def test_views_at_1280_and_800_px_and_open_in_perfetto(playwright_api, page, ser
                 playwright_api.expect(a).to_have_value(re.compile("SDPA, math backend"), timeout=UI_S * 1000)
         finally:
             context.close()
+
+
 # The page's clock for one click: when "Run profile" was clicked and when ``text`` first showed,
 # both from performance.now() in the page (Playwright's polling does not count).
 CLICK_CLOCK_JS = """(text) => {

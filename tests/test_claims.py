@@ -99,7 +99,7 @@ def test_the_false_sentences_of_issue_23_fail_on_their_recordings_and_are_gone(o
 def test_the_cpu_addmm_copies_its_bias_so_the_epilogue_claim_is_gpu_only(cpu_lesson_runs):
     """"cuBLAS applies the bias in the GEMM epilogue" is a GPU claim: on a CPU aten::addmm
     copies the broadcast bias into its output first (164 µs a step at 512³ on the H200 host)."""
-    (linear,), _ = cpu_lesson_runs("linear")
+    (linear,) = cpu_lesson_runs("linear")[0]
     claim = claim_equals("", "child_calls_per_step", "linear", 1.0, args=("aten::addmm", "aten::copy_"))
     assert check_claim("linear", claim, lambda _: [linear]).holds
     for lesson in LESSONS.values():

@@ -229,3 +229,25 @@ def test_analyze_json_carries_the_verdict_its_cause_and_the_insights():
     assert verdict["kind"] == "copy-bound"
     assert verdict["cause"]["pageable_us"] == pytest.approx(sum(e["dur"] for e in copies), abs=1e-3)
     assert "Copies from pageable host memory" in [i["title"] for i in report["insights"]]
+
+
+@pytest.mark.parametrize("stem", ["seed_mem", "llama_train_mem"])
+def test_table_csv_has_torchs_memory_columns_on_a_memory_trace(stem):
+    """profile_memory traces: the four memory columns, each CPU row's bytes exactly torch's
+    (its own key_averages CSV recorded beside the trace); a trace without records has none."""
+    folder = REPO / "tests" / "data" / "groundtruth" / "cuda"
+    proc = _lab("table", str(folder / f"{stem}.json.gz"), "--csv")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(proc.stdout.splitlines()))
+    memory = ["self_cpu_memory_bytes", "cpu_memory_bytes", "self_device_memory_bytes", "device_memory_bytes"]
+    assert list(rows[0]) == ["name", "count", "self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us",
+                             *memory]
+    with open(folder / f"{stem}.key_averages.csv", newline="") as f:
+        want = {r["name"]: r for r in csv.DictReader(f) if r["device_type"].endswith("CPU")}
+    assert sorted(r["name"] for r in rows) == sorted(want)
+    for r in rows:
+        assert [int(r[c]) for c in memory] == [int(want[r["name"]][c]) for c in memory], r["name"]
+        assert int(r["count"]) == int(want[r["name"]]["count"])
+    assert any(int(r["device_memory_bytes"]) for r in rows)
+    plain = _lab("table", str(folder / "seed.json.gz"), "--csv")
+    assert "memory" not in plain.stdout.splitlines()[0]

@@ -19,6 +19,7 @@ from lab.core.settings import HostSettings, SettingsError, host_environment
 
 # --- RunConfig: refusals that need no context ---------------------------------------------
 
+
 @pytest.mark.parametrize("field, value", [
     ("m", 0), ("k", -1), ("n", 0), ("m", 1.5), ("m", True), ("n", "64"),
 ])

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lab.analysis import analyze, find_insights
 from lab.analysis.diagnoses import findings as dx
 from lab.analysis.diagnoses.capture import EMPTY_MAX_OPS, find_empty_capture, find_profiler_inflation
 from lab.analysis.diagnoses.comm import find_collectives
@@ -38,8 +39,15 @@ from tests import tracebuild
 ROOT = Path(__file__).resolve().parents[1]
 SEED_SAMPLES = sorted([*(ROOT / "tests/data").glob("matmul_add_*.json.gz"),
                        *(ROOT / "lab/samples").glob("matmul_add_*.json.gz")])
+# The seed exercise on an H200 recorded with profile_memory: 3 steps, memory records, no OOM.
+GROUNDTRUTH_MEM = ROOT / "tests/data/groundtruth/cuda/seed_mem.json.gz"
 FINDERS = (find_host_syncs, find_host_gaps, find_pageable_copies, find_graph_replays, find_collectives,
            find_empty_capture, find_profiler_inflation)
+
+
+def _fire(rule, trace):
+    """A diagnosis rule as ``find_insights`` calls it: with the trace's Analysis."""
+    return rule(trace, analyze(trace))
 
 
 # --- brute force over raw events ---------------------------------------------------------------
@@ -132,9 +140,10 @@ def load_raw(path: Path) -> dict:
 def test_every_diagnosis_is_silent_on_the_seed_samples(path):
     trace = load_trace(path)
     assert [f.__name__ for f in FINDERS if f(trace) is not None] == []
-    assert [r.__name__ for r in dx.DIAGNOSIS_RULES if r(trace, None) is not None] == []
+    analysis = analyze(trace)
+    assert [r.__name__ for r in dx.DIAGNOSIS_RULES if r(trace, analysis) is not None] == []
     assert dx.weigh_verdict(trace) is None
-    assert not dx.capture_explains_missing_gpu(trace)
+    assert not dx.capture_explains_missing_gpu(trace, find_empty_capture(trace))
     assert len(graph_replay_rows(trace)) == 0
 
 
@@ -216,7 +225,7 @@ def test_item_every_step_is_found_with_the_idle_gpu_after_it():
     assert f.idle_after_us == pytest.approx(want["idle"], abs=1e-3)
     assert f.idle_pct == pytest.approx(100 * want["idle"] / want["window"], abs=1e-6)
     assert f.by_source[0][0] == ".item()" and f.severity == "warning"
-    insight = dx.host_syncs_rule(b.load(doc))
+    insight = _fire(dx.host_syncs_rule, b.load(doc))
     assert isinstance(insight, Insight) and str(want["count"]) in insight.evidence
 
 
@@ -263,7 +272,7 @@ def test_two_ms_of_python_per_step_is_found_with_the_gpu_idle_it_causes():
     assert f.uncovered_median_us == pytest.approx(want["median"], abs=1e-3)
     assert f.gpu_idle_us == pytest.approx(want["idle"], abs=1e-3)
     assert f.gpu_idle_pct == pytest.approx(100 * want["idle"] / want["period"], abs=1e-6)
-    assert dx.host_gaps_rule(b.load(doc)).severity == "warning"
+    assert _fire(dx.host_gaps_rule, b.load(doc)).severity == "warning"
 
 
 def test_host_work_below_the_threshold_is_silent():
@@ -305,7 +314,7 @@ def test_pageable_copies_with_achieved_bandwidth_against_pinned():
     assert f.severity == "critical"
     verdict = dx.weigh_verdict(b.load(doc))
     assert verdict.kind == "copy-bound" and "pin_memory()" in verdict.headline
-    insight = dx.pageable_copies_rule(b.load(doc))
+    insight = _fire(dx.pageable_copies_rule, b.load(doc))
     assert "non_blocking=True" in insight.suggestion and f"{page['gbps']:.1f} GB/s" in insight.evidence
 
 
@@ -376,7 +385,7 @@ def test_nccl_share_overlap_and_the_job():
     assert dict(f.calls)["c10d::allreduce_"] == sum(e["name"] == "c10d::allreduce_" for e in x)
     verdict = dx.weigh_verdict(b.load(doc))
     assert verdict.kind == "communication-bound" and "rank 1 of 2" in verdict.headline
-    assert "Rank 1 of 2" in dx.collectives_rule(b.load(doc)).evidence
+    assert "Rank 1 of 2" in _fire(dx.collectives_rule, b.load(doc)).evidence
 
 
 def test_distributed_info_alone_names_the_job():
@@ -397,8 +406,8 @@ def test_empty_window_is_a_warning_and_explains_the_missing_gpu_activity():
     assert f.ops == len(ops) <= EMPTY_MAX_OPS
     assert f.profiler_steps == tuple(e["name"] for e in x if e["name"].startswith("ProfilerStep"))
     assert f.runtime_calls == sum(e.get("cat") == "cuda_runtime" for e in x)
-    assert dx.capture_explains_missing_gpu(b.load(doc))
-    insight = dx.empty_capture_rule(b.load(doc))
+    assert dx.capture_explains_missing_gpu(b.load(doc), f)
+    insight = _fire(dx.empty_capture_rule, b.load(doc))
     assert insight.severity in ("info", "warning") and "ProfilerStep#3" in insight.evidence
     assert dx.weigh_verdict(b.load(doc)).kind == "empty-window"
 
@@ -408,7 +417,7 @@ def test_ops_without_gpu_activity_are_not_an_empty_window():
     events = [tracebuild.op("aten::mm", 1000 + 50 * i, 40) for i in range(4)]
     events += [tracebuild.launch(1010 + 50 * i, 10, i + 1) for i in range(4)]
     trace = tracebuild.build(events, device_properties=[tracebuild.H200_PROPS])
-    assert not dx.capture_explains_missing_gpu(trace)
+    assert not dx.capture_explains_missing_gpu(trace, find_empty_capture(trace))
 
 
 # --- 8. with_stack / profile_memory ------------------------------------------------------------
@@ -425,7 +434,7 @@ def test_with_stack_is_named_with_its_measured_share():
     assert f.python_per_op == len(py) / sum(e.get("cat") == "cpu_op" for e in x)
     assert f.python_only_pct == pytest.approx(100 * measure(lo, hi, (py, True), (ops, False)) / (hi - lo))
     assert f.profile_memory is None  # the trace has neither the flag nor [memory] events
-    assert dx.profiler_inflation_rule(b.load(doc)).severity == "info"
+    assert _fire(dx.profiler_inflation_rule, b.load(doc)).severity == "info"
 
 
 def test_profile_memory_flag_is_read_once_the_meta_carries_it():
@@ -453,3 +462,37 @@ def test_findings_bundle_and_insights_are_valid():
         found = dx.diagnosis_insights(dx.diagnose(b.load(doc)))
         assert found and all(isinstance(i, Insight) and i.severity in SEVERITIES for i in found)
         assert all(any(ch.isdigit() for ch in i.evidence) for i in found)
+
+
+# --- computed once -----------------------------------------------------------------------------
+
+
+def test_a_rule_never_runs_the_diagnoses_again():
+    trace = load_trace(SEED_SAMPLES[0])
+    with pytest.raises(TypeError, match="needs the trace's Analysis"):
+        dx.host_syncs_rule(trace, None)
+    analysis = analyze(trace)
+    assert dx.findings_of(trace, analysis) is analysis.findings
+
+
+def test_analyze_and_the_rules_find_the_step_spans_once(monkeypatch):
+    # Every module that looks step spans up gets a counting step_spans: analyze + find_insights
+    # on a profile_memory trace (steps, memory, OOM-free) must call it once, in diagnose.
+    import sys
+
+    calls = []
+
+    def counted(trace):
+        calls.append(1)
+        return step_spans(trace)
+
+    users = [m for name, m in sys.modules.items() if name.startswith("lab.analysis") and
+             getattr(m, "step_spans", None) is step_spans]
+    assert len(users) >= 4  # diagnoses (findings, host, graphs, comm), steps, memory, ranks
+    for module in users:
+        monkeypatch.setattr(module, "step_spans", counted)
+    trace = load_trace(GROUNDTRUTH_MEM)
+    analysis = analyze(trace)
+    assert trace.has_memory and len(analysis.steps) > 0 and analysis.memory is not None
+    find_insights(trace, analysis)
+    assert len(calls) == 1

@@ -203,7 +203,7 @@ def test_empty_window_fires_on_the_real_empty_schedules(stem):
                                           and not e["name"].startswith("ProfilerStep#") for e in x)
     assert f.profiler_steps == tuple(sorted((e["name"] for e in x if e["name"].startswith("ProfilerStep#")),
                                             key=lambda n: int(n.split("#")[1])))
-    assert f.severity != "critical" and dx.capture_explains_missing_gpu(trace(stem))
+    assert f.severity != "critical" and dx.capture_explains_missing_gpu(trace(stem), find_empty_capture(trace(stem)))
     assert dx.weigh_verdict(trace(stem)).kind == "empty-window"
 
 
@@ -237,4 +237,4 @@ def test_diagnoses_stay_silent_on_real_traces_without_those_problems(stem):
     fired = [f.__name__ for f in (find_host_syncs, find_host_gaps, find_pageable_copies, find_graph_replays,
                                   find_collectives, find_empty_capture, find_profiler_inflation) if f(t) is not None]
     assert fired == [] and dx.weigh_verdict(t) is None
-    assert not dx.capture_explains_missing_gpu(t)
+    assert not dx.capture_explains_missing_gpu(t, find_empty_capture(t))

@@ -59,7 +59,8 @@ def test_the_64_cubed_gemm_is_latency_bound_everywhere():
                                         ("matmul_add_1024x1024x1024_float32_cuda_warm", "compute-bound")])
 def test_the_classifier_on_the_other_recordings(stem, want):
     _, analysis = sample(stem)
-    assert set(analysis.gemm["bound"]) == {want}
+    # A GEMM kernel no op owns (its op fell before the trace) has no shape, hence no bound ("").
+    assert set(analysis.gemm["bound"]) - {""} == {want}
 
 
 def test_bound_of_by_hand():
@@ -67,6 +68,10 @@ def test_bound_of_by_hand():
     got = bound_of([800.0, 200.0, 5.0, np.nan], [1365.0, 62.0, 62.0, 62.0], 989.5, 4800.0)
     assert list(got) == ["compute-bound", "memory-bound", "latency-bound", ""]
     assert set(BOUNDS) == {"latency-bound", "memory-bound", "compute-bound"}
+    # A long kernel far under its roof is slow, not latency-bound: the int8 8192³ GEMM at 6.5 % of
+    # 1,979 TOPS (8.5 ms; its ideal time at the roof 556 µs) is judged by its side of the ridge.
+    assert list(bound_of([128.7, 5.0], [5461.0, 62.0], 1979.0, 4800.0, [1.1e12, 1e6])) == [
+        "compute-bound", "latency-bound"]
 
 
 # --------------------------------------------------------------------------- 6. "far below peak" on a memory-bound GEMM
@@ -76,7 +81,7 @@ def test_gemm_below_peak_is_silent_on_the_memory_bound_attention_gemm():
     """QKᵀ 4096×64×4096 bf16: 62 FLOP/B, 211 TFLOP/s = 21 % of the compute peak but 71 % of the
     bandwidth roof at its intensity: no loss to warn about."""
     trace, analysis = sample("attention_naive")
-    rows = analysis.gemm
+    rows = analysis.gemm.dropna(subset=["tflops"])  # the GEMM no op owns has no rate
     by_hand = 100.0 * rows["tflops"] / (rows["intensity_flops_per_byte"] * H200.memory_bandwidth_gbs / 1e3)
     assert (by_hand > 60).all() and (rows["pct_of_peak"] < 30).all()
     assert rows["pct_of_roof"].to_numpy() == pytest.approx(by_hand.to_numpy())

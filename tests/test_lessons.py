@@ -26,7 +26,8 @@ def _run_lesson(key: str, settings) -> list[Run]:
     for name, config in lesson_configs(LESSONS[key], "cpu"):
         result = run_profile(config, settings=settings)
         trace = load_trace(result.trace_gz)
-        runs.append(Run(name, trace, analyze(trace, config=config)))
+        timing = (result.timing.profiled_median_us, result.timing.unprofiled_median_us)
+        runs.append(Run(name, trace, analyze(trace, config=config), timing=timing))
     return runs
 
 

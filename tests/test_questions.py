@@ -8,22 +8,27 @@ as tests/test_lessons.py runs them) and on the H200 recordings in lab/samples/.
 
 from __future__ import annotations
 
+import gzip
+import json
 import statistics
 
 import pytest
 from lessonruns import raw_events
 
 from lab.analysis import analyze
+from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.analysis.signals import Run
 from lab.core.lessons import LESSONS
+from lab.core.lessons_workshop import WORKSHOP_LESSONS as WORKSHOP
 from lab.samples import lesson_samples
 from lab.teach.questions import QUESTIONS, band_of, questions_for, skipped_for
 from lab.trace.load import load_trace
-from lab.vocab import is_gemm_kernel
+from tests import workshop_brute
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 CPU_LESSONS = [k for k, lesson in LESSONS.items() if lesson.cpu_refusal is None]
+WORKSHOP_LESSONS = {lesson.key for lesson in WORKSHOP}
 
 
 # --------------------------------------------------------------------------- the raw JSON, by hand
@@ -156,8 +161,11 @@ def fewer(a: float, b: float) -> str:
     return "about the same" if abs(b - a) <= 0.5 else "fewer" if b < a else "more"
 
 
-def expected(key: str, evs: list[list[dict]]) -> tuple[str, float]:
-    """(right choice, measured number) of question ``key``, from the runs' raw events."""
+def expected(key: str, evs: list[list[dict]], datas: list[dict] = (), timings: list = ()) -> tuple[str, float]:
+    """(right choice, measured number) of question ``key``, from the runs' raw events (``datas``: the
+    whole JSON, for [memory] records; ``timings``: per run (profiled µs, unprofiled µs) lists)."""
+    if key.split(".", 1)[0] in WORKSHOP_LESSONS:
+        return workshop_brute.expected(key, list(datas), list(timings))
     first, last = evs[0], evs[-1]
     if key == "tiny_vs_large.self_cpu_vs_cuda":
         mm = named_ops(first, "aten::mm")
@@ -167,7 +175,10 @@ def expected(key: str, evs: list[list[dict]]) -> tuple[str, float]:
         pct = busy_pct(first)
         return choice(key, pct), pct
     if key == "tiny_vs_large.gemm_share":
-        pct = 100.0 * sum(e["dur"] for e in named_ops(first, "aten::mm")) / sum(b - a for a, b in steps(first))
+        # Medians (one stalled step must not decide it), as the lesson check says it.
+        mm, windows = named_ops(first, "aten::mm"), steps(first)
+        per_step = len(mm) / len(windows)
+        pct = 100.0 * statistics.median(e["dur"] for e in mm) * per_step / statistics.median(b - a for a, b in windows)
         return choice(key, pct), pct
     if key == "cold_vs_warm.first_step":
         durs = [b - a for a, b in steps(first)]
@@ -201,12 +212,12 @@ def expected(key: str, evs: list[list[dict]]) -> tuple[str, float]:
     raise AssertionError(f"no brute force for {key}: add one")
 
 
-def check_answers(key: str, kind: str, runs: list[Run], raw: list[list[dict]]) -> int:
+def check_answers(key: str, kind: str, runs: list[Run], raw: list[list[dict]], datas=(), timings=()) -> int:
     asked = questions_for(key, kind)
     assert 1 <= len(asked) <= 3, f"{key} on {kind}: {len(asked)} questions"
     for q in asked:
         answer = q.answer(runs)
-        want, measured = expected(q.key, raw)
+        want, measured = expected(q.key, raw, datas, timings)
         assert answer.choice in q.choices
         assert answer.choice == want, f"{q.key}: revealed {answer.choice!r}, the raw trace says {want!r}"
         if measured is not None:
@@ -232,13 +243,17 @@ def test_answers_on_the_h200_recordings_equal_the_raw_trace(key):
     lesson = LESSONS[key]
     samples = lesson_samples(lesson.runs)
     assert samples, f"{key} has no H200 recording"
-    runs, raw = [], []
+    runs, raw, datas, timings = [], [], [], []
     for run, sample in zip(lesson.runs, samples):
         data = sample.read_bytes()
         trace = load_trace(data)
-        runs.append(Run(run.name, trace, analyze(trace)))
+        t = sample.timing
+        timing = (t["profiled_median_us"], t["unprofiled_median_us"]) if t else None
+        runs.append(Run(run.name, trace, analyze(trace), timing=timing))
         raw.append(raw_events(data))
-    check_answers(key, "cuda", runs, raw)
+        datas.append(json.loads(gzip.decompress(data)))
+        timings.append(([timing[0]], [timing[1]]) if timing else None)
+    check_answers(key, "cuda", runs, raw, datas, timings)
 
 
 # --------------------------------------------------------------------------- CPU runs
@@ -246,8 +261,8 @@ def test_answers_on_the_h200_recordings_equal_the_raw_trace(key):
 
 @pytest.mark.parametrize("key", CPU_LESSONS)
 def test_answers_on_cpu_runs_equal_the_raw_trace(key, cpu_lesson_runs):
-    runs, raw = cpu_lesson_runs(key)
-    check_answers(key, "cpu", runs, raw)
+    runs, raw, datas, timings = cpu_lesson_runs(key)
+    check_answers(key, "cpu", runs, raw, datas, timings)
 
 
 def test_gpu_questions_are_skipped_on_a_cpu_with_the_reason():

@@ -101,12 +101,13 @@ def collectives(doc: dict) -> list[dict]:
     return [e for e in complete(doc) if e.get("cat") not in GPU_CATS and e["name"].startswith(COMM_PREFIXES)]
 
 
-def cpu_compute(doc: dict) -> list[list[float]]:
-    """cpu_ops outside any collective, each thread's collectives cut out of them."""
+def cpu_compute(doc: dict, started=lambda e: True) -> list[list[float]]:
+    """cpu_ops outside any collective, each thread's collectives cut out of them (``started``:
+    only the ops it accepts)."""
     comm = collectives(doc)
     pieces = []
     for e in complete(doc):
-        if e.get("cat") != "cpu_op" or e["name"].startswith(COMM_PREFIXES):
+        if e.get("cat") != "cpu_op" or e["name"].startswith(COMM_PREFIXES) or not started(e):
             continue
         same = [c for c in comm if (c["pid"], c["tid"]) == (e["pid"], e["tid"])]
         if any(c["ts"] <= e["ts"] and e["ts"] + e["dur"] <= c["ts"] + c["dur"] for c in same):
@@ -131,7 +132,7 @@ def test_comm_time_is_the_union_of_each_ranks_collective_events(job, kind):
         comm = union(span(e) for e in collectives(doc))
         assert len(comm) >= 2  # gloo's ranges on its threads and the c10d calls: real collectives, not zero
         assert row.comm_source == "host collective ops"  # gloo: no NCCL kernel in either trace
-        assert row.comm_us == pytest.approx(length(comm, *window(doc)), rel=1e-9, abs=0.01)
+        assert row.comm_in_window_us == pytest.approx(length(comm, *window(doc)), rel=1e-9, abs=0.01)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -141,11 +142,11 @@ def test_compute_and_overlap_are_brute_force_interval_intersections(job, kind):
         comm = union(span(e) for e in collectives(doc))
         compute = gpu_compute(doc) if kind == "cuda" else cpu_compute(doc)
         w = window(doc)
-        assert row.compute_us == pytest.approx(length(compute, *w), rel=1e-9, abs=0.01)
+        assert row.compute_in_window_us == pytest.approx(length(compute, *w), rel=1e-9, abs=0.01)
         overlap = length(intersect(comm, compute), *w)
         assert overlap > 0
         assert row.overlap_us == pytest.approx(overlap, rel=1e-9, abs=0.01)
-        assert row.overlap_pct == pytest.approx(100 * overlap / row.comm_us, abs=1e-3)
+        assert row.overlap_pct == pytest.approx(100 * overlap / row.comm_in_window_us, abs=1e-3)
 
 
 def test_gpu_rank_busy_idle_and_launch_delay_from_the_raw_events(job):
@@ -320,3 +321,132 @@ def test_rank_table_and_cli(job, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "lab", "ranks", str(paths("cpu")[0]), str(paths("cuda")[0])],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert bad.returncode == 2 and "rank 0 appears 2 times" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# ---------------------------------------------------------------- by launch (issue 22)
+
+
+def step_periods(doc: dict) -> list[tuple[float, float, bool]]:
+    """(start, end, end inclusive) per ProfilerStep: its start to the next step's start; the last to its end."""
+    steps = sorted((e for e in complete(doc) if e["name"].startswith("ProfilerStep#")
+                    and e["cat"] == "user_annotation"), key=lambda e: e["ts"])
+    return [(e["ts"], nxt["ts"], False) for e, nxt in zip(steps, steps[1:])] + [
+        (steps[-1]["ts"], steps[-1]["ts"] + steps[-1]["dur"], True)]
+
+
+def in_steps(doc: dict, t: float) -> bool:
+    return any(s <= t < e or (last and t == e) for s, e, last in step_periods(doc))
+
+
+def launch_ts(doc: dict) -> dict:
+    """correlation → the launch call's start (the cuda_runtime / cuda_driver event with that correlation)."""
+    return {e["args"]["correlation"]: e["ts"] for e in complete(doc)
+            if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+
+
+def launched_kernels(doc: dict, nccl: bool) -> list[dict]:
+    at = launch_ts(doc)
+    return [e for e in complete(doc) if e.get("cat") == "kernel" and e["name"].lower().startswith("nccl") == nccl
+            and in_steps(doc, at.get(e["args"]["correlation"], e["ts"]))]
+
+
+def total(intervals) -> float:
+    return sum(e - s for s, e in intervals)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gloo_comm_and_compute_are_the_work_launched_in_the_steps(job, kind):
+    """gloo: communication = the union of the host collective ranges that start in a step, not
+    clipped to the window (gloo's ranges end on its own threads after the step); compute = the
+    kernels launched in a step (cuda) or the ops started in one (cpu)."""
+    docs, _, ranks = job[kind]
+    for doc, row in zip(docs, ranks.ranks, strict=True):
+        comm = union(span(e) for e in collectives(doc) if in_steps(doc, e["ts"]))
+        assert row.comm_us == pytest.approx(total(comm), rel=1e-9, abs=0.01) and row.comm_us > 0
+        if kind == "cuda":
+            compute = union(span(e) for e in launched_kernels(doc, nccl=False))
+        else:
+            compute = cpu_compute(doc, started=lambda e, d=doc: in_steps(d, e["ts"]))
+        assert row.compute_us == pytest.approx(total(compute), rel=1e-9, abs=0.01) and row.compute_us > 0
+        assert row.comm_us >= row.comm_in_window_us - 0.01
+    table = rank_table(ranks)
+    assert table["comm_in_window_ms"].tolist() == pytest.approx([r.comm_in_window_us / 1000 for r in ranks.ranks])
+
+
+def nccl_job(n_steps: int = 2, *, tail_us: float = 900.0) -> list[dict]:
+    """A 2-rank NCCL job by hand: per step, a GEMM and an all-reduce launched from the step, the
+    all-reduce kernel running on past the step's end by ``tail_us`` on rank 1 (rank 0: half)."""
+    docs = []
+    for rank in (0, 1):
+        events, t, corr = [], 1000.0, 1
+        for k in range(n_steps):
+            events.append(tb.annotation(f"ProfilerStep#{k + 1}", t, 1000.0))
+            events.append(tb.op("c10d::allreduce_", t + 400, 50, **{"External id": corr}))
+            events += [tb.launch(t + 10, 5, corr), tb.kernel("sm90_xmma_gemm_bf16bf16_bf16f32", t + 30, 300, corr),
+                       tb.launch(t + 410, 5, corr + 1, name="cudaLaunchKernelExC"),
+                       tb.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t + 600, 400 + tail_us / (2 - rank),
+                                 corr + 1)]
+            t += 1000.0 + 2000.0  # the next step starts after the tail has ended
+            corr += 2
+        doc = tb.document(events)
+        doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 2}
+        docs.append(doc)
+    return docs
+
+
+def test_nccl_comm_is_the_collective_gpu_work_launched_in_the_steps():
+    """The issue's H200 job: rank 1's NCCL kernels launched in its two steps ran past each CPU
+    step's end, so the window cut them. By launch: the union (= the sum here: one stream) of
+    the NCCL kernels whose launch call lies in a step, brute-forced from the JSON."""
+    docs = nccl_job()
+    ranks = analyze_ranks([load_trace(json.dumps(d).encode()) for d in docs], ["r0.json", "r1.json"])
+    for doc, row in zip(docs, ranks.ranks, strict=True):
+        nccl = launched_kernels(doc, nccl=True)
+        assert len(nccl) == 2 and all(e["ts"] + e["dur"] > s + 1000 for e, (s, _, _) in zip(nccl, step_periods(doc)))
+        assert row.comm_source == "NCCL kernels"
+        assert row.comm_us == pytest.approx(total(union(span(e) for e in nccl)), abs=1e-6)
+        assert row.comm_us == pytest.approx(sum(e["dur"] for e in nccl), abs=1e-6)  # one stream: sum = union
+        compute = launched_kernels(doc, nccl=False)
+        assert row.compute_us == pytest.approx(sum(e["dur"] for e in compute), abs=1e-6)
+        w = window(doc)
+        assert row.comm_in_window_us == pytest.approx(length(union(span(e) for e in nccl), *w), abs=1e-6)
+        assert row.comm_in_window_us < row.comm_us  # the window figure cuts the tail
+
+
+def _two_ranks(docs: list[dict], *, base_ns: int | None = None, drop_steps_of: int | None = None):
+    docs = copy.deepcopy(docs)
+    for r, d in enumerate(docs):
+        if base_ns is not None:
+            d["baseTimeNanoseconds"] = base_ns
+        if r == drop_steps_of:
+            d["traceEvents"] = [e for e in d["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    return analyze_ranks([load_trace(json.dumps(d).encode()) for d in docs], ["r0.json", "r1.json"])
+
+
+def _late(docs: list[dict], rank: int, us: float) -> list[dict]:
+    docs = copy.deepcopy(docs)
+    for e in docs[rank]["traceEvents"]:
+        if "ts" in e:
+            e["ts"] += us
+    return docs
+
+
+def test_straggler_is_named_on_the_jobs_clock_only():
+    """Lateness compares ranks' timestamps: a warning only when every trace has the job's clock
+    (baseTimeNanoseconds); without it the finding holds only on one host, and says so."""
+    docs = _late(nccl_job(), 1, 400.0)  # rank 1's collectives start 400 µs later, steps of ~3 ms
+    with_clock = {i.title: i for i in rank_insights(_two_ranks(docs, base_ns=1_790_857_026_000_000_000))}
+    assert with_clock[STRAGGLER_TITLE].severity == "warning" and "rank 1" in with_clock[STRAGGLER_TITLE].evidence
+    without = {i.title: i for i in rank_insights(_two_ranks(docs))}
+    assert without[STRAGGLER_TITLE].severity == "info"
+    assert "lack baseTimeNanoseconds" in without[STRAGGLER_TITLE].evidence
+
+
+def test_compute_imbalance_needs_steps_on_every_rank_or_none():
+    """Per-step compute on one rank against a whole trace on another is no imbalance."""
+    docs = nccl_job()
+    both = _two_ranks(docs)
+    assert IMBALANCE_TITLE not in {i.title for i in rank_insights(both)}  # equal work per step
+    mixed = _two_ranks(docs, drop_steps_of=1)
+    assert [r.steps for r in mixed.ranks] == [2, 0]
+    assert IMBALANCE_TITLE not in {i.title for i in rank_insights(mixed)}

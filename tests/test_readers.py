@@ -57,6 +57,14 @@ def started(pool: ReaderPool) -> ReaderPool:
     return pool
 
 
+def wait_until_reading(ticket) -> None:
+    """Until a reader holds the read (parsing or analysing it)."""
+    deadline = time.monotonic() + START_S
+    while ticket.poll().stage not in ("parsing", "analysing"):
+        assert not ticket.done() and time.monotonic() < deadline, ticket.poll()
+        time.sleep(0.005)
+
+
 def annotation_names(parsed) -> set[str]:
     ev = parsed.trace.events
     return set(ev.loc[ev["cat"] == "user_annotation", "name"].astype(str))
@@ -68,10 +76,7 @@ def annotation_names(parsed) -> set[str]:
 def test_a_reader_killed_mid_parse_fails_that_read_only_and_the_next_read_works(medium):
     with started(ReaderPool(settings=HostSettings(reader_count=1))) as pool:
         ticket = pool.submit(medium, label="killed.json")
-        deadline = time.monotonic() + START_S
-        while ticket.poll().stage not in ("parsing", "analysing"):
-            assert not ticket.done() and time.monotonic() < deadline, ticket.poll()
-            time.sleep(0.005)
+        wait_until_reading(ticket)
         (reader,) = pool.health().readers
         os.kill(reader.pid, signal.SIGKILL)
         with pytest.raises(ReadFailed) as failed:
@@ -93,17 +98,45 @@ def test_a_reader_killed_mid_parse_fails_that_read_only_and_the_next_read_works(
         assert "last reader error: read 1 (killed.json): the trace reader stopped" in text
 
 
+def test_a_read_cancelled_while_it_runs_frees_its_reader_and_nothing_of_its_result_comes_back(medium):
+    """Issue 24: the page cancels reads whenever a visitor swaps files. A read cancelled while a
+    reader holds it must not keep that reader busy to the end, nor have its whole result
+    unpickled into the server and thrown away: the reader is killed within a tick and replaced
+    (as a cancelled run's worker is), and no read is counted as served."""
+    import psutil
+
+    with started(ReaderPool(settings=HostSettings(reader_count=1))) as pool:
+        ticket = pool.submit(medium, label="swapped.json")
+        wait_until_reading(ticket)
+        (reader,) = pool.health().readers
+        assert ticket.cancel()
+        cancelled_at = time.monotonic()
+        with pytest.raises(ReadFailed) as failed:
+            ticket.result(timeout=0)
+        assert failed.value.kind == ReadFailureKind.CANCELLED
+        try:  # the reader that held it is gone within a few ticks (it took ~1 s to read this trace)
+            psutil.Process(reader.pid).wait(timeout=2)
+        except psutil.NoSuchProcess:
+            pass
+        assert time.monotonic() - cancelled_at < 2.5
+        assert not psutil.pid_exists(reader.pid) or psutil.Process(reader.pid).status() == psutil.STATUS_ZOMBIE
+        parsed = pool.read(SEED.read_bytes())  # its replacement serves the next one
+        assert len(parsed.trace.events) > 100
+        health = pool.health()
+        assert health.reads_served == 1 and health.readers[0].restarts == 1, health  # the cancelled one never came back
+
+
 # ------------------------------------------------------------------------------ memory
 
 
 def test_a_reader_that_cannot_start_fails_the_waiting_read_with_a_message_instead_of_a_wait(monkeypatch):
     """Every reader dies at start (a real interpreter that exits 3): the waiting read fails with
     the visitor's words once the start has failed, and the error is kept for Server status."""
-    from lab.read import supervisor
-    from lab.run.spawn import start_child
+    from lab.pool import start_child
+    from lab.read import queue, reader
 
-    monkeypatch.setattr(supervisor, "start_reader_process",
-                        lambda: start_child("import sys; sys.exit(3)", supervisor.READER_FD_ENV, dict(os.environ)))
+    monkeypatch.setattr(queue, "start_reader_process",
+                        lambda: start_child("import sys; sys.exit(3)", reader.READER_FD_ENV, dict(os.environ)))
     pool = ReaderPool(settings=HostSettings(reader_count=2)).start()
     try:
         ticket = pool.submit(b"{}", label="an upload")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from tracebuild import matmul_add_steps
 
+from lab import cli
 from lab.trace.load import load_trace
 from lab.views import report as R
 
@@ -136,32 +137,32 @@ def test_format_report_mentions_the_essentials():
 
 def test_analyze_main_prints_json_and_text(capsys):
     path = str(DATA / "matmul_add_1024_fp32.json.gz")
-    assert R.analyze_main(path, as_json=True) == 0
+    assert cli.analyze_main(path, as_json=True) == 0
     out = capsys.readouterr().out
     assert json.loads(out)["events"] == len(_xs("matmul_add_1024_fp32"))
-    assert R.analyze_main(path, as_json=False) == 0
+    assert cli.analyze_main(path, as_json=False) == 0
     assert "Verdict:" in capsys.readouterr().out
 
 
 def test_analyze_main_bad_input(tmp_path, capsys):
     missing = tmp_path / "missing.json"
-    assert R.analyze_main(str(missing), as_json=False) == 2
+    assert cli.analyze_main(str(missing), as_json=False) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.startswith("error: ") and captured.err.count("\n") == 1
     broken = tmp_path / "broken.json"
     broken.write_text('{"traceEvents": [')
-    assert R.analyze_main(str(broken), as_json=True) == 2
+    assert cli.analyze_main(str(broken), as_json=True) == 2
     assert capsys.readouterr().err.count("\n") == 1
 
 
 def test_compare_main(tmp_path, capsys):
     a = str(DATA / "matmul_add_4096_bf16.json.gz")
     b = str(DATA / "matmul_add_4096_bf16_compiled.json.gz")
-    assert R.compare_main(a, b, as_json=True) == 0
+    assert cli.compare_main(a, b, as_json=True) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["label_a"] == "matmul_add_4096_bf16" and data["label_b"] == "matmul_add_4096_bf16_compiled"
     assert "Bias add runs as a separate kernel after the GEMM" in data["insights_gone"]
-    assert R.compare_main(a, b, as_json=False) == 0
+    assert cli.compare_main(a, b, as_json=False) == 0
     assert "gone" in capsys.readouterr().out
-    assert R.compare_main(a, str(tmp_path / "nope.json"), as_json=False) == 2
+    assert cli.compare_main(a, str(tmp_path / "nope.json"), as_json=False) == 2
     assert capsys.readouterr().err.startswith("error: cannot read")

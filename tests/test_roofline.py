@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from lab.analysis import analyze
+from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.core.config import RunConfig
 from lab.core.devices import PEAKS, DeviceInfo, DeviceRates
 from lab.run.runner import run_profile
@@ -30,7 +31,6 @@ from lab.teach.roofline import (
 )
 from lab.trace.load import load_trace
 from lab.views.roofline import roofline_chart
-from lab.vocab import is_gemm_kernel
 
 
 def _sample(name: str):

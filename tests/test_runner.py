@@ -366,7 +366,7 @@ def test_lookup_peak_unknown_is_none(name):
 def test_peak_table_is_dense_and_sourced():
     for peak in PEAKS.values():
         assert peak.source and peak.memory_bandwidth_gbs > 0
-        assert set(peak.tflops) <= {"float32", "tf32", "bfloat16", "float16"}
+        assert set(peak.tflops) <= {"float32", "tf32", "bfloat16", "float16", "float8", "int8"}
         # Tensor cores run fp16 at least as fast as fp32 cores; tf32 at half the fp16 rate
         # (or equal on the A10G), never above it: a sparse number would break these.
         assert peak.tflops["float16"] > peak.tflops["float32"]
@@ -376,5 +376,7 @@ def test_peak_table_is_dense_and_sourced():
         assert "tf32" not in PEAKS[model].tflops and "bfloat16" not in PEAKS[model].tflops
     # H200 dense bf16 is half the datasheet's 1,979 TFLOPS "with sparsity".
     assert PEAKS["H200 SXM"].tflops["bfloat16"] == pytest.approx(1979 / 2)
+    # Dense FP8 and int8 are the datasheet's 3,958 "with sparsity" halved (issue 22).
+    assert PEAKS["H200 SXM"].tflops["float8"] == PEAKS["H200 SXM"].tflops["int8"] == pytest.approx(3958 / 2)
     assert PEAKS["H200 SXM"].ridge_flops_per_byte("bfloat16") == pytest.approx(989.5e12 / 4.8e12)
     assert PEAKS["T4"].ridge_flops_per_byte("tf32") is None

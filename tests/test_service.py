@@ -537,13 +537,14 @@ def test_protocol_messages_are_frozen_dataclasses_and_states_read_as_strings():
     import dataclasses
     import pickle
 
-    from lab.run.protocol import TICKET_STATES, FailureKind, RunFailure, TicketState, WorkerState
+    from lab.pool import Failure
+    from lab.run.protocol import TICKET_STATES, FailureKind, TicketState, WorkerState
     from lab.run.worker import WORKER_CODE, _worker_entry
 
-    message = RunFailure(run_id=1, kind=FailureKind.CONFIG, error_type="ConfigError", message="m", fatal=False)
+    message = Failure(ticket_id=1, kind=FailureKind.CONFIG, error_type="ConfigError", message="m", fatal=False)
     assert pickle.loads(pickle.dumps(message)) == message  # what crosses the pipe
     with pytest.raises(dataclasses.FrozenInstanceError):
-        message.run_id = 2
+        message.ticket_id = 2  # type: ignore[misc]
     assert TICKET_STATES == ("queued", "running", "done", "failed", "cancelled")
     assert TicketState.QUEUED == "queued" and f"{TicketState.DONE}" == "done"
     assert str(WorkerState.NOT_STARTED) == "not started" and {WorkerState.IDLE} <= {"idle", "busy"}
@@ -579,7 +580,7 @@ def test_cancel_a_running_run_hands_the_device_to_the_warm_spare():
         assert waiting.cancel()
         assert waiting.poll().state == "cancelled" and svc.health().queue_length == 0
 
-        spare_pid = svc.health().workers[0].standby_pid  # warm (its WorkerReady came) before the cancel
+        spare_pid = svc.health().workers[0].standby_pid  # warm (its Ready came) before the cancel
         assert running.cancel()
         with pytest.raises(RunFailed, match="cancelled") as caught:
             running.result(timeout=0)
@@ -603,7 +604,7 @@ def test_cancel_a_running_run_hands_the_device_to_the_warm_spare():
 
 
 def test_no_spare_while_memory_is_short(monkeypatch):
-    from lab.run import standby as standby_module
+    from lab.pool import standby as standby_module
 
     short = standby_module.STANDBY_MIN_AVAILABLE_BYTES - 1
     monkeypatch.setattr(standby_module, "available_memory_bytes", lambda: short)

@@ -40,7 +40,7 @@ if importlib.util.find_spec("ray") is None:
 # actor kills and warm-ups here).
 del test_one_worker_per_gpu_each_pinned_to_its_own  # noqa: F821
 del test_workers_never_run_the_main_script  # noqa: F821
-# The local backend's warm spare (lab.run.standby): an actor has none; the Ray cancel test is below.
+# The local backend's warm spare (lab.pool.standby): an actor has none; the Ray cancel test is below.
 del test_cancel_a_running_run_hands_the_device_to_the_warm_spare  # noqa: F821
 del test_no_spare_while_memory_is_short  # noqa: F821
 

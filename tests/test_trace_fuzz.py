@@ -22,6 +22,7 @@ import numpy as np
 from lab.trace.load import Trace, TraceError, load_trace
 
 DATA = Path(__file__).parent / "data"
+ROOT_DATA = DATA
 NAMES = ["matmul_add_1024_fp32", "matmul_add_4096_bf16", "matmul_add_4096_bf16_compiled"]
 GZ = {n: (DATA / f"{n}.json.gz").read_bytes() for n in NAMES}
 PLAIN = {n: gzip.decompress(b) for n, b in GZ.items()}
@@ -298,3 +299,132 @@ def test_gzip_bombs_stop_early_under_the_default_cap():
 
 def test_gzip_bombs_under_a_small_cap():
     _run(((f"{label}, 32 MiB cap", p) for label, p in bombs()), at_least=8, max_decompressed_bytes=32 << 20)
+
+
+# ---- the whole pipeline (issue 22): mutated real traces through every reader of a Trace ----------
+
+PIPELINE_SOURCES = [ROOT_DATA / p for p in (
+    "groundtruth/cpu/seed.json.gz", "groundtruth/cuda/seed_mem.json.gz", "groundtruth/cuda/gemm_fp32.json.gz",
+    "groundtruth/cuda/empty_window_warmup.json.gz", "matmul_add_1024_fp32.json.gz",
+    "groundtruth/cpu/gloo_ddp_rank0.json.gz")]
+PIPELINE_CASES = 1_000
+_EXTREMES = [1e300, -1e300, float("inf"), float("-inf"), float("nan"), 1e18, -1e18, 1e17, 9.3e15, -1.0, 0.0,
+             5e-324, 2**63 - 1, 2**64, -(2**63), 1e12, 3.5]
+_MEMORY_ARGS = ["Bytes", "Total Allocated", "Total Reserved", "Addr", "Device Type", "Device Id"]
+_MORE_ARGS = _ARG_FIELDS + _MEMORY_ARGS + ["Concrete Inputs", "flops", "Sequence number", "Fwd thread id",
+                                           "Record function id", "Ev Idx"]
+
+
+def _events_of(doc: dict) -> list:
+    events = doc.get("traceEvents")
+    return events if isinstance(events, list) and events else []
+
+
+def _set_field(rng: random.Random, doc: dict, values: list, fields=("ts", "dur")) -> str:
+    events = _events_of(doc)
+    changed = []
+    for _ in range(rng.randint(1, 6)):
+        if not events:
+            break
+        ev = rng.choice(events)
+        if not isinstance(ev, dict):
+            continue
+        value = rng.choice(values)
+        if rng.random() < 0.4 and isinstance(ev.get("args"), dict):
+            key = rng.choice(list(ev["args"]) or _MORE_ARGS) if rng.random() < 0.7 else rng.choice(_MORE_ARGS)
+            ev["args"][key] = value
+            changed.append(f"args[{key}]={value!r:.20}")
+        else:
+            key = rng.choice(fields)
+            ev[key] = value
+            changed.append(f"{key}={value!r:.20}")
+    return ",".join(changed)
+
+
+def _duplicate(rng: random.Random, doc: dict) -> str:
+    events = _events_of(doc)
+    if not events:
+        return "nothing to duplicate"
+    how = rng.randrange(3)
+    if how == 0:
+        doc["traceEvents"] = events + json.loads(json.dumps(events))
+        return "every event twice"
+    ev = rng.choice(events)
+    times = rng.choice((1, 2, 50))
+    for _ in range(times):
+        events.insert(rng.randrange(len(events) + 1), json.loads(json.dumps(ev)))
+    return f"one event {times}x more"
+
+
+_MUTATIONS = {"types": lambda rng, doc: _set_field(rng, doc, _WEIRD_VALUES, tuple(_FIELDS)),
+              "numbers": lambda rng, doc: _set_field(rng, doc, _EXTREMES),
+              "duplicate": _duplicate}
+
+
+def pipeline_mutations():
+    """(label, payload) for PIPELINE_CASES mutated real traces, seeded: bytes cut or flipped,
+    fields given wrong types, non-finite or extreme numbers, duplicated events, two at once."""
+    rng = random.Random(SEED + 22)
+    plain = {p.name: gzip.decompress(p.read_bytes()) for p in PIPELINE_SOURCES}
+    docs = {name: json.loads(text) for name, text in plain.items()}
+    names = sorted(docs)
+    for i in range(PIPELINE_CASES):
+        name = names[i % len(names)]
+        kind = ("cut", "flip", "types", "numbers", "numbers", "duplicate", "mix")[i % 7]
+        if kind == "cut":
+            source = plain[name] if rng.random() < 0.5 else gzip.compress(plain[name], 1)
+            cut = rng.randrange(len(source))
+            yield f"#{i} {name}: cut at {cut}", source[:cut]
+            continue
+        if kind == "flip":
+            data = bytearray(plain[name])
+            for _ in range(rng.randint(1, 6)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+            yield f"#{i} {name}: bytes flipped", bytes(data)
+            continue
+        doc = json.loads(plain[name])
+        picked = [kind] if kind != "mix" else rng.sample(sorted(_MUTATIONS), 2)
+        what = "; ".join(_MUTATIONS[k](rng, doc) for k in picked)
+        yield f"#{i} {name}: {'+'.join(picked)} {what}", json.dumps(doc).encode()
+
+
+def _pipeline(payload: bytes) -> None:
+    from lab.analysis import analyze, find_insights, trace_key_averages
+    from lab.analysis.memory import memory_series
+    from lab.views.torch_table import torch_table_text
+
+    trace = load_trace(payload)
+    analysis = analyze(trace)
+    find_insights(trace, analysis)
+    for by_shape in (False, True):
+        torch_table_text(trace_key_averages(trace, group_by_input_shape=by_shape), sort_by="self_cpu_time_total",
+                         row_limit=-1)
+    if analysis.memory is not None:
+        memory_series(trace)
+
+
+def test_mutated_traces_never_crash_the_pipeline(capsys):
+    """1,000 mutated real traces through load_trace → analyze → find_insights → the trace-derived
+    table (by name and by shape, and its text) → memory: each is refused with a TraceError that
+    says why, or analysed; no other exception. Each case's time is measured and reported (the
+    issue's bound is 5 s a case), not asserted."""
+    _pipeline(PIPELINE_SOURCES[0].read_bytes())  # imports and first-call costs outside the timing
+    counts = {"refused": 0, "analysed": 0, "crashed": 0}
+    crashes, slowest = [], (0.0, "")
+    for label, payload in pipeline_mutations():
+        start = time.perf_counter()
+        try:
+            _pipeline(payload)
+            counts["analysed"] += 1
+        except TraceError as exc:
+            counts["refused"] += 1
+            if not str(exc).strip():
+                crashes.append(f"{label}: TraceError without a message")
+        except Exception as exc:  # noqa: BLE001 - the point is that nothing else escapes
+            counts["crashed"] += 1
+            crashes.append(f"{label}: {type(exc).__name__}: {str(exc)[:160]}")
+        slowest = max(slowest, (time.perf_counter() - start, label))
+    with capsys.disabled():
+        print(f"\npipeline fuzz: {counts}, slowest case {slowest[0]:.2f} s ({slowest[1][:80]})")
+    assert sum(counts.values()) >= PIPELINE_CASES
+    assert not crashes, f"{len(crashes)} crashed:\n" + "\n".join(crashes[:25])

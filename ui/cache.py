@@ -6,13 +6,18 @@ digest of the trace bytes (plus the run's config, which supplies GEMM shapes), s
 can only reach an entry by holding the same bytes; ``cache_resource`` hands back the same
 immutable objects instead of copying DataFrames on every rerun. Uploads are read once, by
 ``ui.upload``, and kept in the pool's store under this session's token: their bytes are gone.
+What needs several parsed traces (compare, a lesson's signals and answers) or more of one (the
+by-shape tables) is a ``lab.read.Job`` run in a reader too (``job_result``): the script thread
+runs no analysis (tests/test_script_thread.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import streamlit as st
 
-from lab.read import Parsed, ReaderPool, ReadFailed
+from lab.read import Job, JobInput, JobKind, Parsed, ReaderPool, ReadFailed
 from lab.run import HostSettings
 from ui import messages, state
 from ui.state import Subject
@@ -56,4 +61,32 @@ def load(subject: Subject, settings: HostSettings, readers: ReaderPool) -> Loade
             return _load(subject.digest, config_key, subject.trace_bytes, subject.run, settings, readers)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a message
         messages.error(f"{subject.title} cannot be shown: {why_unreadable(exc)}")
+        return None
+
+
+# Each entry holds one multi-trace result (a comparison, a lesson's signals or answers, a
+# by-shape table): small beside a parsed trace.
+MAX_CACHED_JOBS = 32
+
+
+def subject_key(subject: Subject) -> str:
+    """What a subject's parsed trace depends on: its bytes and, for a run, its config."""
+    return f"{subject.digest}:{repr(subject.run.config) if subject.run is not None else ''}"
+
+
+@st.cache_resource(max_entries=MAX_CACHED_JOBS, show_spinner=False)
+def _job(job: Job, keys: tuple[str, ...], _given: JobInput, _readers: ReaderPool):
+    return _readers.run_job(job, _given)
+
+
+def job_result(job: Job, subjects: Sequence[Subject], loaded: Sequence[Loaded], readers: ReaderPool):
+    """The result of a multi-trace job over ``loaded`` (the subjects' parsed traces), run in a
+    reader and kept per server by the subjects' keys; shows the reason and returns None if it failed."""
+    given = JobInput(traces=tuple(x.trace for x in loaded), analyses=tuple(x.analysis for x in loaded),
+                     insights=tuple(x.insights for x in loaded))
+    try:
+        with st.spinner("Comparing the traces…" if job.kind == JobKind.COMPARE else "Analysing…"):
+            return _job(job, tuple(subject_key(s) for s in subjects), given, readers)
+    except ReadFailed as exc:
+        messages.error(f"{', '.join(s.title for s in subjects)}: {why_unreadable(exc)}")
         return None

@@ -25,6 +25,7 @@ from lab.run import (
     lesson_configs,
 )
 from lab.samples import lesson_samples
+from ui.widgets import chosen, labels_from
 
 SIZES = [2**p for p in range(4, 15)]  # 16 … 16384, the slider's stops
 FORM_KEY = "run_form"
@@ -133,8 +134,8 @@ def run_form(device: DeviceInfo | None, settings: HostSettings, *,
     warm workers' device models (a choice when there are several, or several nodes)."""
     _defaults()
     # Outside the form so that the slider names follow the workload at once.
-    workload = st.selectbox(OPTIONS["workload"].label, list(WORKLOADS), key=K["workload"],
-                            format_func=lambda w: WORKLOADS[w].title)
+    workload: str = chosen(st.selectbox(OPTIONS["workload"].label, list(WORKLOADS), key=K["workload"],
+                                        format_func=lambda w: WORKLOADS[w].title))
     st.caption(WORKLOADS[workload].formula)
     values: dict = {"workload": workload}
     exact_now = _exact_sizes()
@@ -180,8 +181,8 @@ def _dtype_radio(device: DeviceInfo | None, kind: str | None) -> str:
     refusals = _dtype_refusals(device, kind)
     labels = dtype_labels(device, kind)
     why = "  \n".join(f"**{d}**: {r}" for d, r in refusals.items())
-    return st.radio(option.label, DTYPES, key=K["dtype"], horizontal=True, format_func=labels.get,
-                    help=option.tip + (f"  \n{why}" if why else ""))
+    return chosen(st.radio(option.label, DTYPES, key=K["dtype"], horizontal=True, format_func=labels_from(labels),
+                           help=(option.tip or "") + (f"  \n{why}" if why else "")))
 
 
 def _group_widgets(group: str) -> dict:
@@ -217,7 +218,7 @@ def _config_value(option: Option, value):
 def lesson_picker(device: DeviceInfo | None) -> tuple[str, str] | None:
     """Preset chooser; returns ("run" | "recording", lesson key) for the button clicked."""
     keys = list(LESSONS)
-    key = st.selectbox("Lesson", keys, key="lesson_key", format_func=lambda k: LESSONS[k].title)
+    key: str = chosen(st.selectbox("Lesson", keys, key="lesson_key", format_func=lambda k: LESSONS[k].title))
     lesson = LESSONS[key]
     # Only the set-up before the predictions (lab.teach.giveaway.shown_before): what the lab looks
     # for and what the recordings show come with the lesson check, once the runs opened.

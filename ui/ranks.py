@@ -10,7 +10,6 @@ from __future__ import annotations
 import streamlit as st
 
 from lab import views as lv
-from lab.analysis import rank_insights
 from lab.read import ReaderPool
 from ui import messages, state
 from ui.state import Subject
@@ -51,9 +50,11 @@ def ranks_view(subject: Subject, readers: ReaderPool) -> None:
     st.dataframe(table, hide_index=True, width="stretch", key=f"ranks_table_{subject.digest}",
                  column_config={c: st.column_config.NumberColumn(format=_TABLE_FORMATS.get(c, "%.3f"))
                                 for c in table.columns if c.endswith(("_ms", "_us", "_pct"))})
-    st.caption("Per rank, over its profiled steps: times are unions of intervals (each instant once). Overlap is "
-               "communication time during which compute ran (HTA's comp/comm overlap); idle is the window minus "
-               "busy time (GPU activity, or compute and communication on a CPU-only rank).")
+    st.caption("Per rank, over its profiled steps: times are unions of intervals (each instant once). Compute and "
+               "comm are the work the steps launched, wherever it ran (NCCL kernels often end after the CPU step); "
+               "comm in window, overlap and idle are clipped to the steps' window. Overlap is communication time "
+               "during which compute ran (HTA's comp/comm overlap); idle is the window minus busy time (GPU "
+               "activity, or compute and communication on a CPU-only rank).")
     st.text(_straggler_text(ranks))
     span = max(lv.ranks_span_us(traces, ranks), 1.0)
     window = st.slider("Time window (µs on the job's clock: since the earliest rank's first event)", 0.0, span,
@@ -64,5 +65,5 @@ def ranks_view(subject: Subject, readers: ReaderPool) -> None:
     st.caption(f"The ranks' timelines on one clock (baseTimeNanoseconds; first events at {offsets}): "
                f"{data.mark_count:,} marks for {data.total_events:,} events in this window, the single "
                "timeline's budget in total." + (f" {data.note}" if data.note else ""))
-    for insight in rank_insights(ranks):
+    for insight in subject.ranks_insights:  # computed with the ranks, in a reader
         insight_card(insight)

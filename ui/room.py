@@ -8,9 +8,12 @@ replica; this session holds only its membership (or its room's instructor key) i
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
+from typing import TypeVar
 
 import pandas as pd
 import streamlit as st
@@ -20,7 +23,10 @@ from lab.access import RateLimiter
 from lab.run import DeviceInfo, HostSettings, ProfileService
 from lab.teach import (
     ALONE_SWEEP,
+    OWN_QUESTION_TEXTS,
     QUESTIONS,
+    Membership,
+    RoomKeys,
     RoomNotFound,
     RoomSettings,
     RoomStore,
@@ -35,6 +41,8 @@ from lab.teach import (
 )
 from ui import access, messages, state
 from ui.messages import md_escape
+
+T = TypeVar("T")
 
 MEMBER = "room_member"  # this session's Membership
 INSTRUCTOR = "room_instructor"  # RoomKeys of the room this session opened
@@ -61,16 +69,17 @@ def get_store() -> RoomStore | RoomsUnavailable:
     return _store(settings.database_url, settings.room_ttl_s)
 
 
-def _call(what, *args) -> object | None:
-    """A store call; its failure becomes one message, and the session leaves a room that is gone."""
+def _call(what: Callable[[RoomStore], T], *, room_key: str = MEMBER) -> T | None:
+    """A store call (``what(store)``); its failure becomes one message, and the session leaves a
+    room that is gone (``room_key``: its record of that room, the attendee's or the instructor's)."""
     store = get_store()
     if isinstance(store, RoomsUnavailable):
         st.info(str(store), icon=":material/cloud_off:")
         return None
     try:
-        return getattr(store, what)(*args)
+        return what(store)
     except RoomNotFound as exc:  # expired or closed: this session is no longer in it
-        st.session_state.pop(INSTRUCTOR if what == "view" else MEMBER, None)
+        st.session_state.pop(room_key, None)
         messages.error(str(exc))
     except (RoomsUnavailable, PermissionError) as exc:
         messages.error(str(exc))
@@ -78,20 +87,24 @@ def _call(what, *args) -> object | None:
 
 
 def send_predictions(chosen: dict[str, str]) -> None:
-    member = st.session_state.get(MEMBER)
-    for key, choice in chosen.items() if member else ():
-        _call("record_answer", member.code, member.member_key, key, choice)
+    member: Membership | None = st.session_state.get(MEMBER)
+    if member is None:
+        return
+    for key, choice in chosen.items():
+        _call(functools.partial(RoomStore.record_answer, code=member.code, member_key=member.member_key,
+                                question_key=key, choice=choice))
 
 
 def send_reveal(question_key: str, measured_choice: str) -> None:
-    if member := st.session_state.get(MEMBER):
-        _call("record_reveal", member.code, member.member_key, question_key, measured_choice)
+    member: Membership | None = st.session_state.get(MEMBER)
+    if member is not None:
+        _call(lambda store: store.record_reveal(member.code, member.member_key, question_key, measured_choice))
 
 
 def share_runs(subjects, load) -> None:
     """Send this session's new runs' summaries (shape, dtype, device, TFLOP/s, FLOP/byte) to its room."""
-    member = st.session_state.get(MEMBER)
-    if not member:
+    member: Membership | None = st.session_state.get(MEMBER)
+    if member is None:
         return
     shared = st.session_state.setdefault(SHARED, set())
     for subject in (s for s in subjects if s.run is not None and s.key not in shared):
@@ -99,7 +112,7 @@ def share_runs(subjects, load) -> None:
         loaded = load(subject)
         point = run_summary(subject.run.config, loaded.analysis, subject.run.device.name) if loaded else None
         if point is not None:
-            _call("record_run", member.code, member.member_key, point)
+            _call(functools.partial(RoomStore.record_run, code=member.code, member_key=member.member_key, run=point))
 
 
 def _join_form() -> None:
@@ -108,7 +121,7 @@ def _join_form() -> None:
         name = st.text_input("Your name (shown to the instructor)", key="room_name", max_chars=40)
         joined = st.form_submit_button("Join the room", width="stretch")
     if joined:
-        membership = _call("join", normalize_code(code), name)
+        membership = _call(lambda store: store.join(normalize_code(code), name))
         if membership is not None:
             st.session_state[MEMBER] = membership
             st.session_state[SHARED] = {s.key for s in state.all_subjects() if s.run is not None}
@@ -116,7 +129,7 @@ def _join_form() -> None:
 
 
 def _open_room() -> None:
-    keys = _call("open_room")
+    keys = _call(lambda store: store.open_room())
     if keys is not None:
         st.session_state[INSTRUCTOR] = keys
 
@@ -201,23 +214,28 @@ def my_roofline(subjects, load, device: DeviceInfo | None) -> None:
 
 
 def _answers(view) -> None:
-    by_key = {q.key: q for q in QUESTIONS}
-    keys = [q.key for q in QUESTIONS if q.key in view.answers or q.key in view.measured]
+    asked = {q.key: (q.text, q.choices) for q in QUESTIONS}
+    # Own-trace questions (lab.teach.own_trace) count like a lesson's; their choices come from
+    # each attendee's trace, so the chart lists the ones given.
+    for key, text in OWN_QUESTION_TEXTS.items():
+        given = {**view.answers.get(key, {}), **view.measured.get(key, {})}
+        asked[key] = (text, tuple(sorted(given)))
+    keys = [k for k in asked if k in view.answers or k in view.measured]
     if not keys:
         st.caption("No answers yet: attendees lock in their predictions under the lesson in the sidebar.")
     for key in keys:
-        q, predicted, measured = by_key[key], view.answers.get(key, {}), view.measured.get(key, {})
+        (text, choices), predicted, measured = asked[key], view.answers.get(key, {}), view.measured.get(key, {})
         n = sum(predicted.values())
         truth = ", ".join(f"{md_escape(c)} ({k})" for c, k in measured.items()) or "not revealed yet"
-        st.altair_chart(lv.answers_chart(lv.answers_frame(q.choices, predicted, measured), q.text),
+        st.altair_chart(lv.answers_chart(lv.answers_frame(choices, predicted, measured), text),
                         width="stretch", key=f"answers_{key}")
         st.caption(f"{n} answer{'s' if n != 1 else ''} · measured: {truth}")
 
 
 @st.fragment(run_every=LIVE_EVERY_S)
 def _live(device: DeviceInfo | None) -> None:
-    keys = st.session_state.get(INSTRUCTOR)
-    view = _call("view", keys.code, keys.instructor_key) if keys else None
+    keys: RoomKeys | None = st.session_state.get(INSTRUCTOR)
+    view = _call(lambda store: store.view(keys.code, keys.instructor_key), room_key=INSTRUCTOR) if keys else None
     if view is None:
         return
     st.latex(rf"\Huge\mathtt{{{view.code}}}")  # the code alone, big: read from the back of the room

@@ -41,10 +41,21 @@ class Subject:
     # A group of one job's ranks: (file name, digest) per rank, by rank, and their analysis.
     ranks: tuple[tuple[str, str], ...] = ()
     ranks_analysis: RanksAnalysis | None = None
+    ranks_insights: tuple = ()  # its rules' insights (lab.analysis.rank_insights), computed in a reader
 
     @property
     def kind(self) -> str:
         return self.key.split(":", 1)[0]
+
+
+def subject_timing(subject: Subject) -> tuple[float, float] | None:
+    """(profiled, unprofiled) median µs per iteration of a run or a sample; None for an upload."""
+    if subject.run is not None:
+        return subject.run.timing.profiled_median_us, subject.run.timing.unprofiled_median_us
+    timing = subject.sample.timing if subject.sample is not None else None
+    if timing and timing.get("profiled_median_us") and timing.get("unprofiled_median_us"):
+        return float(timing["profiled_median_us"]), float(timing["unprofiled_median_us"])
+    return None
 
 
 def digest_of(data: bytes) -> str:
@@ -108,13 +119,15 @@ def ranks_key(digests) -> str:
     return "+".join(sorted(digests))
 
 
-def add_ranks(members: list[tuple[str, str]], analysis: RanksAnalysis) -> tuple[Subject, list[Subject]]:
+def add_ranks(members: list[tuple[str, str]], analysis: RanksAnalysis,
+              insights: tuple = ()) -> tuple[Subject, list[Subject]]:
     """Add a group of one job's ranks, already read (each ``Parsed`` is in the pool's store), and
     open its Ranks view on the next page run; returns it and the groups pushed out (to release)."""
     groups = _session_list("rank_groups")
     names = ", ".join(name for name, _ in members)
     subject = Subject(key=f"ranks:{_next_id()}", title=f"Ranks: {len(members)} ranks of one job ({names})",
-                      trace_bytes=b"", digest=members[0][1], ranks=tuple(members), ranks_analysis=analysis)
+                      trace_bytes=b"", digest=members[0][1], ranks=tuple(members), ranks_analysis=analysis,
+                      ranks_insights=tuple(insights))
     groups.append(subject)
     dropped = groups[:-MAX_RANK_GROUPS]
     del groups[:-MAX_RANK_GROUPS]

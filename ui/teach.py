@@ -11,6 +11,7 @@ import streamlit as st
 
 from lab import views as lv
 from lab.analysis import Run
+from lab.read import Job, JobKind
 from lab.run import LESSONS
 from lab.teach import Answer, Question, questions_for, skipped_for
 from ui import room, state
@@ -45,8 +46,8 @@ def predict_form(lesson_key: str, device_kind: str) -> None:
             st.radio(label, q.choices, index=default, key=f"predict_{q.key}", help=help_text)
         locked = st.form_submit_button("Lock in my predictions", width="stretch")
     if locked:
-        chosen = {q.key: st.session_state.get(f"predict_{q.key}") for q in questions}
-        chosen = {k: v for k, v in chosen.items() if v is not None}
+        answered = {q.key: st.session_state.get(f"predict_{q.key}") for q in questions}
+        chosen: dict[str, str] = {k: v for k, v in answered.items() if v is not None}
         predictions.update(chosen)
         room.send_predictions(chosen)
         st.caption(f"{len(chosen)} prediction(s) locked in. Now run the lesson or open the recording.")
@@ -57,7 +58,7 @@ def score_text() -> str:
     return f"Your predictions: {sum(scored)} of {len(scored)} right" if scored else ""
 
 
-def _where_text(answer: Answer, names: list[str]) -> str:
+def where_text(answer: Answer, names: list[str]) -> str:
     where = answer.where
     run = names[where.run] if where.run < len(names) else ""
     if where.row:
@@ -75,7 +76,7 @@ def _open_timeline(subject_key: str, digest: str, step: int | None) -> None:
     st.session_state["view"] = "Timeline"
 
 
-def _open_table(subject_key: str) -> None:
+def open_table(subject_key: str) -> None:
     st.session_state["subject"] = subject_key
     st.session_state["view"] = "Table"
 
@@ -102,7 +103,7 @@ def _one(q: Question, answer: Answer, runs: list[Run], subjects: list, check_key
     said = "no prediction" if predicted is None else f"you predicted *{md_escape(predicted)}*"
     st.markdown(f"Answer: **{md_escape(answer.choice)}** ({said}) — {md_escape(answer.measured_text)}")
     names = [r.name for r in runs]
-    st.caption("Where to look: " + _where_text(answer, names))
+    st.caption("Where to look: " + where_text(answer, names))
     where, subject = answer.where, subjects[answer.where.run]
     if where.window_us:
         # A toggle, not an expander: the chart is built (and sent) only when asked for.
@@ -112,25 +113,40 @@ def _one(q: Question, answer: Answer, runs: list[Run], subjects: list, check_key
         st.button("Open this window in the Timeline", key=f"reveal_tl_{q.key}", on_click=_open_timeline,
                   args=(subject.key, subject.digest, where.step))
     else:
-        st.button("Open the Table", key=f"reveal_table_{q.key}", on_click=_open_table, args=(subject.key,))
+        st.button("Open the Table", key=f"reveal_table_{q.key}", on_click=open_table, args=(subject.key,))
 
 
-def reveal(subjects, load) -> None:
+def reveal(subjects, load, jobs) -> None:
     """After a lesson opened (``lesson_check`` in the session): each question's answer, measured."""
     opened = state.opened_lesson(subjects, load)
     if opened is None:
         return
     loaded = opened.loaded
     lesson = LESSONS[opened.key]
-    runs = [Run(r.name, x.trace, x.analysis) for r, x in zip(lesson.runs, loaded)]
+    runs = [Run(r.name, x.trace, x.analysis, timing=state.subject_timing(s))
+            for r, x, s in zip(lesson.runs, loaded, opened.subjects)]
     kind = "cuda" if all(x.trace.has_gpu for x in loaded) else "cpu"
     check_key = opened.subject_keys
+    job = Job(kind=JobKind.ANSWERS, lesson=opened.key, device_kind=kind, names=tuple(r.name for r in lesson.runs),
+              timings=tuple(state.subject_timing(s) for s in opened.subjects))
+    answers = jobs(job, opened.subjects, loaded)  # measured in a reader
+    if answers is None:
+        return
+    by_key = dict(answers)
     with st.container(border=True, key="reveal_box"):
         st.markdown(f"**Reveal — {md_escape(lesson.title)}**")
         for q in questions_for(opened.key, kind):
-            _one(q, q.answer(runs), runs, opened.subjects, check_key)
+            _one(q, by_key[q.key], runs, opened.subjects, check_key)
         for q, reason in skipped_for(opened.key, kind):
             st.caption(f":material/info: Not answered by these runs: {md_escape(q.text)} — {md_escape(reason)}; "
                        "open the H200 recording to see it.")
+        answered = {q.key for q in questions_for(opened.key, kind)} | {q.key for q, _ in skipped_for(opened.key, kind)}
+        predicted = st.session_state.get(PREDICTIONS, {})
+        # A prediction locked in for the other device kind's runs: never left unsaid.
+        for q in (*questions_for(opened.key, "cpu"), *questions_for(opened.key, "cuda")):
+            if q.key in predicted and q.key not in answered:
+                st.caption(f":material/info: Your prediction for “{md_escape(q.text)}” is not answered by these "
+                           f"{'GPU' if kind == 'cuda' else 'CPU'} runs: it needs a "
+                           f"{'CPU' if kind == 'cuda' else 'GPU'} run; run the lesson on such a host.")
         if text := score_text():
             st.caption(text)

@@ -17,15 +17,18 @@ group opens as one "ranks" subject with its Ranks view; a single file behaves as
 from __future__ import annotations
 
 import io
+import logging
 import time
 import zipfile
 from dataclasses import dataclass
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from lab.access import RateLimiter
-from lab.analysis import RanksError, analyze_ranks
-from lab.read import ReaderPool, ReadFailed, ReadFailureKind, ReadState, ReadStatus, ReadTicket
+from lab.read import Job, JobInput, JobKind, ReaderPool, ReadFailed, ReadFailureKind, ReadState, ReadStatus, ReadTicket
 from lab.run import HostSettings
 from ui import access, messages, state
 
@@ -34,6 +37,7 @@ _REJECTED = "rejected_uploads"  # session_state: digest (or "file:<id>") → mes
 # Failures a second try may not repeat: remembered for that upload of the file, not its bytes.
 _RETRYABLE = frozenset({ReadFailureKind.CRASH, ReadFailureKind.TIMEOUT, ReadFailureKind.CANCELLED,
                         ReadFailureKind.SHUTDOWN})
+_HELD = "_uploader_files"  # session_state: how many files the uploader holds this page run
 _PENDING = "pending_uploads"  # session_state: digest → _Pending (a read in flight)
 MAX_REMEMBERED_REFUSALS = 16
 _GROUP_PENDING = "pending_rank_groups"  # session_state: group key → _Group (reads in flight)
@@ -43,6 +47,8 @@ MAX_RANK_FILES = 16
 TRACE_SUFFIXES = (".json", ".json.gz")  # what a .zip's members may be (*.pt.trace.json[.gz] included)
 POLL_S = 0.2
 STAGE_TEXT = {"sending": "handing it to a reader", "parsing": "parsing", "analysing": "analysing"}
+
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,7 @@ class Waiting:
     """A read in flight, as this page run shows it: the record and its status line."""
 
     pending: _Pending | _Group
-    line: object  # an st.empty() placeholder in the upload box
+    line: DeltaGenerator  # an st.empty() placeholder in the upload box
 
 
 def upload_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimiter) -> Waiting | None:
@@ -87,6 +93,13 @@ def upload_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimi
             return None
         # An opened upload whose bytes were let go comes back as a stand-in without bytes.
         files = [u for u in uploads if getattr(u, "getvalue", None) is not None]
+        st.session_state[_HELD] = len(uploads)
+        # A file refused before stays refused, said once, and is set aside: the files added
+        # beside it open on their own (it used to make them a group that could never open).
+        refused = [(f, why) for f in files if (why := _known_refusal(f, settings)) is not None]
+        for _, why in refused:
+            messages.error(why)
+        files = [f for f in files if all(f is not bad for bad, _ in refused)]
         if not files:
             return None
         if len(files) > 1 or files[0].name.lower().endswith(".zip"):
@@ -102,6 +115,25 @@ def upload_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimi
         return None if outcome is None else Waiting(outcome, line)
 
 
+def _known_refusal(upload, settings: HostSettings) -> str | None:
+    """Why a file in the uploader was refused already (remembered by its digest or this upload
+    of it, or too large), or None: a file that is still to be read, or was read fine."""
+    rejected: dict[str, str] = st.session_state.get(_REJECTED, {})
+    if (why := rejected.get(f"file:{upload.file_id}")) is not None:
+        return why
+    if upload.name.lower().endswith(".zip"):
+        return None  # its members' refusals are the group's (accept_group)
+    data = upload.getvalue()
+    if len(data) > settings.max_upload_mb * 2**20:
+        return _size_refusal(upload.name, len(data), settings)
+    return rejected.get(state.digest_of(data))
+
+
+def _size_refusal(name: str, size_bytes: int, settings: HostSettings) -> str:
+    return (f"{name} is {size_bytes / 2**20:.1f} MB; this host accepts traces up to {settings.max_upload_mb} MB. "
+            "Profile fewer steps (a smaller schedule 'active'), or upload the .json.gz instead of the .json.")
+
+
 def accept_upload(name: str, data: bytes, settings: HostSettings, readers: ReaderPool, *,
                   limiter: RateLimiter, file_id: str | None = None) -> str | _Pending | None:
     """Queue a read of ``data`` unless it is refused at once (the reason, for the user), already
@@ -110,8 +142,7 @@ def accept_upload(name: str, data: bytes, settings: HostSettings, readers: Reade
     a page run after the wait reads it."""
     limit_bytes = settings.max_upload_mb * 2**20
     if len(data) > limit_bytes:
-        return (f"{name} is {len(data) / 2**20:.1f} MB; this host accepts traces up to {settings.max_upload_mb} MB. "
-                "Profile fewer steps (a smaller schedule 'active'), or upload the .json.gz instead of the .json.")
+        return _size_refusal(name, len(data), settings)
     digest = state.digest_of(data)
     rejected: dict[str, str] = st.session_state.setdefault(_REJECTED, {})
     for key in (digest, f"file:{file_id}"):
@@ -125,7 +156,7 @@ def accept_upload(name: str, data: bytes, settings: HostSettings, readers: Reade
     if digest not in pending:
         if (why := access.refusal("upload", settings, limiter)) is not None:
             return why
-        ticket = readers.submit(data, settings=settings, label=name)
+        ticket = readers.submit(data, settings=settings, label=name, session=state.owner())
         pending[digest] = _Pending(name=name, digest=digest, file_id=file_id, ticket=ticket)
     return pending[digest]
 
@@ -208,16 +239,31 @@ def _release(pending: _Pending) -> None:
     """Let go of every copy of an opened upload's bytes: Streamlit's file store keeps them until
     the session ends or the visitor removes the file, and the uploader's value holds them too.
     Afterwards the uploader hands back a stand-in (a deleted file), which opens nothing."""
-    try:
-        from streamlit.runtime.scriptrunner import get_script_run_ctx
+    if pending.file_id is not None:
+        forget_uploaded_file(pending.file_id)
+    if st.session_state.get(_HELD, 1) <= 1:
+        # Alone in the uploader: its value goes too. Beside other files (a refused one) the value
+        # stays, or the next page run would see an empty uploader and drop their messages.
+        st.session_state.pop(UPLOADER_KEY, None)
 
-        ctx = get_script_run_ctx()
-        remove = getattr(getattr(ctx, "uploaded_file_mgr", None), "remove_file", None)
-        if remove is not None and pending.file_id is not None:
-            remove(ctx.session_id, pending.file_id)
-    except Exception:  # noqa: BLE001 - another file manager: it keeps its copy, nothing breaks
-        pass
-    st.session_state.pop(UPLOADER_KEY, None)
+
+def forget_uploaded_file(file_id: str) -> bool:
+    """Drop this session's copy of an uploaded file from Streamlit's file store; True if dropped.
+
+    Streamlit 1.67 has no public call for it: ``remove_file`` is what its own ``chat_input`` and
+    ``audio_input`` call, on the manager class they check for (``MemoryUploadedFileManager``,
+    the one its server and AppTest use). ``tests/test_upload_release.py`` runs this in a real
+    Streamlit script run and fails when the bytes stop being freed; another manager is logged,
+    not passed over in silence (its copy then lives until the session ends).
+    """
+    ctx = get_script_run_ctx()
+    manager = ctx.uploaded_file_mgr if ctx is not None else None
+    if ctx is None or not isinstance(manager, MemoryUploadedFileManager):
+        _LOG.warning("an opened upload stays in memory until its session ends: the file manager is %s, "
+                     "not Streamlit's MemoryUploadedFileManager", type(manager).__name__)
+        return False
+    manager.remove_file(session_id=ctx.session_id, file_id=file_id)
+    return True
 
 
 # ------------------------------------------------------------------ several files: one job's ranks
@@ -303,7 +349,7 @@ def accept_group(files, settings: HostSettings, readers: ReaderPool, *,
             return why
         groups[key] = _Group(key=key, members=tuple(
             _Pending(name=name, digest=digest, file_id=file_id,
-                     ticket=readers.submit(data, settings=settings, label=name))
+                     ticket=readers.submit(data, settings=settings, label=name, session=state.owner()))
             for (name, data, file_id), digest in zip(entries, digests, strict=True)))
     return groups[key]
 
@@ -328,19 +374,28 @@ def _settle_group(group: _Group, readers: ReaderPool) -> str | None:
         try:
             parsed.append(m.ticket.result(timeout=0))
         except ReadFailed as exc:
-            key = f"file:{m.file_id}" if exc.kind in _RETRYABLE else group.key
-            return _remember_refusal(key, f"{m.name} cannot be opened: {access.read_failure(exc)}")
+            # Remembered for the file itself too, so the next page run sets it aside and the
+            # other files open without it (upload_box); a .zip's member only for the group.
+            message = f"{m.name} cannot be opened: {access.read_failure(exc)}"
+            keys = [f"file:{m.file_id}"] if exc.kind in _RETRYABLE else [m.digest, group.key]
+            for key in keys:
+                _remember_refusal(key, message)
+            st.rerun()
     names = [m.name for m in group.members]
-    try:
-        ranks = analyze_ranks([p.trace for p in parsed], names, analyses=[p.analysis for p in parsed])
-    except RanksError as exc:
-        return _remember_refusal(group.key, f"These {len(names)} files cannot be opened as one job's ranks: {exc}")
+    given = JobInput(traces=tuple(p.trace for p in parsed), analyses=tuple(p.analysis for p in parsed))
+    try:  # in a reader, as the traces were read: the script thread only waits
+        result = readers.run_job(Job(kind=JobKind.RANKS, names=tuple(names)), given, label=f"{len(names)} ranks")
+    except ReadFailed as exc:
+        why = str(exc) if exc.error_type == "RanksError" else access.read_failure(exc)
+        return _remember_refusal(group.key, f"These {len(names)} files cannot be opened as one job's ranks: {why}")
+    ranks = result.analysis
     try:
         for m, p in zip(group.members, parsed, strict=True):
             readers.uploads.put(state.owner(), m.digest, p)
     except ReadFailed as exc:
         return _remember_refusal(group.key, f"These files cannot be kept: {access.read_failure(exc)}")
-    _, dropped = state.add_ranks([(i.name, group.members[i.index].digest) for i in ranks.infos], ranks)
+    _, dropped = state.add_ranks([(i.name, group.members[i.index].digest) for i in ranks.infos], ranks,
+                                 result.insights)
     for old in dropped:
         for _, digest in old.ranks:
             readers.uploads.drop(state.owner(), digest)

@@ -12,14 +12,17 @@ import gzip
 import streamlit as st
 
 from lab import views as lv
-from lab.analysis import TOTAL_METRICS, Insight, Run, compare_analyses, lesson_signals
+from lab.analysis import TOTAL_METRICS, Insight
+from lab.read import Job, JobKind
 from lab.run import LESSONS, DeviceInfo
 from lab.samples import Sample
 from lab.views import SORT_KEYS, TORCH_SORT_KEYS, category_counts, comparison_totals, fmt_us, is_device_sort, summarize
 from ui.cache import Loaded
 from ui.messages import md_escape
-from ui.state import Subject, opened_lesson
+from ui.state import Subject, opened_lesson, subject_timing
+from ui.widgets import chosen, labels_from
 
+METRIC_CARD_PX = 276  # three cards and their gaps in the ~880 px main column at 1280 px
 SEVERITY_ICON = {"critical": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 
 
@@ -40,13 +43,12 @@ def summary_view(subject: Subject, loaded: Loaded) -> None:
         st.text(f"Ran: {s.config}")
     if subject.sample and subject.sample.note:
         st.caption(subject.sample.note)
-    # Three cards a row: at 1280 px a card is ~250 px, wide enough for "817 TFLOP/s".
-    per_row = 3
-    for start in range(0, len(s.metrics), per_row):
-        cols = st.columns(per_row)
-        for col, metric in zip(cols, s.metrics[start:start + per_row]):
-            col.metric(metric.label, metric.value, delta=metric.delta, delta_color="off",
-                       delta_arrow="off", help=md_escape(metric.help), border=True)  # help quotes trace text
+    # Cards of one width that wrap: three a row at 1280 px, one or two at 800 px with the sidebar
+    # open (three columns there cut "1.8 GFLOP/s" to "1.8 G…"); wide enough for "817 TFLOP/s".
+    with st.container(horizontal=True, gap="small"):
+        for metric in s.metrics:
+            st.metric(metric.label, metric.value, delta=metric.delta, delta_color="off", delta_arrow="off",
+                      help=md_escape(metric.help), border=True, width=METRIC_CARD_PX)  # help quotes trace text
     st.markdown("**Verdict**")
     st.text(s.verdict)
     if s.top_insight:
@@ -59,6 +61,8 @@ def insight_card(insight: Insight) -> None:
         st.markdown(f"{SEVERITY_ICON.get(insight.severity, '')} **{md_escape(insight.title)}** · {insight.severity}")
         st.text(insight.evidence)
         st.markdown(f"**Try:** {md_escape(insight.suggestion)}")
+        if insight.caveat:
+            st.caption(f":material/balance: **What would change this figure:** {md_escape(insight.caveat)}")
         st.caption(f"Learn more: {insight.learn_more}")
 
 
@@ -71,12 +75,12 @@ def insights_view(loaded: Loaded) -> None:
         insight_card(insight)
 
 
-def table_view(subject: Subject, loaded: Loaded) -> None:
+def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
     run = subject.run
     has_device = loaded.trace.has_gpu or (run is not None and run.device.kind == "cuda")
     sort_keys = [k for k in SORT_KEYS if has_device or not is_device_sort(k)]
     c1, c2, c3 = st.columns([2, 1, 2], vertical_alignment="bottom")
-    sort_label = c1.selectbox("Sort by", sort_keys, key="tbl_sort")
+    sort_label: str = chosen(c1.selectbox("Sort by", sort_keys, key="tbl_sort"))
     row_limit = int(c2.number_input("Rows", 1, 500, 15, key="tbl_rows"))
     by_shape = c3.toggle("Group by input shape", key="tbl_shape",
                          help="key_averages(group_by_input_shape=True): one row per op and input shapes.")
@@ -92,12 +96,18 @@ def table_view(subject: Subject, loaded: Loaded) -> None:
                    "torch's own rules (python frames are call stacks, not ops; same-name nesting counted once; "
                    "device time through the launch links) — equal to key_averages() on the lab's ground-truth "
                    f"corpus. {memory}")
-        ka = loaded.analysis.key_averages_by_shape if by_shape else loaded.analysis.key_averages
+        # Grouped by shape: computed on the first toggle, in a reader (``jobs``), like the rest.
+        grouped = jobs(Job(kind=JobKind.BY_SHAPE), [subject], [loaded]) if by_shape else None
+        if by_shape and grouped is None:
+            return
+        ka = grouped.key_averages if grouped is not None else loaded.analysis.key_averages
         df = lv.trace_table(ka, profile_memory=loaded.trace.has_memory)
     view = lv.key_averages_view(df, sort_by=sort_label, row_limit=row_limit, show_annotations=show_ann)
     shown = lv.format_key_averages(view)
-    st.dataframe(shown.data, column_config=_number_formats(shown.column_formats), hide_index=True,
-                 width="stretch")
+    config = _number_formats(shown.column_formats)
+    if "Note" in shown.data.columns:  # its sentences were cut at 1280 px: the widest column, whole in its tooltip
+        config["Note"] = st.column_config.TextColumn("Note", width="large")
+    st.dataframe(shown.data, column_config=config, hide_index=True, width="stretch")
     st.download_button("Download table (CSV)", lv.to_csv_bytes(view), file_name=f"{_stem(subject)}_table.csv",
                        mime="text/csv", key="dl_table_csv", on_click="ignore")
     if run is not None:
@@ -126,7 +136,7 @@ def _time_window(subject: Subject, loaded: Loaded, prefix: str) -> tuple[float, 
     steps = loaded.analysis.steps
     options = ["whole trace"] + [f"step {i + 1}" for i in range(len(steps))]
     c1, c2 = st.columns([1, 3])
-    focus = c1.selectbox("Zoom to", options, key=f"{prefix}_focus_{subject.digest}")
+    focus: str = chosen(c1.selectbox("Zoom to", options, key=f"{prefix}_focus_{subject.digest}"))
     if focus != "whole trace" and len(steps):
         # A step's CPU window, stretched to the next step so the GPU work it queued shows too.
         i = options.index(focus) - 1
@@ -171,6 +181,7 @@ def memory_view(subject: Subject, loaded: Loaded) -> None:
         return
     window = _time_window(subject, loaded, "mem")
     view = lv.build_memory_view(loaded.trace, memory, start_us=window[0], end_us=window[1])
+    assert view is not None  # None only without memory records, returned above
     st.altair_chart(lv.memory_chart(view), width="stretch", key=f"mem_chart_{subject.digest}")
     st.caption(f"Allocated (live tensors) and reserved (held by the caching allocator) bytes after each of "
                f"{view.series.records:,} allocator records in this window, drawn with {view.points:,} points"
@@ -200,7 +211,9 @@ def trace_view(subject: Subject, loaded: Loaded, perfetto_origin: str) -> None:
         st.caption("Your uploaded file is not kept on the server once read, only what these views need; "
                    "open your own copy in Perfetto or HTA as below.")
     st.markdown("**Events by category**")
-    st.dataframe(category_counts(loaded.trace), hide_index=True)
+    counts = category_counts(loaded.trace).rename(columns={"total_us": "total time (µs)"})
+    st.dataframe(counts, hide_index=True,
+                 column_config={"total time (µs)": st.column_config.NumberColumn("total time (µs)", format="%.1f")})
     st.markdown(
         "**Open it in Perfetto:** *Open in Perfetto* above opens ui.perfetto.dev in a new tab with this "
         "trace; or go to ui.perfetto.dev → *Open trace file* → pick the downloaded file (`.json.gz` works "
@@ -236,7 +249,7 @@ def _trace_downloads(stem: str, data: bytes) -> None:
                        mime="application/json", key="dl_trace_json", on_click="ignore", width="stretch")
 
 
-def compare_view(subjects: list[Subject], load) -> None:
+def compare_view(subjects: list[Subject], load, jobs) -> None:
     if len(subjects) < 2:
         st.info("Run twice, or open a sample and upload a trace, to compare two of them.")
         return
@@ -257,8 +270,8 @@ def compare_view(subjects: list[Subject], load) -> None:
     st.session_state["_cmp_newest_run"] = runs[0] if runs else None
     c1, c2 = st.columns(2)
     labels = {s.key: _compare_label(s) for s in subjects}
-    a_key = c1.selectbox("A (before)", keys, key="cmp_a", format_func=labels.get)
-    b_key = c2.selectbox("B (after)", keys, key="cmp_b", format_func=labels.get)
+    a_key: str = chosen(c1.selectbox("A (before)", keys, key="cmp_a", format_func=labels_from(labels)))
+    b_key: str = chosen(c2.selectbox("B (after)", keys, key="cmp_b", format_func=labels_from(labels)))
     st.session_state["_cmp_a"], st.session_state["_cmp_b"] = a_key, b_key
     a = next(s for s in subjects if s.key == a_key)
     b = next(s for s in subjects if s.key == b_key)
@@ -266,11 +279,14 @@ def compare_view(subjects: list[Subject], load) -> None:
     if la is None or lb is None:
         return
     # The cached analyses and insights (run config and peak included): what the two Insights tabs show.
-    cmp = compare_analyses(la.analysis, lb.analysis, insights_a=la.insights, insights_b=lb.insights,
-                           label_a="A", label_b="B")
+    cmp = jobs(Job(kind=JobKind.COMPARE, labels=("A", "B")), [a, b], [la, lb])  # in a reader
+    if cmp is None:
+        return
     st.markdown("**Totals** (delta = B − A; ratio = B / A)")
-    totals = _totals_as_text(comparison_totals(cmp.totals, TOTAL_METRICS))
-    st.dataframe(totals, hide_index=True, width="stretch")
+    totals = comparison_totals(cmp.totals, TOTAL_METRICS)
+    st.dataframe(totals, hide_index=True, width="stretch",
+                 column_config={"meaning": st.column_config.Column("meaning", width="large"),
+                                "total": st.column_config.Column("total", width="medium")})
     if cmp.insights_gone or cmp.insights_new:
         st.markdown("**Insights that changed**")
         st.text("\n".join([f"gone in B:  {t}" for t in cmp.insights_gone] +
@@ -284,12 +300,29 @@ def compare_view(subjects: list[Subject], load) -> None:
     st.markdown("**Operators** (self CPU time per name)")
     operators = _ratio_as_text(cmp.operators)
     st.dataframe(operators, hide_index=True, width="stretch", column_config=_diff_columns(operators))
-    span = max(la.analysis.utilization.trace_span_us, lb.analysis.utilization.trace_span_us)
+    _compare_timelines(a, b, la, lb)
+
+
+def _compare_timelines(a: Subject, b: Subject, la: Loaded, lb: Loaded) -> None:
+    spans = {"A": la.analysis.utilization.trace_span_us, "B": lb.analysis.utilization.trace_span_us}
+    span = max(spans.values())
+    # One scale shows which run is longer; but a run 10× shorter than the other is then a sliver
+    # with nothing readable in it, so such a pair starts on a scale each.
+    lopsided = min(spans.values()) * SHARED_SCALE_MAX_RATIO < span
+    shared = st.toggle("One time scale for both", value=not lopsided, key=f"cmp_shared_{a.digest}_{b.digest}",
+                       help="On: both timelines span 0 – the longer trace, so their lengths compare. "
+                            "Off: each spans its own trace.")
     for label, subject, loaded in (("A", a, la), ("B", b, lb)):
-        st.markdown(f"**Timeline {label}:** {md_escape(subject.title)}")
-        data = lv.build_timeline(loaded.trace, start_us=0.0, end_us=span, max_marks=2500)
+        st.markdown(f"**Timeline {label}:** {md_escape(subject.title)} ({fmt_us(spans[label])})")
+        end = span if shared else max(spans[label], 1.0)
+        data = lv.build_timeline(loaded.trace, start_us=0.0, end_us=end, max_marks=2500)
         st.altair_chart(lv.timeline_chart(data), width="stretch", key=f"cmp_chart_{label}")
-    st.caption(f"Both timelines share one time scale: 0 – {fmt_us(span)}.")
+    st.caption(f"Both timelines share one time scale: 0 – {fmt_us(span)}." if shared else
+               "Each timeline spans its own trace (the scales differ: read the axes).")
+
+
+# Compare's timelines start on a scale each when one trace is this many times shorter than the other.
+SHARED_SCALE_MAX_RATIO = 10.0
 
 
 # Compare's diff tables: 9 columns in a ~770 px (800 px window) to ~880 px (1280 px) main column.
@@ -299,8 +332,9 @@ DIFF_COLUMN_PX = {"name": 160, "cat": 100}
 
 
 def _diff_columns(df) -> dict:
-    """Three decimals for the times, and widths that keep every column of a diff in view."""
-    config = _float_formats(df)
+    """One decimal for the times (µs), and widths that keep every column of a diff in view."""
+    config = {c: st.column_config.NumberColumn(c, format="%.1f") for c in df.columns
+              if str(df[c].dtype).startswith("float")}
     for column, px in DIFF_COLUMN_PX.items():
         if column in config:
             config[column] = st.column_config.NumberColumn(column, format="%.3f", width=px)
@@ -323,26 +357,21 @@ def _compare_label(subject: Subject) -> str:
     return f"Run {clock.rstrip(')')} · {parts[0]} · {parts[1]}"
 
 
-def _totals_as_text(totals):
-    """Compare's totals with each row in its own unit: counts as whole numbers ("20", not
-    "20.000"), times with three decimals, and "—" for a ratio that has no value (A is 0)."""
-    out = totals.copy()
-    for column in ("a", "b", "delta"):
-        out[column] = [f"{v:,.0f}" if str(m).endswith("_count") else f"{v:,.3f}"
-                       for m, v in zip(out["metric"], out[column])]
-    out["ratio"] = [_ratio_text(r) for r in out["ratio"]]
-    return out
+# A diff table's columns as a reader names them (lab.analysis.compare.DIFF_COLUMNS).
+DIFF_LABELS = {"a_count": "A calls", "b_count": "B calls", "a_us": "A (µs)", "b_us": "B (µs)",
+               "delta_us": "B − A (µs)", "ratio": "B / A"}
 
 
 def _ratio_as_text(df):
-    """A diff table whose ratio is "—" where A had none (a name new in B), not "None"."""
+    """A diff table with readable column names, and "—" for a ratio where A had none (a name new
+    in B), not "None"; the times keep their numbers (sortable), shown with one decimal."""
     out = df.copy()
     out["ratio"] = [_ratio_text(r) for r in out["ratio"]]
-    return out
+    return out.rename(columns=DIFF_LABELS)
 
 
 def _ratio_text(ratio) -> str:
-    return "—" if ratio is None or ratio != ratio else f"{ratio:.3f}"  # NaN != NaN
+    return "—" if ratio is None or ratio != ratio else f"{ratio:.3g}×"  # NaN != NaN; 3 significant digits: "0.00155×"
 
 
 def _stem(subject: Subject) -> str:
@@ -366,14 +395,17 @@ def _float_formats(df, overrides: dict | None = None) -> dict:
     return config
 
 
-def lesson_check(subjects: list[Subject], load) -> None:
+def lesson_check(subjects: list[Subject], load, jobs) -> None:
     """What the last lesson opened shows in its traces: each signal with its evidence."""
     opened = opened_lesson(subjects, load)
     if opened is None:
         return
     lesson = LESSONS[opened.key]
     names = [r.name for r in lesson.runs]
-    signals = lesson_signals(opened.key, [Run(n, x.trace, x.analysis) for n, x in zip(names, opened.loaded)])
+    signals = jobs(Job(kind=JobKind.SIGNALS, lesson=opened.key, names=tuple(names),
+                       timings=tuple(subject_timing(s) for s in opened.subjects)), opened.subjects, opened.loaded)
+    if signals is None:
+        return
     with st.container(border=True):
         st.markdown(f"**Lesson check — {md_escape(lesson.title)}**")
         recorded = all(s.kind == "sample" for s in opened.subjects)

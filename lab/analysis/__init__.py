@@ -13,7 +13,7 @@ tables), ``gpu`` (utilization, idle gaps, launch delays), ``steps``, ``verdict``
 
 from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.compare import TOTAL_METRICS, Comparison, compare_analyses, compare_traces
-from lab.analysis.gemm import device_name
+from lab.analysis.gemm.analyze import device_name
 from lab.analysis.insights import Insight
 from lab.analysis.insights.rules import find_insights
 from lab.analysis.memory import MEMORY_RULES, MemoryAnalysis, memory_analysis, memory_series

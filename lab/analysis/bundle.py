@@ -42,9 +42,9 @@ class Analysis:
     verdict: Verdict
     peak: DevicePeak | None
     links: Links
+    findings: Findings  # the diagnoses (lab.analysis.diagnoses.findings), computed once
     # What the GEMM table left out and why (a figure above the device's peak is never shown).
     gemm_notes: tuple[str, ...] = ()
-    findings: Findings | None = None  # the diagnoses (lab.analysis.diagnoses.findings), computed once
     memory: MemoryAnalysis | None = None  # profile_memory's records (None: the trace has none)
     # The trace analysed, for the grouped-by-shape tables below: computed when first asked for
     # (the page's "Group by input shape" toggle), not on every analysis — 25 ms of the 52k-event
@@ -75,21 +75,22 @@ def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig |
     launches = launch_delays(trace)
     peak = peak if peak is not None else peak_for(trace)
     gemm = gemm_figures(trace, peak=peak, config=config, links=links)
-    findings = diagnose(trace)
+    findings = diagnose(trace)  # first: its step spans serve the steps and memory tables too
+    memory = memory_analysis(trace, spans=findings.steps)
     return Analysis(
         key_averages=key_averages,
         operators=operators,
         kernels=kernel_summary(trace),
         utilization=utilization,
         launches=launches,
-        steps=step_breakdown(trace, links=links, utilization=utilization),
+        steps=step_breakdown(trace, links=links, utilization=utilization, spans=findings.steps),
         gemm=gemm.rows,
         verdict=bound_verdict(trace, operators=operators, utilization=utilization, launches=launches,
-                              findings=findings),
+                              findings=findings, memory=memory),
         peak=peak,
         links=links,
         gemm_notes=gemm.notes,
         findings=findings,
         trace=trace,
-        memory=memory_analysis(trace),
+        memory=memory,
     )

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from lab.analysis.bundle import Analysis
+from lab.analysis.gemm.kinds import is_gemm_kernel
+from lab.analysis.signal_types import Run
 from lab.analysis.steps import per_iteration_us
 from lab.trace.load import Trace
-from lab.vocab import is_gemm_kernel
 
 __all__ = [
     "FIGURES", "Run", "first_step_excess_in_us", "first_step_ratio", "first_step_share_pct", "gemm_kernel_mean_us",
@@ -36,15 +35,6 @@ __all__ = [
     "op_calls_per_step", "op_device_us", "profiler_overhead_in_first_step_us", "step_count", "step_us",
     "step_work_rows", "top_self_cpu_row", "work_per_step",
 ]  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Run:
-    """One run of a lesson: its name in the lesson, its trace and the trace's analysis."""
-
-    name: str
-    trace: Trace
-    analysis: Analysis
 
 
 # --------------------------------------------------------------------------- rows

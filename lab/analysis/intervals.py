@@ -41,7 +41,6 @@ def covered_us(starts: np.ndarray, ends: np.ndarray, win_start, win_end) -> np.n
     return np.maximum(upto(win_end) - upto(win_start), 0.0)
 
 
-
 def innermost_open(starts: np.ndarray, ends: np.ndarray, t: int, chunk: int = 256) -> int:
     """Of events sorted by start, the last with start ≤ t ≤ end, else -1: searched backwards a
     chunk at a time, since the open event is nearly always a few events back (slicing all the

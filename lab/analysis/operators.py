@@ -78,10 +78,6 @@ def build_links(trace: Trace) -> Links:
     return Links(parent=parent, launch=launch, owner=owner)
 
 
-
-
-
-
 # --------------------------------------------------------------------------- operators
 
 OPERATOR_COLUMNS = ("name", "cat", "count", "self_us", "total_us", "mean_us", "self_share_pct",

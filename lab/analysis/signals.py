@@ -8,14 +8,16 @@ GPU traces (kernels) and on CPU traces (operators), since a CPU-only host runs t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from lab.analysis.figures import Run, first_step_share_pct, label_first_gaps_us, step_work_rows, work_per_step
 from lab.analysis.figures import first_step_ratio as step_ratio
+from lab.analysis.figures import first_step_share_pct, label_first_gaps_us, step_work_rows, work_per_step
+from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
+from lab.analysis.signal_types import Run, Signal
 from lab.analysis.steps import per_iteration_us
+from lab.analysis.workshop_detectors import WORKSHOP_DETECTORS
 from lab.trace.load import Trace
-from lab.units import fmt_us, fmt_us_fixed
-from lab.vocab import ADD_KERNEL_NAMES, GEMM_LEAF_OPS, is_gemm_kernel
+from lab.units import fmt_pct, fmt_us, fmt_us_fixed
+from lab.vocab import ADD_KERNEL_NAMES
 
 __all__ = ["DETECTORS", "Run", "Signal", "label_first_gaps_us", "lesson_signals", "step_work_rows", "work_per_step"]
 
@@ -26,16 +28,6 @@ COMPUTE_SHARE_LARGE_PCT = 70.0
 COMPUTE_SHARE_TINY_PCT = 50.0
 ADD_KERNEL = re.compile(ADD_KERNEL_NAMES, re.IGNORECASE)
 FUSED_KERNEL = re.compile(r"^triton_|fused", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Signal:
-    title: str
-    present: bool
-    evidence: str
-    # False where the lesson's effect is not expected on this kind of trace (said in evidence):
-    # the page shows it as information, not as a missing signal.
-    expected: bool = True
 
 
 def lesson_signals(lesson_key: str, runs: list[Run]) -> list[Signal]:
@@ -87,11 +79,12 @@ def _tiny_vs_large(runs: list[Run]) -> list[Signal]:
         if run.trace.has_gpu:  # the GPU verdict: does the GPU wait for the host?
             verdict = run.analysis.verdict
             present = (verdict.kind == "cpu-bound") == want_overhead
-            evidence = f"GPU busy {verdict.gpu_busy_pct:.0f} % of its active window ({verdict.kind})"
+            busy = fmt_pct(run.analysis.utilization.active_busy_pct)
+            evidence = f"GPU busy {busy} of its active window ({verdict.kind})"
         else:  # CPU only: how much of the step is the multiply itself?
             share = compute_share_pct(run)
             present = share < COMPUTE_SHARE_TINY_PCT if want_overhead else share >= COMPUTE_SHARE_LARGE_PCT
-            evidence = f"the GEMM itself is {share:.0f} % of the step's CPU time"
+            evidence = f"the GEMM itself is {fmt_pct(share)} of the step's CPU time"
         out.append(Signal(f"{run.name} is {kind}", bool(present), evidence))
     return out
 
@@ -182,8 +175,7 @@ def _fewer_per_step(first: Run, second: Run, what: str) -> Signal:
     # The active steps' work only (lab.analysis.figures): the reveal counts the same.
     a, unit = work_per_step(first)
     b, _ = work_per_step(second)
-    return Signal(f"{second.name} runs fewer {unit} per step", b < a,
-                  f"{a:.1f} vs {b:.1f} {unit} per step ({what})")
+    return Signal(f"{second.name} runs fewer {unit} per step", b < a, f"{a:.1f} vs {b:.1f} {unit} per step ({what})")
 
 
 # Why a compiled step can be slower on a CPU (issue 13: the GeGLU lesson on a CPU host, profiled
@@ -247,3 +239,6 @@ DETECTORS = {
     "attention": _attention,
     "sdpa_backends": _sdpa_backends,
 }
+
+# The workshop lessons' detectors (issue 23): lab/analysis/workshop_detectors.py.
+DETECTORS.update(WORKSHOP_DETECTORS)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.columns import texts
-from lab.analysis.diagnoses.steps import step_spans
+from lab.analysis.diagnoses.steps import StepSpans, step_spans
 from lab.analysis.gpu import GpuUtilization, covered_us, gpu_utilization
 from lab.analysis.operators import Links, build_links
 from lab.trace.load import Trace
@@ -16,8 +16,6 @@ __all__ = ["STEP_COLUMNS", "per_iteration_us", "step_breakdown"]
 
 STEP_COLUMNS = ("step", "name", "source", "start_us", "end_us", "cpu_us", "first_child_gap_us",
                 "gpu_busy_us", "gpu_idle_us", "gpu_busy_pct", "launched_gpu_us", "launched_count")
-
-
 
 
 def per_iteration_us(steps: pd.DataFrame) -> float:
@@ -32,17 +30,18 @@ def per_iteration_us(steps: pd.DataFrame) -> float:
     return float(np.median(np.maximum(steps["cpu_us"].to_numpy(), steps["launched_gpu_us"].to_numpy())))
 
 
-def step_breakdown(trace: Trace, *, links: Links | None = None,
-                   utilization: GpuUtilization | None = None) -> pd.DataFrame:
+def step_breakdown(trace: Trace, *, links: Links | None = None, utilization: GpuUtilization | None = None,
+                   spans: StepSpans | None = None) -> pd.DataFrame:
     """Per step: CPU time, GPU busy/idle inside the step's window, GPU work it launched.
 
     Steps are ``ProfilerStep#N`` events when the trace has them, else the outermost
     user annotation that repeats (the ``source`` column says which). ``gpu_busy_us`` is the
     union of all GPU activity clipped to [start_us, end_us] (the CPU window of the step);
     ``launched_gpu_us`` sums the GPU activity whose launch call lies inside the step, wherever
-    it ran. ``first_child_gap_us`` = first child's start − the step's start.
+    it ran. ``first_child_gap_us`` = first child's start − the step's start. ``links``,
+    ``utilization`` and ``spans`` (``step_spans``): what ``analyze`` already has, else computed.
     """
-    spans = step_spans(trace)
+    spans = spans if spans is not None else step_spans(trace)
     rows, source = spans.rows, spans.source
     if not len(rows):
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("name", "source") else float) for c in STEP_COLUMNS})

@@ -7,12 +7,12 @@ from typing import Any
 
 import pandas as pd
 
-from lab.analysis.columns import mask_in
 from lab.analysis.diagnoses.findings import Findings, weigh_verdict
 from lab.analysis.gpu import GpuUtilization, LaunchStats, gpu_utilization, launch_delays
+from lab.analysis.launches import gpu_use, gpu_work_text
 from lab.analysis.operators import operator_summary
 from lab.trace.load import Trace
-from lab.vocab import LAUNCH_CATS, SYNC_NAMES
+from lab.vocab import SYNC_NAMES
 
 __all__ = ["GPU_BOUND_BUSY_PCT", "Verdict", "bound_verdict", "host_work_us", "used_gpu"]
 
@@ -28,7 +28,8 @@ class Verdict:
     """What limits the run, with the numbers behind it.
 
     kind: "gpu-bound" (GPU busy ≥ GPU_BOUND_BUSY_PCT of its active window), "cpu-bound" (the
-    GPU waits for the host), "no-gpu-events" (GPU used, no GPU activity recorded) or "cpu-only";
+    GPU waits for the host), "no-gpu-events" (launch calls, no GPU activity recorded),
+    "no-gpu-work" (CUDA calls that launch nothing: an allocation-only program) or "cpu-only";
     or, when a diagnosis names the cause first (``lab.analysis.diagnoses.findings.weigh_verdict``),
     "empty-window", "copy-bound", "communication-bound", "sync-bound", "host-bound" or
     "graph-replays", with that cause's numbers in ``cause``.
@@ -45,19 +46,23 @@ class Verdict:
 
 
 def host_work_us(operators: pd.DataFrame) -> float:
-    """Self time of CPU-side rows of ``operator_summary`` minus time spent waiting in synchronize calls."""
+    """Self time of CPU-side rows of ``operator_summary`` minus time spent waiting in synchronize
+    calls and the profiler's own rows (cat "overhead": Activity Buffer Request, Lazy Function
+    Loading, Runtime Triggered Module Loading — 53.7 ms of the 214 ms "host work" of the H200
+    cuda_oom trace, none of it the program's)."""
     if operators.empty:
         return 0.0
-    waiting = operators["name"].isin(SYNC_NAMES)
+    waiting = operators["name"].isin(SYNC_NAMES) | (operators["cat"].astype(str) == "overhead")
     return float(operators.loc[~waiting, "self_us"].sum())
 
 
 def bound_verdict(trace: Trace, *, operators: pd.DataFrame | None = None,
                   utilization: GpuUtilization | None = None, launches: LaunchStats | None = None,
-                  findings: Findings | None = None) -> Verdict:
+                  findings: Findings | None = None, memory: Any = None) -> Verdict:
     """The generic verdict, unless a diagnosis names the cause first (pageable copies that fill
     the GPU's busy time are not "GPU-bound, faster kernels would help")."""
-    verdict = _generic_verdict(trace, operators=operators, utilization=utilization, launches=launches)
+    verdict = _generic_verdict(trace, operators=operators, utilization=utilization, launches=launches,
+                               memory=memory)
     weighed = weigh_verdict(trace, findings)
     if weighed is None or verdict.kind not in weighed.replaces:
         return verdict
@@ -68,7 +73,7 @@ def bound_verdict(trace: Trace, *, operators: pd.DataFrame | None = None,
 
 
 def _generic_verdict(trace: Trace, *, operators: pd.DataFrame | None,
-                     utilization: GpuUtilization | None, launches: LaunchStats | None) -> Verdict:
+                     utilization: GpuUtilization | None, launches: LaunchStats | None, memory: Any) -> Verdict:
     operators = operators if operators is not None else operator_summary(trace)
     utilization = utilization or gpu_utilization(trace)
     launches = launches or launch_delays(trace)
@@ -77,13 +82,7 @@ def _generic_verdict(trace: Trace, *, operators: pd.DataFrame | None,
                    gpu_activity_us=utilization.activity_us, cpu_self_us=cpu_us,
                    launch_delay_median_us=launches.delay_median_us)
     if utilization.per_device.empty:  # no kernel, memcpy or memset at all
-        if used_gpu(trace):
-            return Verdict(kind="no-gpu-events", explanation=(
-                "The run used a GPU (launch calls or device properties are in the trace) but recorded "
-                "no GPU activity, so GPU time cannot be judged."), **numbers)
-        return Verdict(kind="cpu-only", explanation=(
-            f"No GPU in this trace: the {cpu_us:,.0f} µs of self CPU time in ops is the whole story."),
-            **numbers)
+        return _verdict_without_gpu_activity(trace, cpu_us, numbers, memory)
     busy_pct = utilization.active_busy_pct
     delay = launches.delay_median_us
     delay_text = f", median launch delay {delay:,.1f} µs" if delay == delay else ""
@@ -100,7 +99,24 @@ def _generic_verdict(trace: Trace, *, operators: pd.DataFrame | None,
 
 
 def used_gpu(trace: Trace) -> bool:
-    """True when the trace shows a GPU was in use (launch calls or device properties)."""
-    has_calls = bool(mask_in(trace.events["cat"], LAUNCH_CATS).any())
-    return has_calls or bool(trace.meta.device_properties)
+    """True when the trace shows work sent to a GPU (a launch call: a kernel, copy, memset or graph
+    launch). CUDA calls that launch nothing (cudaMalloc, cudaStreamIsCapturing) and the device
+    properties Kineto writes on every CUDA host are no such sign."""
+    return gpu_use(trace).launched
 
+
+def _verdict_without_gpu_activity(trace: Trace, cpu_us: float, numbers: dict, memory: Any) -> Verdict:
+    """No GPU activity: lost (launch calls), none sent (calls that launch nothing), or none at all."""
+    use = gpu_use(trace)
+    if use.launched:
+        return Verdict(kind="no-gpu-events", explanation=(
+            f"The run sent work to a GPU ({use.launch_calls:,} launch calls among {use.calls_text()}) but "
+            "recorded no GPU activity, so GPU time cannot be judged."), **numbers)
+    if use.runtime_calls:
+        return Verdict(kind="no-gpu-work", explanation=gpu_work_text(use, memory), **numbers)
+    listed = (f" The trace lists {use.devices_listed} GPU(s) but has no CUDA call: if the program meant to use "
+              "one, profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]."
+              if use.devices_listed else "")
+    return Verdict(kind="cpu-only", explanation=(
+        f"No GPU work in this trace: the {cpu_us:,.0f} µs of self CPU time in ops is the whole story.{listed}"),
+        **numbers)

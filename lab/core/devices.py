@@ -11,6 +11,8 @@ import platform
 import re
 from dataclasses import dataclass
 
+from lab.vocab import peak_dtype
+
 __all__ = ["PEAKS", "DeviceInfo", "DeviceKind", "DevicePeak", "DeviceRates", "describe_kinds", "detect_device",
            "device_kinds", "lookup_peak"]
 
@@ -20,14 +22,19 @@ class DevicePeak:
     """Dense (no sparsity) peak rates of one GPU model, from its vendor datasheet."""
 
     model: str
-    # TFLOP/s per lab dtype ("float32", "tf32", "bfloat16", "float16"), dense.
+    # TFLOP/s per lab dtype ("float32", "tf32", "bfloat16", "float16"), dense; "float8" (every
+    # FP8 format: one tensor-core rate) and "int8" (TOPS) where the chip has them.
     tflops: dict[str, float]
     memory_bandwidth_gbs: float
     source: str
 
+    def peak_tflops(self, dtype: str) -> float | None:
+        """The dense peak for a dtype (a float8 format reads the chip's FP8 rate), None if unlisted."""
+        return self.tflops.get(peak_dtype(dtype))
+
     def ridge_flops_per_byte(self, dtype: str) -> float | None:
         """Arithmetic intensity above which a kernel is compute-bound (roofline ridge point)."""
-        peak = self.tflops.get(dtype)
+        peak = self.peak_tflops(dtype)
         return None if peak is None else peak * 1e12 / (self.memory_bandwidth_gbs * 1e9)
 
 
@@ -87,12 +94,19 @@ class DeviceInfo:
 # Dense numbers only. NVIDIA datasheets print tensor-core rates "with sparsity" and mark them
 # with an asterisk; those are halved here (2:4 structured sparsity doubles the nominal rate,
 # and a plain torch.matmul never uses it). "float32" is the non-tensor-core FP32 rate.
-# A dtype without a tensor-core rate on that chip is left out (T4 and V100: no tf32/bf16).
+# A dtype without a tensor-core rate on that chip is left out (T4 and V100: no tf32/bf16; FP8 only
+# from Ada/Hopper on; V100 and the A10G (no datasheet) list no INT8 rate).
 _A100_DS = "NVIDIA A100 Tensor Core GPU datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf)"
 _H100_DS = "NVIDIA H100 Tensor Core GPU datasheet (https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet)"
 _H200_DS = "NVIDIA H200 Tensor Core GPU datasheet (https://www.nvidia.com/en-us/data-center/h200/)"
-_A100_RATES = {"float32": 19.5, "tf32": 156.0, "bfloat16": 312.0, "float16": 312.0}
-_HOPPER_SXM_RATES = {"float32": 67.0, "tf32": 494.5, "bfloat16": 989.5, "float16": 989.5}
+# A100 datasheet: INT8 624 | 1,248* TOPS; no FP8 tensor cores.
+_A100_RATES = {"float32": 19.5, "tf32": 156.0, "bfloat16": 312.0, "float16": 312.0, "int8": 624.0}
+# H100 SXM / H200 SXM datasheets: FP8 3,958* TFLOPS, INT8 3,958* TOPS with sparsity.
+_HOPPER_SXM_RATES = {"float32": 67.0, "tf32": 494.5, "bfloat16": 989.5, "float16": 989.5, "float8": 1979.0,
+                     "int8": 1979.0}
+# H100 NVL / H200 NVL datasheets: FP8 3,341* TFLOPS, INT8 3,341* TOPS with sparsity.
+_HOPPER_NVL_RATES = {"float32": 60.0, "tf32": 417.5, "bfloat16": 835.5, "float16": 835.5, "float8": 1670.5,
+                     "int8": 1670.5}
 
 PEAKS: dict[str, DevicePeak] = {
     p.model: p
@@ -103,32 +117,35 @@ PEAKS: dict[str, DevicePeak] = {
         DevicePeak("A100 PCIe 80GB", dict(_A100_RATES), 1935.0, _A100_DS),
         # Datasheet: TF32 989*, BF16/FP16 1,979* TFLOPS with sparsity; 3.35 TB/s HBM3.
         DevicePeak("H100 SXM", dict(_HOPPER_SXM_RATES), 3350.0, _H100_DS),
-        # Datasheet: FP32 51, TF32 756*, BF16/FP16 1,513* TFLOPS with sparsity; 2 TB/s.
-        DevicePeak("H100 PCIe", {"float32": 51.0, "tf32": 378.0, "bfloat16": 756.5, "float16": 756.5},
-                   2000.0, _H100_DS),
+        # Datasheet: FP32 51, TF32 756*, BF16/FP16 1,513*, FP8 3,026* TFLOPS, INT8 3,026* TOPS with
+        # sparsity; 2 TB/s.
+        DevicePeak("H100 PCIe", {"float32": 51.0, "tf32": 378.0, "bfloat16": 756.5, "float16": 756.5,
+                                 "float8": 1513.0, "int8": 1513.0}, 2000.0, _H100_DS),
         # Datasheet: FP32 60, TF32 835*, BF16/FP16 1,671* TFLOPS with sparsity; 3.9 TB/s.
-        DevicePeak("H100 NVL", {"float32": 60.0, "tf32": 417.5, "bfloat16": 835.5, "float16": 835.5},
-                   3900.0, _H100_DS),
+        DevicePeak("H100 NVL", dict(_HOPPER_NVL_RATES), 3900.0, _H100_DS),
         # Same GH100 compute as the H100 SXM; 4.8 TB/s HBM3e.
         DevicePeak("H200 SXM", dict(_HOPPER_SXM_RATES), 4800.0, _H200_DS),
         # H200 NVL (PCIe card): FP32 60, TF32 835*, BF16/FP16 1,671* with sparsity; 4.8 TB/s.
-        DevicePeak("H200 NVL", {"float32": 60.0, "tf32": 417.5, "bfloat16": 835.5, "float16": 835.5},
-                   4800.0, _H200_DS),
-        # Datasheet: FP32 30.3, TF32 120*, BF16/FP16 242* TFLOPS with sparsity; 300 GB/s.
-        DevicePeak("L4", {"float32": 30.3, "tf32": 60.0, "bfloat16": 121.0, "float16": 121.0},
+        DevicePeak("H200 NVL", dict(_HOPPER_NVL_RATES), 4800.0, _H200_DS),
+        # Datasheet: FP32 30.3, TF32 120*, BF16/FP16 242*, FP8 485* TFLOPS, INT8 485* TOPS with
+        # sparsity; 300 GB/s.
+        DevicePeak("L4", {"float32": 30.3, "tf32": 60.0, "bfloat16": 121.0, "float16": 121.0, "float8": 242.5,
+                          "int8": 242.5},
                    300.0, "NVIDIA L4 Tensor Core GPU datasheet (https://www.nvidia.com/en-us/data-center/l4/)"),
-        # Datasheet: FP32 91.6, TF32 183 | 366*, BF16/FP16 362.05 | 733*; 864 GB/s.
-        DevicePeak("L40S", {"float32": 91.6, "tf32": 183.0, "bfloat16": 362.05, "float16": 362.05},
+        # Datasheet: FP32 91.6, TF32 183 | 366*, BF16/FP16 362.05 | 733*, FP8 733 | 1,466* TFLOPS,
+        # INT8 733 | 1,466* TOPS; 864 GB/s.
+        DevicePeak("L40S", {"float32": 91.6, "tf32": 183.0, "bfloat16": 362.05, "float16": 362.05,
+                            "float8": 733.0, "int8": 733.0},
                    864.0, "NVIDIA L40S GPU datasheet (https://www.nvidia.com/en-us/data-center/l40s/)"),
-        # Datasheet: FP32 31.2, TF32 62.5 | 125*, BF16/FP16 125 | 250*; 600 GB/s.
-        DevicePeak("A10", {"float32": 31.2, "tf32": 62.5, "bfloat16": 125.0, "float16": 125.0},
+        # Datasheet: FP32 31.2, TF32 62.5 | 125*, BF16/FP16 125 | 250*, INT8 250 | 500* TOPS; 600 GB/s.
+        DevicePeak("A10", {"float32": 31.2, "tf32": 62.5, "bfloat16": 125.0, "float16": 125.0, "int8": 250.0},
                    600.0, "NVIDIA A10 Tensor Core GPU datasheet (https://www.nvidia.com/en-us/data-center/products/a10-gpu/)"),
         # AWS-only variant of the A10 (G5 instances); NVIDIA publishes no datasheet for it.
         # Figures as tabulated from AWS/NVIDIA material by Baseten; treat as approximate.
         DevicePeak("A10G", {"float32": 35.0, "tf32": 35.0, "bfloat16": 70.0, "float16": 70.0},
                    600.0, "https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/"),
-        # Datasheet: FP32 8.1, mixed-precision FP16/FP32 65 TFLOPS; 320 GB/s. No tf32/bf16.
-        DevicePeak("T4", {"float32": 8.1, "float16": 65.0},
+        # Datasheet: FP32 8.1, mixed-precision FP16/FP32 65 TFLOPS, INT8 130 TOPS; 320 GB/s. No tf32/bf16.
+        DevicePeak("T4", {"float32": 8.1, "float16": 65.0, "int8": 130.0},
                    320.0, "NVIDIA T4 Tensor Core GPU datasheet (https://www.nvidia.com/en-us/data-center/tesla-t4/)"),
         # Datasheet (V100 SXM2): FP32 15.7, Tensor 125 TFLOPS; 900 GB/s. No tf32/bf16.
         DevicePeak("V100 SXM2", {"float32": 15.7, "float16": 125.0},

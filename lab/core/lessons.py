@@ -8,60 +8,12 @@ needs hardware the host lacks (TF32 needs NVIDIA tensor cores).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from lab.core.claims import CPU_RUN, Claim, claim_between, claim_equals
-from lab.core.config import ConfigError, RunConfig
+from lab.core.claims import CPU_RUN, claim_between, claim_equals
+from lab.core.lesson_types import Lesson, LessonRun, _cpu, _gpu, lesson_configs
+from lab.core.lessons_workshop import WORKSHOP_LESSONS
 from lab.vocab import ADD_KERNEL_NAMES
 
 __all__ = ["ACTIVE_WINDOW", "LESSONS", "SDPA_BACKEND_OPS", "Lesson", "LessonRun", "lesson_configs"]
-
-
-@dataclass(frozen=True)
-class LessonRun:
-    name: str  # short name shown above its results, e.g. "eager"
-    gpu: RunConfig
-    cpu: RunConfig | None  # None: this run needs a GPU
-
-
-@dataclass(frozen=True)
-class Lesson:
-    """A lesson. What a learner reads before predicting is ``title`` and ``text`` (with the
-    questions, ``lab.teach.questions``): they set the task and name where to look, never the
-    answer. ``look_for`` (what the lab's check looks for) and ``explain`` (what the recordings
-    show, with their figures) are shown once the lesson's runs opened, beside the reveal.
-    Every sentence of ``text`` or ``explain`` that states what a trace shows has a ``Claim``
-    (``lab.core.claims``), checked on its recording by tests/test_claims.py."""
-
-    key: str
-    title: str
-    text: str  # markdown, our own words: shown before the predictions
-    look_for: str  # the signal the lab detects in the trace (lab.analysis.signals): shown after
-    runs: tuple[LessonRun, ...]  # one run, or two to compare
-    cpu_refusal: str | None = None
-    explain: str = ""  # markdown: what the runs show, shown after they opened (with the reveal)
-    claims: tuple[Claim, ...] = ()  # the facts text and explain state, as checks on the recordings
-
-    @property
-    def is_pair(self) -> bool:
-        return len(self.runs) == 2
-
-
-def lesson_configs(lesson: Lesson, device_kind: str) -> tuple[tuple[str, RunConfig], ...]:
-    """The (name, config) pairs to run for ``lesson`` on a "cpu" or "cuda" device."""
-    if device_kind == "cuda":
-        return tuple((r.name, r.gpu) for r in lesson.runs)
-    if lesson.cpu_refusal or any(r.cpu is None for r in lesson.runs):
-        raise ConfigError(lesson.cpu_refusal or f"the lesson '{lesson.title}' needs a CUDA GPU")
-    return tuple((r.name, r.cpu) for r in lesson.runs if r.cpu is not None)
-
-
-def _gpu(**kw) -> RunConfig:
-    return RunConfig(device="auto", **kw)
-
-
-def _cpu(**kw) -> RunConfig:
-    return RunConfig(device="cpu", **kw)
 
 
 # Cold: record from the very first iteration. Warm: un-profiled iterations first, and the
@@ -414,3 +366,6 @@ LESSONS: dict[str, Lesson] = {
         ),
     )
 }
+
+# The workshop lessons (issue 23): lab/core/lessons_workshop.py.
+LESSONS.update({lesson.key: lesson for lesson in WORKSHOP_LESSONS})

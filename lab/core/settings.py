@@ -27,7 +27,7 @@ ENV_PREFIX = "PROFILER_LAB_"
 LOGIN_MODES = ("off", "passcode", "oidc")
 # Fields whose values are never shown, logged or sent to a page: only whether they are set.
 SECRET_FIELDS = frozenset({"passcode", "host_token"})
-# Where runs execute: "local" = worker processes of this server (lab.run.supervisor); "ray" =
+# Where runs execute: "local" = worker processes of this server (lab.pool.supervisor); "ray" =
 # Ray actors of a cluster, possibly on other hosts (lab.run.ray_backend; pip install -r
 # requirements-ray.txt).
 BACKENDS = ("local", "ray")
@@ -76,7 +76,7 @@ class HostSettings:
     # Where *Open in Perfetto* sends the trace (lab/views/perfetto.py); a test points it at a
     # local stand-in, a site without internet at its own copy of the Perfetto UI.
     perfetto_origin: str = "https://ui.perfetto.dev"
-    # 1 = each worker has a warm spare (lab.run.standby) that takes over within a tick when a run
+    # 1 = each worker has a warm spare (lab.pool.standby) that takes over within a tick when a run
     # is cancelled or its worker dies, instead of a fresh start (~10 s on a 2-core CPU box); it
     # costs one idle process per worker (~0.40 GB resident on CPU) and is skipped while the
     # machine has under 2 GiB available. 0 = no spare.

@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
+
+from lab.core import workloads_workshop as ws
 
 __all__ = ["WORKLOADS", "Workload", "WorkloadConfig"]
 
@@ -246,5 +249,52 @@ WORKLOADS: dict[str, Workload] = {
         _attention("attention_efficient", "SDPA, memory-efficient backend",
                    "with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION): F.scaled_dot_product_attention(Q, K, V)",
                    _build_attention_sdpa, refusal=_efficient_refusal),
+        # The workshop lessons (issue 23): builders and costs in workloads_workshop.py.
+        Workload(name="matmul_chain", title="N matmuls in a row, no sync (the CPU runs ahead)",
+                 formula="y = x; N times: y = y @ w   x: M×K, w: K×K", build=ws.build_chain,
+                 estimate_bytes=ws.chain_bytes, flops=ws.chain_flops, dim_names=("M", "K", "matmuls per step")),
+        Workload(name="matmul_chain_sync", title="N matmuls, then torch.cuda.synchronize() (none on a CPU)",
+                 formula="y = x; N times: y = y @ w; torch.cuda.synchronize()",
+                 build=partial(ws.build_chain, sync=True), estimate_bytes=ws.chain_bytes,
+                 flops=ws.chain_flops, dim_names=("M", "K", "matmuls per step")),
+        Workload(name="chain_item", title="N matmuls, .item() after each (a host sync each time)",
+                 formula="y = x; N times: y = y @ w; y[0, 0].item()", build=ws.build_chain_item,
+                 estimate_bytes=ws.chain_bytes, flops=ws.chain_flops, dim_names=("M", "K", "matmuls per step")),
+        Workload(name="chain_item_once", title="N matmuls, the N values read back once per step",
+                 formula="y = x; N times: y = y @ w; keep y[0, 0]; torch.stack(kept).tolist()",
+                 build=partial(ws.build_chain_item, every=False), estimate_bytes=ws.chain_bytes,
+                 flops=ws.chain_flops, dim_names=("M", "K", "matmuls per step")),
+        Workload(name="row_loop", title="a Python loop over rows (one small op per row)",
+                 formula="for i in range(M): out[i] = x[i] * s[i]   x: M×K, s: M", build=ws.build_row_loop,
+                 estimate_bytes=ws.row_bytes, flops=ws.row_flops, dim_names=("rows", "columns", "unused")),
+        Workload(name="row_vectorized", title="the row loop as one broadcast multiply",
+                 formula="out = x * s[:, None]", build=ws.build_row_vectorized,
+                 estimate_bytes=ws.row_bytes, flops=ws.row_flops, dim_names=("rows", "columns", "unused")),
+        Workload(name="small_ops", title="N × (y * a + b) on a small tensor, eager",
+                 formula="N times: y = y * a + b   y, a, b: M×K", build=ws.build_small_ops,
+                 estimate_bytes=ws.small_ops_bytes, flops=ws.small_ops_flops,
+                 dim_names=("M", "K", "iterations")),
+        Workload(name="small_ops_graphed", title="the same ops captured in a CUDA graph, replayed (eager on a CPU)",
+                 formula="g = torch.cuda.CUDAGraph(); with torch.cuda.graph(g): …; each step g.replay()",
+                 build=partial(ws.build_small_ops, graphed=True), estimate_bytes=ws.small_ops_bytes,
+                 flops=ws.small_ops_flops, dim_names=("M", "K", "iterations")),
+        Workload(name="train_mlp", title="a training step: MLP forward, backward, AdamW",
+                 formula="loss = mse(Linear(N→K)(gelu(Linear(K→N)(x))), t); loss.backward(); opt.step()",
+                 build=ws.build_train_mlp, estimate_bytes=ws.train_bytes, flops=ws.train_flops,
+                 dim_names=("rows", "model dim", "hidden dim")),
+        Workload(name="copy_pageable", title="host→device copies from pageable memory, non_blocking",
+                 formula="N times: dst.copy_(src, non_blocking=True)   src: M×K on the host",
+                 build=ws.build_copy, estimate_bytes=ws.copy_bytes, flops=lambda c: 0,
+                 dim_names=("rows", "columns", "copies per step")),
+        Workload(name="copy_pinned", title="host→device copies from pinned memory, non_blocking (pageable on a CPU)",
+                 formula="src = src.pin_memory(); N times: dst.copy_(src, non_blocking=True)",
+                 build=partial(ws.build_copy, pinned=True), estimate_bytes=ws.copy_bytes, flops=lambda c: 0,
+                 dim_names=("rows", "columns", "copies per step")),
+        Workload(name="memory_mlp", title="up-projection, gelu, down-projection, each labelled",
+                 formula="h = x @ W1 (K×N); a = gelu(h); y = a @ W2 (N×K)", build=ws.build_memory_mlp,
+                 estimate_bytes=ws.memory_mlp_bytes, flops=ws.memory_mlp_flops),
+        Workload(name="matmul_shapes", title="three matmuls of equal FLOPs, three shapes",
+                 formula="matmul on (M,K,N), (2M,K/4,2N), (4M,K/16,4N)", build=ws.build_shapes,
+                 estimate_bytes=ws.shapes_bytes, flops=ws.shapes_flops),
     )
 }

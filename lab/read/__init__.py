@@ -2,12 +2,15 @@
 
 ``ReaderPool`` (``pool``) is the facade: ``submit``/``read`` a trace's bytes or a path and get
 a ``Parsed`` (the ``Trace``, its ``Analysis`` and insights) or a ``ReadFailed`` whose message
-is for the visitor. Rooms: ``protocol`` (states, messages, status records), ``limits`` (the
-host's reader plan, size estimates, the memory and time messages), ``queue`` (tickets and the
-two-lane FIFO), ``supervisor`` (one thread per reader: start, read, time out, replace),
-``reader`` (the reader process's side), ``store`` (parsed uploads under one byte budget).
+is for the visitor. Rooms: ``protocol`` (states, status records, the init record and the read
+request), ``limits`` (the host's reader plan, size estimates, the memory and time messages),
+``queue`` (the readers as a client of ``lab.pool``: tickets, the two lanes, their words),
+``reader`` (the reader process's side), ``store`` (parsed uploads under one byte budget),
+``jobs`` (the multi-trace computations a reader runs: ranks, compare, lesson signals and
+answers, by-shape tables). The machinery of the pool is ``lab.pool``'s.
 """
 
+from lab.read.jobs import ByShape, Job, JobInput, JobKind, RanksResult
 from lab.read.limits import ReaderPlan, json_size_hint, memory_refusal, reader_plan, timeout_refusal
 from lab.read.pool import ReaderPool
 from lab.read.protocol import (
@@ -25,7 +28,7 @@ from lab.read.queue import ReadTicket
 from lab.read.store import ResultStore
 
 __all__ = [
-    "Lane", "Parsed", "PoolHealth", "ReadFailed", "ReadFailureKind", "ReadState", "ReadStatus", "ReadTicket",
-    "ReaderHealth", "ReaderPlan", "ReaderPool", "ReaderState", "ResultStore", "json_size_hint", "memory_refusal",
-    "reader_plan", "timeout_refusal",
+    "ByShape", "Job", "JobInput", "JobKind", "Lane", "Parsed", "PoolHealth", "RanksResult", "ReadFailed",
+    "ReadFailureKind", "ReadState", "ReadStatus", "ReadTicket", "ReaderHealth", "ReaderPlan", "ReaderPool",
+    "ReaderState", "ResultStore", "json_size_hint", "memory_refusal", "reader_plan", "timeout_refusal",
 ]  # fmt: skip

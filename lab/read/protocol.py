@@ -1,12 +1,13 @@
 """What the reader pool, its reader processes and its callers say to each other, as data.
 
-States are enums whose members are their own strings (as in ``lab.run.protocol``); each
-message on a reader's pipe is a small frozen dataclass, matched by type:
+The states and the messages on a reader's pipe are the pool's (``lab.pool.protocol``); what is
+the readers' own is their init record (their limits), the jobs they run and the plain data in
+the messages:
 
-    server → reader:  InitReader (once), then per read ReadRequest [+ the trace as one raw
-                      frame when ``inline``] … or StopReader
-    reader → server:  ReaderReady (once), then per read ReadProgress …, and ReadDone [+ the
-                      pickled ``Parsed`` and its buffers as raw frames] or ReadFailure
+    server → reader:  InitReader (once), then per ticket Task(job=ReadRequest) [+ the trace as
+                      one raw frame, or the traces of a multi-trace job as pickle-5 frames] … or Stop
+    reader → server:  Ready(info=ReaderLimits) (once), then per ticket Progress …, and Done [+
+                      the pickled result and its buffers as raw frames] or Failure(kind=ReadFailureKind)
 
 The trace's bytes travel as raw frames (``send_bytes``), not inside a pickle, so neither side
 copies them twice; the server never receives the JSON, only ``Parsed``. Nothing here imports
@@ -16,33 +17,26 @@ pandas: ``Parsed`` names its field types as strings.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from typing import TYPE_CHECKING
 
 from lab.core.config import RunConfig
 from lab.core.devices import DevicePeak
 from lab.core.settings import HostSettings
+from lab.pool import ChildState, Name, PoolFailed
 
 if TYPE_CHECKING:  # pragma: no cover
     from lab.analysis import Analysis, Insight
     from lab.trace import Trace
 
 __all__ = [
-    "InitReader", "Lane", "Parsed", "PoolHealth", "ReadDone", "ReadFailed", "ReadFailure", "ReadFailureKind",
-    "ReadProgress", "ReadRequest", "ReadState", "ReadStatus", "ReaderHealth", "ReaderReady", "ReaderState",
-    "StopReader",
+    "InitReader", "Lane", "Parsed", "PoolHealth", "ReadFailed", "ReadFailureKind", "ReadRequest", "ReadState",
+    "ReadStatus", "ReaderHealth", "ReaderLimits", "ReaderState",
 ]  # fmt: skip
 
-
-class _Name(str, Enum):
-    def __str__(self) -> str:
-        return str.__str__(self)
-
-    def __format__(self, spec: str) -> str:
-        return str.__format__(self, spec)
+ReaderState = ChildState
 
 
-class ReadState(_Name):
+class ReadState(Name):
     QUEUED = "queued"
     READING = "reading"
     DONE = "done"
@@ -50,23 +44,14 @@ class ReadState(_Name):
     CANCELLED = "cancelled"
 
 
-class ReaderState(_Name):
-    NOT_STARTED = "not started"
-    STARTING = "starting"
-    IDLE = "idle"
-    BUSY = "busy"
-    RESTARTING = "restarting"
-    STOPPED = "stopped"
-
-
-class Lane(_Name):
+class Lane(Name):
     """Small reads (≤ ``limits.SMALL_READ_JSON_BYTES``) may use every reader; large ones all but one."""
 
     SMALL = "small"
     LARGE = "large"
 
 
-class ReadFailureKind(_Name):
+class ReadFailureKind(Name):
     TRACE = "trace"  # not a trace the lab can read (TraceError): the message says why
     ANALYSIS = "analysis"  # it parsed, an analysis failed on it
     MEMORY = "memory"  # over the reader's memory limit
@@ -77,13 +62,11 @@ class ReadFailureKind(_Name):
     TOO_BIG_TO_KEEP = "too big to keep"  # parsed, but larger than the server keeps for uploads
 
 
-class ReadFailed(RuntimeError):
+class ReadFailed(PoolFailed):
     """A read produced no ``Parsed``. ``str(error)`` is for the visitor; ``kind`` says why."""
 
-    def __init__(self, message: str, *, kind: str = ReadFailureKind.TRACE):
-        super().__init__(message)
-        self.message = message
-        self.kind = ReadFailureKind(kind)
+    kinds = ReadFailureKind
+    default_kind = ReadFailureKind.TRACE
 
 
 @dataclass(frozen=True)
@@ -150,53 +133,21 @@ class InitReader:
 
 @dataclass(frozen=True, kw_only=True)
 class ReadRequest:
-    read_id: int
+    """Read one trace (``Task.job``): from ``path``, or from the raw frame that follows the task."""
+
     settings: HostSettings  # the trace limits (decompressed size, events) of the caller
     path: str | None = None  # a file the reader opens itself (the CLI)
-    inline: bool = False  # the trace's bytes follow as one raw frame
     config: RunConfig | None = None  # a run's config and device peak feed the GEMM analysis
     peak: DevicePeak | None = None
     json_hint: int = 0  # the server's estimate of the JSON's size (limits.json_size_hint), for messages
-
-
-@dataclass(frozen=True)
-class StopReader:
-    """Exit when idle."""
 
 
 # --------------------------------------------------------------------------- reader → server
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReaderReady:
-    pid: int
+class ReaderLimits:
+    """``Ready.info`` of a reader."""
+
     base_address_space: int  # bytes mapped after imports and a warm-up read
     limit_bytes: int  # RLIMIT_AS as set (0 = could not be set)
-    error: str | None = None  # what went wrong while starting (the host sees it in Server status)
-    usable: bool = True  # False: the imports or the warm-up read failed, nothing can be read
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReadProgress:
-    read_id: int
-    stage: str
-    json_bytes: int = 0  # known once inflated
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReadDone:
-    read_id: int
-    json_bytes: int
-    # The raw frames that follow: the pickled Parsed (protocol 5), then its out-of-band buffers.
-    frame_bytes: tuple[int, ...]
-    seconds: float
-    peak_rss_bytes: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReadFailure:
-    read_id: int
-    kind: ReadFailureKind
-    message: str
-    json_bytes: int = 0
-    fatal: bool = False  # the reader exits after sending this: the pool starts a fresh one

@@ -1,37 +1,26 @@
 """The reader process side: a fresh interpreter that parses and analyses traces, one at a time.
 
-It starts as ``python -c READER_CODE`` (not multiprocessing: see ``lab.run.spawn``), finds its
+It starts as ``python -c READER_CODE`` (not multiprocessing: see ``lab.pool.spawn``), finds its
 end of the socketpair in ``PROFILER_LAB_READER_FD``, reads ``InitReader``, imports the trace
 and analysis packages, reads one bundled sample (so every lazy import and first allocation is
 paid), then caps its own address space at that size plus the host's ``reader_memory_mb``
 (``RLIMIT_AS``), lowers its CPU priority, offers itself first to the kernel's OOM killer, and
-says ``ReaderReady``. Each ``ReadRequest`` gets ``ReadProgress`` updates and one ``ReadDone``
-(followed by the pickled ``Parsed``) or ``ReadFailure``. Any other message, or the server's end
-closing, ends it. After running out of memory it says so and exits: the pool starts a fresh one.
+says ``Ready``. Each ``Task`` (a ``ReadRequest``, or a multi-trace job of ``lab.read.jobs``)
+gets ``Progress`` updates and one ``Done`` (followed by the pickled result) or ``Failure``. Any
+other message, or the server's end closing, ends it. After running out of memory it says so and
+exits: the pool starts a fresh one.
 """
 
 from __future__ import annotations
 
 import importlib
-import multiprocessing.connection
 import os
-import pickle
 import resource
-import signal
 import time
 
+from lab.pool import ChildPipe, Done, Failure, Progress, Ready, Task, child_entry, pack
 from lab.read.limits import MIB, memory_refusal, process_memory
-from lab.read.protocol import (
-    InitReader,
-    Parsed,
-    ReadDone,
-    ReaderReady,
-    ReadFailure,
-    ReadFailureKind,
-    ReadProgress,
-    ReadRequest,
-)
-from lab.run.child import ChildPipe
+from lab.read.protocol import InitReader, Parsed, ReaderLimits, ReadFailureKind, ReadRequest
 
 __all__ = ["OOM_SCORE_ADJ", "READER_CODE", "READER_FD_ENV"]
 
@@ -44,29 +33,20 @@ OOM_SCORE_ADJ = 800
 
 def _reader_entry() -> None:
     """Entry point of a reader interpreter (see ``READER_CODE``)."""
-    conn = multiprocessing.connection.Connection(int(os.environ.pop(READER_FD_ENV)))
-    try:
-        init = conn.recv()
-    except (EOFError, OSError):
-        os._exit(0)
-    _reader_main(conn, init)
-    os._exit(0)  # nothing left to flush: every message was sent synchronously
-
-
+    child_entry(READER_FD_ENV, _reader_main)
 
 
 def _reader_main(conn, init: InitReader) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when readers stop
     pipe = ChildPipe(conn)
     try:
         steps = _Steps()
         steps.warm_up()
     except BaseException as error:  # noqa: BLE001 - report, then exit: nothing can be read
-        pipe.send(ReaderReady(pid=os.getpid(), base_address_space=0, limit_bytes=0, usable=False,
-                              error=f"{type(error).__name__}: {error}"))
+        pipe.send(Ready(pid=os.getpid(), usable=False, error=f"{type(error).__name__}: {error}"))
         return
     base, limit, confine_error = _confine(init)
-    pipe.send(ReaderReady(pid=os.getpid(), base_address_space=base, limit_bytes=limit, error=confine_error))
+    pipe.send(Ready(pid=os.getpid(), info=ReaderLimits(base_address_space=base, limit_bytes=limit),
+                    error=confine_error))
     while _serve_next(pipe, steps, init.memory_mb):
         pass
 
@@ -76,13 +56,13 @@ def _serve_next(pipe: ChildPipe, steps: _Steps, memory_mb: int) -> bool:
 
     A function of its own so that the request's bytes die with its frame, not while idle.
     """
-    request = pipe.recv()
-    if not isinstance(request, ReadRequest):
+    task = pipe.recv()
+    if not isinstance(task, Task):
         return False
-    data = pipe.recv_bytes() if request.inline else None
-    if request.inline and data is None:
+    received, data = pipe.recv_frames(task)
+    if not received:
         return False
-    return _serve_one(pipe, steps, request, data, memory_mb)
+    return _serve_one(pipe, steps, task, data, memory_mb)
 
 
 def _confine(init: InitReader) -> tuple[int, int, str | None]:
@@ -118,6 +98,7 @@ class _Steps:
         self.trace = importlib.import_module("lab.trace")
         self.analysis = importlib.import_module("lab.analysis")
         self.settings = importlib.import_module("lab.core.settings")
+        self.jobs = importlib.import_module("lab.read.jobs")
 
     def warm_up(self) -> None:
         samples = importlib.import_module("lab.samples")
@@ -141,54 +122,56 @@ class _Progress:
         self.pipe, self.read_id, self.json_bytes = pipe, read_id, 0
 
     def stage(self, name: str) -> None:
-        self.pipe.send(ReadProgress(read_id=self.read_id, stage=name, json_bytes=self.json_bytes))
+        self.pipe.send(Progress(ticket_id=self.read_id, stage=name, input_bytes=self.json_bytes))
 
 
-def _read(steps: _Steps, request: ReadRequest, data, progress: _Progress) -> tuple[bytes, list[memoryview]]:
-    """The pickled ``Parsed`` of the request's trace: the pickle and its out-of-band buffers.
-
-    Pickle protocol 5 hands every contiguous array over as a buffer of its own (a view, no
-    copy), sent as a frame each: neither side ever holds a second whole copy of the result
-    (on the 509 MB tile that copy was 236 MB, a fifth of the reader's peak).
+def _read(steps: _Steps, request: ReadRequest, data, progress: _Progress) -> list:
+    """The ``Parsed`` of the request's trace as frames (``lab.pool.frames``: the pickle and its
+    out-of-band buffers, so no second whole copy of the result is ever held).
 
     ``load_trace`` gets the bytes as they came (gzip or not) and inflates them itself, so the
     inflated text dies inside it once decoded: holding it here would add its size to the peak.
     """
     progress.stage("parsing")
-    parsed = steps.parse(data if request.inline else request.path, request.settings, request.config, request.peak,
+    parsed = steps.parse(data if data is not None else request.path, request.settings, request.config, request.peak,
                          progress)
     progress.json_bytes = parsed.trace.source_bytes
     progress.stage("sending")
-    buffers: list[pickle.PickleBuffer] = []
-    head = pickle.dumps(parsed, protocol=5, buffer_callback=buffers.append)
-    return head, [b.raw() for b in buffers]
+    return pack(parsed)
 
 
-def _serve_one(pipe: ChildPipe, steps: _Steps, request: ReadRequest, data, memory_mb: int) -> bool:
-    """Read one trace and send the outcome; False when this reader must exit."""
-    progress = _Progress(pipe, request.read_id)
-    progress.json_bytes = request.json_hint
+def _serve_one(pipe: ChildPipe, steps: _Steps, task: Task, data, memory_mb: int) -> bool:
+    """Run one task and send the outcome; False when this reader must exit."""
+    progress = _Progress(pipe, task.ticket_id)
+    progress.json_bytes = getattr(task.job, "json_hint", 0)
     started = time.monotonic()
     failure = None
     try:
-        outcome = _read(steps, request, data, progress)
+        frames = _run(steps, task.job, data, progress)
     except BaseException as exc:  # noqa: BLE001 - untrusted input: every failure becomes a message
         # Built here, sent below: once this block ends the traceback (and the frames holding the
         # trace's buffers) is gone, so a reader out of memory has room to say so.
-        failure = _failure(exc, request.read_id, progress.json_bytes, memory_mb, steps)
-        outcome = None
+        failure = _failure(exc, task.ticket_id, progress.json_bytes, memory_mb, steps)
+        frames = None
     if failure is not None:
         pipe.send(failure)
         return not failure.fatal
     del data
-    assert outcome is not None  # no failure: the read returned
-    head, frames = outcome
-    pipe.send(ReadDone(read_id=request.read_id, json_bytes=progress.json_bytes,
-                       frame_bytes=(len(head), *(f.nbytes for f in frames)), seconds=time.monotonic() - started,
-                       peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024))
-    for frame in (head, *frames):
-        pipe.send_bytes(frame)
+    assert frames is not None  # no failure: the task returned
+    pipe.send_packed(Done(ticket_id=task.ticket_id, input_bytes=progress.json_bytes,
+                          seconds=time.monotonic() - started,
+                          peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024), frames)
     return True
+
+
+def _run(steps: _Steps, job, data, progress: _Progress) -> list:
+    """The frames of one task's result: a trace read, or a multi-trace job (``lab.read.jobs``)."""
+    if isinstance(job, ReadRequest):
+        return _read(steps, job, data, progress)
+    progress.stage("analysing")
+    result = steps.jobs.run_job(job, data)
+    progress.stage("sending")
+    return pack(result)
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -202,16 +185,20 @@ def _out_of_memory(exc: BaseException) -> bool:
     return False
 
 
-def _failure(exc: BaseException, read_id: int, json_bytes: int, memory_mb: int, steps: _Steps) -> ReadFailure:
+def _failure(exc: BaseException, read_id: int, json_bytes: int, memory_mb: int, steps: _Steps) -> Failure:
+    name = type(exc).__name__
     if _out_of_memory(exc):
-        return ReadFailure(read_id=read_id, kind=ReadFailureKind.MEMORY, json_bytes=json_bytes, fatal=True,
-                           message=memory_refusal(json_bytes, memory_mb))
+        return Failure(ticket_id=read_id, kind=ReadFailureKind.MEMORY, input_bytes=json_bytes, fatal=True,
+                       message=memory_refusal(json_bytes, memory_mb), error_type=name)
     if isinstance(exc, steps.trace.TraceError):
-        return ReadFailure(read_id=read_id, kind=ReadFailureKind.TRACE, message=str(exc), json_bytes=json_bytes)
+        return Failure(ticket_id=read_id, kind=ReadFailureKind.TRACE, message=str(exc), input_bytes=json_bytes,
+                       error_type=name)
+    if isinstance(exc, steps.jobs.JobRefused):  # a multi-trace job refused its traces: the message says why
+        return Failure(ticket_id=read_id, kind=ReadFailureKind.ANALYSIS, message=str(exc), error_type=exc.error_type)
     if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: stop serving
-        return ReadFailure(read_id=read_id, kind=ReadFailureKind.CRASH, json_bytes=json_bytes, fatal=True,
-                           message=f"the trace reader stopped ({type(exc).__name__}); read it again")
+        return Failure(ticket_id=read_id, kind=ReadFailureKind.CRASH, input_bytes=json_bytes, fatal=True,
+                       message=f"the trace reader stopped ({name}); read it again", error_type=name)
     # It parsed, but an analysis failed on it: say so plainly; the host sees the type.
-    return ReadFailure(read_id=read_id, kind=ReadFailureKind.ANALYSIS, json_bytes=json_bytes,
-                       message=f"the lab could not analyse it ({type(exc).__name__}: {exc}); the file may be from "
-                               "an unusual profiler setup")
+    return Failure(ticket_id=read_id, kind=ReadFailureKind.ANALYSIS, input_bytes=json_bytes, error_type=name,
+                   message=f"the lab could not analyse it ({name}: {exc}); the file may be from "
+                           "an unusual profiler setup")

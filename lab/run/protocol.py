@@ -1,75 +1,33 @@
 """What the service and its workers say to each other and to callers, as data.
 
-States are enums (``str`` subclasses, so ``status.state == "queued"`` and f-strings read as
-before); each message on a worker's pipe is a small frozen dataclass, matched by type:
+The states and the messages on a worker's pipe are the pool's (``lab.pool.protocol``); what is
+the workers' own is their init record and the plain data inside the messages:
 
-    server → worker:  InitWorker (once), then RunRequest … or StopWorker
-    worker → server:  WorkerReady (once), then per run StageChanged …, RunDone or RunFailure
+    server → worker:  InitWorker (once: device, pinning, host settings), then Task(job=RunConfig) … or Stop
+    worker → server:  Ready(info=DeviceInfo) (once), then per run Progress(stage) …, and
+                      Done(value=RunResult) or Failure(kind=FailureKind, error_type=…)
 
-Everything here pickles (the pipe is a ``multiprocessing.connection.Connection``) and imports
-neither torch nor pandas.
+Everything here pickles and imports neither torch nor pandas.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
-from typing import TYPE_CHECKING
 
-from lab.core.config import RunConfig
 from lab.core.devices import DeviceInfo
 from lab.core.settings import HostSettings
-
-if TYPE_CHECKING:  # pragma: no cover
-    from lab.core.result import RunResult
+from lab.pool import ChildState, Name, PoolFailed, StandbyState, TicketState
 
 __all__ = [
-    "TICKET_STATES", "FailureKind", "InitWorker", "RunDone", "RunFailed", "RunFailure", "RunRequest",
-    "ServiceBusy", "ServiceHealth", "StageChanged", "StandbyState", "StopWorker", "TicketState", "TicketStatus",
-    "WorkerHealth", "WorkerReady", "WorkerState",
+    "TICKET_STATES", "FailureKind", "InitWorker", "RunFailed", "ServiceBusy", "ServiceHealth", "StandbyState",
+    "TicketState", "TicketStatus", "WorkerHealth", "WorkerState",
 ]  # fmt: skip
 
-
-class _Name(str, Enum):
-    """An enum whose members are their own strings: str(), format() and == read the value."""
-
-    def __str__(self) -> str:
-        return str.__str__(self)
-
-    def __format__(self, spec: str) -> str:
-        return str.__format__(self, spec)
-
-
-class TicketState(_Name):
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
+WorkerState = ChildState
 TICKET_STATES = tuple(s.value for s in TicketState)
 
 
-class WorkerState(_Name):
-    NOT_STARTED = "not started"
-    STARTING = "starting"
-    IDLE = "idle"
-    BUSY = "busy"
-    RESTARTING = "restarting"
-    STOPPED = "stopped"
-
-
-class StandbyState(_Name):
-    """A worker's warm spare (lab.run.standby)."""
-
-    NONE = "none"  # off, between spares, or not started yet
-    STARTING = "warming up"
-    READY = "ready"
-    LOW_MEMORY = "skipped: low memory"
-
-
-class FailureKind(_Name):
+class FailureKind(Name):
     """Why a run produced no result (``RunFailed.kind``)."""
 
     CONFIG = "config"  # the run was refused: change the config
@@ -78,13 +36,14 @@ class FailureKind(_Name):
     TIMEOUT = "timeout"  # over the host's run_timeout_s
     CANCELLED = "cancelled"  # cancelled, or abandoned by a closed tab
     SHUTDOWN = "shutdown"  # the service stopped
+    MEMORY = "memory"  # the server had no memory left to take the result
 
 
 class ServiceBusy(RuntimeError):
     """The queue is full; the caller should try again shortly."""
 
 
-class RunFailed(RuntimeError):
+class RunFailed(PoolFailed):
     """A run did not produce a result. ``str(error)`` is a message for the user.
 
     ``kind`` (a ``FailureKind``) says why: "config" (the run was refused; change the config),
@@ -92,12 +51,8 @@ class RunFailed(RuntimeError):
     host's limit), "cancelled" (cancelled or abandoned), "shutdown" (the service stopped).
     """
 
-    def __init__(self, message: str, *, kind: str = FailureKind.RUN, error_type: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.kind = FailureKind(kind)
-        self.error_type = error_type
-
+    kinds = FailureKind
+    default_kind = FailureKind.RUN
 
 # --------------------------------------------------------------------------- what callers see
 
@@ -162,44 +117,3 @@ class InitWorker:
     device: str  # "cpu" or "cuda:N" as the server numbers GPUs (the worker sees only cuda:0)
     physical_index: int  # the GPU's index to report (-1 on CPU)
     settings: HostSettings
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunRequest:
-    run_id: int
-    config: RunConfig
-
-
-@dataclass(frozen=True)
-class StopWorker:
-    """Exit when idle (the worker reads messages only between runs)."""
-
-
-# --------------------------------------------------------------------------- worker → server
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkerReady:
-    info: DeviceInfo | None  # None when the warm-up failed
-    error: str | None = None  # why the warm-up (or the torch import) failed
-
-
-@dataclass(frozen=True, kw_only=True)
-class StageChanged:
-    run_id: int
-    stage: str  # one of lab.vocab.STAGES
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunDone:
-    run_id: int
-    result: RunResult
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunFailure:
-    run_id: int
-    kind: FailureKind
-    error_type: str  # the exception's class name, e.g. "ConfigError"
-    message: str  # for the user
-    fatal: bool  # the worker exits after sending this: the server starts a fresh one

@@ -5,9 +5,9 @@ every decision (timeout, cancel, replace). What moves: the execution. Each ``Wor
 the queue gets one actor — ``num_gpus=1`` for a GPU worker (Ray pins it: the actor sees one GPU
 as cuda:0), ``num_cpus=1`` for a CPU worker — started and warmed up like a worker process, one
 profile at a time, and one supervisor thread here that drives it (``RaySupervisor``, the
-counterpart of ``lab.run.supervisor.Supervisor``):
+pool's ``Supervisor`` with an actor where a process was: it plugs in at the same seam):
 
-    next ticket → actor.run(RunRequest) → lab.run.worker's serve step → (RunDone | RunFailure)
+    next ticket → actor.run(Task) → lab.run.worker's serve step → (Done | Failure)
 
 A run's stages are polled from the actor (``actor.stage()``, a second thread of the actor) every
 tick. A run over ``run_timeout_s`` or cancelled while it runs: the actor is killed
@@ -17,7 +17,7 @@ out-of-memory error is a ``RunError`` inside the actor (the runner releases memo
 serves on. An idle actor's death shows through its *lifeline*: one call per actor that only
 returns when the actor dies.
 
-What crosses the network: ``RunConfig`` and ``HostSettings`` out, ``RunDone(RunResult)`` back —
+What crosses the network: ``RunConfig`` and ``HostSettings`` out, ``Done(RunResult)`` back —
 the same plain data the local pipe carries (trace bytes gzipped, tables as pandas frames);
 nothing pickles a torch object. The actors import this module and ``lab`` from the code the
 server ships with ``ray.init(runtime_env={"py_modules": [lab]})``: a node needs Python, torch
@@ -41,19 +41,9 @@ from typing import Any
 
 from lab.core.config import ConfigError
 from lab.core.settings import ENV_PREFIX, HostSettings
-from lab.run.protocol import (
-    FailureKind,
-    InitWorker,
-    RunDone,
-    RunFailed,
-    RunFailure,
-    RunRequest,
-    StageChanged,
-    WorkerReady,
-    WorkerState,
-)
-from lab.run.queue import RunQueue, RunTicket, WorkerRecord, describe_config
-from lab.run.supervisor import MAX_RESTART_BACKOFF_S, TICK_S, WORKER_START_TIMEOUT_S
+from lab.pool import TICK_S, ChildState, Done, Failure, Progress, Ready, Supervisor, Task, Ticket
+from lab.run.protocol import FailureKind, InitWorker, RunFailed, WorkerState
+from lab.run.queue import WORKER_START_TIMEOUT_S, RunQueue, RunTicket, WorkerRecord, describe_config
 
 __all__ = ["RAY_NAMESPACE", "ProfileActor", "RaySupervisor", "RayWorkerRecord", "connect", "default_ray_devices"]
 
@@ -146,13 +136,13 @@ class _Outbox:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.stage: tuple[int, str] | None = None
-        self.final: RunDone | RunFailure | None = None
-        self.conn = self  # the serve step sends RunDone through ``pipe.conn``
+        self.final: Done | Failure | None = None
+        self.conn = self  # the serve step sends Done through ``pipe.conn``
 
     def send(self, message) -> None:
         with self.lock:
-            if isinstance(message, StageChanged):
-                self.stage = (message.run_id, message.stage)
+            if isinstance(message, Progress):
+                self.stage = (message.ticket_id, message.stage)
             else:
                 self.final = message
 
@@ -178,18 +168,18 @@ class ProfileActor:
         self.run_lock = threading.Lock()
         self.gone = threading.Event()
 
-    def warm_up(self) -> tuple[WorkerReady, int, str, str]:
+    def warm_up(self) -> tuple[Ready, int, str, str]:
         """Import torch, run the warm-up profile, measure the device; (ready, pid, node, node id)."""
         try:
             self.runner = importlib.import_module("lab.run.runner")
             kind = "cpu" if self.init.device == "cpu" else "cuda"
             self.info = self._where(self.runner.warm_up(kind, settings=self.init.settings))
-            ready = WorkerReady(info=self.info)
+            ready = Ready(info=self.info)
         except Exception as error:  # noqa: BLE001 - each run then reports its own error
-            ready = WorkerReady(info=None, error=f"warm-up failed: {type(error).__name__}: {error}")
+            ready = Ready(info=None, error=f"warm-up failed: {type(error).__name__}: {error}")
         return ready, os.getpid(), self.node, self.node_id
 
-    def run(self, request: RunRequest) -> tuple[RunDone | RunFailure, bool]:
+    def run(self, task: Task) -> tuple[Done | Failure, bool]:
         """One run's outcome, and whether the actor may serve on (False: replace it)."""
         from lab.core.result import RunError
         from lab.run.worker import _serve_one
@@ -197,12 +187,12 @@ class ProfileActor:
         with self.run_lock:
             self.outbox = outbox = _Outbox()
             pipe: Any = outbox  # the serve step takes a ChildPipe; it only calls send and conn.send
-            keep = _serve_one(pipe, self.runner, self.init, request, expected=(ConfigError, RunError), info=self.info)
+            keep = _serve_one(pipe, self.runner, self.init, task, expected=(ConfigError, RunError), info=self.info)
             final = outbox.final
             assert final is not None, "the serve step always sends an outcome"
-            if isinstance(final, RunDone):
-                final = dataclasses.replace(final, result=dataclasses.replace(
-                    final.result, device=self._where(final.result.device)))
+            if isinstance(final, Done):
+                final = dataclasses.replace(final, value=dataclasses.replace(
+                    final.value, device=self._where(final.value.device)))
             return final, keep
 
     def stage(self) -> tuple[int, str] | None:
@@ -221,34 +211,19 @@ class ProfileActor:
         return dataclasses.replace(info, index=index, node=self.node)
 
 
-class RaySupervisor:
-    """Keeps one actor alive and serving until the queue stops (``run`` is its thread)."""
+class RaySupervisor(Supervisor):
+    """Keeps one actor alive and serving until the queue stops: the pool's ``Supervisor`` (its
+    loop, back-off and bookkeeping), with an actor's start, run and stop."""
 
-    def __init__(self, queue: RunQueue, worker: RayWorkerRecord, stop_event: threading.Event):
-        self.queue = queue
+    def __init__(self, queue: RunQueue, worker: RayWorkerRecord, stop_event: threading.Event, standby=None):
+        super().__init__(queue, worker, stop_event)
+        self.queue: RunQueue = queue
         self.worker = worker
-        self.stop_event = stop_event
         self.ray = connect(queue.settings)
         self.remote = _actor_class()
 
-    def run(self) -> None:
-        worker, queue = self.worker, self.queue
-        backoff_s = 1.0
-        while not queue.stopping:
-            try:
-                launched = self._launch()
-            except Exception as error:  # noqa: BLE001 - e.g. the cluster refused; keep retrying
-                launched = False
-                queue.note_error(f"{worker.label} could not be started on Ray: {type(error).__name__}: {error}")
-            if launched:
-                backoff_s = 1.0
-                self._serve()
-            self._retire(WorkerState.STOPPED if queue.stopping else WorkerState.RESTARTING)
-            if not launched:
-                if self.stop_event.wait(backoff_s):
-                    break
-                backoff_s = min(backoff_s * 2, MAX_RESTART_BACKOFF_S)
-        self._retire(WorkerState.STOPPED)
+    def _promote(self) -> bool:
+        return False  # an actor has no spare
 
     # ------------------------------------------------------------------ start-up
 
@@ -297,14 +272,7 @@ class RaySupervisor:
             with queue.lock:
                 worker.pid, worker.node, worker.node_id = pid, node, node_id
                 worker.physical_index = getattr(ready.info, "index", -1)
-                if ready.info is not None:
-                    worker.info = ready.info
-                worker.ever_ready = True
-                worker.state = WorkerState.IDLE
-                if ready.error:
-                    queue.last_error = f"{worker.label}: {ready.error}"
-                queue.changed.notify_all()
-            return True
+            return self._ready(ready, promoted=False)
         if not queue.stopping:
             queue.note_error(f"{worker.label} did not start on Ray within {WORKER_START_TIMEOUT_S:g} s "
                              f"(no free {'GPU' if worker.device != 'cpu' else 'CPU'} in the cluster?)")
@@ -312,16 +280,11 @@ class RaySupervisor:
 
     # ------------------------------------------------------------------ runs
 
-    def _serve(self) -> None:
-        while True:
-            ticket = self.queue.next_ticket(self.worker)
-            if ticket is None or not self._run_one(ticket):
-                return
-
-    def _run_one(self, ticket: RunTicket) -> bool:
+    def _run_one(self, ticket: Ticket) -> bool:
         """Run one ticket on the actor; False when the actor must be replaced."""
+        assert isinstance(ticket, RunTicket)
         ray, actor, queue = self.ray, self.worker.actor, self.queue
-        ref = actor.run.remote(RunRequest(run_id=ticket.id, config=ticket.config))
+        ref = actor.run.remote(Task(ticket_id=ticket.id, job=ticket.config))
         started = time.monotonic()
         deadline = started + queue.settings.run_timeout_s
         while True:
@@ -329,15 +292,13 @@ class RaySupervisor:
                 return False
             done, _ = ray.wait([ref], timeout=TICK_S)
             if done:
-                return self._settle(ticket, ref, time.monotonic() - started)
+                return self._settle_ref(ticket, ref, time.monotonic() - started)
             self._relay_stage(ticket)
             failure = None
             if queue.stopping:
-                failure = RunFailed("the profiling service is shutting down; reload the page and run again",
-                                    kind=FailureKind.SHUTDOWN)
+                failure = self.client.error(self.client.shutdown_text, FailureKind.SHUTDOWN)
             elif time.monotonic() > deadline:
-                failure = RunFailed(f"the run exceeded the host's limit of {queue.settings.run_timeout_s:g} s; "
-                                    "the worker was restarted — choose a smaller size", kind=FailureKind.TIMEOUT)
+                failure = self.client.overdue()
             if failure is not None:
                 queue.record_failure(ticket, failure)
                 return False
@@ -350,7 +311,7 @@ class RaySupervisor:
         if stage is not None:
             self.queue.set_stage(ticket, *stage)
 
-    def _settle(self, ticket: RunTicket, ref, duration_s: float) -> bool:
+    def _settle_ref(self, ticket: RunTicket, ref, duration_s: float) -> bool:
         queue = self.queue
         try:
             message, keep = self.ray.get(ref)
@@ -364,8 +325,8 @@ class RaySupervisor:
             queue.record_failure(ticket, RunFailed(f"the run's result did not come back from Ray ({_short(error)}); "
                                                    "run again", kind=FailureKind.RUN))
             return False
-        if isinstance(message, RunDone):
-            queue.record_done(self.worker, ticket, message.result, duration_s)
+        if isinstance(message, Done):
+            queue.record_done(self.worker, ticket, message.value, duration_s)
         else:
             queue.record_failure(ticket, RunFailed(message.message, kind=message.kind,
                                                    error_type=message.error_type))
@@ -373,7 +334,7 @@ class RaySupervisor:
 
     # ------------------------------------------------------------------ stop
 
-    def _retire(self, state: WorkerState) -> None:
+    def _retire(self, state: ChildState) -> None:
         """Kill the actor (it holds nothing worth a polite stop) and record ``state``."""
         worker, queue = self.worker, self.queue
         with queue.lock:

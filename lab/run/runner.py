@@ -66,7 +66,6 @@ UNPROFILED_BUDGET_S = 1.0
 TRACE_GZIP_LEVEL = 6
 
 
-
 def default_sort_key(kind: str) -> str:
     """The table sort key the classic view starts with: device time on GPU, CPU time on CPU."""
     return "device_time_total" if kind == "cuda" else "cpu_time_total"

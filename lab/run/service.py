@@ -11,10 +11,11 @@ The chain::
     submit(config) → RunTicket (queued) → supervisor thread of a free worker → worker process
         → lab.run.runner.run_profile → RunResult (plain, picklable) → ticket done
 
-The rooms: ``protocol`` (states, messages, status records, errors), ``queue`` (tickets, the
-queue and its lock), ``supervisor`` (one thread per worker: start, run, time out, replace),
-``spawn`` (GPUs, pinning, starting the interpreter), ``worker`` (the worker process's side).
-This module is the facade: ``ProfileService``. Errors reach callers as ``RunFailed`` with a
+The machinery is ``lab.pool``'s (the queue and its lock, one supervisor thread per worker:
+start, run, time out, replace; the warm spares); the workers' own rooms are ``protocol``
+(their states, status records, errors, init record), ``queue`` (their tickets, records, queue
+rules and words: the pool's client), ``pinning`` (GPUs, pinning) and ``worker`` (the worker
+process's side). This module is the facade: ``ProfileService``. Errors reach callers as ``RunFailed`` with a
 message that says what to do.
 
 No streamlit import: the page keeps one ``ProfileService`` per server (st.cache_resource).
@@ -22,15 +23,15 @@ No streamlit import: the page keeps one ``ProfileService`` per server (st.cache_
 
 from __future__ import annotations
 
-import atexit
 import importlib
 import threading
-import time
-import weakref
 
 from lab.core.config import RunConfig
 from lab.core.devices import DeviceInfo, DeviceKind, describe_kinds, device_kinds
 from lab.core.settings import HostSettings
+from lab.pool import ABANDONED_TICKET_S, SHUTDOWN_GRACE_S, ChildPool, Supervisor, resident_bytes
+from lab.pool.supervisor import MAX_RESTART_BACKOFF_S
+from lab.run.pinning import default_devices, visible_gpu_ids, worker_pinning
 from lab.run.protocol import (
     TICKET_STATES,
     RunFailed,
@@ -41,16 +42,7 @@ from lab.run.protocol import (
     WorkerHealth,
     WorkerState,
 )
-from lab.run.queue import ABANDONED_TICKET_S, RECENT_RUNS_FOR_ESTIMATE, RunQueue, RunTicket, WorkerRecord
-from lab.run.spawn import default_devices, visible_gpu_ids, worker_pinning
-from lab.run.standby import Standby, resident_bytes
-from lab.run.supervisor import (
-    MAX_RESTART_BACKOFF_S,
-    SHUTDOWN_GRACE_S,
-    TICK_S,
-    WORKER_START_TIMEOUT_S,
-    Supervisor,
-)
+from lab.run.queue import RECENT_RUNS_FOR_ESTIMATE, WORKER_START_TIMEOUT_S, RunQueue, RunTicket, WorkerRecord
 from lab.run.worker import cpu_worker_threads
 
 __all__ = [
@@ -70,8 +62,10 @@ class ProfileService:
         self.abandon_after_s = abandon_after_s
         workers = _ray_workers(settings, devices) if settings.backend == "ray" else _local_workers(settings, devices)
         self._queue = RunQueue(settings, workers, abandon_after_s=abandon_after_s)
-        self._started_at: float | None = None
-        self._stop_event = threading.Event()
+        ray = settings.backend == "ray"  # actors: Ray places them; no spare
+        self._pool = ChildPool(self._queue, spares=settings.standby > 0 and not ray,
+                               supervisor=_ray_supervisor if ray else Supervisor,
+                               thread_name="profiler-lab-supervisor")
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -82,60 +76,22 @@ class ProfileService:
         """
         # Unpickling the first RunResult imports pandas (~0.5 s); do it now, not on a user's click.
         importlib.import_module("lab.core.result")
-        queue = self._queue
-        with queue.lock:
-            if queue.stopping:
-                raise RuntimeError("this ProfileService was shut down; create a new one")
-            if self._started_at is None:
-                self._started_at = time.monotonic()
-                for worker in queue.workers:
-                    standby = None
-                    if self.settings.backend == "ray":  # actors: Ray places them; no spare
-                        supervisor = _ray_supervisor(queue, worker, self._stop_event)
-                    else:
-                        standby = Standby(queue, worker, self._stop_event) if self.settings.standby > 0 else None
-                        supervisor = Supervisor(queue, worker, self._stop_event, standby)
-                    worker.thread = threading.Thread(target=supervisor.run, daemon=True,
-                                                     name=f"profiler-lab-supervisor-{worker.index}")
-                    worker.thread.start()
-                    if standby is not None:  # it waits for the worker's first warm-up, then starts a spare
-                        worker.standby_thread = threading.Thread(target=standby.run, daemon=True,
-                                                                 name=f"profiler-lab-standby-{worker.index}")
-                        worker.standby_thread.start()
-                # Workers would exit on their own once the server's end of the socket closes;
-                # stopping them at exit is quicker and leaves no run half-done.
-                atexit.register(_shutdown_at_exit, weakref.ref(self))
+        self._pool.start()
         if wait:
             self.wait_ready(WORKER_START_TIMEOUT_S if timeout is None else timeout, all_workers=True)
 
     @property
     def started(self) -> bool:
-        return self._started_at is not None
+        return self._pool.started
 
     def wait_ready(self, timeout: float | None = None, *, all_workers: bool = False) -> DeviceInfo | None:
         """Block until the first worker (or every worker) has warmed up; returns device_info()."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        queue = self._queue
-        with queue.lock:
-            while not queue.stopping:
-                ready = [w.ever_ready for w in queue.workers]
-                if all(ready) if all_workers else any(ready):
-                    break
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    break
-                queue.changed.wait(TICK_S if remaining is None else min(remaining, TICK_S))
+        self._pool.wait_ready(timeout, all_children=all_workers)
         return self.device_info()
 
     def shutdown(self) -> None:
         """Stop every worker; queued tickets are cancelled, running ones fail."""
-        if not self._queue.stop():
-            return
-        self._stop_event.set()
-        with self._queue.lock:
-            threads = [t for w in self._queue.workers for t in (w.thread, w.standby_thread) if t is not None]
-        for thread in threads:
-            thread.join(timeout=SHUTDOWN_GRACE_S + 5)
+        self._pool.shutdown()
 
     def __enter__(self) -> ProfileService:
         self.start()
@@ -179,7 +135,7 @@ class ProfileService:
                 workers_alive=sum(w.alive for w in workers), workers_total=len(workers), workers=workers,
                 queue_length=len(queue.pending), runs_served=queue.runs_served,
                 runs_failed=queue.runs_failed, last_error=queue.last_error,
-                uptime_s=0.0 if self._started_at is None else time.monotonic() - self._started_at,
+                uptime_s=self._pool.uptime_s(),
                 backend=self.settings.backend)
 
     def device_kinds(self) -> tuple[DeviceKind, ...]:
@@ -238,11 +194,5 @@ def _ray_workers(settings: HostSettings, devices: list[str] | None) -> list[Work
     return [backend.RayWorkerRecord(i, k) for i, k in enumerate(kinds)]
 
 
-def _ray_supervisor(queue, worker, stop_event: threading.Event):
+def _ray_supervisor(queue, worker, stop_event: threading.Event, standby=None):
     return importlib.import_module("lab.run.ray_backend").RaySupervisor(queue, worker, stop_event)
-
-
-def _shutdown_at_exit(ref) -> None:
-    service = ref()
-    if service is not None:
-        service.shutdown()

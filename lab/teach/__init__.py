@@ -1,11 +1,13 @@
 """Teaching a workshop: ``questions`` (predict, then reveal: each lesson's questions, answered from
-the trace just opened), ``rooms`` (an instructor's room and its attendees, in a database through
-``db`` and ``models``: SQLite by default, PostgreSQL when the host names one) and ``roofline``
+the trace just opened), ``own_trace`` (the same for any trace the page shows), ``rooms`` (an
+instructor's room and its attendees, in a database through ``db`` and ``models``: SQLite by
+default, PostgreSQL when the host names one) and ``roofline``
 (each run's arithmetic intensity and achieved TFLOP/s over the device's roof; the size sweep).
 Nothing here imports streamlit.
 """
 
 from lab.teach.db import RoomSettings, RoomsUnavailable
+from lab.teach.own_trace import OWN_QUESTION_TEXTS, own_questions
 from lab.teach.questions import QUESTIONS, Answer, Question, Where, questions_for, skipped_for
 from lab.teach.roofline import (
     ALONE_SWEEP,
@@ -22,8 +24,9 @@ from lab.teach.roofline import (
 from lab.teach.rooms import Membership, RoomKeys, RoomNotFound, RoomStore, RoomView, normalize_code
 
 __all__ = [
-    "ALONE_SWEEP", "QUESTIONS", "Answer", "Membership", "Question", "RoomKeys", "RoomNotFound", "RoomSettings",
-    "RoomStore", "RoomView", "Roofline", "RoomsUnavailable", "RunSummary", "Where", "classify", "device_roofline",
-    "normalize_code", "peak_roofline", "questions_for", "roofline_data", "run_summary", "seat_shape",
+    "ALONE_SWEEP", "OWN_QUESTION_TEXTS", "QUESTIONS", "Answer", "Membership", "Question", "RoomKeys", "RoomNotFound",
+    "RoomSettings", "RoomStore", "RoomView", "Roofline", "RoomsUnavailable", "RunSummary", "Where", "classify",
+    "device_roofline",
+    "normalize_code", "own_questions", "peak_roofline", "questions_for", "roofline_data", "run_summary", "seat_shape",
     "skipped_for", "sweep_config",
 ]  # fmt: skip

@@ -12,7 +12,6 @@ CPU run can answer the same idea, a CPU phrasing of it is asked instead.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,69 +26,27 @@ from lab.analysis.figures import (
     top_self_cpu_row,
     work_per_step,
 )
+from lab.analysis.gemm.kinds import is_gemm_kernel
+from lab.analysis.signals import compute_share_pct
 from lab.core.lessons import LESSONS
-from lab.vocab import is_gemm_kernel
+from lab.teach.question_types import (
+    ANY_DEVICE,
+    CPU,
+    GPU,
+    Answer,
+    Band,
+    Question,
+    Where,
+    _where_window,
+    band_of,
+)
+from lab.teach.questions_workshop import WORKSHOP_QUESTIONS
+from lab.units import fmt_pct
 
 __all__ = [
     "ANY_DEVICE", "CPU", "GPU", "QUESTIONS", "Answer", "Band", "Question", "Where", "band_of", "questions_for",
     "skipped_for", "step_work_rows", "work_per_step",
 ]  # fmt: skip
-
-GPU, CPU = "cuda", "cpu"
-ANY_DEVICE = (GPU, CPU)
-# The most event ids a reveal highlights: a 10-step trace has ~20 kernels; more is noise.
-MAX_HIGHLIGHT = 40
-
-
-@dataclass(frozen=True, kw_only=True)
-class Where:
-    """Where the evidence is: a key_averages row, or a timeline window and its events."""
-
-    text: str
-    row: str | None = None  # a key_averages row name
-    window_us: tuple[float, float] | None = None  # µs since trace start, as the Timeline shows it
-    step: int | None = None  # the window is this step's (0-based): the Timeline's "Zoom to" window
-    run: int = 0  # which of the lesson's runs (index) the window or row is in
-    event_ids: tuple[int, ...] = ()  # positions in that run's ``trace.events``
-    event_names: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class Answer:
-    choice: str  # the right one of ``Question.choices``
-    measured: float  # the number the choice was read from
-    measured_text: str  # that number in words
-    where: Where
-
-
-@dataclass(frozen=True, kw_only=True)
-class Band:
-    """A numeric choice: values below ``below`` (and at or above the previous band's) read as ``label``."""
-
-    label: str
-    below: float = float("inf")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Question:
-    key: str  # "<lesson>.<what>", unique; the room stores answers under it
-    lesson: str
-    text: str
-    choices: tuple[str, ...]
-    answer: Callable[[Sequence[Run]], Answer]
-    devices: tuple[str, ...] = ANY_DEVICE  # the device kinds whose runs can answer it
-    why_gpu: str = ""  # for a GPU-only question: why a CPU run cannot answer it
-    # Per choice, the words that would give it away if shown before the prediction, besides the
-    # choice's own label (lab.teach.giveaway): "1" → "one kernel", "no" → "swaps strides".
-    tells: tuple[tuple[str, tuple[str, ...]], ...] = ()
-
-    def tells_for(self, choice: str) -> tuple[str, ...]:
-        return next((words for label, words in self.tells if label == choice), ())
-
-
-def band_of(value: float, bands: Sequence[Band]) -> str:
-    return next(b.label for b in bands if value < b.below or b is bands[-1])
-
 
 # --------------------------------------------------------------------------- measurements
 
@@ -110,31 +67,6 @@ def _named(run: Run, names: Sequence[str]) -> np.ndarray:
 
 def _step_count(run: Run) -> int:
     return step_count(run)
-
-
-def _step_window(run: Run, index: int = 0) -> tuple[float, float]:
-    """Step ``index``'s CPU window stretched to the next step's start (its GPU work shows too)."""
-    steps = run.analysis.steps
-    if not len(steps):
-        return 0.0, float(run.analysis.utilization.trace_span_us)
-    start = float(steps["start_us"].iloc[index])
-    end = float(steps["end_us"].iloc[index])
-    if index + 1 < len(steps):
-        end = max(end, float(steps["start_us"].iloc[index + 1]))
-    return start, end
-
-
-def _in_window(run: Run, rows: np.ndarray, window: tuple[float, float]) -> np.ndarray:
-    ts = run.trace.events["ts_us"].to_numpy(dtype=float)[rows]
-    return rows[(ts >= window[0]) & (ts <= window[1])][:MAX_HIGHLIGHT]
-
-
-def _where_window(run: Run, index: int, rows: np.ndarray, text: str, step: int = 0) -> Where:
-    window = _step_window(run, step)
-    shown = _in_window(run, rows, window)
-    names = tuple(dict.fromkeys(str(n) for n in run.trace.events["name"].to_numpy()[shown]))
-    return Where(text=text, window_us=window, step=step if len(run.analysis.steps) else None, run=index,
-                 event_ids=tuple(int(i) for i in shown), event_names=names)
 
 
 def _ka_row(run: Run, name: str) -> dict:
@@ -166,7 +98,7 @@ def _gpu_busy(runs: Sequence[Run]) -> Answer:
     run = runs[0]
     pct = float(run.analysis.utilization.active_busy_pct)
     return Answer(choice=band_of(pct, _HALF), measured=pct,
-                  measured_text=f"GPU busy {pct:.1f} % of its active window",
+                  measured_text=f"GPU busy {fmt_pct(pct)} of its active window",
                   where=_where_window(run, 0, _rows(run, "kernel"),
                                       "the tiny run's first step: the GPU lane's kernels and the gaps between them"))
 
@@ -174,11 +106,10 @@ def _gpu_busy(runs: Sequence[Run]) -> Answer:
 def _gemm_share(runs: Sequence[Run]) -> Answer:
     run = runs[0]
     mm = _named(run, ("aten::mm",))
-    steps = run.analysis.steps
-    dur = run.trace.events["dur_us"].to_numpy(dtype=float)
-    pct = 100.0 * float(dur[mm].sum()) / float(steps["cpu_us"].sum()) if len(steps) else float("nan")
+    # The lesson check's own figure (lab.analysis.signals), so the two boxes say one number.
+    pct = compute_share_pct(run)
     return Answer(choice=band_of(pct, _HALF), measured=pct,
-                  measured_text=f"aten::mm is {pct:.1f} % of the steps' CPU time",
+                  measured_text=f"aten::mm is {fmt_pct(pct)} of a step's CPU time (medians)",
                   where=_where_window(run, 0, mm, "the tiny run's first step: aten::mm inside it"))
 
 
@@ -321,7 +252,7 @@ def _t_kernel(runs: Sequence[Run]) -> Answer:
                   where=Where(text="the table's aten::t row: CPU time, no CUDA time", row="aten::t", run=0))
 
 
-_FEWER = ("fewer", "about the same", "more")
+_FEWER: tuple[str, ...] = ("fewer", "about the same", "more")
 # Per-step counts within half a launch of each other read as "about the same".
 SAME_WITHIN = 0.5
 
@@ -412,6 +343,9 @@ QUESTIONS: tuple[Question, ...] = (
        "CPU) per step than the math backend?", _FEWER, _fewer_than(0, 1, "math vs flash"),
        tells={"fewer": (*_ONE_KERNEL, "several kernels"), "about the same": ("same kernels as",)}),
 )
+
+# The workshop lessons' questions (issue 23): lab/teach/questions_workshop.py.
+QUESTIONS = QUESTIONS + WORKSHOP_QUESTIONS
 
 assert {q.lesson for q in QUESTIONS} == set(LESSONS), "every lesson has questions, and only lessons do"
 assert len({q.key for q in QUESTIONS}) == len(QUESTIONS), "question keys are unique"

@@ -90,7 +90,7 @@ class Roofline:
 
 
 def peak_roofline(peak: DevicePeak, dtype: str, device: str = "") -> Roofline | None:
-    tflops = peak.tflops.get(dtype)
+    tflops = peak.peak_tflops(dtype)
     if tflops is None:
         return None
     return Roofline(device=device or peak.model, dtype=dtype, peak_tflops=tflops,

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from lab.trace.records import EMPTY_ARGS, FLOAT_ARGS, INT_ARGS, MEMORY_ARGS, TEXT_ARGS, Event
-from lab.trace.values import MAX_ABS_US, id_str, short_repr
+from lab.trace.values import MAX_ABS_US, MAX_MEMORY_BYTES, id_str, short_repr
 from lab.vocab import FLOW_CAT, MEMORY_EVENT_NAME, OOM_EVENT_NAME
 
 __all__ = ["CATEGORY_PARTS", "EventParts", "FlowParts", "MemoryParts", "grouped_keys"]
@@ -219,7 +219,8 @@ class MemoryParts:
         values = np.fromiter(chain.from_iterable(map(_MEMORY_OF, args)), dtype=np.float64,
                              count=n * len(MEMORY_ARGS)).reshape(n, -1)
         with np.errstate(invalid="ignore"):
-            ok = (np.abs(ts) <= MAX_ABS_US) & np.isfinite(values[:, [0, 2, 3, 4]]).all(axis=1)
+            ok = ((np.abs(ts) <= MAX_ABS_US) & np.isfinite(values[:, [0, 2, 3, 4]]).all(axis=1)
+                  & (np.abs(values[:, [0, 2, 3]]) <= MAX_MEMORY_BYTES).all(axis=1))
         keep = np.flatnonzero(ok)
         if len(keep):
             (self.oom_parts if out_of_memory else self.parts).append({

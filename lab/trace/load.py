@@ -30,7 +30,7 @@ from lab.trace.lanes import Lane, lanes_for, metadata_names, trace_meta
 from lab.trace.memory import memory_frame
 from lab.trace.model import EVENT_COLUMNS, Trace, TraceError, TraceMeta
 from lab.trace.records import FLOAT_ARGS, INT_ARGS, Event
-from lab.trace.values import id_str, relative_us
+from lab.trace.values import MAX_SPAN_US, id_str, relative_us
 from lab.vocab import GPU_ACTIVITY_CATS, GPU_LANE_CATS, LAUNCH_CATS
 
 # GPU_ACTIVITY_CATS is re-exported for callers that import it from here (tests/test_trace.py).
@@ -110,6 +110,7 @@ def _build(src: Source, source_bytes: int) -> Trace:
     names_meta = metadata_names(metas)
     lanes, lane_cols = _assign_lanes(cats, cols, names_meta)
     order, sorted_cols, start_ts, span_us = _sort(cols, lane_cols.pop("order"))
+    _check_span(span_us, start_ts)
     events = _events_frame(order, cats, cols, lane_cols, sorted_cols, lanes)
     cat_codes, cat_uniques = cats["cat"]
     flow_cols = {
@@ -141,6 +142,16 @@ def _sort(cols: dict, lane_order: np.ndarray) -> tuple[np.ndarray, dict, float, 
     out["depth"] = _nesting_depth(out["lane_order"], out["ts_us"], out["ts_us"] + out["dur_us"])
     out["correlation"] = cols.pop("correlation")[order]
     return order, out, start_ts, span_us
+
+
+def _check_span(span_us: float, start_ts: float) -> None:
+    """Refuse a trace whose events lie absurdly far apart: a damaged timestamp or duration (1e17,
+    −1e18) would otherwise stretch every interval past int64 nanoseconds in the analyses."""
+    if span_us > MAX_SPAN_US:
+        raise TraceError(
+            f"the trace's events span {span_us:.3g} µs ({span_us / 86_400e6:,.0f} days) from the first, at "
+            f"ts={start_ts:.6g} µs, to the end of the last; a profile spans hours at most (limit "
+            f"{MAX_SPAN_US:.0e} µs), so some timestamps or durations are damaged: re-export the trace.")
 
 
 def _collect(src: Source) -> tuple[EventParts, list, FlowParts, MemoryParts, int]:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from lab.trace.lanes import Lane
 from lab.trace.model import MEMORY_COLUMNS, empty_memory
-from lab.trace.values import relative_us
+from lab.trace.values import MAX_SPAN_US, relative_us
 from lab.vocab import MEMORY_DEVICE_TYPES
 
 __all__ = ["memory_frame"]
@@ -27,6 +27,15 @@ def memory_frame(cols: dict | None, start_ts: float, lanes: dict[tuple[str, str]
     if cols is None:
         return empty_memory()
     ts = relative_us(cols["ts"], start_ts)
+    # Records far outside the events' time (a damaged ts) belong to no op and no step: dropped,
+    # so every time stays within int64 ns (values.MAX_SPAN_US).
+    near = np.flatnonzero(np.abs(ts) <= MAX_SPAN_US)
+    if len(near) < len(ts):
+        cols = {**cols, "ts": cols["ts"][near], "values": cols["values"][near],
+                "pid": (cols["pid"][0][near], cols["pid"][1]), "tid": (cols["tid"][0][near], cols["tid"][1])}
+        ts = ts[near]
+        if not len(ts):
+            return empty_memory()
     order = np.argsort(ts, kind="stable")
     values = cols["values"][order]
     type_codes = values[:, 4].astype(np.int64)

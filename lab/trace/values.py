@@ -12,7 +12,8 @@ import numpy as np
 
 __all__ = [
     "relative_us",
-    "INT64_MAX", "INT64_MIN", "MAX_ABS_US", "as_int", "finite", "first_int", "id_int", "id_str",
+    "INT64_MAX", "INT64_MIN", "MAX_ABS_US", "MAX_MEMORY_BYTES", "MAX_SPAN_US", "as_int", "finite", "first_int",
+    "id_int", "id_str",
     "id_value", "int_or_none", "json_type", "opt_bool", "opt_int", "short_repr",
 ]  # fmt: skip
 
@@ -21,6 +22,11 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Times beyond 1e18 µs (~31,700 years; Unix-epoch µs are ~1.7e15) are garbage, and bounding
 # them keeps every sum and product below float overflow.
 MAX_ABS_US = 1e18
+# A trace's events all lie within this of each other (11.6 days): no profile runs that long,
+# and every analysis can hold its times as int64 nanoseconds (1e15 ns, 9,000× below the limit).
+MAX_SPAN_US = 1e12
+# Byte counts of a [memory] record beyond 2**60 (1 EiB) are garbage; within it their sums stay int64.
+MAX_MEMORY_BYTES = float(2**60)
 
 
 def int_or_none(value):

@@ -28,7 +28,7 @@ from lab.views.tables import (
 )
 from lab.views.timeline import DEFAULT_PYTHON_LEVELS, PROFILER_LANE_NOTE, build_timeline, timeline_chart
 from lab.views.timeline_rows import profiler_lanes
-from lab.views.torch_table import TORCH_SORT_COLUMNS, torch_sorted, torch_table_text
+from lab.views.torch_table import TORCH_SORT_COLUMNS, profiled_device, torch_sorted, torch_table_text
 from lab.vocab import SORT_KEYS, TORCH_SORT_KEYS, is_device_sort
 
 __all__ = [
@@ -39,6 +39,6 @@ __all__ = [
     "answers_chart", "answers_frame", "reveal_timeline", "roofline_chart",
     "SORT_KEYS", "TORCH_SORT_COLUMNS", "TORCH_SORT_KEYS", "build_timeline", "category_counts", "comparison_totals",
     "fmt_us", "format_key_averages", "is_device_sort", "key_averages_view", "limit_text_table",
-    "trace_table", "summarize", "timeline_chart", "to_csv_bytes", "torch_sorted", "torch_table_text",
+    "profiled_device", "trace_table", "summarize", "timeline_chart", "to_csv_bytes", "torch_sorted", "torch_table_text",
     "build_ranks_timeline", "rank_table", "ranks_span_us",
 ]  # fmt: skip

@@ -10,6 +10,7 @@ same x in the Timeline view.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import altair as alt
 import numpy as np
@@ -132,8 +133,17 @@ def memory_chart(view: MemoryView) -> alt.LayerChart:
         # Labels for the peaks that matter at this scale (a CPU's few bytes beside a GPU's GiB would
         # only clutter); every peak keeps its marker and tooltip.
         labelled = peaks[peaks["value"] >= PEAK_LABEL_MIN_SHARE * float(peaks["value"].max())]
-        layers.append(alt.Chart(labelled).mark_text(align="left", dx=6, dy=-8, fontSize=11, color="#333333")
-                      .encode(x=alt.X("ts_us:Q", scale=x_scale), y=alt.Y("value:Q", scale=y_scale), text="text:N"))
+        # A peak in the window's right half is labelled to its left: written rightwards it ran past
+        # the plot's edge ("peak 3" of "peak 3.07 GiB · …").
+        middle = (view.window[0] + view.window[1]) / 2
+        sides: tuple[tuple[Any, Literal["left", "right"], int], ...] = (
+            (labelled["ts_us"] <= middle, "left", 6), (labelled["ts_us"] > middle, "right", -6))
+        for side, align, dx in sides:
+            if side.any():
+                layers.append(alt.Chart(labelled[side]).mark_text(align=align, dx=dx, dy=-8, fontSize=11,
+                                                                  color="#333333")
+                              .encode(x=alt.X("ts_us:Q", scale=x_scale), y=alt.Y("value:Q", scale=y_scale),
+                                      text="text:N"))
     return alt.layer(*layers).properties(width="container", height=260)
 
 

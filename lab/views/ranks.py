@@ -1,4 +1,5 @@
-"""The Ranks view's data: the ranks' timelines stacked on one clock, the per-rank table, the CLI's text.
+"""The Ranks view's data: the ranks' timelines stacked on one clock, the per-rank table, the CLI's text
+and JSON (as data: ``lab/cli.py`` prints them).
 
 ``build_ranks_timeline`` lays every rank's lanes one under the other ("rank 1 · GPU 0 stream 7")
 on the job's clock — µs since the earliest rank's first event, each rank shifted by its offset
@@ -10,20 +11,15 @@ even share of what is left, so what one rank does not use the next may.
 
 from __future__ import annotations
 
-import json
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from lab.analysis.insights.record import Insight
-from lab.analysis.ranks.analyze import RanksAnalysis, RanksError, analyze_ranks
-from lab.analysis.ranks.insights import rank_insights
-from lab.read import ReaderPool, ReadFailed
+from lab.analysis.ranks.analyze import RanksAnalysis
 from lab.trace import Trace
 from lab.units import fmt_us
 from lab.views.timeline import DEFAULT_MAX_MARKS, DEFAULT_WIDTH_PX, TimelineData, build_timeline
@@ -31,16 +27,16 @@ from lab.views.timeline_lod import empty_marks
 
 __all__ = [
     "LANE_ORDER_STRIDE", "RANK_TABLE_COLUMNS", "build_ranks_timeline", "rank_lane", "rank_table", "ranks_dict",
-    "ranks_main", "ranks_span_us", "ranks_text",
+    "ranks_span_us", "ranks_text",
 ]  # fmt: skip
 
 # lane_order of rank r's lanes = r × this + the lane's own order: rank 0's lanes first, and no
 # trace has a million lanes.
 LANE_ORDER_STRIDE = 1_000_000
 _MS = 1e-3
-EXIT_BAD_INPUT = 2
 RANK_TABLE_COLUMNS = (
-    "rank", "steps", "step_ms", "gpu_busy_ms", "compute_ms", "comm_ms", "overlap_ms", "overlap_pct", "idle_ms",
+    "rank", "steps", "step_ms", "gpu_busy_ms", "compute_ms", "comm_ms", "comm_in_window_ms", "overlap_ms",
+    "overlap_pct", "idle_ms",
     "launch_delay_us", "collective_calls", "comm_source", "name",
 )
 
@@ -131,7 +127,8 @@ def rank_table(ranks: RanksAnalysis) -> pd.DataFrame:
     for r in ranks.ranks:
         rows.append({
             "rank": r.rank, "steps": r.steps, "step_ms": r.step_us * _MS, "gpu_busy_ms": r.gpu_busy_us * _MS,
-            "compute_ms": r.compute_us * _MS, "comm_ms": r.comm_us * _MS, "overlap_ms": r.overlap_us * _MS,
+            "compute_ms": r.compute_us * _MS, "comm_ms": r.comm_us * _MS,
+            "comm_in_window_ms": r.comm_in_window_us * _MS, "overlap_ms": r.overlap_us * _MS,
             "overlap_pct": r.overlap_pct, "idle_ms": r.idle_us * _MS, "launch_delay_us": r.launch_delay_us,
             "collective_calls": r.collective_calls, "comm_source": r.comm_source, "name": r.name,
         })
@@ -178,8 +175,8 @@ def ranks_text(ranks: RanksAnalysis, insights: Sequence[Insight]) -> str:
         lines.append(f"{r.rank:>4}  {fmt_us(r.step_us) if math.isfinite(r.step_us) else '—':>10}  "
                      f"{fmt_us(r.gpu_busy_us):>10}  {fmt_us(r.compute_us):>10}  {fmt_us(r.comm_us):>10}  "
                      f"{overlap:>8}  {fmt_us(r.idle_us):>10}  {launch:>9}  {r.collective_calls:>5}  {r.name}")
-    lines.append(f"communication: {ranks.ranks[0].comm_source} (times over each rank's profiled steps, unions of "
-                 "intervals)")
+    lines.append(f"communication: {ranks.ranks[0].comm_source} (compute and comm: the work each rank's steps launched, "
+                 "wherever it ran; overlap and idle: inside the steps' window; unions of intervals)")
     s = ranks.straggler
     lines.append("straggler: none (no collective calls to match)" if s is None else
                  f"straggler: rank {s.rank}, late by {fmt_us(s.late_median_us)} (median of {s.matched_calls} "
@@ -187,24 +184,3 @@ def ranks_text(ranks: RanksAnalysis, insights: Sequence[Insight]) -> str:
     for i in insights:
         lines += [f"[{i.severity}] {i.title}", f"  {i.evidence}", f"  try: {i.suggestion}"]
     return "\n".join(lines) + "\n"
-
-
-def ranks_main(paths: Sequence[str], *, as_json: bool, pool: ReaderPool) -> int:
-    """``python -m lab ranks A B … [--json]``: each trace read by ``pool``'s reader, then the ranks."""
-    parsed = []
-    for path in paths:
-        try:
-            parsed.append(pool.read(path=path, label=path))
-        except ReadFailed as exc:
-            print(f"error: {path}: {' '.join(str(exc).split())}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-    try:
-        ranks = analyze_ranks([p.trace for p in parsed], [Path(p).name for p in paths],
-                              analyses=[p.analysis for p in parsed])
-    except RanksError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    insights = rank_insights(ranks)
-    print(json.dumps(ranks_dict(ranks, insights), indent=2, ensure_ascii=False) if as_json
-          else ranks_text(ranks, insights), end="" if not as_json else "\n")
-    return 0

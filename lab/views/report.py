@@ -1,33 +1,26 @@
-"""A trace's analysis as a JSON-ready report and as a short text summary; the CLI's analyze/compare.
+"""A trace's analysis as a JSON-ready report and as a short text summary; a comparison likewise.
 
 ``build_report`` is a pure function of the trace (and of an analysis already computed, if
-given); ``format_report`` turns its dict into text. ``analyze_main`` and ``compare_main`` are
-what ``python -m lab analyze|compare`` call: they read each trace through a pool of one reader
-process (``lab.read``, the page's bounded path: memory and time limits, no copy of it), print
-to stdout and return the exit status (2 with a one-line message on stderr when a trace cannot
-be read).
+given); ``format_report`` turns its dict into text; ``comparison_to_dict`` and
+``format_comparison`` do the same for a ``Comparison``. Plain data only: ``lab/cli.py`` reads
+the traces, prints and picks the exit status.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 
-from lab.analysis import Analysis, Comparison, Insight, analyze, compare_analyses, device_name, find_insights
-from lab.core.settings import HostSettings
-from lab.read import Parsed, ReaderPool, ReadFailed
+from lab.analysis import Analysis, Comparison, Insight, analyze, device_name, find_insights
 from lab.stats import median as _median
 from lab.trace.load import Trace
 from lab.units import fmt_pct, fmt_tflops, fmt_us
 from lab.views.summary import category_counts
 from lab.vocab import PROFILER_STEP_NAME
 
-EXIT_BAD_INPUT = 2
+__all__ = ["TOP_ROWS", "build_report", "comparison_to_dict", "format_comparison", "format_report"]
+
 TOP_ROWS = 10  # rows of top_kernels / top_ops in a report
 
 
@@ -105,7 +98,7 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
                     "launch_delay_median_us": analysis.verdict.launch_delay_median_us,
                     "cause": dict(analysis.verdict.cause)},
         "insights": [{"severity": i.severity, "title": i.title, "evidence": i.evidence,
-                      "suggestion": i.suggestion, "learn_more": i.learn_more} for i in insights],
+                      "suggestion": i.suggestion, "learn_more": i.learn_more, "caveat": i.caveat} for i in insights],
         "memory": _memory(analysis),
     }
     return _plain(report)
@@ -135,6 +128,8 @@ def _gemm_rows(gemm) -> list[dict]:
             "kernel_median_us": _median(rows["kernel_us"]),
             "tflops_median": _median(rows["tflops"]),
             "pct_of_peak_median": _median(rows["pct_of_peak"]),
+            "peak_tflops": _median(rows["peak_tflops"]),
+            "rate_unit": rows["rate_unit"].iloc[0],
             "bound": rows["bound"].iloc[0],
         })
     return rows_out
@@ -183,6 +178,8 @@ def format_report(report: dict) -> str:
     for item in report["insights"]:
         lines += [f"  [{item['severity']}] {item['title']}", f"      {item['evidence']}",
                   f"      → {item['suggestion']}", f"      more: {item['learn_more']}"]
+        if item.get("caveat"):
+            lines.append(f"      what would change it: {item['caveat']}")
     if not report["insights"]:
         lines.append("  none: nothing stands out")
     return "\n".join(lines)
@@ -193,9 +190,10 @@ def _gemm_lines(report: dict) -> list[str]:
     lines = []
     for row in report["gemm"]:
         if row["tflops_median"] is not None:
+            unit = row.get("rate_unit") or "TFLOP/s"
             lines.append(f"GEMM {row['m']:.0f}×{row['k']:.0f}×{row['n']:.0f} {row['dtype']}: "
-                         f"{fmt_tflops(row['tflops_median'])}, {fmt_pct(row['pct_of_peak_median'])} of peak "
-                         f"({row['bound'] or 'peak unknown'}) — {_short(row['kernel'], 50)}")
+                         f"{fmt_tflops(row['tflops_median'], unit)}, {fmt_pct(row['pct_of_peak_median'])} of "
+                         f"the {row['dtype']} peak ({row['bound'] or 'peak unknown'}) — {_short(row['kernel'], 50)}")
     lines += [f"Note: {note}" for note in report.get("gemm_notes", [])]
     return lines + [""] if lines or report["gemm"] else lines
 
@@ -239,55 +237,3 @@ def format_comparison(data: dict) -> str:
     lines += [f"  new:  {t}" for t in data["insights_new"]]
     lines += [f"  kept: {t}" for t in data["insights_kept"]]
     return "\n".join(lines)
-
-
-def _read(pool: ReaderPool, path: str) -> Parsed | None:
-    """``path`` read (parsed and analysed) by the pool's reader; None, with the reason on stderr, if not."""
-    try:
-        return pool.read(path=path, label=path)
-    except ReadFailed as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return None
-
-
-def _pool(settings: HostSettings | None) -> ReaderPool:
-    # The page's bounded path with one reader: the same memory limit and time limit, no copy of it.
-    return ReaderPool(settings=settings or HostSettings(), readers=1)
-
-
-def analyze_main(path: str, *, as_json: bool, settings: HostSettings | None = None,
-                 pool: ReaderPool | None = None) -> int:
-    """``python -m lab analyze TRACE [--json]``; ``pool`` (started, the caller's) or one of its own."""
-    with _pool(settings) if pool is None else contextlib.nullcontext(pool) as readers:
-        parsed = _read(readers, path)
-    if parsed is None:
-        return EXIT_BAD_INPUT
-    report = build_report(parsed.trace, analysis=parsed.analysis, insights=parsed.insights)
-    print(json.dumps(report, indent=2, ensure_ascii=False) if as_json else format_report(report))
-    return 0
-
-
-def compare_main(a: str, b: str, *, as_json: bool, settings: HostSettings | None = None,
-                 pool: ReaderPool | None = None) -> int:
-    """``python -m lab compare A B [--json]``: B against the baseline A."""
-    with _pool(settings) if pool is None else contextlib.nullcontext(pool) as readers:
-        parsed_a = _read(readers, a)
-        parsed_b = _read(readers, b) if parsed_a is not None else None
-    if parsed_a is None or parsed_b is None:
-        return EXIT_BAD_INPUT
-    label_a, label_b = _label(a), _label(b)
-    if label_a == label_b:
-        label_a, label_b = "A", "B"
-    # What compare_traces does, on the analyses the reader made (traces alone: no run config).
-    comparison = compare_analyses(parsed_a.analysis, parsed_b.analysis, insights_a=parsed_a.insights,
-                                  insights_b=parsed_b.insights, label_a=label_a, label_b=label_b)
-    data = comparison_to_dict(comparison)
-    print(json.dumps(data, indent=2, ensure_ascii=False) if as_json else format_comparison(data))
-    return 0
-
-
-def _label(path: str) -> str:
-    name = Path(path).name
-    for suffix in (".gz", ".json"):
-        name = name[: -len(suffix)] if name.endswith(suffix) else name
-    return name

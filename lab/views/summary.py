@@ -12,14 +12,14 @@ from dataclasses import dataclass
 import pandas as pd
 
 from lab.analysis.bundle import Analysis
-from lab.analysis.gemm.analyze import device_name
+from lab.analysis.gemm.analyze import NO_SHAPE_NOTE, device_name
 from lab.analysis.insights.rules import Insight
 from lab.analysis.steps import per_iteration_us
 from lab.core.config import OPTIONS
 from lab.core.result import RunResult
 from lab.core.workloads import WORKLOADS
 from lab.trace.load import Trace
-from lab.units import fmt_pct, fmt_tflops, fmt_us
+from lab.units import fmt_pct, fmt_signed_pct, fmt_tflops, fmt_us
 
 
 @dataclass(frozen=True)
@@ -76,17 +76,46 @@ def _timing_metrics(run: RunResult | None, timing: dict | None) -> list[Metric]:
     else:
         return []
     method = run.timing.method if run is not None else (timing or {}).get("method", "as recorded")
+    noise = overhead_noise_pct(run.timing) if run is not None else float("nan")
     out = [
         Metric("Per iteration, no profiler", fmt_us(plain),
                f"Median of the same step timed without the profiler ({method})."),
         Metric("Per iteration, profiled", fmt_us(profiled),
-               f"Median of the recorded (active) steps, timed the same way ({method}).",
-               delta=None if math.isnan(overhead) else f"{overhead:+.0f} % profiler overhead"),
+               f"Median of the recorded (active) steps, timed the same way ({method}). " + _noise_help(noise),
+               delta=_overhead_text(overhead, noise)),
     ]
     if run is not None and run.timing.compile_s is not None:
         out.append(Metric("torch.compile time", f"{run.timing.compile_s:.2f} s",
                           "First call of the compiled step, measured apart and kept out of the profile."))
     return out
+
+
+def overhead_noise_pct(timing) -> float:
+    """How far the overhead figure moves with run-to-run noise alone: the half-ranges of the
+    profiled and the unprofiled iterations, added in quadrature, over the unprofiled median (%).
+    Identical 1024³ CPU runs gave badges from −0 % to +30 % (issue 26): this says so on the badge."""
+    base = timing.unprofiled_median_us
+    if base <= 0 or len(timing.unprofiled_us) < 2 or len(timing.profiled_us) < 2:
+        return float("nan")
+    half = [(max(xs) - min(xs)) / 2 for xs in (timing.unprofiled_us, timing.profiled_us)]
+    return 100.0 * math.hypot(*half) / base
+
+
+def _overhead_text(overhead: float, noise: float) -> str | None:
+    if math.isnan(overhead):
+        return None
+    if math.isnan(noise):
+        return f"{fmt_signed_pct(overhead)} overhead, noise unknown"
+    if abs(overhead) <= noise:
+        return f"{fmt_signed_pct(overhead)} overhead, within ±{noise:.0f} % noise"
+    return f"{fmt_signed_pct(overhead)} overhead, ±{noise:.0f} % noise"
+
+
+def _noise_help(noise: float) -> str:
+    if math.isnan(noise):
+        return "The overhead is one recording's: run again to see how much it moves."
+    return (f"The overhead compares two medians of a few iterations each; their spread alone moves it by about "
+            f"±{noise:.0f} % here (half-ranges, in quadrature), so a few % either way is noise, not the profiler.")
 
 
 def _trace_timing_metrics(analysis: Analysis) -> list[Metric]:
@@ -114,17 +143,26 @@ def _throughput_metrics(run: RunResult | None, analysis: Analysis) -> list[Metri
             "Step throughput", fmt_tflops(tflops),
             "Useful FLOPs of one step (2·M·K·N per GEMM) over its time without the profiler.",
             delta=f"{100 * tflops / peak:.0f} % of {peak:g} TFLOP/s peak" if peak else None))
-    gemm = analysis.gemm.dropna(subset=["tflops"]) if not analysis.gemm.empty else analysis.gemm
-    if not gemm.empty:
-        best = gemm.sort_values("kernel_us", ascending=False).iloc[len(gemm) // 2]  # a typical instance
-        pct = best["pct_of_peak"]
-        out.append(Metric(
-            "GEMM kernel", fmt_tflops(float(best["tflops"])),
-            f"2·M·K·N = {best['flops']:.3g} FLOP over the kernel's {fmt_us(float(best['kernel_us']))} "
-            f"({int(best['m'])}×{int(best['k'])}×{int(best['n'])} {best['dtype']}, "
-            f"{best['bound'] or 'bound unknown'}).",
-            delta=None if math.isnan(pct) else f"{pct:.0f} % of peak"))
+    out += _gemm_metrics(analysis)
     return out
+
+
+def _gemm_metrics(analysis: Analysis) -> list[Metric]:
+    """A typical GEMM instance's rate against its dtype's peak (TOPS for int8), or, for GEMM
+    kernels without a recorded shape, what to record instead of a rate."""
+    gemm = analysis.gemm.dropna(subset=["tflops"]) if not analysis.gemm.empty else analysis.gemm
+    if gemm.empty:
+        unrated = [n for n in analysis.gemm_notes if n.startswith(NO_SHAPE_NOTE)]
+        return [Metric("GEMM kernel", "no rate", "; ".join(unrated) + ".")] if unrated else []
+    best = gemm.sort_values("kernel_us", ascending=False).iloc[len(gemm) // 2]  # a typical instance
+    pct, unit, peak = best["pct_of_peak"], str(best["rate_unit"]), best["peak_tflops"]
+    work = "operations" if unit == "TOPS" else "FLOP"
+    return [Metric(
+        "GEMM kernel", fmt_tflops(float(best["tflops"]), unit),
+        f"2·M·K·N = {best['flops']:.3g} {work} over the kernel's {fmt_us(float(best['kernel_us']))} "
+        f"({int(best['m'])}×{int(best['k'])}×{int(best['n'])} {best['dtype']}, {best['op'] or 'no op'}, "
+        f"{best['bound'] or 'bound unknown'}).",
+        delta=None if math.isnan(pct) else f"{pct:.0f} % of {peak:,.0f} {unit} {best['dtype']} peak")]
 
 
 def _device_text(trace: Trace, run: RunResult | None) -> str:
@@ -162,11 +200,57 @@ def category_counts(trace: Trace) -> pd.DataFrame:
     return out.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
 
 
+# Compare's totals as a reader names them (the metric keys are the analysis's field names).
+TOTAL_LABELS = {
+    "trace_span_us": "Trace span",
+    "gpu_busy_us": "GPU busy time",
+    "gpu_active_span_us": "GPU active span",
+    "gpu_active_busy_pct": "GPU busy (active window)",
+    "kernel_time_us": "Kernel time",
+    "kernel_count": "Kernels",
+    "memcpy_time_us": "Memcpy time",
+    "memset_time_us": "Memset time",
+    "cpu_op_time_us": "CPU op time",
+    "launch_delay_median_us": "Launch delay (median)",
+    "step_median_us": "Step (median)",
+}
+# The numbers first, the meaning last: at 800 px a long meaning pushed A and B out of view.
+TOTAL_COLUMNS = ("total", "A", "B", "B − A", "B / A", "meaning")
+
+
+def _number_text(metric: str, value: float) -> str:
+    """One total in its unit: a count whole, a share in %, a time in µs/ms/s at 3 significant
+    digits (fmt_us); "—" for a figure the trace does not have (a CPU run's launch delay)."""
+    if value is None or math.isnan(value):
+        return "—"
+    if metric.endswith("_count"):
+        return f"{value:,.0f}"
+    if metric.endswith("_pct"):
+        return fmt_pct(value)
+    return fmt_us(value)
+
+
+def _signed_text(metric: str, value: float) -> str:
+    """A difference with its sign, and none on a zero: "+1.23 ms", "−4.0 %", "0.0 µs" (never "−0")."""
+    if value is None or math.isnan(value):
+        return "—"
+    text = _number_text(metric, abs(value))
+    if not any(ch in "123456789" for ch in text):
+        return text
+    return ("+" if value > 0 else "−") + text
+
+
 def comparison_totals(totals: pd.DataFrame, meanings: dict[str, str]) -> pd.DataFrame:
-    """The Compare view's totals: a "meaning" column next to each metric, and only the metrics
-    that either trace has (two CPU traces have no GPU figures: all-zero rows only add noise)."""
-    a = pd.to_numeric(totals["a"], errors="coerce").fillna(0.0)
-    b = pd.to_numeric(totals["b"], errors="coerce").fillna(0.0)
-    out = totals[(a != 0) | (b != 0)].copy()
-    out.insert(1, "meaning", [meanings.get(m, "") for m in out["metric"]])
-    return out.reset_index(drop=True)
+    """The Compare view's totals as text a reader takes in: each metric by name with its meaning,
+    A, B, B − A and B / A in the metric's unit, "—" where a trace has no such figure; only the
+    metrics that either trace has (two CPU traces have no GPU figures: all-zero rows only add noise)."""
+    a = pd.to_numeric(totals["a"], errors="coerce")
+    b = pd.to_numeric(totals["b"], errors="coerce")
+    keep = (a.fillna(0.0) != 0) | (b.fillna(0.0) != 0)
+    rows = []
+    for metric, va, vb, ratio in zip(totals["metric"][keep], a[keep], b[keep], totals["ratio"][keep]):
+        delta = vb - va if not (math.isnan(va) or math.isnan(vb)) else float("nan")
+        rows.append((TOTAL_LABELS.get(metric, metric), _number_text(metric, va), _number_text(metric, vb),
+                     _signed_text(metric, delta), "—" if ratio is None or math.isnan(ratio) else f"{ratio:.3g}×",
+                     meanings.get(metric, "")))
+    return pd.DataFrame(rows, columns=list(TOTAL_COLUMNS))

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 import altair as alt
 import pandas as pd
 
+from lab.views.timeline_data import TimelineData
 from lab.views.timeline_lod import CAT_COLORS
 from lab.views.timeline_rows import BAR_FILL
-
-if TYPE_CHECKING:  # the data class lives with build_timeline, which imports this module
-    from lab.views.timeline import TimelineData
 
 __all__ = ["LANE_LABEL_PX", "LEGEND_COLUMNS", "MAX_PLOT_HEIGHT_PX", "MIN_OPACITY", "MIN_ROW_STEP_PX",
            "ROW_STEP_PX", "TOOLTIP_NAME_CHARS", "lane_label", "outline_layer", "timeline_chart"]

@@ -105,7 +105,6 @@ class Columns:
         return tuple(str(n) for n in self.lane_names[present][order])
 
 
-
 # --------------------------------------------------------------------------- selection
 
 

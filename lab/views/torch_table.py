@@ -12,7 +12,9 @@ import math
 import numpy as np
 import pandas as pd
 
-__all__ = ["TORCH_SORT_COLUMNS", "torch_sorted", "torch_table_text"]
+from lab.vocab import LAUNCH_CATS
+
+__all__ = ["TORCH_SORT_COLUMNS", "profiled_device", "torch_sorted", "torch_table_text"]
 
 
 # torch's sort keys (``table(sort_by=...)``, cuda_* spellings too) → frame column, or an average.
@@ -26,6 +28,17 @@ TORCH_SORT_COLUMNS = {
     "self_device_memory_usage": "self_device_memory_bytes",
     "cuda_memory_usage": "device_memory_bytes", "self_cuda_memory_usage": "self_device_memory_bytes",
 }
+
+
+def profiled_device(trace) -> str | None:
+    """The ``use_device`` torch's table had for this trace: "cuda" when the profile recorded
+    CUDA activity — GPU lanes, or CUDA runtime/driver calls (CUPTI writes those only under
+    ProfilerActivity.CUDA). A program that only allocates launches nothing, yet torch's table
+    names its device memory columns "CUDA Mem" (alloc_only in the corpus)."""
+    if trace.has_gpu or trace.meta.device_properties:
+        return "cuda"
+    cats = trace.events["cat"]
+    return "cuda" if bool(cats.isin(LAUNCH_CATS).any()) else None
 
 
 def torch_table_text(frame: pd.DataFrame, *, sort_by: str | None = None, row_limit: int = 100,

@@ -18,14 +18,13 @@ to take host times with care.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from lab.analysis.diagnoses.common import covered_us, mask_in, mask_where, merge_intervals, pct, texts
 from lab.trace import Trace
-from lab.vocab import GPU_ACTIVITY_CATS, PROFILER_STEP_PREFIX
+from lab.vocab import GPU_ACTIVITY_CATS, PROFILER_STEP_PREFIX, is_launch_call
 
 __all__ = [
     "EMPTY_MAX_OPS", "EmptyCapture", "ProfilerInflation", "capture_explains_missing_gpu",
@@ -37,8 +36,6 @@ __all__ = [
 # and the profiler's exit cudaDeviceSynchronize; CPU: one ProfilerStep or nothing), while a
 # tiny program of one or two ops is a real capture, to be judged like any other.
 EMPTY_MAX_OPS = 0
-# Runtime/driver calls that start GPU work (kernels, graphs, copies, memsets).
-_LAUNCH_CALL = re.compile(r"Launch|Memcpy|Memset", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -93,22 +90,23 @@ def find_empty_capture(trace: Trace) -> EmptyCapture | None:
     )
 
 
-def capture_explains_missing_gpu(trace: Trace) -> bool:
+def capture_explains_missing_gpu(trace: Trace, empty: EmptyCapture | None) -> bool:
     """True when a trace without GPU activity captured no ops either and launched nothing: the
     window was empty, so "No GPU activity although a GPU was used — check CUPTI" must not fire.
     Launch calls without GPU activity still point at CUPTI (the real empty windows of the
-    corpus hold only the profiler's exit cudaDeviceSynchronize, no launch)."""
-    if find_empty_capture(trace) is None:
+    corpus hold only the profiler's exit cudaDeviceSynchronize, no launch). ``empty``: the
+    trace's ``find_empty_capture`` (``Findings.empty_capture``), found once."""
+    if empty is None:
         return False
     ev = trace.events
     calls = texts(ev["name"], np.flatnonzero(mask_in(ev["cat"], ("cuda_runtime", "cuda_driver"))))
-    return not any(_LAUNCH_CALL.search(name) for name in set(calls))
+    return not any(is_launch_call(str(name)) for name in set(calls))
 
 
 def _python_only_pct(trace: Trace, py: np.ndarray) -> float:
     """Host time inside Python frames while no CPU thread runs an op, on the thread with the most
     frames, as a share of that thread's span (first to last frame or op). Ops of every thread
-    cover, as in diag_host: backward's ops run on the autograd thread under a Python frame."""
+    cover, as in diagnoses.host: backward's ops run on the autograd thread under a Python frame."""
     ev = trace.events
     lane_of = ev["lane_order"].to_numpy()
     lanes, n = np.unique(lane_of[py], return_counts=True)

@@ -1,4 +1,4 @@
-"""Small helpers the diagnoses (``lab/analysis/diag_*.py``) share.
+"""Small helpers the diagnoses (``lab/analysis/diagnoses/``) share.
 
 The column and interval helpers are the analyses' own (``lab/analysis/columns.py``,
 ``lab/analysis/intervals.py``), re-exported here for the diagnoses. Everything works on row
@@ -20,16 +20,8 @@ __all__ = [
 ]  # fmt: skip
 
 
-
-
-
-
-
-
 def rows_in(trace: Trace, column: str, values) -> np.ndarray:
     return np.flatnonzero(mask_in(trace.events[column], values))
-
-
 
 
 def pct(part: float, whole: float) -> float:
@@ -37,10 +29,6 @@ def pct(part: float, whole: float) -> float:
 
 
 # --- intervals -------------------------------------------------------------------------------
-
-
-
-
 
 
 def intersect_us(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray],
@@ -97,8 +85,6 @@ def gpu_busy(trace: Trace, rows: np.ndarray | None = None) -> GpuBusy:
 
 
 # --- nesting ---------------------------------------------------------------------------------
-
-
 
 
 def ancestor_in(parent: np.ndarray, wanted: np.ndarray, rows: np.ndarray, *, self_too: bool = False) -> np.ndarray:

@@ -4,9 +4,9 @@ frozen finding with its numbers, or None when the problem is absent.
 =========================  ==============================  =====================================
 diagnosis                  finder (module)                 finding
 =========================  ==============================  =====================================
-steps                      ``step_spans`` (diag_steps)      ``StepSpans``
-host syncs inside steps    ``find_host_syncs`` (diag_host)  ``HostSyncs``
-host work outside ops      ``find_host_gaps`` (diag_host)   ``HostGaps``
+steps                      ``step_spans`` (steps)           ``StepSpans``
+host syncs inside steps    ``find_host_syncs`` (host)       ``HostSyncs``
+host work outside ops      ``find_host_gaps`` (host)        ``HostGaps``
 pageable copies            ``find_pageable_copies``         ``PageableCopies``
 CUDA graph replays         ``find_graph_replays``           ``GraphReplays`` (+ ``graph_replay_rows``)
 collectives                ``find_collectives``             ``Collectives``
@@ -65,7 +65,7 @@ HOST_BOUND_PCT = 30.0
 # causes the generic kinds hide; CUDA graphs only rule out "launch-bound / overhead-bound"
 # readings (a GPU-bound graph replay stays GPU-bound).
 _GENERIC_KINDS = ("gpu-bound", "cpu-bound", "overhead-bound")
-_EMPTY_REPLACES = ("no-gpu-events", "cpu-only", "gpu-bound", "cpu-bound", "overhead-bound")
+_EMPTY_REPLACES = ("no-gpu-events", "no-gpu-work", "cpu-only", "gpu-bound", "cpu-bound", "overhead-bound")
 _GRAPH_REPLACES = ("cpu-bound", "overhead-bound")
 
 
@@ -116,43 +116,47 @@ def diagnosis_insights(findings: Findings) -> list[Insight]:
 # --- as insights.RULES entries: rule(trace, analysis) -> Insight | None ----------------------
 
 
-def findings_of(trace: Trace, analysis: Any = None) -> Findings:
-    """The analysis's findings (``Analysis.findings``, computed once by ``analyze``), else fresh."""
+def findings_of(trace: Trace, analysis: Any) -> Findings:
+    """The analysis's findings (``Analysis.findings``, computed once by ``analyze``). A rule is
+    always handed its trace's ``Analysis`` (``find_insights`` makes one when not given): it never
+    runs the diagnoses again, and an analysis without findings is a caller's bug, said so."""
     found = getattr(analysis, "findings", None)
-    return found if isinstance(found, Findings) else diagnose(trace)
+    if not isinstance(found, Findings):
+        raise TypeError(f"a rule needs the trace's Analysis (analyze(trace)), got {type(analysis).__name__}")
+    return found
 
 
-def empty_capture_rule(trace: Trace, analysis: Any = None) -> Insight | None:
+def empty_capture_rule(trace: Trace, analysis: Any) -> Insight | None:
     f = findings_of(trace, analysis).empty_capture
     return empty_capture_insight(f) if f else None
 
 
-def pageable_copies_rule(trace: Trace, analysis: Any = None) -> Insight | None:
+def pageable_copies_rule(trace: Trace, analysis: Any) -> Insight | None:
     f = findings_of(trace, analysis).copies
     return pageable_copies_insight(f) if f else None
 
 
-def collectives_rule(trace: Trace, analysis: Any = None) -> Insight | None:
+def collectives_rule(trace: Trace, analysis: Any) -> Insight | None:
     f = findings_of(trace, analysis).collectives
     return collectives_insight(f) if f else None
 
 
-def host_syncs_rule(trace: Trace, analysis: Any = None) -> Insight | None:
+def host_syncs_rule(trace: Trace, analysis: Any) -> Insight | None:
     f = findings_of(trace, analysis).syncs
     return host_syncs_insight(f) if f else None
 
 
-def host_gaps_rule(trace: Trace, analysis: Any = None) -> Insight | None:
+def host_gaps_rule(trace: Trace, analysis: Any) -> Insight | None:
     f = findings_of(trace, analysis).host_gaps
     return host_gaps_insight(f) if f else None
 
 
-def graph_replays_rule(trace: Trace, analysis: Any = None) -> Insight | None:
+def graph_replays_rule(trace: Trace, analysis: Any) -> Insight | None:
     f = findings_of(trace, analysis).graphs
     return graph_replays_insight(f) if f else None
 
 
-def profiler_inflation_rule(trace: Trace, analysis: Any = None) -> Insight | None:
+def profiler_inflation_rule(trace: Trace, analysis: Any) -> Insight | None:
     f = findings_of(trace, analysis).inflation
     return profiler_inflation_insight(f) if f else None
 

@@ -150,7 +150,7 @@ def _sync_points(trace: Trace, parent: np.ndarray) -> tuple[np.ndarray, np.ndarr
     .item() calls whose device→host copy is in the trace but no sync call (then the op's span).
 
     Syncs inside a collective (gloo waits for its staging copies on its own threads) belong to
-    the collective, not to the program's loop: they are left to diag_comm.
+    the collective, not to the program's loop: they are left to diagnoses.comm.
     """
     ev = trace.events
     ts, end = ev["ts_us"].to_numpy(), ev["ts_us"].to_numpy() + ev["dur_us"].to_numpy()

@@ -35,7 +35,7 @@ def _pct(value: float) -> str:
 
 def _per_step(steps: int, source: str) -> str:
     if not source:
-        return "in the trace (it has no steps)"
+        return "in the whole trace (it has no ProfilerStep or repeated label to split into steps)"
     return f"over {steps} {'ProfilerStep' if source == 'ProfilerStep' else 'annotated'} step(s)"
 
 
@@ -50,7 +50,7 @@ def host_syncs_insight(f: HostSyncs) -> Insight:
     per_step = f" (median {f.per_step_median:g}, max {f.per_step_max} per step)" if f.step_source else ""
     return Insight(
         severity=f.severity,
-        title="Host syncs inside steps leave the GPU idle",
+        title="Blocking host syncs leave the GPU idle",
         evidence=(f"{f.count} blocking sync(s) {_per_step(f.steps, f.step_source)}{per_step} held the host "
                   f"{fmt_us(f.blocked_us)}; after each, the GPU sat idle until the host launched again: "
                   f"{fmt_us(f.idle_after_us)} in all (median {fmt_us(f.idle_after_median_us)}), {_pct(f.idle_pct)} "

@@ -1,7 +1,22 @@
-"""GEMMs against the device's peak: which kernels are GEMMs, their FLOPs, achieved TFLOP/s and
-efficiency (``analyze``).
+"""GEMMs against the device's peak: what a GEMM is (``kinds``: the ops that run one, the kernels
+that are one, the dtype a kernel's name states), their FLOPs, achieved TFLOP/s (TOPS for int8)
+and efficiency (``analyze``), and the rules about GEMMs without a rate (``insights``).
+
+Only the kinds are re-exported here: the trace-derived table (``lab.analysis.table.flops``)
+reads torch's FLOP operands from them, and ``analyze`` imports the table's layer
+(``lab.analysis.operators``), so a facade that imported ``analyze`` would close a circle. Take
+``gemm_figures`` and the rest from ``lab.analysis`` or ``lab.analysis.gemm.analyze``.
 """
 
-from lab.analysis.gemm.analyze import GEMM_COLUMNS, GemmFigures, device_name, gemm_efficiency, gemm_figures, peak_for
+from lab.analysis.gemm.kinds import (
+           GEMM_LEAF_OPS,
+           GEMM_OP_KINDS,
+           GEMM_OPS,
+           gemm_kernel_dtype,
+           gemm_kernel_library,
+           gemm_shape,
+           is_gemm_kernel,
+)
 
-__all__ = ["GEMM_COLUMNS", "GemmFigures", "device_name", "gemm_efficiency", "gemm_figures", "peak_for"]
+__all__ = ["GEMM_LEAF_OPS", "GEMM_OPS", "GEMM_OP_KINDS", "gemm_kernel_dtype", "gemm_kernel_library", "gemm_shape",
+           "is_gemm_kernel"]

@@ -1,9 +1,12 @@
-"""GEMM efficiency: achieved TFLOP/s of each GEMM op instance against the device's peak.
+"""GEMM efficiency: achieved TFLOP/s (TOPS for int8) of each GEMM against the device's peak.
 
-Figures come from GEMM kernels only (recognised by name, ``lab.vocab.is_gemm_kernel``), with the
-dtype the kernel's name states before the op's input types; a figure above the device's peak is
-never shown (``GemmFigures`` counts it). Also the trace's device (name, compute capability,
-datasheet peak), which the rate is judged by.
+A GPU kernel is a GEMM by what it is (``lab.analysis.gemm.kinds.is_gemm_kernel``: cuBLAS,
+cuBLASLt/nvjet incl. FP8, CUTLASS incl. int8, Triton GEMM templates), whichever op launched it;
+its shape comes from the nearest GEMM op of ``GEMM_OP_KINDS`` above it, else from the op that
+launched it. The dtype is the one the kernel's name states, refined by the op's input types
+(float8 → float8_e4m3fn). A figure above the device's peak is never shown (``GemmFigures``
+counts it), nor a rate without a shape (``GemmFigures.notes`` says what to record). Also the
+trace's device (name, compute capability, datasheet peak), which the rate is judged by.
 """
 
 from __future__ import annotations
@@ -17,24 +20,27 @@ import pandas as pd
 
 from lab.analysis.columns import codes, frame, group_ids, mask_in, mask_where, texts
 from lab.analysis.gemm.bound import bound_of, pct_of_roof, roof_tflops
+from lab.analysis.gemm.kinds import GEMM_OP_KINDS, gemm_kernel_dtype, gemm_shape, is_gemm_kernel, is_gemm_op
 from lab.analysis.operators import Links, build_links
 from lab.core.config import RunConfig
 from lab.core.devices import DevicePeak, lookup_peak
 from lab.trace.load import Trace
-from lab.vocab import ELEMENT_BYTES, GEMM_OPS, INPUT_TYPE_DTYPES, gemm_kernel_dtype, is_gemm_kernel
+from lab.vocab import ELEMENT_BYTES, INPUT_TYPE_DTYPES, rate_unit
 
 __all__ = [
-    "ABOVE_PEAK_NOTE", "CONFIG_GEMM_WORKLOADS", "GEMM_COLUMNS", "GemmFigures", "compute_capability", "device_name",
-    "gemm_efficiency", "gemm_figures", "peak_for",
+    "ABOVE_PEAK_NOTE", "CONFIG_GEMM_WORKLOADS", "GEMM_COLUMNS", "GemmFigures", "NO_SHAPE_NOTE", "compute_capability",
+    "device_name", "gemm_efficiency", "gemm_figures", "peak_for",
 ]  # fmt: skip
 
 # Workloads whose one GEMM is M×K @ K×N, so a RunConfig gives its shape when the trace lacks it.
 CONFIG_GEMM_WORKLOADS = ("matmul_add", "linear")
-_BIAS_GEMM_OPS = ("aten::addmm", "aten::baddbmm", "aten::_addmm_activation", "aten::linear")
+# A fused op (addmm, linear) also reads its bias once.
+_BIAS_GEMM_OPS = tuple(name for name, g in GEMM_OP_KINDS.items() if g.bias is not None)
 
 GEMM_COLUMNS = ("op", "kernel", "ts_us", "device", "kernel_us", "kernels_launched", "m", "k", "n", "batch",
                 "dtype", "shape_source", "flops", "bytes_moved", "tflops", "peak_tflops", "pct_of_peak",
-                "intensity_flops_per_byte", "ridge_flops_per_byte", "roof_tflops", "pct_of_roof", "bound")
+                "intensity_flops_per_byte", "ridge_flops_per_byte", "roof_tflops", "pct_of_roof", "bound",
+                "rate_unit")
 
 
 # --------------------------------------------------------------------------- the device
@@ -74,37 +80,6 @@ def _parse_list(text: str):
             return None
 
 
-def _gemm_shape(op: str, dims) -> tuple[int, int, int, int, int] | None:
-    """(batch, M, K, N, extra input elements e.g. bias) of one GEMM op from its recorded dims."""
-    try:
-        if op == "aten::mm":
-            (m, k), (_, n) = dims[0], dims[1]
-            return 1, m, k, n, 0
-        if op in ("aten::addmm", "aten::_addmm_activation"):
-            (m, k), (_, n) = dims[1], dims[2]
-            return 1, m, k, n, int(np.prod(dims[0])) if dims[0] else 0
-        if op == "aten::bmm":
-            (b, m, k), (_, _, n) = dims[0], dims[1]
-            return b, m, k, n, 0
-        if op == "aten::baddbmm":
-            (b, m, k), (_, _, n) = dims[1], dims[2]
-            return b, m, k, n, int(np.prod(dims[0])) if dims[0] else 0
-        if op == "aten::linear":
-            a, w = dims[0], dims[1]
-            bias = dims[2] if len(dims) > 2 and dims[2] else []
-            return 1, int(np.prod(a[:-1])) if len(a) > 1 else 1, a[-1], w[0], int(np.prod(bias)) if bias else 0
-        if op == "aten::matmul":
-            a, b = dims[0], dims[1]
-            if len(a) < 2 or not b:
-                return None
-            n = b[-1] if len(b) >= 2 else 1
-            batch = int(np.prod(a[:-2])) if len(a) > 2 else (int(np.prod(b[:-2])) if len(b) > 2 else 1)
-            return batch, a[-2], a[-1], n, 0
-    except (TypeError, ValueError, IndexError):
-        return None
-    return None
-
-
 def _dtype_of(input_type: str) -> str:
     types = _parse_list(input_type) or []
     for t in types:
@@ -116,6 +91,7 @@ def _dtype_of(input_type: str) -> str:
 # --------------------------------------------------------------------------- GEMM efficiency
 
 ABOVE_PEAK_NOTE = "GEMM figure above peak — shape or kernel unrecognised"
+NO_SHAPE_NOTE = "GEMM kernels without a rate"
 
 
 @dataclass(frozen=True)
@@ -130,13 +106,33 @@ class GemmFigures:
     rows: pd.DataFrame  # columns GEMM_COLUMNS
     above_peak: int = 0
     above_peak_max_pct: float = float("nan")  # the highest dropped figure, % of its peak
+    shapes_recorded: bool | None = None  # the profile's record_shapes, as the trace says
+
+    @property
+    def no_shape(self) -> int:
+        """Rows whose FLOPs are unknown: no recorded shape (and no recorded flops)."""
+        return int(self.rows["flops"].isna().sum()) if len(self.rows) else 0
 
     @property
     def notes(self) -> tuple[str, ...]:
-        if not self.above_peak:
-            return ()
-        return (f"{ABOVE_PEAK_NOTE}: {self.above_peak} GEMM instance(s) left out "
-                f"(up to {self.above_peak_max_pct:,.0f} % of peak)",)
+        notes = []
+        if self.no_shape:
+            unknown = self.rows["flops"].isna()
+            no_op = int((unknown & (self.rows["op"].astype(str) == "")).sum())
+            with_op = self.no_shape - no_op
+            if with_op:
+                ops = ", ".join(sorted(set(self.rows["op"][unknown].astype(str)) - {""})[:3])
+                why = ("their ops' shapes were not recorded: profile with record_shapes=True"
+                       if not self.shapes_recorded else f"their ops ({ops}) recorded no matrix operands")
+                notes.append(f"{NO_SHAPE_NOTE}: {with_op} — {why}")
+            if no_op:
+                notes.append(f"{NO_SHAPE_NOTE}: {no_op} launched by no op in the trace (before the profile's "
+                             "window opened, a CUDA graph replay, or work on a thread the profiler did not "
+                             "record), so their shapes are unknown")
+        if self.above_peak:
+            notes.append(f"{ABOVE_PEAK_NOTE}: {self.above_peak} GEMM instance(s) left out "
+                         f"(up to {self.above_peak_max_pct:,.0f} % of peak)")
+        return tuple(notes)
 
 
 @dataclass(frozen=True)
@@ -150,25 +146,32 @@ class _Gemms:
 
 
 def _nearest_gemm_op(trace: Trace, links: Links, kernels: np.ndarray) -> np.ndarray:
-    """Per kernel: the nearest GEMM op among its owner and the owner's ancestors (-1 if none)."""
+    """Per kernel: the nearest GEMM op among its owner and the owner's ancestors; else the op that
+    launched it (an entry point ``GEMM_OP_KINDS`` does not list); -1 if none."""
     ev = trace.events
-    is_gemm_op = mask_in(ev["name"], GEMM_OPS) & mask_in(ev["lane_kind"], ("cpu",))
+    on_cpu = mask_in(ev["lane_kind"], ("cpu",))
+    is_op = mask_in(ev["cat"], ("cpu_op",)) & on_cpu
+    is_gemm = mask_where(ev["name"], is_gemm_op) & is_op
     gemm_op = np.full(len(kernels), -1, dtype=np.int64)
     cur = links.owner[kernels].copy()
     while (cur >= 0).any():
         live = cur >= 0
-        hit = live & (gemm_op < 0) & is_gemm_op[np.where(live, cur, 0)]
+        hit = live & (gemm_op < 0) & is_gemm[np.where(live, cur, 0)]
         gemm_op[hit] = cur[hit]
         cur = np.where(live & (gemm_op < 0), links.parent[np.where(live, cur, 0)], -1)
+    owner = links.owner[kernels]
+    launcher = (gemm_op < 0) & (owner >= 0) & is_op[np.where(owner >= 0, owner, 0)]
+    gemm_op[launcher] = owner[launcher]
     return gemm_op
 
 
-def _gemm_groups(trace: Trace, links: Links, config: RunConfig | None) -> _Gemms | None:
-    """Kernels of GEMM ops (and, with a config, lone GEMM kernels), grouped per op instance.
+def _gemm_groups(trace: Trace, links: Links) -> _Gemms | None:
+    """GEMM kernels, with the other kernels of their op, grouped per op instance (a kernel no op
+    owns is a group of its own).
 
-    Only a GEMM kernel (``lab.vocab.is_gemm_kernel``) can be a group's main kernel: an op whose
-    kernels are all something else (the dtype casts autocast runs inside an outer aten::linear)
-    is no GEMM figure; its matrix multiply shows under the inner op that launched the GEMM kernel.
+    Only a GEMM kernel (``is_gemm_kernel``) can be a group's main kernel: an op whose kernels are
+    all something else (the dtype casts autocast runs inside an outer aten::linear) is no GEMM
+    figure; its matrix multiply shows under the inner op that launched the GEMM kernel.
     """
     ev = trace.events
     kernels = np.flatnonzero(mask_in(ev["cat"], ("kernel",)))
@@ -176,7 +179,7 @@ def _gemm_groups(trace: Trace, links: Links, config: RunConfig | None) -> _Gemms
         return None
     gemm_op = _nearest_gemm_op(trace, links, kernels)
     gemm_named = mask_where(ev["name"], is_gemm_kernel)[kernels]
-    keep = (gemm_op >= 0) | (gemm_named if config is not None else False)
+    keep = (gemm_op >= 0) | gemm_named
     if not keep.any():
         return None
     dur = ev["dur_us"].to_numpy()
@@ -212,7 +215,7 @@ def _shapes(trace: Trace, gemms: _Gemms) -> tuple[np.ndarray, np.ndarray, np.nda
     op_names = np.where(has_op, name_text[name_codes[op_row]], "")
     for c, row in enumerate(first):
         op, at = op_names[row], op_row[row]
-        shape = _gemm_shape(op, _parse_list(dims_text[dims_codes[at]])) if has_op[row] else None
+        shape = gemm_shape(op, _parse_list(dims_text[dims_codes[at]])) if has_op[row] else None
         if shape:
             table[c] = shape
         combo_dtype[c] = _dtype_of(type_text[type_codes[at]]) if has_op[row] else ""
@@ -231,13 +234,15 @@ def _op_flops(trace: Trace, gemms: _Gemms) -> np.ndarray:
 def _dtypes(trace: Trace, gemms: _Gemms, op_dtype: np.ndarray, config: RunConfig | None) -> np.ndarray:
     """Per group: the dtype the kernel's name states, else the op's input type, else the config's.
 
-    Float32 inputs run as TF32 when the run enabled it (config dtype "tf32") and the kernel's
-    name does not say otherwise.
+    A name that states only the family ("float8": nvjet_sm90_qqtst_…) takes the op's format
+    (float8_e4m3fn). Float32 inputs run as TF32 when the run enabled it (config dtype "tf32")
+    and the kernel's name does not say otherwise.
     """
     name_codes, labels = codes(trace.events["name"])
     kernel_names, which = np.unique(name_codes[gemms.kernel], return_inverse=True)  # once per distinct name
     named = np.array([gemm_kernel_dtype(str(labels[c])) or "" for c in kernel_names], dtype=object)[which.reshape(-1)]
-    dtype = np.where(named != "", named, op_dtype).astype(object)
+    family = (named == "float8") & np.array([str(d).startswith("float8") for d in op_dtype], dtype=bool)
+    dtype = np.where((named != "") & ~family, named, op_dtype).astype(object)
     if config is not None:
         dtype[dtype == ""] = config.dtype
         dtype[(named == "") & (op_dtype == "float32") & (config.dtype == "tf32")] = "tf32"
@@ -257,13 +262,13 @@ def _fill_from_config(config: RunConfig, shape: np.ndarray, op_names: np.ndarray
 def _rates(shape: np.ndarray, op_flops: np.ndarray, dtype: np.ndarray, kernel_us: np.ndarray,
            peak: DevicePeak | None) -> dict:
     """FLOPs (from the shape, else the op's recorded flops), bytes, TFLOP/s, % of peak, intensity
-    and the roofline verdict per group (``lab.analysis.gemm.bound``)."""
+    and the roofline verdict per group."""
     batch, m, k, n, extra = (shape[:, i] for i in range(5))
     extra = np.nan_to_num(extra)
     # Per-dtype constants, looked up once per distinct dtype.
     kinds, which = np.unique(dtype.astype(str), return_inverse=True)
     elem = np.array([ELEMENT_BYTES.get(d, np.nan) for d in kinds], dtype=float)[which]
-    peak_tflops = np.array([peak.tflops.get(d, np.nan) if peak else np.nan for d in kinds], dtype=float)[which]
+    peak_tflops = np.array([(peak.peak_tflops(d) or np.nan) if peak else np.nan for d in kinds], dtype=float)[which]
     ridge = np.array([(peak.ridge_flops_per_byte(d) or np.nan) if peak else np.nan for d in kinds],
                      dtype=float)[which]
     flops = np.where(np.isnan(m), op_flops, 2.0 * batch * m * k * n)
@@ -279,30 +284,35 @@ def _rates(shape: np.ndarray, op_flops: np.ndarray, dtype: np.ndarray, kernel_us
                 intensity_flops_per_byte=intensity, ridge_flops_per_byte=ridge,
                 roof_tflops=roof_tflops(intensity, peak_tflops, bandwidth),
                 pct_of_roof=pct_of_roof(tflops, intensity, peak_tflops, bandwidth),
-                bound=bound_of(tflops, intensity, peak_tflops, bandwidth))
+                bound=bound_of(tflops, intensity, peak_tflops, bandwidth, flops),
+                rate_unit=np.array([rate_unit(d) for d in kinds], dtype=object)[which])
 
 
 def gemm_figures(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig | None = None,
                  links: Links | None = None) -> GemmFigures:
-    """One row per GEMM op instance that ran a GEMM kernel: achieved TFLOP/s vs the device's peak.
+    """One row per GEMM: an op instance that ran a GEMM kernel, or a GEMM kernel no op owns.
 
-    A row is an op of ``GEMM_OPS`` that launched (itself or through its descendants) a GEMM
-    kernel — recognised by name, ``lab.vocab.is_gemm_kernel`` — or, when ``config`` is given, a
-    GEMM kernel no op owns. ``kernel`` is the op's longest GEMM kernel and ``kernel_us`` its
+    A GEMM kernel is one by its name (``kinds.is_gemm_kernel``), whichever op launched it.
+    Its op is the nearest GEMM op of ``GEMM_OP_KINDS`` (or an Inductor GEMM template) among the
+    launching op and its ancestors, else the launching op itself (``aten::_scaled_mm``, an entry
+    point torch adds later). ``kernel`` is the op's longest GEMM kernel and ``kernel_us`` its
     duration (memsets, casts and helper kernels excluded). The shape comes from the op's recorded
-    Input Dims, else from ``config`` (``shape_source`` says which; "unknown" leaves the FLOP
-    columns NaN unless the op recorded ``flops``). FLOPs = 2·batch·M·K·N; bytes_moved = inputs
-    read once + output written once; ``roof_tflops`` is the roof at the row's intensity,
-    ``pct_of_roof`` the rate against it, ``bound`` the classifier's label (``lab.analysis.gemm.bound``).
-    dtype: the one the kernel's name states (``lab.vocab.gemm_kernel_dtype``: TF32 tensor-op
-    kernels are tf32), else the op's "Input type", else the config's. Rows above the peak are
-    dropped and counted (``GemmFigures``).
+    Input Dims (``kinds.gemm_shape``), else from ``config`` (``shape_source`` says which;
+    "unknown" leaves the FLOP columns NaN unless the op recorded ``flops``, and
+    ``GemmFigures.notes`` says what to record). FLOPs = 2·batch·M·K·N (integer operations for
+    int8: ``rate_unit`` TOPS); bytes_moved = inputs read once + output written once;
+    ``roof_tflops`` is the roof at the row's intensity, ``pct_of_roof`` the rate against it,
+    ``bound`` the classifier's label (``lab.analysis.gemm.bound``). dtype: the one the kernel's name states
+    (``kinds.gemm_kernel_dtype``: TF32 tensor-op kernels are tf32; "float8" takes the op's
+    format), else the op's "Input type", else the config's. Rows above the peak of their dtype
+    are dropped and counted (``GemmFigures``).
     """
     links = links or build_links(trace)
     peak = peak if peak is not None else peak_for(trace)
-    gemms = _gemm_groups(trace, links, config)
+    gemms = _gemm_groups(trace, links)
+    recorded = trace.meta.record_shapes
     if gemms is None:
-        return GemmFigures(pd.DataFrame({c: pd.Series(dtype=float) for c in GEMM_COLUMNS}))
+        return GemmFigures(pd.DataFrame({c: pd.Series(dtype=float) for c in GEMM_COLUMNS}), shapes_recorded=recorded)
     ev = trace.events
     kr = gemms.kernel
     shape, op_dtype, op_names = _shapes(trace, gemms)
@@ -317,20 +327,20 @@ def gemm_figures(trace: Trace, *, peak: DevicePeak | None = None, config: RunCon
         dtype=dtype, shape_source=source, **_rates(shape, _op_flops(trace, gemms), dtype, kernel_us, peak),
     )
     rows = frame({c: columns[c] for c in GEMM_COLUMNS}, sort_by="ts_us", descending=False)
-    return _drop_above_peak(rows, peak)
+    return _drop_above_peak(rows, peak, recorded)
 
 
-def _drop_above_peak(rows: pd.DataFrame, peak: DevicePeak | None) -> GemmFigures:
+def _drop_above_peak(rows: pd.DataFrame, peak: DevicePeak | None, recorded: bool | None) -> GemmFigures:
     """Rows whose TFLOP/s exceed the peak of their dtype (or, for a dtype the peak table lacks,
     the device's highest peak) left out and counted."""
     if peak is None or rows.empty or not peak.tflops:
-        return GemmFigures(rows)
+        return GemmFigures(rows, shapes_recorded=recorded)
     ceiling = rows["peak_tflops"].fillna(max(peak.tflops.values())).to_numpy(dtype=float)
     above = rows["tflops"].to_numpy(dtype=float) > ceiling
     if not above.any():
-        return GemmFigures(rows)
+        return GemmFigures(rows, shapes_recorded=recorded)
     worst = float(np.max(100.0 * rows["tflops"].to_numpy(dtype=float)[above] / ceiling[above]))
-    return GemmFigures(rows[~above].reset_index(drop=True), int(above.sum()), worst)
+    return GemmFigures(rows[~above].reset_index(drop=True), int(above.sum()), worst, recorded)
 
 
 def gemm_efficiency(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig | None = None,

@@ -1,7 +1,7 @@
 """The record every rule returns: one ``Insight``, citing the numbers that triggered it.
 
-A leaf module (no lab imports): the rules in ``insights.py`` and the diagnoses in ``diag_*.py``
-both build Insights, and insights.py runs the diagnoses.
+A leaf module (no lab imports): the rules in ``rules.py`` and the diagnoses in
+``lab/analysis/diagnoses/`` both build Insights, and the rules run the diagnoses.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ class Insight:
     evidence: str  # the numbers that triggered it
     suggestion: str  # what to do
     learn_more: str  # a URL or a document title
+    # What would change the figure, where that is large (noise, warm-up, the profiler's own
+    # cost), so a learner does not take one recording's number as a law; "" where it is not.
+    caveat: str = ""
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:

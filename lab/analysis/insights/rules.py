@@ -14,22 +14,27 @@ import numpy as np
 
 from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.columns import mask_in, mask_where, texts
-from lab.analysis.diagnoses.findings import DIAGNOSIS_RULES, capture_explains_missing_gpu, findings_of
-from lab.analysis.gpu import covered_us
-from lab.analysis.insights.gemm import (  # noqa: F401  (re-exported: the GEMM rules and their thresholds)
+from lab.analysis.diagnoses.findings import DIAGNOSIS_RULES, findings_of
+from lab.analysis.gemm.insights import (  # noqa: F401  (re-exported: the GEMM rules and their thresholds)
+    GEMM_COLD_BELOW_MEDIAN,
+    GEMM_FEW_INSTANCES,
     GEMM_LOW_PCT_OF_PEAK,
     GEMM_MIN_KERNEL_US,
+    GEMM_RULES,
     TF32_MIN_COMPUTE_MAJOR,
     TF32_SWITCH,
     fp32_without_tf32,
     gemm_below_peak,
 )
+from lab.analysis.gemm.kinds import is_gemm_kernel
+from lab.analysis.gpu import covered_us
+from lab.analysis.insights.launches import LAUNCH_RULES, cupti_missing, nothing_launched  # noqa: F401 (rules)
 from lab.analysis.insights.record import SEVERITIES, Insight
 from lab.analysis.memory.insights import MEMORY_RULES
-from lab.analysis.verdict import host_work_us, used_gpu
+from lab.analysis.verdict import host_work_us
 from lab.trace.load import Trace
 from lab.units import fmt_us_fixed
-from lab.vocab import GPU_ACTIVITY_CATS, SYNC_NAMES, is_gemm_kernel
+from lab.vocab import GPU_ACTIVITY_CATS, SYNC_NAMES
 
 # --- thresholds ------------------------------------------------------------------------------
 # Host work this many times the GPU work means the GPU idles most of the time, however fast its
@@ -67,7 +72,12 @@ PROFILER_SCHEDULE = "https://pytorch.org/docs/stable/profiler.html#torch.profile
 TUNING_GUIDE = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
 BRRR = "https://horace.io/brrr_intro.html"
 COMPILE_TUTORIAL = "https://pytorch.org/tutorials/intermediate/torch_compile_tutorial.html"
-CUPTI_DOCS = "https://docs.nvidia.com/cupti/"
+
+
+# An op this short (median self time per call) is mostly fixed costs, the profiler's own record of
+# it among them: torch.profiler's cost per recorded op is fixed, so it weighs most on short ops
+# (the Summary's profiled vs unprofiled per-iteration times show its size on a run): a caveat.
+PROFILED_OP_SHORT_US = 10.0
 
 
 # --- rules -----------------------------------------------------------------------------------
@@ -93,7 +103,23 @@ def overhead_bound(trace: Trace, analysis: Analysis) -> Insight | None:
         suggestion=("Give the GPU more work per launch: larger batches or shapes, fewer and bigger ops "
                     "(torch.compile fuses them), or CUDA graphs to replay many launches with one call."),
         learn_more=BRRR,
+        caveat=_short_ops_caveat(analysis),
     )
+
+
+def _short_ops_caveat(analysis: Analysis) -> str:
+    """The profiler's own cost per recorded op, said where the ops are short enough for it to count."""
+    ops = analysis.operators
+    ops = ops[(ops["cat"] == "cpu_op") & (ops["count"] > 0)]
+    if ops.empty:
+        return ""
+    per_call = float((ops["self_us"] / ops["count"]).median())
+    if per_call >= PROFILED_OP_SHORT_US:
+        return ""
+    return (f"Host times are measured with the profiler on, and it adds its own cost to every op it records: "
+            f"with a median op of {fmt_us_fixed(per_call)} self time that cost is a large part of each, so an "
+            "unprofiled run's host time (and this ratio) is lower. Compare the per-iteration times with and "
+            "without the profiler (Summary) before you act on the ratio.")
 
 
 def cold_first_step(trace: Trace, analysis: Analysis) -> Insight | None:
@@ -137,6 +163,9 @@ def cold_first_step(trace: Trace, analysis: Analysis) -> Insight | None:
                   f"{len(steps) - 1} later steps.{gap_text}{overhead_text}"),
         suggestion=advice,
         learn_more=PROFILER_SCHEDULE,
+        caveat=("One cold step, measured once: its ratio changes from run to run with what ran before in the "
+                "process (a second run in the same process is already warm) and with the profiler's own "
+                "start-up work landing in it. Read it as 'the first step pays start-up', not as a fixed ×."),
     )
 
 
@@ -203,6 +232,9 @@ def many_tiny_kernels(trace: Trace, analysis: Analysis) -> Insight | None:
         suggestion=("Fuse small ops (torch.compile), batch work into fewer larger kernels, or capture the "
                     "step in a CUDA graph (torch.compile(mode='reduce-overhead')) to cut launch cost."),
         learn_more=TUNING_GUIDE,
+        caveat=("Kernel durations come from the GPU's clock and hold without the profiler; the host's launch "
+                "calls do not: CUPTI adds to each one, so the idle share between kernels reads larger under "
+                "the profiler than in an unprofiled run."),
     )
 
 
@@ -352,41 +384,15 @@ def annotation_over_100_pct(trace: Trace, analysis: Analysis) -> Insight | None:
     )
 
 
-def cupti_missing(trace: Trace, analysis: Analysis) -> Insight | None:
-    """A GPU was used but no GPU activity was recorded."""
-    # A schedule whose active window recorded (almost) nothing is not a CUPTI problem: the
-    # empty-capture diagnosis says what the window held.
-    if len(analysis.kernels) or not used_gpu(trace) or capture_explains_missing_gpu(trace):
-        return None
-    ev = trace.events
-    calls = int(mask_in(ev["cat"], ("cuda_runtime", "cuda_driver")).sum())
-    props = trace.meta.device_properties
-    what = []
-    if calls:
-        what.append(f"{calls} CUDA runtime/driver calls")
-    if props:
-        what.append(f"device properties of {len(props)} GPU(s)")
-    return Insight(
-        severity="critical",
-        title="No GPU activity recorded although a GPU was used",
-        evidence=f"The trace has {' and '.join(what)} but no kernel, memcpy or memset events.",
-        suggestion=("Profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]; if that is already "
-                    "set, CUPTI is missing or not permitted (check torch.autograd.kineto_available(), libcupti on "
-                    "the library path, and that the container allows GPU performance counters)."),
-        learn_more=CUPTI_DOCS,
-    )
-
-
 RULES = (
-    cupti_missing,
+    *LAUNCH_RULES,  # no GPU activity: lost (launch calls) or none sent (lab/analysis/launches.py)
     *DIAGNOSIS_RULES,
     overhead_bound,
     many_tiny_kernels,
     long_synchronize,
     cold_first_step,
     unfused_bias_add,
-    fp32_without_tf32,
-    gemm_below_peak,
+    *GEMM_RULES,  # FP32 without TF32, below the roof, without a rate (lab/analysis/gemm/insights.py)
     annotation_over_100_pct,
     profiler_overhead_event,
     *MEMORY_RULES,  # profile_memory: growth, fragmentation, churn, the peak (lab/analysis/memory/insights.py)

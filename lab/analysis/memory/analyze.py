@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.columns import mask_in, texts
-from lab.analysis.diagnoses.steps import step_spans
+from lab.analysis.diagnoses.steps import StepSpans, step_spans
 from lab.trace import Trace
 from lab.vocab import PROFILER_STEP_PREFIX
 
@@ -71,6 +71,9 @@ class DeviceMemory:
     end_allocated_bytes: int  # after the last one
     max_reserved_bytes: int
     peak: MemoryPeak
+    # Reserved bytes added by allocations made while the allocator's cache (reserved − allocated)
+    # already held at least the requested size: freed blocks it could not reuse (fragmentation).
+    fragmented_growth_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -113,12 +116,14 @@ class OutOfMemory:
     step: int
 
 
-def out_of_memory_events(trace: Trace) -> tuple[OutOfMemory, ...]:
-    """Each "[OutOfMemory]" record of the trace, in time order, with the op and label running."""
+def out_of_memory_events(trace: Trace, *, spans: StepSpans | None = None) -> tuple[OutOfMemory, ...]:
+    """Each "[OutOfMemory]" record of the trace, in time order, with the op and label running.
+    ``spans``: the trace's ``step_spans`` when already found (``Analysis.findings.steps``)."""
     oom = trace.out_of_memory
     if not len(oom):
         return ()
-    names, spans = device_names(oom), step_spans(trace)
+    names = device_names(oom)
+    spans = spans if spans is not None else step_spans(trace)
     out = []
     for i, row in enumerate(oom.itertuples(index=False)):
         op, annotation = _running_at(trace, row.ts_us, int(row.lane_order))
@@ -145,13 +150,14 @@ def _device_order(names: np.ndarray) -> list[str]:
     return sorted(uniq, key=lambda d: (d == "cpu", d.split(":")[0], int(d.split(":")[1]) if ":" in d else 0))
 
 
-def memory_analysis(trace: Trace) -> MemoryAnalysis | None:
-    """Peaks, levels and per-step figures of every device; None when the trace has no records."""
+def memory_analysis(trace: Trace, *, spans: StepSpans | None = None) -> MemoryAnalysis | None:
+    """Peaks, levels and per-step figures of every device; None when the trace has no records.
+    ``spans``: the trace's ``step_spans`` when already found (``analyze`` passes its findings')."""
     m = trace.memory
     if not len(m):
         return None
     names = device_names(m)
-    spans = step_spans(trace)
+    spans = spans if spans is not None else step_spans(trace)
     devices, steps = [], []
     for name in _device_order(names):
         rows = np.flatnonzero(names == name)
@@ -179,7 +185,19 @@ def _device(trace: Trace, name: str, rows: np.ndarray, spans) -> DeviceMemory:
         small_allocations=int((allocs & (nbytes <= SMALL_ALLOCATION_BYTES)).sum()),
         start_allocated_bytes=int(allocated[0] - nbytes[0]), end_allocated_bytes=int(allocated[-1]),
         max_reserved_bytes=int(reserved.max()), peak=peak,
+        fragmented_growth_bytes=_fragmented_growth(nbytes, allocated, reserved),
     )
+
+
+def _fragmented_growth(nbytes: np.ndarray, allocated: np.ndarray, reserved: np.ndarray) -> int:
+    """Σ reserved growth at allocations whose size the cache held free just before (the
+    allocator reserved new segments although that many bytes were cached and unused)."""
+    if len(nbytes) < 2:
+        return 0
+    cached = (reserved[:-1] - allocated[:-1]).astype(np.int64)
+    grew = (reserved[1:] - reserved[:-1]).astype(np.int64)
+    hit = (nbytes[1:] > 0) & (grew > 0) & (cached >= nbytes[1:])
+    return int(grew[hit].sum())
 
 
 def _step_of(spans, ts: float) -> int:

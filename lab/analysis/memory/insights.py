@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # bundle imports this package (memory.analyze): a type only, 
     from lab.analysis.bundle import Analysis
 
 __all__ = [
-    "CHURN_MIN_SMALL_PER_STEP", "FRAGMENTATION_MIN_GAP_BYTES", "FRAGMENTATION_RATIO", "LEAK_MIN_STEPS",
+    "CHURN_MIN_SMALL_PER_STEP", "FRAGMENTATION_ABS_GAP_BYTES", "FRAGMENTATION_MIN_GAP_BYTES", "FRAGMENTATION_RATIO",
+    "LEAK_MIN_STEPS",
     "MEMORY_RULES", "MEMORY_TITLES", "allocator_churn", "memory_growth", "peak_owner", "reserved_far_above_allocated",
 ]  # fmt: skip
 
@@ -42,6 +43,13 @@ LEAK_MIN_STEPS = 3
 # GPU of tens of GB, and small programs always show a few segments of rounding.
 FRAGMENTATION_RATIO = 1.5
 FRAGMENTATION_MIN_GAP_BYTES = 512 << 20
+# A ratio alone misses a big job's fragmentation: 5.25 GiB reserved over 3.60 GiB allocated is
+# 1.46×, yet 1.65 GiB never held a tensor. A gap of at least 1 GiB (4× the corpus's largest
+# rounding gap: the H200 transformer's 0.23 GiB) counts whatever the ratio when the allocator
+# kept reserving after frees — new segments for requests its cache held enough free bytes for
+# (``DeviceMemory.fragmented_growth_bytes``; 0 B on every profile_memory trace of the corpus), so
+# the gap is blocks it could not reuse, not an earlier larger working set.
+FRAGMENTATION_ABS_GAP_BYTES = 1 << 30
 # Allocations of ≤ 1 MiB (the caching allocator's small pool) per step: the corpus's training
 # steps make 197 (Llama, 342 in all) to 455 (the H200 transformer, 1,055 in all). Thousands per
 # step are mostly the temporaries of unfused elementwise ops, each a dispatcher + allocator round
@@ -58,6 +66,16 @@ MEMORY_TITLES = (OOM_TITLE, LEAK_TITLE, FRAGMENTATION_TITLE, CHURN_TITLE, PEAK_T
 CUDA_MEMORY_DOCS = "https://pytorch.org/docs/stable/torch_cuda_memory.html"
 ALLOC_CONF_DOCS = "https://pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf"
 COMPILE_TUTORIAL = "https://pytorch.org/tutorials/intermediate/torch_compile_tutorial.html"
+
+
+def _who_allocated(device: str, what: str) -> str:
+    """Where to see which tensors ``what``: a CUDA allocator snapshot names them on a GPU; on the
+    CPU there is none (torch.cuda.memory records CUDA allocations only), so the profiler's own
+    per-op memory columns and memory timeline are the tool there."""
+    if device != "cpu":
+        return f"a snapshot from torch.cuda.memory._record_memory_history() names the tensors {what}."
+    return (f"on the CPU no allocator snapshot exists: the Table's memory columns (profile_memory with "
+            f"record_shapes and with_stack) and prof.export_memory_timeline() show which ops' tensors {what}.")
 
 
 def _memory(analysis: Analysis) -> MemoryAnalysis | None:
@@ -89,8 +107,8 @@ def memory_growth(trace: Trace, analysis: Analysis) -> Insight | None:
                       f"per step); the peak rose from {fmt_mem_bytes(int(rows['peak_allocated_bytes'].iloc[0]))} "
                       f"to {fmt_mem_bytes(int(rows['peak_allocated_bytes'].iloc[-1]))}."),
             suggestion=("Look for tensors kept across steps: a loss or metric stored as a tensor (append loss.item(), "
-                        "not loss), outputs kept in a list, a cache that never evicts, retain_graph=True. "
-                        "torch.cuda.memory._record_memory_history() and its snapshot show which allocations stay."),
+                        "not loss), outputs kept in a list, a cache that never evicts, retain_graph=True; "
+                        + _who_allocated(dev.device, "stay")),
             learn_more=CUDA_MEMORY_DOCS,
         )
     return None
@@ -104,15 +122,20 @@ def reserved_far_above_allocated(trace: Trace, analysis: Analysis) -> Insight | 
     for dev in memory.devices:
         peak = dev.peak.allocated_bytes
         gap = dev.max_reserved_bytes - peak
-        if dev.device == "cpu" or peak <= 0 or dev.max_reserved_bytes < FRAGMENTATION_RATIO * peak \
-                or gap < FRAGMENTATION_MIN_GAP_BYTES:
+        if dev.device == "cpu" or peak <= 0 or gap < FRAGMENTATION_MIN_GAP_BYTES:
             continue
+        by_ratio = dev.max_reserved_bytes >= FRAGMENTATION_RATIO * peak
+        by_gap = gap >= FRAGMENTATION_ABS_GAP_BYTES and dev.fragmented_growth_bytes > 0
+        if not (by_ratio or by_gap):
+            continue
+        growth = (f" The allocator reserved {fmt_mem_bytes(dev.fragmented_growth_bytes)} more after frees, for "
+                  f"requests its cache already held enough free bytes for." if dev.fragmented_growth_bytes else "")
         return Insight(
             severity="warning",
             title=FRAGMENTATION_TITLE,
             evidence=(f"On {dev.device} the allocator reserved up to {fmt_mem_bytes(dev.max_reserved_bytes)} "
                       f"while live tensors peaked at {fmt_mem_bytes(peak)} ({dev.max_reserved_bytes / peak:.2f}×): "
-                      f"{fmt_mem_bytes(gap)} held but never used at once."),
+                      f"{fmt_mem_bytes(gap)} held but never used at once.{growth}"),
             suggestion=("Run with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True so segments grow instead of "
                         "splitting; keep tensor sizes steady across steps (pad variable sequence lengths to a few "
                         "buckets); avoid torch.cuda.empty_cache() in the loop."),
@@ -178,14 +201,14 @@ def peak_owner(trace: Trace, analysis: Analysis) -> Insight | None:
                   f"{fmt_us_fixed(peak.ts_us)}{_where(dev)}{baseline}."),
         suggestion=("To lower the peak, shrink what is alive at that moment: activations kept for backward "
                     "(torch.utils.checkpoint), the batch size, fp32 tensors that could be bf16; the Memory view shows "
-                    "the curve, and a snapshot from torch.cuda.memory._record_memory_history() names the tensors."),
+                    "the curve, and " + _who_allocated(dev.device, "alive then")),
         learn_more=CUDA_MEMORY_DOCS,
     )
 
 
 def out_of_memory(trace: Trace, analysis: Analysis) -> Insight | None:
     """An "[OutOfMemory]" record: what was asked, what the device held, and what was running."""
-    events = out_of_memory_events(trace)
+    events = out_of_memory_events(trace, spans=analysis.findings.steps)
     if not events:
         return None
     first = events[0]
@@ -205,9 +228,9 @@ def out_of_memory(trace: Trace, analysis: Analysis) -> Insight | None:
         suggestion=(("The request is many times what the process ever held: check the shape and dtype of the "
                      "tensor made there before anything else. " if far else "")
                     + "Then lower what is alive at that moment (batch size, activations kept for backward with "
-                      "torch.utils.checkpoint, fp32 tensors that could be bf16); with reserved far above allocated, "
-                      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; a snapshot from "
-                      "torch.cuda.memory._record_memory_history() names the tensors alive then."),
+                      "torch.utils.checkpoint, fp32 tensors that could be bf16)"
+                    + ("; with reserved far above allocated, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; "
+                       if first.device != "cpu" else "; ") + _who_allocated(first.device, "alive then")),
         learn_more=CUDA_MEMORY_DOCS,
     )
 

@@ -1,7 +1,7 @@
 """Several traces of one torch.distributed job, read side by side: a row per rank, the straggler.
 
-``analyze_ranks(traces, names)`` checks that the traces are one job's ranks (``ranks_job``),
-measures each rank's time (``ranks_comm``: what counts as communication, compute, overlap and
+``analyze_ranks(traces, names)`` checks that the traces are one job's ranks (``job``),
+measures each rank's time (``comm``: what counts as communication, compute, overlap and
 idle is defined there) and finds the straggler: the rank whose collective calls start last.
 
 The straggler: the i-th collective call (``c10d::*``, else NCCL kernels) of every rank is the
@@ -26,6 +26,8 @@ from lab.analysis.ranks.job import RankInfo, RanksError, check_job, job_offsets_
 from lab.trace import Trace
 from lab.vocab import ANNOTATION_CATS
 
+PROFILER_OVERHEAD_CAT = "overhead"  # Kineto's category for the profiler's own work
+
 __all__ = [
     "RANK_COLUMNS", "TOP_OP_DELTAS", "RankRow", "RanksAnalysis", "RanksError", "Straggler", "analyze_ranks",
     "rank_frame",
@@ -35,13 +37,16 @@ TOP_OP_DELTAS = 3  # ops named in "where its extra time goes"
 
 RANK_COLUMNS = (
     "rank", "name", "steps", "step_us", "window_us", "gpu_busy_us", "compute_us", "comm_us", "comm_source",
-    "overlap_us", "overlap_pct", "idle_us", "launch_delay_us", "collective_calls",
+    "compute_in_window_us", "comm_in_window_us", "overlap_us", "overlap_pct", "idle_us", "launch_delay_us",
+    "collective_calls",
 )
 
 
 @dataclass(frozen=True, kw_only=True)
 class RankRow:
-    """One rank, over its window (the profiled steps). Times are unions of intervals (µs)."""
+    """One rank, over its profiled steps. Times are unions of intervals (µs): compute and
+    communication by launch (what the steps started, wherever it ran: ``ranks_comm``), the
+    ``*_in_window_us`` figures, overlap, busy and idle clipped to the steps' window."""
 
     rank: int
     name: str
@@ -49,9 +54,11 @@ class RankRow:
     step_us: float  # median step (NaN without steps)
     window_us: float
     gpu_busy_us: float  # 0 on a CPU-only rank
-    compute_us: float
-    comm_us: float
+    compute_us: float  # launched in the steps
+    comm_us: float  # launched in the steps
     comm_source: str
+    compute_in_window_us: float  # inside the window
+    comm_in_window_us: float
     overlap_us: float  # communication time during which compute ran
     overlap_pct: float | None  # of comm_us; None without communication
     idle_us: float  # window − busy
@@ -95,13 +102,14 @@ def rank_frame(analysis: RanksAnalysis) -> pd.DataFrame:
 
 def _row(info: RankInfo, trace: Trace, t: RankTimes) -> RankRow:
     w0, w1 = t.window
-    comm = t.covered(t.comm)
+    comm = t.covered(t.comm)  # overlap is about the window: its share is of the window's communication
     flows = trace.flows
     delays = flows["delay_us"].to_numpy(dtype=float) if len(flows) else np.array([])
     return RankRow(
         rank=info.rank, name=info.name, steps=t.steps, step_us=t.step_median_us, window_us=w1 - w0,
-        gpu_busy_us=t.covered(t.busy) if t.has_gpu else 0.0, compute_us=t.covered(t.compute), comm_us=comm,
-        comm_source=t.comm_source, overlap_us=t.overlap_us, overlap_pct=pct(t.overlap_us, comm) if comm > 0 else None,
+        gpu_busy_us=t.covered(t.busy) if t.has_gpu else 0.0, compute_us=t.length(t.compute_launched),
+        comm_us=t.length(t.comm_launched), comm_source=t.comm_source, compute_in_window_us=t.covered(t.compute),
+        comm_in_window_us=comm, overlap_us=t.overlap_us, overlap_pct=pct(t.overlap_us, comm) if comm > 0 else None,
         idle_us=(w1 - w0) - t.covered(t.busy),
         launch_delay_us=float(np.median(delays)) if len(delays) else float("nan"),
         collective_calls=len(t.call_starts_us),
@@ -114,7 +122,9 @@ def _per_step(row: RankRow, value: float) -> float:
 
 def _op_totals(analysis) -> pd.Series:
     ops = analysis.operators
-    ops = ops[~ops["cat"].astype(str).isin(ANNOTATION_CATS)]  # labels around ops, not work of their own
+    # Labels around ops are not work of their own; the profiler's own events (cat "overhead",
+    # e.g. "Activity Buffer Request") are not the job's: a rank that flushed its buffers is not slower.
+    ops = ops[~ops["cat"].astype(str).isin((*ANNOTATION_CATS, PROFILER_OVERHEAD_CAT))]
     return (ops["self_us"].fillna(0) + ops["self_device_us"].fillna(0)).groupby(ops["name"].astype(str)).sum()
 
 
@@ -153,7 +163,8 @@ def analyze_ranks(traces: Sequence[Trace], names: Sequence[str], *, analyses: Se
     infos = [infos[i] for i in order]
     traces = [traces[i] for i in order]
     analyses = [analyses[i] for i in order] if analyses is not None else None
-    times = [rank_times(t) for t in traces]
+    times = [rank_times(t, spans=a.findings.steps if a is not None else None)
+             for t, a in zip(traces, analyses or [None] * len(traces), strict=True)]
     rows = [_row(i, t, tm) for i, t, tm in zip(infos, traces, times, strict=True)]
     offsets = job_offsets_us(infos)
     counts = {len(t.call_starts_us) for t in times}

@@ -49,11 +49,14 @@ def _ranks_text(ranks) -> str:
 
 def low_overlap(ranks: RanksAnalysis) -> Insight | None:
     """Ranks whose communication is a large share of their window and mostly not overlapped."""
-    hit = [r for r in ranks.ranks if r.window_us > 0 and 100 * r.comm_us / r.window_us >= LOW_OVERLAP_COMM_PCT
+    # A share of the window, with overlap measured in it: the window's communication, not the
+    # launched one (which may run past the window's end).
+    hit = [r for r in ranks.ranks if r.window_us > 0 and 100 * r.comm_in_window_us / r.window_us >= LOW_OVERLAP_COMM_PCT
            and (r.overlap_pct or 0.0) < LOW_OVERLAP_PCT]
     if not hit:
         return None
-    detail = "; ".join(f"rank {r.rank}: communication {fmt_us(r.comm_us)} ({100 * r.comm_us / r.window_us:.0f} % of "
+    detail = "; ".join(f"rank {r.rank}: communication {fmt_us(r.comm_in_window_us)} "
+                       f"({100 * r.comm_in_window_us / r.window_us:.0f} % of "
                        f"its {fmt_us(r.window_us)} window), {r.overlap_pct or 0.0:.0f} % of it overlapped" for r in hit)
     gloo = " With gloo the reduction runs on CPU threads; for CUDA tensors use NCCL." if ranks.backend == "gloo" else ""
     return Insight(
@@ -76,14 +79,19 @@ def straggler(ranks: RanksAnalysis) -> Insight | None:
     step = float(np.median(steps)) if steps else float(np.median([r.window_us for r in ranks.ranks]))
     if step <= 0 or 100 * s.late_median_us / step < STRAGGLER_STEP_PCT:
         return None
+    # Lateness is read on the job's clock, baseTimeNanoseconds + ts; without it on every rank the
+    # traces share a clock only if the ranks ran on one host, which the traces cannot tell.
+    one_clock = all(i.has_base_time for i in ranks.infos)
+    clock = "" if one_clock else (" The traces lack baseTimeNanoseconds, so this lateness holds only if every "
+                                  "rank ran on one host (one clock).")
     where = ", ".join(f"{what} {'+' if d >= 0 else '−'}{fmt_us(abs(d))}" for what, d in s.deltas_us)
     ops = ("; ops with the most extra time: " + ", ".join(f"{n} +{fmt_us(d)}" for n, d in s.op_deltas_us)
            if s.op_deltas_us else "")
     return Insight(
-        severity="warning", title=STRAGGLER_TITLE,
+        severity="warning" if one_clock else "info", title=STRAGGLER_TITLE,
         evidence=(f"rank {s.rank} starts its collectives last: by {fmt_us(s.late_median_us)} at the median of "
                   f"{s.matched_calls} matched {s.call_name} ({100 * s.late_median_us / step:.0f} % of a "
-                  f"{fmt_us(step)} step). Per step against the other ranks' median: {where}{ops}."),
+                  f"{fmt_us(step)} step). Per step against the other ranks' median: {where}{ops}.{clock}"),
         suggestion=(f"Look at what rank {s.rank} does before each collective (the stacked timeline): uneven "
                     "batches or sequence lengths, extra work on that rank (logging, evaluation, checkpoints), "
                     "a data loader that cannot keep up, or a slower or shared device."),
@@ -93,6 +101,8 @@ def straggler(ranks: RanksAnalysis) -> Insight | None:
 
 def compute_imbalance(ranks: RanksAnalysis) -> Insight | None:
     """Per-step compute differing across ranks by ≥ IMBALANCE_PCT of its median."""
+    if len({r.steps > 0 for r in ranks.ranks}) > 1:
+        return None  # per step on some ranks, whole traces on others: not comparable
     per_step = {r.rank: r.compute_us / r.steps if r.steps else r.compute_us for r in ranks.ranks}
     median = float(np.median(list(per_step.values())))
     if median <= 0:

@@ -10,14 +10,18 @@ import math
 import numpy as np
 
 from lab.analysis.columns import codes
+from lab.analysis.gemm.kinds import GEMM_OP_KINDS, TORCH_FLOP_GEMMS
 from lab.trace import Trace
 
 __all__ = ["op_flops_of"]
 
 
-# torch/csrc/profiler/util.cpp computeFlops: the ops it counts and where their tensors sit.
-_FLOP_OPS = {"aten::mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1), "aten::baddbmm": (1, 2),
-             "aten::mul": (0,), "aten::add": (0,), "aten::conv2d": (0, 1)}
+# torch/csrc/profiler/util.cpp computeFlops: the ops it counts and where their tensors sit (the
+# GEMMs' operand indices from the one GEMM table, ``lab.analysis.gemm.kinds``).
+_FLOP_OPS = {**TORCH_FLOP_GEMMS, "aten::mul": (0,), "aten::add": (0,), "aten::conv2d": (0, 1)}
+_BATCHED = tuple(name for name, kind in GEMM_OP_KINDS.items() if kind.torch_flops and kind.layout == "bmm")
+# A recorded dimension beyond 2**40 is a damaged trace, not a tensor; a count beyond int64 is clipped.
+_MAX_DIM, _MAX_FLOPS = 1 << 40, 2**63 - 1
 
 
 def op_flops_of(trace: Trace, rows: np.ndarray) -> np.ndarray:
@@ -35,7 +39,7 @@ def op_flops_of(trace: Trace, rows: np.ndarray) -> np.ndarray:
     parts = [codes(e[c]) for c in ("name", "input_dims", "input_type", "concrete_inputs")]
     combo = np.stack([c[rows[todo]] for c, _ in parts], axis=1)
     uniq, inv = np.unique(combo, axis=0, return_inverse=True)
-    values = [_op_flops(*(str(t[int(c)]) for (_, t), c in zip(parts, u, strict=True))) for u in uniq]
+    values = [min(_op_flops(*(str(t[int(c)]) for (_, t), c in zip(parts, u, strict=True))), _MAX_FLOPS) for u in uniq]
     out[todo] = np.array(values, dtype=np.int64)[inv.reshape(-1)]
     return out
 
@@ -46,6 +50,8 @@ def _op_flops(name: str, dims: str, types: str, concrete: str) -> int:
         args = ast.literal_eval(concrete) if concrete else []
     except (ValueError, SyntaxError, RecursionError):
         return 0
+    if not _is_shape_list(shapes) or not isinstance(kinds, list):
+        return 0  # a damaged "Input Dims" / "Input type" (not lists of int lists) counts nothing
     need = _FLOP_OPS[name]
     is_tensor = [isinstance(k, str) and k not in ("", "Scalar", "ScalarList", "TensorList", "GenericList")
                  for k in kinds]
@@ -56,10 +62,15 @@ def _op_flops(name: str, dims: str, types: str, concrete: str) -> int:
     if name == "aten::conv2d":
         return _conv2d_flops(shapes, args)
     a, b = shapes[need[0]], shapes[need[1]]
-    if not a or a[-1] == 0 or (name in ("aten::bmm", "aten::baddbmm") and a[0] == 0):
+    if not a or a[-1] == 0 or (name in _BATCHED and a[0] == 0):
         return 0
     flops = math.prod(a) // a[-1] * math.prod(b) * 2
-    return flops // a[0] if name in ("aten::bmm", "aten::baddbmm") else flops
+    return flops // a[0] if name in _BATCHED else flops
+
+
+def _is_shape_list(shapes) -> bool:
+    return isinstance(shapes, list) and all(
+        isinstance(s, list) and all(type(d) is int and 0 <= d < _MAX_DIM for d in s) for s in shapes)
 
 
 def _conv2d_flops(shapes: list, args: list) -> int:

@@ -206,7 +206,6 @@ def _move_threads(ev: _Events) -> _Events:
     return dataclasses.replace(ev, thread=thread, fid=fid)
 
 
-
 def _take(ev: _Events, mask: np.ndarray) -> _Events:
     fields = {f.name: getattr(ev, f.name)[mask] for f in dataclasses.fields(ev) if f.name != "key_names"}
     return dataclasses.replace(ev, **fields)
@@ -261,6 +260,11 @@ def _nested_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> t
     """(parent, bad) by nesting depth: depth = earlier events of the thread still open at the
     start; ``bad`` marks events whose depth parent does not contain them."""
     n = len(start)
+    if (int(thread.max()) + 1) * (int(end.max()) - int(start.min()) + 1) >= 2**62:
+        # Threads × span past int64 (many lanes over a long trace): only the order of the times
+        # matters below, so their ranks stand in for them.
+        ranks = np.unique(np.concatenate([start, end]), return_inverse=True)[1].reshape(-1)
+        start, end = ranks[:n], ranks[n:]
     base = int(start.min())
     width = int(end.max()) - base + 1
     s = thread * width + (start - base)  # one sorted key space for all threads (ns fit int64)
@@ -411,7 +415,7 @@ def _average(trace: Trace, ev: _Events, times: tuple, memory: tuple, by_shape: b
 
 
 def _memory(trace: Trace, ev: _Events, eff: np.ndarray) -> tuple[dict, object]:
-    """Per event: the four memory columns (bytes) by torch's rule (``ka_memory``), and the
+    """Per event: the four memory columns (bytes) by torch's rule (``table.memory``), and the
     records no CPU event took."""
     cpu_side = ev.cpu
     mem = event_memory(trace.memory, ev.start_ns, ev.end_ns, cpu_side)

@@ -1,0 +1,112 @@
+"""The multi-trace work a reader does, as data: which computation (``JobKind``), over which
+traces, returning plain data.
+
+A single trace is read by a ``ReadRequest``; everything that needs several traces already read
+— one job's ranks side by side, A/B compare, a lesson's signals and its questions' answers —
+and the by-shape tables computed on the page's first toggle, is a ``Job``: the server sends
+the traces and analyses it holds (pickle-5 frames, no JSON) and gets back only the result, so
+the Streamlit script thread runs no analysis. Results:
+
+    RANKS     → ``RanksResult``              (``analyze_ranks`` and ``rank_insights``; ``JobRefused`` with its words)
+    COMPARE   → ``Comparison``               (``compare_analyses``, A = first, B = second)
+    SIGNALS   → ``tuple[Signal, ...]``       (``lesson_signals`` of ``lesson``)
+    ANSWERS   → ``tuple[tuple[str, Answer], ...]``  (question key, answer) of ``lesson`` on ``device_kind``
+    BY_SHAPE  → ``ByShape``                  (key_averages and operators grouped by input shape)
+
+Run in the reader by ``run_job``; nothing here imports pandas or the analysis at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lab.pool import Name
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from lab.analysis import Analysis, Insight, RanksAnalysis
+    from lab.trace import Trace
+
+__all__ = ["ByShape", "Job", "JobInput", "JobKind", "JobRefused", "RanksResult", "run_job"]
+
+
+class JobKind(Name):
+    RANKS = "ranks"
+    COMPARE = "compare"
+    SIGNALS = "lesson signals"
+    ANSWERS = "lesson answers"
+    BY_SHAPE = "by shape"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """One multi-trace computation (``Task.job``); its traces follow as ``JobInput`` frames."""
+
+    kind: JobKind
+    names: tuple[str, ...] = ()  # one per trace: file names (ranks), lesson run names (signals, answers)
+    lesson: str | None = None  # the lesson's key (signals, answers)
+    device_kind: str = "cpu"  # "cuda" or "cpu": which questions the runs can answer
+    labels: tuple[str, str] = ("A", "B")  # compare's labels
+    # One per trace (signals, answers): (profiled, unprofiled) µs per iteration, or None.
+    timings: tuple[tuple[float, float] | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobInput:
+    """What the job reads: the traces, their analyses and insights, as the server holds them."""
+
+    traces: tuple[Trace, ...]
+    analyses: tuple[Analysis, ...]
+    insights: tuple[list[Insight], ...] = ()
+
+
+@dataclass(frozen=True)
+class RanksResult:
+    analysis: RanksAnalysis
+    insights: tuple[Insight, ...]
+
+
+@dataclass(frozen=True)
+class ByShape:
+    key_averages: pd.DataFrame  # key_averages(group_by_input_shape=True) rebuilt from the trace
+    operators: pd.DataFrame
+
+
+class JobRefused(Exception):
+    """The job cannot be done on these traces (e.g. files that are not one job's ranks); the
+    message is for the visitor, ``error_type`` names the refusal (``RanksError``)."""
+
+    def __init__(self, message: str, error_type: str):
+        super().__init__(message)
+        self.error_type = error_type
+
+
+def run_job(job: Job, given: JobInput) -> Any:
+    """The job's result (see the module doc); runs in a reader."""
+    analysis = importlib.import_module("lab.analysis")
+    if job.kind == JobKind.RANKS:
+        try:
+            ranks = analysis.analyze_ranks(list(given.traces), list(job.names), analyses=list(given.analyses))
+        except analysis.RanksError as exc:
+            raise JobRefused(str(exc), type(exc).__name__) from None
+        return RanksResult(analysis=ranks, insights=tuple(analysis.rank_insights(ranks)))
+    if job.kind == JobKind.COMPARE:
+        a, b = given.analyses
+        ins_a, ins_b = given.insights
+        return analysis.compare_analyses(a, b, insights_a=ins_a, insights_b=ins_b, label_a=job.labels[0],
+                                         label_b=job.labels[1])
+    if job.kind == JobKind.BY_SHAPE:
+        (one,) = given.analyses
+        return ByShape(key_averages=one.key_averages_by_shape, operators=one.operators_by_shape)
+    timings = job.timings or (None,) * len(job.names)
+    runs = [analysis.Run(n, t, a, timing=tm)
+            for n, t, a, tm in zip(job.names, given.traces, given.analyses, timings, strict=True)]
+    if job.kind == JobKind.SIGNALS:
+        return tuple(analysis.lesson_signals(job.lesson, runs))
+    if job.kind == JobKind.ANSWERS:
+        questions = importlib.import_module("lab.teach.questions")
+        return tuple((q.key, q.answer(runs)) for q in questions.questions_for(job.lesson, job.device_kind))
+    raise ValueError(f"unknown job kind {job.kind!r}")

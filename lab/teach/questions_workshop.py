@@ -1,0 +1,477 @@
+"""Predict, then reveal, for the workshop lessons (issue 23): appended to ``questions.QUESTIONS``.
+
+Every answer is a pure function of the runs that open, through ``lab.analysis.lesson_figures``
+(one definition per figure, shared with the lesson checks). No question's text, nor its
+lesson's text and "Look for" line, names the right choice or the figure behind it
+(tests/test_lessons_workshop.py checks that for every choice that could be right).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from lab.analysis import lesson_figures as fig
+from lab.analysis.signals import Run
+from lab.teach.question_types import ANY_DEVICE, CPU, GPU, Answer, Band, Question, Where, band_of, where_window
+
+__all__ = ["WORKSHOP_QUESTIONS"]
+
+_NO_QUEUE = "a CPU run has no launch queue and no GPU to wait for"
+
+
+def _q(key: str, text: str, choices: Sequence[str], answer, devices=ANY_DEVICE, why_gpu: str = "") -> Question:
+    return Question(key=key, lesson=key.split(".", 1)[0], text=text, choices=tuple(choices), answer=answer,
+                    devices=tuple(devices), why_gpu=why_gpu)
+
+
+def _labels(bands: Sequence[Band]) -> list[str]:
+    return [b.label for b in bands]
+
+
+def _row(run_index: int, row: str, text: str) -> Where:
+    return Where(text=text, row=row, run=run_index)
+
+
+def _kernels_where(runs: Sequence[Run], index: int, step: int, text: str) -> Where:
+    rows, steps = fig.kernel_step_index(runs[index], ("kernel", "gpu_memcpy"))
+    return where_window(runs[index], index, rows[steps == step], text, step=step)
+
+
+# --------------------------------------------------------------------------- launch_overlap
+
+_TREND = (
+    Band(label="it shrinks", below=1 / 3),
+    Band(label="it stays about the same", below=3.0),
+    Band(label="it grows"),
+)
+
+
+def _delay_trend(runs: Sequence[Run]) -> Answer:
+    delays = fig.launch_delays_us(runs[0])
+    ratio = delays[-1] / max(delays[0], 1e-3) if len(delays) >= 2 else float("nan")
+    last = max(len(runs[0].analysis.steps) - 1, 0)
+    return Answer(
+        choice=band_of(ratio, _TREND),
+        measured=ratio,
+        measured_text=(
+            "first kernel's launch delay per step: "
+            + " → ".join(f"{d:,.0f} µs" for d in delays)
+            + f" ({ratio:.0f}× from first to last)"
+        ),
+        where=_kernels_where(runs, 0, last, "the last step's kernels, each after its launch's arrow"),
+    )
+
+
+_SHARE = (Band(label="under 25 %", below=25.0), Band(label="25–75 %", below=75.0), Band(label="over 75 %"))
+_HALF = (Band(label="under 50 %", below=50.0), Band(label="50 % or more"))
+
+
+def _sync_share(runs: Sequence[Run]) -> Answer:
+    pct = fig.sync_share_pct(runs[1])
+    return Answer(
+        choice=band_of(pct, _SHARE),
+        measured=pct,
+        measured_text=f"cudaDeviceSynchronize: {pct:.0f} % of the synced steps' CPU time",
+        where=_row(1, "cudaDeviceSynchronize", "the synced run's cudaDeviceSynchronize row: Self CPU"),
+    )
+
+
+def _op_share(index: int, op: str, what: str) -> Callable[[Sequence[Run]], Answer]:
+    def answer(runs: Sequence[Run]) -> Answer:
+        pct = fig.op_share_pct(runs[index], op)
+        return Answer(
+            choice=band_of(pct, _HALF),
+            measured=pct,
+            measured_text=f"{op}: {pct:.0f} % of the steps' CPU time",
+            where=_row(index, op, f"the {what} run's {op} row: CPU total against the step's"),
+        )
+
+    return answer
+
+
+# --------------------------------------------------------------------------- calls
+
+_MOST_CALLS = ("aten::mul", "aten::select", "aten::copy_")
+_TIMES = (Band(label="under 4×", below=4.0), Band(label="4–20×", below=20.0), Band(label="over 20×"))
+
+
+def _most_calls(runs: Sequence[Run]) -> Answer:
+    per_step = {op: fig.calls_per_step(runs[0], op) for op in _MOST_CALLS}
+    top = max(_MOST_CALLS, key=lambda op: per_step[op])
+    return Answer(
+        choice=top,
+        measured=per_step[top],
+        measured_text=", ".join(f"{op} {n:.0f}" for op, n in per_step.items()) + " calls per step",
+        where=_row(0, top, f"the loop's {top} row: # of Calls"),
+    )
+
+
+def _step_ratio(first: int, second: int, bands: Sequence[Band], what: str) -> Callable[[Sequence[Run]], Answer]:
+    def answer(runs: Sequence[Run]) -> Answer:
+        a, b = fig.step_us(runs[first]), fig.step_us(runs[second])
+        ratio = a / b if b > 0 else float("nan")
+        return Answer(
+            choice=band_of(ratio, bands),
+            measured=ratio,
+            measured_text=f"{a:,.0f} µs vs {b:,.0f} µs per step: {ratio:.2f}× ({what})",
+            where=where_window(
+                runs[first], first, fig.kernel_step_index(runs[first])[0], f"one step of the {runs[first].name} run"
+            ),
+        )
+
+    return answer
+
+
+# --------------------------------------------------------------------------- host_sync
+
+_SYNCS = (Band(label="zero", below=0.5), Band(label="one or two", below=2.5), Band(label="about eight"))
+_VERSUS = (
+    Band(label="shorter", below=0.8),
+    Band(label="about the same (within 20 %)", below=1.2),
+    Band(label="longer"),
+)
+_CHILD = ("aten::_local_scalar_dense", "aten::copy_", "no child op")
+
+
+def _once_syncs(runs: Sequence[Run]) -> Answer:
+    n = fig.calls_per_step(runs[1], "cudaStreamSynchronize")
+    return Answer(
+        choice=band_of(n, _SYNCS),
+        measured=n,
+        measured_text=f"{n:.1f} cudaStreamSynchronize calls per step",
+        where=_row(1, "cudaStreamSynchronize", "the read-once run's cudaStreamSynchronize row: # of Calls"),
+    )
+
+
+def _item_child(runs: Sequence[Run]) -> Answer:
+    child = fig.child_op(runs[0], "aten::item")
+    choice = child if child in _CHILD else _CHILD[2]
+    return Answer(
+        choice=choice,
+        measured=float(bool(child)),
+        measured_text=f"aten::item's child op: {child or 'none'}",
+        where=_row(0, child or "aten::item", "the .item() run's table: the op under aten::item"),
+    )
+
+
+# --------------------------------------------------------------------------- cuda_graphs
+
+_GRAPH_KERNELS = ("1: the graph runs as one kernel", "fewer than eager", "as many as eager")
+_SPEEDUP = (Band(label="under 1.5×", below=1.5), Band(label="1.5–5×", below=5.0), Band(label="over 5×"))
+
+
+def _graph_kernels(runs: Sequence[Run]) -> Answer:
+    eager = len(fig.kernel_step_index(runs[0])[0]) / fig.step_count(runs[0])
+    graphed = len(fig.kernel_step_index(runs[1])[0]) / fig.step_count(runs[1])
+    choice = (
+        _GRAPH_KERNELS[2] if abs(graphed - eager) <= 0.5 else _GRAPH_KERNELS[0] if graphed <= 1.5 else _GRAPH_KERNELS[1]
+    )
+    return Answer(
+        choice=choice,
+        measured=graphed,
+        measured_text=f"{eager:.0f} (eager) vs {graphed:.0f} (graphed) kernels per step",
+        where=_kernels_where(runs, 1, 0, "the graphed run's first step: its GPU lane"),
+    )
+
+
+_FEWER = ("fewer", "about the same", "more")
+# Operators per step within half an op of each other read as "about the same".
+_SAME_WITHIN = 0.5
+
+
+def _fewer_ops(runs: Sequence[Run]) -> Answer:
+    a, b = fig.ops_per_step(runs[0]), fig.ops_per_step(runs[1])
+    choice = _FEWER[1] if abs(b - a) <= _SAME_WITHIN else _FEWER[0] if b < a else _FEWER[2]
+    return Answer(choice=choice, measured=b - a, measured_text=f"{a:.1f} vs {b:.1f} operators per step",
+                  where=_row(1, "aten::mul", "the two runs' tables: aten::mul and aten::add, # of Calls"))
+
+
+# --------------------------------------------------------------------------- training_step
+
+_GEMMS = (
+    Band(label="2", below=2.5),
+    Band(label="3–4", below=4.5),
+    Band(label="5–6", below=6.5),
+    Band(label="7 or more"),
+)
+_PHASES = {"forward": "forward", "backward": "backward", "optimizer step": "Optimizer.step#AdamW.step"}
+
+
+def _gemms(runs: Sequence[Run]) -> Answer:
+    n, unit = fig.gemms_per_step(runs[0])
+    rows = fig.kernel_step_index(runs[0])[0]
+    return Answer(
+        choice=band_of(n, _GEMMS),
+        measured=n,
+        measured_text=f"{n:.0f} {unit} per step",
+        where=where_window(runs[0], 0, rows, "the first step: forward, backward and optimizer"),
+    )
+
+
+def _longest_phase(runs: Sequence[Run]) -> Answer:
+    times = {choice: fig.phase_us(runs[0], label) for choice, label in _PHASES.items()}
+    top = max(times, key=lambda c: times[c])
+    unit = "GPU" if runs[0].trace.has_gpu else "CPU"
+    return Answer(
+        choice=top,
+        measured=times[top],
+        measured_text=", ".join(f"{c} {t:,.0f} µs" for c, t in times.items()) + f" of {unit} time per step",
+        where=_row(0, _PHASES[top], f"the {_PHASES[top]} label's row"),
+    )
+
+
+# --------------------------------------------------------------------------- pinned_copies
+
+_BANDWIDTH = (Band(label="under 1.5×", below=1.5), Band(label="1.5–4×", below=4.0), Band(label="over 4×"))
+_BLOCKING = (Band(label="a few µs: it returns at once", below=0.5), Band(label="about as long as the copy"))
+
+
+def _bandwidth(runs: Sequence[Run]) -> Answer:
+    page, pin = fig.copy_gb_per_s(runs[0]), fig.copy_gb_per_s(runs[1])
+    ratio = pin / page if page > 0 else float("nan")
+    return Answer(
+        choice=band_of(ratio, _BANDWIDTH),
+        measured=ratio,
+        measured_text=f"{page:.1f} GB/s pageable vs {pin:.1f} GB/s pinned ({ratio:.1f}×)",
+        where=_kernels_where(runs, 1, 0, "the pinned run's first step: its copy"),
+    )
+
+
+def _blocking(runs: Sequence[Run]) -> Answer:
+    ratio = fig.copy_call_ratio(runs[0])
+    return Answer(
+        choice=band_of(ratio, _BLOCKING),
+        measured=ratio,
+        measured_text=f"cudaMemcpyAsync's CPU time is {ratio:.2f}× its copy's GPU time",
+        where=_kernels_where(runs, 0, 0, "the pageable run's first step: the call and its copy"),
+    )
+
+
+# --------------------------------------------------------------------------- memory_peak
+
+_PEAK_LABELS = ("up", "act", "down")
+_ALIVE = (Band(label="1", below=1.5), Band(label="2", below=2.5), Band(label="3 or more"))
+
+
+def _peak_label(runs: Sequence[Run]) -> Answer:
+    label = fig.memory_peak_label(runs[0])
+    choice = label if label in _PEAK_LABELS else _PEAK_LABELS[0]
+    return Answer(
+        choice=choice,
+        measured=float(_PEAK_LABELS.index(choice)),
+        measured_text=f"the peak is inside '{label}'",
+        where=_row(0, label or "aten::mm", "the Memory view: the op and label at the peak"),
+    )
+
+
+def _alive(runs: Sequence[Run]) -> Answer:
+    units = fig.memory_rise_units(runs[0])
+    return Answer(
+        choice=band_of(units, _ALIVE),
+        measured=units,
+        measured_text=f"peak − the step's starting level = {units:.2f} × the step's largest allocation",
+        where=_row(0, "aten::mm", "the Memory view of one step"),
+    )
+
+
+# --------------------------------------------------------------------------- profiler_overhead
+
+_OVERHEAD = (Band(label="under 1.2×", below=1.2), Band(label="1.2–2×", below=2.0), Band(label="over 2×"))
+
+
+def _overhead(index: int) -> Callable[[Sequence[Run]], Answer]:
+    def answer(runs: Sequence[Run]) -> Answer:
+        run = runs[index]
+        ratio = fig.overhead_ratio(run)
+        prof, plain = run.timing or (float("nan"), float("nan"))
+        return Answer(
+            choice=band_of(ratio, _OVERHEAD),
+            measured=ratio,
+            measured_text=f"{prof:,.1f} µs profiled vs {plain:,.1f} µs unprofiled per step ({ratio:.2f}×)",
+            where=_row(
+                index,
+                "ProfilerStep*",
+                f"the {run.name} run's Summary: time per iteration with "
+                "and without the profiler (the Table's ProfilerStep* row: the profiled steps)",
+            ),
+        )
+
+    return answer
+
+
+# --------------------------------------------------------------------------- self_total_shapes
+
+_SHAPES = ("(M, K, N)", "(2M, K/4, 2N)", "(4M, K/16, 4N)")
+
+
+def _matmul_self(runs: Sequence[Run]) -> Answer:
+    pct = fig.self_share_pct(runs[0], "aten::matmul")
+    return Answer(
+        choice=band_of(pct, _SHARE),
+        measured=pct,
+        measured_text=f"aten::matmul: Self CPU {pct:.1f} % of its total",
+        where=_row(0, "aten::matmul", "the aten::matmul row: Self CPU and CPU total"),
+    )
+
+
+def _top_shape(runs: Sequence[Run]) -> Answer:
+    rows = fig.shape_rows(runs[0], "aten::mm")
+    firsts = [int(s.strip("[]").split(",")[0]) for s, _, _ in rows]
+    index = int(round(np.log2(firsts[0] / min(firsts)))) if rows else 0
+    return Answer(
+        choice=_SHAPES[min(index, 2)],
+        measured=rows[0][2] if rows else float("nan"),
+        measured_text="; ".join(f"{s}: {t:,.0f} µs" for s, _, t in rows),
+        where=_row(0, "aten::mm", "the Table grouped by input shape: the aten::mm rows"),
+    )
+
+
+# --------------------------------------------------------------------------- the questions
+
+WORKSHOP_QUESTIONS: tuple[Question, ...] = (
+    _q(
+        "launch_overlap.delay_trend",
+        "Without a sync, how will the launch delay of each step's first kernel change "
+        "from the first recorded step to the last?",
+        _labels(_TREND),
+        _delay_trend,
+        (GPU,),
+        _NO_QUEUE,
+    ),
+    _q(
+        "launch_overlap.sync_share",
+        "In the synced run, what share of the steps' CPU time will cudaDeviceSynchronize take?",
+        _labels(_SHARE),
+        _sync_share,
+        (GPU,),
+        _NO_QUEUE,
+    ),
+    _q(
+        "launch_overlap.mm_share",
+        "On this CPU, what share of each step of the first run will the four matmuls (aten::mm) take?",
+        _labels(_HALF),
+        _op_share(0, "aten::mm", "no-sync"),
+        (CPU,),
+    ),
+    _q(
+        "calls.most_calls",
+        "In the loop run's table, which of these ops will have the most # of Calls?",
+        _MOST_CALLS,
+        _most_calls,
+    ),
+    _q(
+        "calls.slowdown",
+        "How many times as long as a vectorized step will a loop step be?",
+        _labels(_TIMES),
+        _step_ratio(0, 1, _TIMES, "loop vs vectorized"),
+    ),
+    _q(
+        "host_sync.once_syncs",
+        "In the read-once run, how many cudaStreamSynchronize calls will a step make?",
+        _labels(_SYNCS),
+        _once_syncs,
+        (GPU,),
+        "a CPU tensor is already on the host: nothing to wait for",
+    ),
+    _q(
+        "host_sync.item_vs_once",
+        "How will a step with .item() after every matmul compare with a read-once step?",
+        _labels(_VERSUS),
+        _step_ratio(0, 1, _VERSUS, ".item() each matmul vs read once"),
+        (GPU,),
+        "on a CPU .item() waits for nothing",
+    ),
+    _q("host_sync.item_child", "Which op will aten::item call underneath?", _CHILD, _item_child),
+    _q(
+        "cuda_graphs.graph_kernels",
+        "How many kernels per step will the GPU run in the graphed run?",
+        _GRAPH_KERNELS,
+        _graph_kernels,
+        (GPU,),
+        "a CPU has no CUDA graphs and runs no kernels",
+    ),
+    _q(
+        "cuda_graphs.speedup",
+        "How many times faster will the graphed step be than the eager one?",
+        _labels(_SPEEDUP),
+        _step_ratio(0, 1, _SPEEDUP, "eager vs graphed"),
+        (GPU,),
+        "a CPU has no CUDA graphs",
+    ),
+    _q(
+        "cuda_graphs.cpu_ops",
+        "On a CPU, will the run named 'graphed' call fewer, about the same, or more operators "
+        "per step than the eager one?",
+        _FEWER,
+        _fewer_ops,
+        (CPU,),
+    ),
+    _q(
+        "training_step.gemms",
+        "How many matrix multiplications (GEMM kernels on a GPU, aten::mm/addmm on a CPU) will one training step run?",
+        _labels(_GEMMS),
+        _gemms,
+    ),
+    _q(
+        "training_step.longest_phase",
+        "Which phase will take the most time (GPU time on a GPU, CPU time on a CPU)?",
+        tuple(_PHASES),
+        _longest_phase,
+    ),
+    _q(
+        "pinned_copies.bandwidth",
+        "How many times the pageable copy's GB/s will the pinned copy reach?",
+        _labels(_BANDWIDTH),
+        _bandwidth,
+        (GPU,),
+        "a CPU run copies host to host",
+    ),
+    _q(
+        "pinned_copies.blocking",
+        "With non_blocking=True from pageable memory, how long will cudaMemcpyAsync keep the CPU?",
+        _labels(_BLOCKING),
+        _blocking,
+        (GPU,),
+        "a CPU run makes no cudaMemcpyAsync call",
+    ),
+    _q(
+        "pinned_copies.copy_share",
+        "On this CPU, what share of each pageable step will aten::copy_ take?",
+        _labels(_HALF),
+        _op_share(0, "aten::copy_", "pageable"),
+        (CPU,),
+    ),
+    _q("memory_peak.peak_label", "Which label will be open at the step's memory peak?", _PEAK_LABELS, _peak_label),
+    _q(
+        "memory_peak.alive",
+        "At that peak, how many of the step's own tensors (h, a, y: one size) will be allocated?",
+        _labels(_ALIVE),
+        _alive,
+    ),
+    _q(
+        "profiler_overhead.loop",
+        "How many times as long will a row-loop step take with the profiler on as with it off?",
+        _labels(_OVERHEAD),
+        _overhead(0),
+    ),
+    _q(
+        "profiler_overhead.gemm",
+        "How many times as long will a step of the one GEMM take with the profiler on as with it off?",
+        _labels(_OVERHEAD),
+        _overhead(1),
+    ),
+    _q(
+        "self_total_shapes.matmul_self",
+        "What share of aten::matmul's CPU total will its Self CPU be?",
+        _labels(_SHARE),
+        _matmul_self,
+    ),
+    _q(
+        "self_total_shapes.top_shape",
+        "Grouped by input shape, which aten::mm shape will take the most time (Self CUDA on a GPU, Self CPU on a CPU)?",
+        _SHAPES,
+        _top_shape,
+    ),
+)

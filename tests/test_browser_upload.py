@@ -1,0 +1,153 @@
+"""The upload trap in a real browser (issue 26): a refused file left in the uploader must not
+poison the next one. With a file refused, a good trace added beside it with "+" used to make the
+two a group of ranks that could never open; only the old error stayed, and a second bad file's
+own message never showed.
+
+A server of its own (`streamlit run app.py`), a visitor per case. The port is
+``PROFILER_LAB_TEST_PORT`` when set (a shared box gives each engineer a range), else a free one.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from browser_harness import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    SERVER_START_S,
+    ServerFailed,
+    require_browser,
+    streamlit_server,
+    wait_page_idle,
+)
+
+ARTIFACTS = ROOT / "artifacts"
+GOOD = ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz"
+UI_S = 120
+RUN_S = 300
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
+
+
+@pytest.fixture(scope="module")
+def playwright_api():
+    require_browser()
+    from playwright import sync_api
+
+    return sync_api
+
+
+@pytest.fixture(scope="module")
+def server(playwright_api):
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = int(os.environ.get("PROFILER_LAB_TEST_PORT", "0")) or None
+    try:
+        with streamlit_server(ARTIFACTS / "browser_upload_server.log", port=port) as (url, _process):
+            yield url
+    except ServerFailed as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="module")
+def browser(playwright_api, server):
+    with playwright_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture(params=[1280, 800])
+def visitor(request, browser, server, playwright_api):
+    context = browser.new_context(viewport={"width": request.param, "height": 1400})
+    context.set_default_timeout(UI_S * 1000)
+    page = context.new_page()
+    page.goto(server)
+    playwright_api.expect(page.get_by_role("tab", name="Summary", exact=True)).to_be_visible(
+        timeout=SERVER_START_S * 1000)
+    wait_page_idle(page, RUN_S)
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def main(page):
+    return page.locator('[data-testid="stMain"]')
+
+
+def add_file(page, path: Path) -> None:
+    """What "+" (or a drop) does: the file joins those already in the uploader."""
+    uploader = main(page).locator('[data-testid="stFileUploader"]')
+    if not uploader.is_visible():
+        main(page).get_by_text("Open your own trace").click()
+    uploader.locator('input[type="file"]').set_input_files(str(path))
+    wait_page_idle(page, RUN_S)
+
+
+def showing(page) -> str:
+    box = main(page).locator('[data-testid="stSelectbox"]').filter(has_text="Showing")
+    return box.locator("input").input_value()
+
+
+def alerts(page) -> list[str]:
+    return main(page).locator('[data-testid="stAlertContentError"]').all_inner_texts()
+
+
+def remove_file(page, name: str) -> None:
+    """The "×" beside ``name`` in the uploader's list."""
+    main(page).get_by_role("button", name=f"Remove {name}", exact=True).click()
+    wait_page_idle(page, RUN_S)
+
+
+def _bad_files(tmp_path: Path) -> tuple[Path, Path]:
+    garbage = tmp_path / "notes.json"
+    garbage.write_bytes(b"this is not a trace {")
+    truncated = tmp_path / "cut.json.gz"
+    truncated.write_bytes(gzip.compress(gzip.decompress(GOOD.read_bytes())[:4000]))
+    return garbage, truncated
+
+
+def test_refused_file_then_good_one_added_with_plus_opens_the_good_one(visitor, tmp_path, playwright_api):
+    expect = playwright_api.expect
+    garbage, truncated = _bad_files(tmp_path)
+    add_file(visitor, garbage)
+    expect(main(visitor).get_by_text("notes.json cannot be opened")).to_be_visible(timeout=RUN_S * 1000)
+    # A second bad file beside the first: its own message shows too, the first one's stays.
+    add_file(visitor, truncated)
+    expect(main(visitor).get_by_text("cut.json.gz cannot be opened")).to_be_visible(timeout=RUN_S * 1000)
+    expect(main(visitor).get_by_text("notes.json cannot be opened")).to_be_visible(timeout=RUN_S * 1000)
+    add_file(visitor, GOOD)
+    expect(main(visitor).locator('[data-testid="stSelectbox"]').filter(has_text="Showing")
+           .locator("input")).to_have_value(f"Upload: {GOOD.name}", timeout=RUN_S * 1000)
+    wait_page_idle(visitor, RUN_S)
+    said = alerts(visitor)
+    assert any("notes.json cannot be opened" in a for a in said), said  # the refusal is still said
+    assert any("cut.json.gz cannot be opened" in a for a in said), said
+    assert not any("ranks" in a for a in said), said  # never a group of ranks
+    visitor.screenshot(path=str(ARTIFACTS / f"browser_upload_trap_{visitor.viewport_size['width']}.png"))
+    # "×" on the bad ones: the good trace stays shown, their messages go.
+    remove_file(visitor, "notes.json")
+    remove_file(visitor, "cut.json.gz")
+    assert showing(visitor) == f"Upload: {GOOD.name}"
+    assert alerts(visitor) == []
+
+
+def test_refused_file_removed_with_x_then_good_one_opens(visitor, tmp_path, playwright_api):
+    garbage, _ = _bad_files(tmp_path)
+    add_file(visitor, garbage)
+    playwright_api.expect(main(visitor).get_by_text("notes.json cannot be opened")).to_be_visible(timeout=RUN_S * 1000)
+    remove_file(visitor, "notes.json")
+    assert alerts(visitor) == []
+    add_file(visitor, GOOD)
+    playwright_api.expect(main(visitor).locator('[data-testid="stSelectbox"]').filter(has_text="Showing")
+                          .locator("input")).to_have_value(f"Upload: {GOOD.name}", timeout=RUN_S * 1000)
+    assert alerts(visitor) == []

@@ -1,0 +1,81 @@
+"""Your own trace as a lesson: predict, then reveal, on whatever trace "Showing" names.
+
+The questions and answers come from ``lab.teach.own_trace``; this lays them out. Nothing of the
+answer is drawn before a prediction is locked in for that trace: the form shows only the
+question and its choices (the candidates in alphabetical order), and the reveal, per question,
+only once predicted. Predictions and reveals go to the visitor's room like a lesson's
+(``ui.room``), under the question's key; the session's score counts them per trace.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from lab.analysis import Run
+from lab.teach import own_questions
+from ui import room
+from ui.cache import Loaded
+from ui.messages import md_escape
+from ui.state import Subject
+from ui.teach import SCORE, open_table, where_text
+
+OWN_PREDICTIONS = "own_predictions"  # subject digest → question key → the choice predicted
+
+
+def own_trace_lesson(subject: Subject, loaded: Loaded) -> None:
+    """An expander above the views: the questions this trace can answer, then their answers."""
+    run = Run(subject.title, loaded.trace, loaded.analysis)
+    questions = own_questions(run)
+    if not questions:
+        return
+    predicted: dict[str, str] = st.session_state.setdefault(OWN_PREDICTIONS, {}).setdefault(subject.digest, {})
+    label = "Predict, then look: this trace as a lesson" + (f" ({len(predicted)} predicted)" if predicted else "")
+    with st.expander(label, expanded=False, icon=":material/quiz:"):
+        open_questions = [q for q in questions if q.key not in predicted]
+        if open_questions:
+            _form(subject, open_questions, predicted)
+        for q in questions:
+            if q.key in predicted:
+                _reveal(subject, run, q, predicted[q.key])
+
+
+def _form(subject: Subject, questions, predicted: dict[str, str]) -> None:
+    with st.form(f"own_{subject.digest}", border=False):
+        st.caption("Before you read the views: what will this trace show? Each answer is measured from it.")
+        for q in questions:
+            st.radio(q.text, q.choices, index=None, key=f"own_{subject.digest}_{q.key}")
+        locked = st.form_submit_button("Lock in and reveal")
+    if locked:
+        picked = {q.key: st.session_state.get(f"own_{subject.digest}_{q.key}") for q in questions}
+        chosen: dict[str, str] = {k: str(v) for k, v in picked.items() if v is not None}
+        predicted.update(chosen)
+        room.send_predictions(chosen)
+        st.rerun()
+
+
+def _reveal(subject: Subject, run: Run, q, choice: str) -> None:
+    answer = q.answer([run])
+    score_key = f"{q.key}@{subject.digest}"
+    if score_key not in st.session_state.setdefault(SCORE, {}):  # scored and sent once per trace
+        st.session_state[SCORE][score_key] = choice == answer.choice
+        room.send_reveal(q.key, answer.choice)
+    right = choice == answer.choice
+    icon = ":material/check_circle:" if right else ":material/cancel:"
+    st.markdown(f"{icon} **{md_escape(q.text)}**")
+    st.markdown(f"Answer: **{md_escape(answer.choice)}** (you predicted *{md_escape(choice)}*) — "
+                f"{md_escape(answer.measured_text)}")
+    st.caption("Where to look: " + where_text(answer, [subject.title]))
+    if q.key == "own.memory_peak_owner":
+        st.button("Open the Memory view", key=f"own_mem_{subject.digest}_{q.key}", on_click=_open_view,
+                  args=(subject.key, "Memory"))
+    elif answer.where.row:
+        st.button("Open the Table", key=f"own_table_{subject.digest}_{q.key}", on_click=open_table,
+                  args=(subject.key,))
+    else:
+        st.button("Open the Timeline", key=f"own_tl_{subject.digest}_{q.key}", on_click=_open_view,
+                  args=(subject.key, "Timeline"))
+
+
+def _open_view(subject_key: str, view: str) -> None:
+    st.session_state["subject"] = subject_key
+    st.session_state["view"] = view
