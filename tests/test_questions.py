@@ -99,9 +99,9 @@ def busy_pct(ev) -> float:
     return 100.0 * busy / (max(b for _, b in spans) - spans[0][0])
 
 
-def gemm_kernel_mean_us(ev) -> float:
+def gemm_kernel_median_us(ev) -> float:
     """The active steps' GEMM kernels only (a warm-up step's last kernel can land in the trace)."""
-    return statistics.mean(e["dur"] for e in kernels_launched_in_steps(ev) if is_gemm_kernel(e["name"]))
+    return statistics.median(e["dur"] for e in kernels_launched_in_steps(ev) if is_gemm_kernel(e["name"]))
 
 
 def first_step_extra_profiler_pct(ev) -> float:
@@ -192,7 +192,7 @@ def expected(key: str, evs: list[list[dict]], datas: list[dict] = (), timings: l
         q = next(q for q in QUESTIONS if q.key == key)
         return (top if top in q.choices else q.choices[-1]), None
     if key == "fp32_vs_tf32.speedup":
-        ratio = gemm_kernel_mean_us(first) / gemm_kernel_mean_us(last)
+        ratio = gemm_kernel_median_us(first) / gemm_kernel_median_us(last)
         return choice(key, ratio), ratio
     if key in ("eager_vs_compile.kernels", "geglu.kernels", "sdpa_backends.flash_kernels"):
         per_step = len(kernels_launched_in_steps(last)) / len(steps(last))

@@ -10,8 +10,14 @@ from __future__ import annotations
 import re
 
 from lab.analysis.figures import first_step_ratio as step_ratio
-from lab.analysis.figures import first_step_share_pct, label_first_gaps_us, step_work_rows, work_per_step
-from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
+from lab.analysis.figures import (
+    first_step_share_pct,
+    gemm_op_share_pct,
+    label_first_gaps_us,
+    step_work_rows,
+    work_per_step,
+)
+from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.analysis.signal_types import Run, Signal
 from lab.analysis.steps import per_iteration_us
 from lab.analysis.workshop_detectors import WORKSHOP_DETECTORS
@@ -49,21 +55,6 @@ def _kernels(trace: Trace):
     return ev[ev["cat"] == "kernel"]
 
 
-def compute_share_pct(run: Run) -> float:
-    """CPU traces: the median GEMM op's duration over the median step's, in %.
-
-    Medians, because on a loaded CPU one step can stall for tens of ms in the thread pool;
-    a single outlier should not decide whether a run is overhead- or compute-bound.
-    """
-    steps = run.analysis.steps
-    ops = _cpu_ops(run.trace)
-    gemm = ops[ops["name"].astype(str).isin(GEMM_LEAF_OPS)]
-    if not len(steps) or not len(gemm):
-        return float("nan")
-    per_step = len(gemm) / len(steps)  # GEMM ops per step (1 for matmul_add)
-    return 100.0 * float(gemm["dur_us"].median()) * per_step / float(steps["cpu_us"].median())
-
-
 def _names(frame) -> set[str]:
     return set(frame["name"].astype(str))
 
@@ -82,7 +73,7 @@ def _tiny_vs_large(runs: list[Run]) -> list[Signal]:
             busy = fmt_pct(run.analysis.utilization.active_busy_pct)
             evidence = f"GPU busy {busy} of its active window ({verdict.kind})"
         else:  # CPU only: how much of the step is the multiply itself?
-            share = compute_share_pct(run)
+            share = gemm_op_share_pct(run)
             present = share < COMPUTE_SHARE_TINY_PCT if want_overhead else share >= COMPUTE_SHARE_LARGE_PCT
             evidence = f"the GEMM itself is {fmt_pct(share)} of the step's CPU time"
         out.append(Signal(f"{run.name} is {kind}", bool(present), evidence))

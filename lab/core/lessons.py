@@ -56,7 +56,7 @@ LESSONS: dict[str, Lesson] = {
                 "wants a faster kernel, or the add fused into the GEMM."
             ),
             claims=(
-                claim_between("finishes each kernel in about 2 µs", "gemm_kernel_mean_us", "tiny", 1.0, 3.0),
+                claim_between("finishes each kernel in about 2 µs", "gemm_kernel_us", "tiny", 1.0, 3.0),
                 claim_between("about 150 µs a step", "step_us", "tiny", 120.0, 180.0),
                 claim_between("Self CPU far above Self CUDA", "self_cuda_over_self_cpu", "tiny", 0.0, 0.2,
                               args=("aten::mm",)),
@@ -138,7 +138,7 @@ LESSONS: dict[str, Lesson] = {
                 "call that waits."
             ),
             claims=(
-                claim_between("ran 8.0× faster", "gemm_kernel_mean_us", "float32", 7.5, 8.5, over="tf32"),
+                claim_between("ran 8.0× faster", "gemm_kernel_us", "float32", 7.5, 8.5, over="tf32"),
                 claim_equals("The TF32 kernel's name carries `tf32`", "kernels_matching_per_step", "tf32", 1.0,
                              args=("tf32",)),
                 claim_equals("the FP32 one's does not", "kernels_matching_per_step", "float32", 0.0,
@@ -185,12 +185,12 @@ LESSONS: dict[str, Lesson] = {
                              args=("bias",)),
                 claim_equals("and no add kernel", "kernels_matching_per_step", "compiled", 0.0,
                              args=(ADD_KERNEL_NAMES,)),
-                claim_equals("The compiled graph calls `aten::addmm`", "op_calls_per_step", "compiled", 1.0,
+                claim_equals("The compiled graph calls `aten::addmm`", "calls_per_step", "compiled", 1.0,
                              args=("aten::addmm",)),
                 claim_between("about twice the eager one", "step_us", "compiled", 1.6, 2.4, over="eager"),
                 claim_equals("an `aten::copy_` under", "child_calls_per_step", "compiled", 1.0,
                              args=("aten::addmm", "aten::copy_"), device=CPU_RUN),
-                claim_equals("On a CPU `aten::addmm` runs too", "op_calls_per_step", "compiled", 1.0,
+                claim_equals("On a CPU `aten::addmm` runs too", "calls_per_step", "compiled", 1.0,
                              args=("aten::addmm",), device=CPU_RUN),
             ),
             runs=(
@@ -220,11 +220,11 @@ LESSONS: dict[str, Lesson] = {
             claims=(
                 claim_equals("`aten::t` has CPU time but no GPU time", "op_device_us", "linear", 0.0,
                              args=("aten::t",)),
-                claim_equals("run as one `aten::addmm`", "op_calls_per_step", "linear", 1.0, args=("aten::addmm",)),
-                claim_equals("no `aten::add` runs", "op_calls_per_step", "linear", 0.0, args=("aten::add",)),
+                claim_equals("run as one `aten::addmm`", "calls_per_step", "linear", 1.0, args=("aten::addmm",)),
+                claim_equals("no `aten::add` runs", "calls_per_step", "linear", 0.0, args=("aten::add",)),
                 claim_equals("one kernel per step", "kernels_per_step", "linear", 1.0),
                 claim_equals("`bias` in its name", "kernels_matching_per_step", "linear", 1.0, args=("bias",)),
-                claim_equals("no `aten::add` runs", "op_calls_per_step", "linear", 0.0, args=("aten::add",),
+                claim_equals("no `aten::add` runs", "calls_per_step", "linear", 0.0, args=("aten::add",),
                              device=CPU_RUN),
                 claim_equals("an `aten::copy_` under it", "child_calls_per_step", "linear", 1.0,
                              args=("aten::addmm", "aten::copy_"), device=CPU_RUN),
@@ -260,7 +260,7 @@ LESSONS: dict[str, Lesson] = {
                              args=(r"^triton_.*gelu.*mul",)),
                 claim_between("from about 195", "non_gemm_kernel_us_per_step", "eager", 185.0, 205.0),
                 claim_between("to 55 µs a step", "non_gemm_kernel_us_per_step", "compiled", 50.0, 60.0),
-                claim_equals("calls no `aten::gelu`", "op_calls_per_step", "compiled", 0.0, args=("aten::gelu",),
+                claim_equals("calls no `aten::gelu`", "calls_per_step", "compiled", 0.0, args=("aten::gelu",),
                              device=CPU_RUN),
             ),
             runs=(
@@ -346,13 +346,13 @@ LESSONS: dict[str, Lesson] = {
                 claim_equals("`isneginf`", "kernels_matching_per_step", "math", 1.0, args=("isneginf",)),
                 claim_equals("an fp32 softmax", "kernels_matching_per_step", "math", 1.0,
                              args=(r"SoftMaxForward\w*<float",)),
-                claim_equals("uses a NaN-safe softmax", "op_calls_per_step", "math", 1.0,
+                claim_equals("uses a NaN-safe softmax", "calls_per_step", "math", 1.0,
                              args=("aten::_safe_softmax",)),
                 claim_between("about 3 times the written-out step", "step_us", "math", 2.7, 3.4,
                               over="attention:written out"),
                 claim_equals("FlashAttention runs one kernel per step", "kernels_per_step", "flash", 1.0),
                 claim_between("about 240 µs", "kernel_mean_us", "flash", 225.0, 255.0),
-                claim_equals("uses a NaN-safe softmax", "op_calls_per_step", "math", 1.0,
+                claim_equals("uses a NaN-safe softmax", "calls_per_step", "math", 1.0,
                              args=("aten::_safe_softmax",), device=CPU_RUN),
             ),
             runs=(

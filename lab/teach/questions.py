@@ -17,9 +17,11 @@ import numpy as np
 
 from lab.analysis.figures import (
     Run,
+    event_rows,
     first_step_ratio,
     first_step_share_pct,
-    gemm_kernel_mean_us,
+    gemm_kernel_us,
+    gemm_op_share_pct,
     launch_delay_share_pct,
     step_count,
     step_work_rows,
@@ -27,7 +29,6 @@ from lab.analysis.figures import (
     work_per_step,
 )
 from lab.analysis.gemm.kinds import is_gemm_kernel
-from lab.analysis.signals import compute_share_pct
 from lab.core.lessons import LESSONS
 from lab.teach.question_types import (
     ANY_DEVICE,
@@ -52,21 +53,11 @@ __all__ = [
 
 
 def _rows(run: Run, cat: str, lane_kind: str | None = None) -> np.ndarray:
-    ev = run.trace.events
-    mask = ev["cat"].astype(str).to_numpy() == cat
-    if lane_kind:
-        mask &= ev["lane_kind"].astype(str).to_numpy() == lane_kind
-    return np.flatnonzero(mask)
+    return event_rows(run, (cat,), lane_kind=lane_kind)
 
 
 def _named(run: Run, names: Sequence[str]) -> np.ndarray:
-    ev = run.trace.events
-    named = ev["name"].astype(str).isin(list(names)).to_numpy()
-    return np.flatnonzero(named & (ev["cat"].astype(str) == "cpu_op").to_numpy())
-
-
-def _step_count(run: Run) -> int:
-    return step_count(run)
+    return event_rows(run, ("cpu_op",), tuple(names))
 
 
 def _ka_row(run: Run, name: str) -> dict:
@@ -107,7 +98,7 @@ def _gemm_share(runs: Sequence[Run]) -> Answer:
     run = runs[0]
     mm = _named(run, ("aten::mm",))
     # The lesson check's own figure (lab.analysis.signals), so the two boxes say one number.
-    pct = compute_share_pct(run)
+    pct = gemm_op_share_pct(run)
     return Answer(choice=band_of(pct, _HALF), measured=pct,
                   measured_text=f"aten::mm is {fmt_pct(pct)} of a step's CPU time (medians)",
                   where=_where_window(run, 0, mm, "the tiny run's first step: aten::mm inside it"))
@@ -186,7 +177,7 @@ def _gemm_kernel_name(run: Run) -> str:
 
 
 def _tf32_speedup(runs: Sequence[Run]) -> Answer:
-    fp32_us, tf32_us = gemm_kernel_mean_us(runs[0]), gemm_kernel_mean_us(runs[1])
+    fp32_us, tf32_us = gemm_kernel_us(runs[0]), gemm_kernel_us(runs[1])
     name = _gemm_kernel_name(runs[1])
     ratio = fp32_us / tf32_us if tf32_us > 0 else float("nan")
     return Answer(choice=band_of(ratio, _SPEEDUP), measured=ratio,
@@ -205,13 +196,13 @@ def _kernels_per_step(index: int, bands: Sequence[Band], what: str) -> Callable[
     def answer(runs: Sequence[Run]) -> Answer:
         run = runs[index]
         kernels, _ = step_work_rows(run)
-        per_step = len(kernels) / _step_count(run)
-        memsets = len(_rows(run, "gpu_memset")) / _step_count(run)
+        per_step = len(kernels) / step_count(run)
+        memsets = len(_rows(run, "gpu_memset")) / step_count(run)
         # A memset is a bar on the GPU lane too, but no kernel (issue 23: counting bars gave 2).
         also = (f"; the GPU lane also shows {memsets:.0f} Memset (Device) per step, which is not a kernel"
                 if memsets else "")
         return Answer(choice=band_of(per_step, bands), measured=per_step,
-                      measured_text=(f"{len(kernels)} kernels launched in {_step_count(run)} steps: "
+                      measured_text=(f"{len(kernels)} kernels launched in {step_count(run)} steps: "
                                      f"{per_step:.1f} per step{also}"),
                       where=_where_window(run, index, kernels, f"the {what} run's first step: its GPU lane"))
     return answer

@@ -1,6 +1,6 @@
 """Predict, then reveal, for the workshop lessons (issue 23): appended to ``questions.QUESTIONS``.
 
-Every answer is a pure function of the runs that open, through ``lab.analysis.lesson_figures``
+Every answer is a pure function of the runs that open, through ``lab.analysis.figures``
 (one definition per figure, shared with the lesson checks). No question's text, nor its
 lesson's text and "Look for" line, names the right choice or the figure behind it
 (tests/test_lessons_workshop.py checks that for every choice that could be right).
@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from lab.analysis import lesson_figures as fig
+from lab.analysis import figures as fig
 from lab.analysis.signals import Run
 from lab.teach.question_types import ANY_DEVICE, CPU, GPU, Answer, Band, Question, Where, band_of, where_window
 
@@ -69,7 +69,7 @@ _HALF = (Band(label="under 50 %", below=50.0), Band(label="50 % or more"))
 
 
 def _sync_share(runs: Sequence[Run]) -> Answer:
-    pct = fig.sync_share_pct(runs[1])
+    pct = fig.call_share_pct(runs[1], "cudaDeviceSynchronize")
     return Answer(
         choice=band_of(pct, _SHARE),
         measured=pct,
@@ -80,7 +80,7 @@ def _sync_share(runs: Sequence[Run]) -> Answer:
 
 def _op_share(index: int, op: str, what: str) -> Callable[[Sequence[Run]], Answer]:
     def answer(runs: Sequence[Run]) -> Answer:
-        pct = fig.op_share_pct(runs[index], op)
+        pct = fig.call_share_pct(runs[index], op)
         return Answer(
             choice=band_of(pct, _HALF),
             measured=pct,
