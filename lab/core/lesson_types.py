@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from lab.core.claims import Claim
 from lab.core.config import ConfigError, RunConfig
 
-__all__ = ["Lesson", "LessonRun", "lesson_configs"]
+__all__ = ["Lesson", "LessonRun", "lesson_configs", "lesson_run"]
 
 
 @dataclass(frozen=True)
@@ -57,3 +57,16 @@ def _gpu(**kw) -> RunConfig:
 
 def _cpu(**kw) -> RunConfig:
     return RunConfig(device="cpu", **kw)
+
+
+def lesson_run(name: str, workload: str, label: str, gpu: tuple[int, int, int], cpu: tuple[int, int, int] | None,
+               *, gpu_dtype: str = "bfloat16", **both) -> LessonRun:
+    """One run of a lesson from one row of its table: the workload and its step label, the (m, k, n)
+    on a GPU and on a CPU (None: the run needs a GPU), the GPU's dtype (the CPU's is the default
+    float32), and keywords for both configs (``profile_memory=True``, ``active=3``)."""
+    m, k, n = gpu
+    gpu_config = _gpu(workload=workload, m=m, k=k, n=n, dtype=gpu_dtype, step_label=label, **both)
+    if cpu is None:
+        return LessonRun(name, gpu_config, None)
+    cm, ck, cn = cpu
+    return LessonRun(name, gpu_config, _cpu(workload=workload, m=cm, k=ck, n=cn, step_label=label, **both))

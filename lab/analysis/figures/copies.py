@@ -8,12 +8,26 @@ import numpy as np
 from lab.analysis.figures.steps import kernel_step_index
 from lab.analysis.signal_types import Run
 
-__all__ = ["copy_call_ratio", "copy_gb_per_s", "copy_names", "memory_peak_label", "memory_rise_units"]
+__all__ = [
+    "copy_bytes_per_step", "copy_call_ratio", "copy_gb_per_s", "copy_kinds", "copy_names",
+    "memory_largest_allocation_bytes", "memory_peak_label", "memory_rise_units",
+]  # fmt: skip
 
 
 def copy_names(run: Run) -> list[str]:
     rows, _ = kernel_step_index(run, ("gpu_memcpy",))
     return sorted(set(run.trace.events["name"].astype(str).to_numpy()[rows]))
+
+
+def copy_kinds(run: Run) -> str:
+    """The steps' GPU copy names joined by "; " ("Memcpy HtoD (Pinned -> Device)"); "" without any."""
+    return "; ".join(copy_names(run))
+
+
+def copy_bytes_per_step(run: Run) -> float:
+    """Bytes the recorded steps' GPU copies move, per step."""
+    rows, _ = kernel_step_index(run, ("gpu_memcpy",))
+    return float(run.trace.events["copy_bytes"].to_numpy(dtype=float)[rows].sum()) / max(len(run.analysis.steps), 1)
 
 
 def copy_gb_per_s(run: Run) -> float:
@@ -45,6 +59,16 @@ def memory_peak_label(run: Run) -> str:
     """The record_function label open at the main device's memory peak ("" if none)."""
     main = _main_memory(run)
     return main.peak.annotation if main is not None else ""
+
+
+def memory_largest_allocation_bytes(run: Run) -> float:
+    """The largest single allocation on the main device (profile_memory), in bytes."""
+    main = _main_memory(run)
+    if main is None:
+        return float("nan")
+    mem = run.trace.memory
+    size = mem["bytes"].to_numpy(dtype=float)
+    return float(size.max()) if len(size) else float("nan")
 
 
 def memory_rise_units(run: Run) -> float:

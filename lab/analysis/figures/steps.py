@@ -18,12 +18,12 @@ from lab.analysis.signal_types import Run
 from lab.analysis.steps import per_iteration_us
 
 __all__ = [
-    "CALL_CATS", "GPU_WORK_CATS", "call_share_pct", "calls_per_step", "event_rows", "gemm_kernel_us",
-    "gemm_op_share_pct", "gemms_per_step", "gpu_busy_pct", "in_steps", "kernel_mean_us", "kernel_rows",
-    "kernel_step_index", "kernel_time_share_pct", "kernels_matching_per_step", "kernels_per_step",
-    "launch_delay_median_us", "launch_delay_share_pct", "launch_delays_us", "non_gemm_kernel_us_per_step",
-    "ops_per_step", "overhead_ratio", "phase_us", "step_count", "step_of", "step_us", "step_work_rows",
-    "work_per_step",
+    "CALL_CATS", "GPU_WORK_CATS", "call_mean_us", "call_share_pct", "calls_per_step", "event_rows",
+    "gemm_kernel_us", "gemm_op_share_pct", "gemms_per_step", "gpu_busy_pct", "in_steps", "kernel_mean_us",
+    "kernel_rows", "kernel_step_index", "kernel_time_share_pct", "kernels_matching_per_step", "kernels_per_step",
+    "launch_delay_median_us", "launch_delay_of_step_us", "launch_delay_share_pct", "launch_delays_us",
+    "non_gemm_kernel_us_per_step", "ops_per_step", "overhead_ratio", "phase_ratio", "phase_us", "recorded_steps",
+    "step_count", "step_of", "step_us", "step_work_rows", "unprofiled_step_us", "work_per_step",
 ]  # fmt: skip
 
 GPU_WORK_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -159,6 +159,22 @@ def step_us(run: Run) -> float:
     return per_iteration_us(run.analysis.steps)
 
 
+def recorded_steps(run: Run) -> float:
+    """How many steps the trace recorded (``analysis.steps``)."""
+    return float(len(run.analysis.steps))
+
+
+def unprofiled_step_us(run: Run) -> float:
+    """The median time per iteration with the profiler off (``Run.timing``); NaN without timing."""
+    return run.timing[1] if run.timing is not None else float("nan")
+
+
+def call_mean_us(run: Run, name: str) -> float:
+    """The mean duration of the steps' calls of ``name`` (an op or a runtime call such as cudaLaunchKernel)."""
+    dur = _durations(run, _in_step_rows(run, event_rows(run, CALL_CATS, (name,))))
+    return float(dur.mean()) if len(dur) else float("nan")
+
+
 def overhead_ratio(run: Run) -> float:
     """Profiled over unprofiled median time per iteration (``Run.timing``); NaN without timing."""
     if run.timing is None or not run.timing[1] > 0:
@@ -236,6 +252,12 @@ def launch_delays_us(run: Run) -> list[float]:
     return [float(ts[row] - ts[launch[row]]) for _, row in _first_launches(run)]
 
 
+def launch_delay_of_step_us(run: Run, index: int) -> float:
+    """The launch delay of step ``index``'s first kernel (-1: the last step), NaN without one."""
+    delays = launch_delays_us(run)
+    return delays[index] if -len(delays) <= index < len(delays) else float("nan")
+
+
 def launch_delay_median_us(run: Run) -> float:
     """The median over the steps of their first kernel's launch delay, in µs."""
     delays = launch_delays_us(run)
@@ -273,3 +295,9 @@ def phase_us(run: Run, label: str) -> float:
     for a, b in windows:
         inside |= (launch_ts >= a) & (launch_ts <= b)
     return float(_durations(run, rows)[inside].sum()) / step_count(run)
+
+
+def phase_ratio(run: Run, label: str, other: str) -> float:
+    """``phase_us`` of ``label`` over that of ``other`` (backward's time over forward's)."""
+    below = phase_us(run, other)
+    return phase_us(run, label) / below if below > 0 else float("nan")

@@ -11,8 +11,8 @@ from lab.analysis.figures.steps import event_rows, in_steps, step_count
 from lab.analysis.signal_types import Run
 
 __all__ = [
-    "child_calls_per_step", "child_op", "op_device_us", "ops_present", "self_cuda_over_self_cpu", "self_share_pct",
-    "shape_rows", "top_self_cpu_row",
+    "child_calls_per_step", "child_op", "on_other_thread", "op_device_us", "ops_present", "self_cuda_over_self_cpu",
+    "self_share_pct", "shape_row_count", "shape_rows", "top_self_cpu_row", "top_shape",
 ]  # fmt: skip
 
 
@@ -56,6 +56,31 @@ def shape_rows(run: Run, op: str) -> list[tuple[str, int, float]]:
     col = "self_device_us" if run.trace.has_gpu else "self_cpu_us"
     out = [(str(s), int(c), float(t)) for s, c, t in zip(rows["input_shapes"], rows["count"], rows[col])]
     return sorted(out, key=lambda r: -r[2])
+
+
+def shape_row_count(run: Run, op: str) -> float:
+    """How many rows ``op`` has grouped by input shape."""
+    return float(len(shape_rows(run, op)))
+
+
+def top_shape(run: Run, op: str) -> str:
+    """The input shapes of ``op``'s by-shape row with the most time ("" if none)."""
+    rows = shape_rows(run, op)
+    return rows[0][0] if rows else ""
+
+
+def on_other_thread(run: Run, prefix: str, label: str) -> float:
+    """1.0 when the CPU operators whose name starts with ``prefix`` (autograd's
+    ``evaluate_function: …Backward0``) run on other lanes (threads) than the annotation
+    ``label``, 0.0 when on the same one, NaN when either is missing."""
+    ev = run.trace.events
+    names, lanes = ev["name"].astype(str).to_numpy(), ev["lane"].astype(str).to_numpy()
+    ops = event_rows(run, ("cpu_op",))
+    mine = {lanes[i] for i in ops if names[i].startswith(prefix)}
+    where = {lanes[i] for i in event_rows(run, ("user_annotation",), (label,))}
+    if not mine or not where:
+        return float("nan")
+    return 0.0 if mine & where else 1.0
 
 
 def child_op(run: Run, name: str) -> str:
