@@ -17,11 +17,10 @@ from lab.core.lesson_types import Lesson, lesson_run
 
 __all__ = ["WORKSHOP_LESSONS"]
 
-# Few recorded steps: the loops launch hundreds of kernels a step, and the samples stay small.
-_FEW = dict(active=3)
 _MIB_64 = 64 * 2**20
 _BACKWARD_OP = "autograd::engine::evaluate_function"
-_ROW_LOOP = lesson_run("python loop", "row_loop", "rows", (64, 4096, 1), (64, 256, 1), **_FEW)
+# active=3: few recorded steps, since the loop launches hundreds of kernels a step and the samples stay small.
+_ROW_LOOP = lesson_run("python loop", "row_loop", "rows", (64, 4096, 1), (64, 256, 1), active=3)
 
 WORKSHOP_LESSONS: tuple[Lesson, ...] = (
     Lesson(
@@ -87,7 +86,7 @@ WORKSHOP_LESSONS: tuple[Lesson, ...] = (
         look_for="the ops whose # of Calls grows with the number of rows; the step time of both runs",
         runs=(
             _ROW_LOOP,
-            lesson_run("vectorized", "row_vectorized", "rows_vectorized", (64, 4096, 1), (64, 256, 1), **_FEW),
+            lesson_run("vectorized", "row_vectorized", "rows_vectorized", (64, 4096, 1), (64, 256, 1), active=3),
         ),
         explain=(
             "Per loop step, `aten::select` runs 192 times (x[i], s[i] and out[i] for each of the 64 "
