@@ -51,10 +51,14 @@ def test_the_check_finds_a_give_away():
     q = next(q for q in QUESTIONS if q.key == "sdpa_backends.flash_kernels")
     old = replace(LESSONS["sdpa_backends"], text="FlashAttention computes attention in tiles that stay on chip, "
                                                  "in one kernel.")
+    trend = next(q for q in QUESTIONS if q.key == "launch_overlap.delay_trend")
+    old_overlap = replace(LESSONS["launch_overlap"], text="so the host runs ahead and the queue grows.")
     saved = dict(g.LESSONS)
     g.LESSONS["sdpa_backends"] = old
+    g.LESSONS["launch_overlap"] = old_overlap  # the workshop lesson's text before issue 23's review
     try:
         assert "in one kernel" in giveaways(q, "1", "cuda")
+        assert "queue grows" in giveaways(trend, "it grows", "cuda")
     finally:
         g.LESSONS.clear()
         g.LESSONS.update(saved)
