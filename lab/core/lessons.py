@@ -9,7 +9,7 @@ needs hardware the host lacks (TF32 needs NVIDIA tensor cores).
 from __future__ import annotations
 
 from lab.core.claims import CPU_RUN, claim_between, claim_equals
-from lab.core.lesson_types import Lesson, LessonRun, _cpu, _gpu, lesson_configs
+from lab.core.lesson_types import Lesson, LessonRun, lesson_configs, lesson_run
 from lab.core.lessons_workshop import WORKSHOP_LESSONS
 from lab.vocab import ADD_KERNEL_NAMES
 
@@ -70,10 +70,8 @@ LESSONS: dict[str, Lesson] = {
             runs=(
                 # Ten active steps: tiny steps cost microseconds, and medians over ten shrug off
                 # the odd step stalled by a busy machine.
-                LessonRun("tiny", _gpu(m=64, k=64, n=64, dtype="bfloat16", active=10),
-                          _cpu(m=64, k=64, n=64, active=10)),
-                LessonRun("large", _gpu(m=4096, k=4096, n=4096, dtype="bfloat16"),
-                          _cpu(m=1024, k=1024, n=1024)),
+                lesson_run("tiny", "matmul_add", "matmul_add", (64, 64, 64), (64, 64, 64), active=10),
+                lesson_run("large", "matmul_add", "matmul_add", (4096, 4096, 4096), (1024, 1024, 1024)),
             ),
         ),
         Lesson(
@@ -109,10 +107,10 @@ LESSONS: dict[str, Lesson] = {
                 claim_between("a few times its later ones, not ninety", "first_step_ratio", "warm", 1.0, 5.0),
             ),
             runs=(
-                LessonRun("cold", _gpu(m=1024, k=1024, n=1024, **_COLD),
-                          _cpu(m=256, k=256, n=256, **_COLD)),
-                LessonRun("warm", _gpu(m=1024, k=1024, n=1024, **_WARM),
-                          _cpu(m=256, k=256, n=256, **_WARM)),
+                lesson_run("cold", "matmul_add", "matmul_add", (1024, 1024, 1024), (256, 256, 256),
+                           gpu_dtype="float32", **_COLD),
+                lesson_run("warm", "matmul_add", "matmul_add", (1024, 1024, 1024), (256, 256, 256),
+                           gpu_dtype="float32", **_WARM),
             ),
         ),
         Lesson(
@@ -149,8 +147,8 @@ LESSONS: dict[str, Lesson] = {
                 claim_equals("In both tables the", "top_self_cpu_row", "tf32", "cudaDeviceSynchronize"),
             ),
             runs=(
-                LessonRun("float32", _gpu(m=4096, k=4096, n=4096, dtype="float32"), None),
-                LessonRun("tf32", _gpu(m=4096, k=4096, n=4096, dtype="tf32"), None),
+                lesson_run("float32", "matmul_add", "matmul_add", (4096, 4096, 4096), None, gpu_dtype="float32"),
+                lesson_run("tf32", "matmul_add", "matmul_add", (4096, 4096, 4096), None, gpu_dtype="tf32"),
             ),
             cpu_refusal=(
                 "TF32 is a tensor-core mode of NVIDIA GPUs (Ampere or newer); this host has none. "
@@ -194,11 +192,9 @@ LESSONS: dict[str, Lesson] = {
                              args=("aten::addmm",), device=CPU_RUN),
             ),
             runs=(
-                LessonRun("eager", _gpu(m=4096, k=4096, n=4096, dtype="bfloat16"),
-                          _cpu(m=512, k=512, n=512)),
-                LessonRun("compiled", _gpu(m=4096, k=4096, n=4096, dtype="bfloat16", compile=True,
-                                           step_label="matmul_add_compiled"),
-                          _cpu(m=512, k=512, n=512, compile=True, step_label="matmul_add_compiled")),
+                lesson_run("eager", "matmul_add", "matmul_add", (4096, 4096, 4096), (512, 512, 512)),
+                lesson_run("compiled", "matmul_add", "matmul_add_compiled", (4096, 4096, 4096), (512, 512, 512),
+                           compile=True),
             ),
         ),
         Lesson(
@@ -230,9 +226,7 @@ LESSONS: dict[str, Lesson] = {
                              args=("aten::addmm", "aten::copy_"), device=CPU_RUN),
             ),
             runs=(
-                LessonRun("linear", _gpu(workload="linear", m=4096, k=4096, n=4096, dtype="bfloat16",
-                                         step_label="linear"),
-                          _cpu(workload="linear", m=512, k=512, n=512, step_label="linear")),
+                lesson_run("linear", "linear", "linear", (4096, 4096, 4096), (512, 512, 512)),
             ),
         ),
         Lesson(
@@ -264,13 +258,9 @@ LESSONS: dict[str, Lesson] = {
                              device=CPU_RUN),
             ),
             runs=(
-                LessonRun("eager", _gpu(workload="geglu_mlp", m=4096, k=4096, n=8192, dtype="bfloat16",
-                                        step_label="geglu"),
-                          _cpu(workload="geglu_mlp", m=256, k=256, n=512, step_label="geglu")),
-                LessonRun("compiled", _gpu(workload="geglu_mlp", m=4096, k=4096, n=8192,
-                                           dtype="bfloat16", compile=True, step_label="geglu_compiled"),
-                          _cpu(workload="geglu_mlp", m=256, k=256, n=512, compile=True,
-                               step_label="geglu_compiled")),
+                lesson_run("eager", "geglu_mlp", "geglu", (4096, 4096, 8192), (256, 256, 512)),
+                lesson_run("compiled", "geglu_mlp", "geglu_compiled", (4096, 4096, 8192), (256, 256, 512),
+                           compile=True),
             ),
         ),
         Lesson(
@@ -308,12 +298,8 @@ LESSONS: dict[str, Lesson] = {
                              device=CPU_RUN),
             ),
             runs=(
-                LessonRun("written out", _gpu(workload="attention_naive", m=4096, k=64, n=16,
-                                              dtype="bfloat16", step_label="attention"),
-                          _cpu(workload="attention_naive", m=512, k=64, n=8, step_label="attention")),
-                LessonRun("sdpa", _gpu(workload="attention_sdpa", m=4096, k=64, n=16, dtype="bfloat16",
-                                       step_label="attention_sdpa"),
-                          _cpu(workload="attention_sdpa", m=512, k=64, n=8, step_label="attention_sdpa")),
+                lesson_run("written out", "attention_naive", "attention", (4096, 64, 16), (512, 64, 8)),
+                lesson_run("sdpa", "attention_sdpa", "attention_sdpa", (4096, 64, 16), (512, 64, 8)),
             ),
         ),
         Lesson(
@@ -356,12 +342,8 @@ LESSONS: dict[str, Lesson] = {
                              args=("aten::_safe_softmax",), device=CPU_RUN),
             ),
             runs=(
-                LessonRun("math", _gpu(workload="attention_math", m=4096, k=64, n=16, dtype="bfloat16",
-                                       step_label="sdpa_math"),
-                          _cpu(workload="attention_math", m=512, k=64, n=8, step_label="sdpa_math")),
-                LessonRun("flash", _gpu(workload="attention_flash", m=4096, k=64, n=16,
-                                        dtype="bfloat16", step_label="sdpa_flash"),
-                          _cpu(workload="attention_flash", m=512, k=64, n=8, step_label="sdpa_flash")),
+                lesson_run("math", "attention_math", "sdpa_math", (4096, 64, 16), (512, 64, 8)),
+                lesson_run("flash", "attention_flash", "sdpa_flash", (4096, 64, 16), (512, 64, 8)),
             ),
         ),
     )

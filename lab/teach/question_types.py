@@ -12,7 +12,7 @@ import numpy as np
 
 from lab.analysis.signals import Run
 
-__all__ = ["ANY_DEVICE", "CPU", "GPU", "MAX_HIGHLIGHT", "Answer", "Band", "Question", "Where", "band_of",
+__all__ = ["ANY_DEVICE", "CPU", "GPU", "MAX_HIGHLIGHT", "Answer", "Band", "Question", "Where", "band_of", "question",
            "where_window"]
 
 GPU: str = "cuda"
@@ -66,6 +66,15 @@ class Question:
 
     def tells_for(self, choice: str) -> tuple[str, ...]:
         return next((words for label, words in self.tells if label == choice), ())
+
+
+def question(key: str, text: str, choices: Sequence[str], answer: Callable[[Sequence[Run]], Answer],
+             devices: Sequence[str] = ANY_DEVICE, why_gpu: str = "",
+             tells: dict[str, Sequence[str]] | None = None) -> Question:
+    """One question from one row of a question table (its lesson is the key's first part)."""
+    return Question(key=key, lesson=key.split(".", 1)[0], text=text, choices=tuple(choices), answer=answer,
+                    devices=tuple(devices), why_gpu=why_gpu,
+                    tells=tuple((c, tuple(w)) for c, w in (tells or {}).items()))
 
 
 def band_of(value: float, bands: Sequence[Band]) -> str:

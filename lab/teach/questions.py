@@ -41,6 +41,7 @@ from lab.teach.question_types import (
     _where_window,
     band_of,
 )
+from lab.teach.question_types import question as _q
 from lab.teach.questions_workshop import WORKSHOP_QUESTIONS
 from lab.units import fmt_pct
 
@@ -264,13 +265,6 @@ def _fewer_than(first: int, second: int, what: str) -> Callable[[Sequence[Run]],
 # --------------------------------------------------------------------------- the questions
 
 _NEEDS_KERNELS = "it counts GPU kernels, and a CPU run launches none"
-
-
-def _q(key: str, text: str, choices: Sequence[str], answer, devices=ANY_DEVICE, why_gpu: str = "",
-       tells: dict[str, Sequence[str]] | None = None) -> Question:
-    return Question(key=key, lesson=key.split(".", 1)[0], text=text, choices=tuple(choices), answer=answer,
-                    devices=tuple(devices), why_gpu=why_gpu,
-                    tells=tuple((c, tuple(w)) for c, w in (tells or {}).items()))
 
 
 _ONE_KERNEL = ("one kernel", "a single kernel", "1 kernel", "one fused kernel", "in one kernel")

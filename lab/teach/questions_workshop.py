@@ -17,17 +17,11 @@ import numpy as np
 from lab.analysis import figures as fig
 from lab.analysis.signals import Run
 from lab.teach.question_types import ANY_DEVICE, CPU, GPU, Answer, Band, Question, Where, band_of, where_window
+from lab.teach.question_types import question as _q
 
 __all__ = ["WORKSHOP_QUESTIONS"]
 
 _NO_QUEUE = "a CPU run has no launch queue and no GPU to wait for"
-
-
-def _q(key: str, text: str, choices: Sequence[str], answer, devices=ANY_DEVICE, why_gpu: str = "",
-       tells: dict[str, Sequence[str]] | None = None) -> Question:
-    return Question(key=key, lesson=key.split(".", 1)[0], text=text, choices=tuple(choices), answer=answer,
-                    devices=tuple(devices), why_gpu=why_gpu,
-                    tells=tuple((c, tuple(w)) for c, w in (tells or {}).items()))
 
 
 def _banded(value: Callable[[Sequence[Run]], float], bands: Sequence[Band], says: Callable[[float], str],
