@@ -280,3 +280,13 @@ def test_band_edges():
 
     assert [band_of(v, _SPEEDUP) for v in (1.99, 2.0, 5.99, 6.0, 80.0)] == [
         q.choices[0], q.choices[1], q.choices[1], q.choices[2], q.choices[2]]
+
+
+@pytest.mark.parametrize("q", [q for q in QUESTIONS if "cuda" in q.devices], ids=lambda q: q.key)
+def test_a_reveal_window_outlines_the_events_it_names(q):
+    """A reveal that points at a timeline window outlines at least one event there: the no-sync
+    run's last step ends ~800 µs before its kernels run, and its window once outlined none."""
+    from lessonruns import h200_runs
+
+    where = q.answer(list(h200_runs(q.lesson))).where
+    assert not where.window_us or where.event_ids, f"{q.key}: {where.text} outlines no event"

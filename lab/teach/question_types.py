@@ -98,8 +98,10 @@ def _in_window(run: Run, rows: np.ndarray, window: tuple[float, float]) -> np.nd
     return rows[(ts >= window[0]) & (ts <= window[1])][:MAX_HIGHLIGHT]
 
 
-def _where_window(run: Run, index: int, rows: np.ndarray, text: str, step: int = 0) -> Where:
-    window = _step_window(run, step)
+def _where_window(run: Run, index: int, rows: np.ndarray, text: str, step: int = 0,
+                  window: tuple[float, float] | None = None) -> Where:
+    """Step ``step``'s window (or ``window``) and the events of ``rows`` that start in it."""
+    window = window or _step_window(run, step)
     shown = _in_window(run, rows, window)
     names = tuple(dict.fromkeys(str(n) for n in run.trace.events["name"].to_numpy()[shown]))
     return Where(text=text, window_us=window, step=step if len(run.analysis.steps) else None, run=index,

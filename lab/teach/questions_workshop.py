@@ -45,8 +45,19 @@ def _row(run_index: int, row: str, text: str) -> Where:
 
 
 def _kernels_where(runs: Sequence[Run], index: int, step: int, text: str) -> Where:
-    rows, steps = fig.kernel_step_index(runs[index], ("kernel", "gpu_memcpy"))
-    return where_window(runs[index], index, rows[steps == step], text, step=step)
+    """The GPU work launched in step ``step``, in a window from the step's start to the end of that
+    work: the GPU lags the host (the no-sync run's last step ends ~800 µs before its kernels run)."""
+    run = runs[index]
+    rows, steps = fig.kernel_step_index(run, ("kernel", "gpu_memcpy"))
+    rows = rows[steps == step]
+    steps_frame = run.analysis.steps
+    if not len(steps_frame):
+        return where_window(run, index, rows, text, step=step)
+    ev = run.trace.events
+    start, end = float(steps_frame["start_us"].iloc[step]), float(steps_frame["end_us"].iloc[step])
+    if len(rows):
+        end = max(end, float((ev["ts_us"].to_numpy(dtype=float) + ev["dur_us"].to_numpy(dtype=float))[rows].max()))
+    return where_window(run, index, rows, text, step=step, window=(start, end))
 
 
 # --------------------------------------------------------------------------- launch_overlap
