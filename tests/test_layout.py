@@ -187,7 +187,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "run": _LEAVES | {"core", "pool"},
     "read": _LEAVES | {"core", "pool", "trace", "analysis", "samples", "teach"},
     "views": _LEAVES | {"core", "trace", "analysis"},
-    "teach": _LEAVES | {"core", "trace", "analysis"},
+    "teach": _LEAVES | {"core", "trace", "analysis", "samples"},  # giveaway reads the recordings' titles
     "access": _LEAVES | {"core", "run", "read"},
     "tracedir": _LEAVES | {"core"},  # the host's trace directories: names, listing, safe paths (issue 25)
     "serve": _LEAVES | {"core"},  # `profiler-lab serve`: streamlit run of the installed page
