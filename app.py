@@ -13,7 +13,7 @@ import streamlit as st
 from lab.access import RateLimiter
 from lab.read import ReaderPool
 from lab.run import HostSettings, ProfileService
-from ui import access, cache, controls, layout, own_trace, ranks, room, state, teach, upload, views
+from ui import access, cache, controls, layout, own_trace, ranks, room, state, teach, tensorboard, upload, views
 from ui.run import await_worker, open_recording, run_lesson, run_submitted, settle_interrupted
 from ui.widgets import labels_from
 
@@ -21,7 +21,8 @@ st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layo
 
 # "Memory" is always listed; without profile_memory's records it says how to record them.
 # "Ranks" is shown only for a group of one job's ranks (several traces uploaded together).
-VIEWS = ("Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "Compare", "Ranks")
+# "TensorBoard": the removed TensorBoard plugin's step-time breakdown, Kernel and Module views.
+VIEWS = ("Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "TensorBoard", "Compare", "Ranks")
 
 
 @st.cache_resource(show_spinner=False)
@@ -140,6 +141,7 @@ if subject is not None and loaded is not None:
         "Memory": lambda: views.memory_view(subject, loaded),
         "Insights": lambda: views.insights_view(loaded),
         "Trace": lambda: views.trace_view(subject, loaded, settings.perfetto_origin),
+        "TensorBoard": lambda: tensorboard.tensorboard_view(subject, loaded, views.file_stem(subject)),
         "Compare": lambda: views.compare_view(subjects, load, jobs),
         "Ranks": lambda: ranks.ranks_view(subject, readers),
     }

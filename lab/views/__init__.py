@@ -1,5 +1,6 @@
 """Stage 4 of the pipeline: what the page and the CLI show, as plain data (and Altair specs):
-the summary cards, the key_averages tables, the timeline, the memory chart, the JSON/text report.
+the summary cards, the key_averages tables, the timeline, the memory chart, the JSON/text report,
+and the TensorBoard plugin's step-time, kernel and module views (``tensorboard``).
 
 Nothing here imports streamlit; ``ui/`` lays these out.
 """
@@ -26,6 +27,15 @@ from lab.views.tables import (
     to_csv_bytes,
     trace_table,
 )
+from lab.views.tensorboard import (
+    kernel_by_name_table,
+    kernel_by_op_table,
+    kernel_note,
+    module_table,
+    step_time_chart,
+    step_time_note,
+    step_time_table,
+)
 from lab.views.timeline import DEFAULT_PYTHON_LEVELS, PROFILER_LANE_NOTE, build_timeline, timeline_chart
 from lab.views.timeline_rows import profiler_lanes
 from lab.views.torch_table import TORCH_SORT_COLUMNS, profiled_device, torch_sorted, torch_table_text
@@ -41,4 +51,6 @@ __all__ = [
     "fmt_us", "format_key_averages", "is_device_sort", "key_averages_view", "limit_text_table",
     "profiled_device", "trace_table", "summarize", "timeline_chart", "to_csv_bytes", "torch_sorted", "torch_table_text",
     "build_ranks_timeline", "rank_table", "ranks_span_us",
+    "kernel_by_name_table", "kernel_by_op_table", "kernel_note", "module_table", "step_time_chart", "step_time_note",
+    "step_time_table",
 ]  # fmt: skip
