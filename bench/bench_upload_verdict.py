@@ -19,7 +19,8 @@ way back, and the page's rerun up to the verdict drawn. One machine, one clock.
 
 This process lowers its priority to the readers' (``lab.read.limits.READER_NICE``) once the
 server and Chromium have started, so A and the reader's work compete alike with the other jobs
-of a shared box; the server and the browser keep their own. Prints a Markdown table and the per-round figures as JSON lines.
+of a shared box; the server and the browser keep their own. Prints a Markdown table and the
+per-round figures as JSON lines.
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ PROBE_JS = """(name) => {
     const timer = setInterval(() => {
         if (window.__chosen === null) return;
         if (window.__verdict === null && shows() && verdictDrawn()) window.__verdict = Date.now();
-        if (window.__verdict !== null && window.__idle === null && idle()) { window.__idle = Date.now(); clearInterval(timer); }
+        if (window.__verdict !== null && window.__idle === null && idle()) {
+            window.__idle = Date.now(); clearInterval(timer);
+        }
     }, 10);
 }""".replace("IDLE_JS", IDLE_JS)
 
