@@ -87,13 +87,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """`streamlit run app.py` in its own process group (its profiling workers go with it);
-    ``env`` adds variables (e.g. PROFILER_LAB_PASSCODE) to this process's environment."""
+def start_server(port: int, log: Path, env: dict[str, str] | None = None, script: str = "app.py") -> subprocess.Popen:
+    """`streamlit run app.py` (or ``script``) in its own process group (its profiling workers go
+    with it); ``env`` adds variables (e.g. PROFILER_LAB_PASSCODE) to this process's environment."""
     env = {**os.environ, **(env or {}), "KINETO_LOG_LEVEL": "6", "PYTHONUNBUFFERED": "1"}
     with log.open("w") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+            [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
              "--server.headless", "true", "--server.address", "127.0.0.1",
              "--browser.gatherUsageStats", "false"],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -137,13 +137,13 @@ def stop_server(process: subprocess.Popen) -> None:
 
 
 @contextmanager
-def streamlit_server(log: Path, port: int | None = None,
-                     env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+def streamlit_server(log: Path, port: int | None = None, env: dict[str, str] | None = None,
+                     script: str = "app.py") -> Iterator[tuple[str, subprocess.Popen]]:
     """A healthy server on ``port`` (default: a free one), with ``env`` added to its environment:
     yields (url, process); stopped whatever happens."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
-    process = start_server(port, log, env)
+    process = start_server(port, log, env, script)
     try:
         wait_healthy(url, process, log)
         yield url, process

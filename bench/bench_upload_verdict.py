@@ -1,0 +1,197 @@
+"""Upload → verdict in Chromium, step by step, beside the same trace read in-process.
+
+    python bench/bench_upload_verdict.py TRACE [TRACE …] [--rounds 3] [--port 8640]
+
+For each trace, ``--rounds`` times, interleaved (A B, A B, …, every trace in each round):
+
+* A, in-process: ``load_trace(bytes) + analyze + find_insights`` in this process on the file's
+  bytes already in memory — the floor an upload is held to;
+* B, upload: a fresh browser context opens the page (``streamlit run bench/timed_app.py``: the
+  page itself, with time stamps), opens "Open your own trace", and sets the file on the
+  uploader; timed from the file input's change event to the Summary's verdict of this upload on
+  screen, and to the page idle (script run over, nothing loading).
+
+The breakdown of B lines up the page's ``Date.now()`` (file chosen; the upload request's end,
+from the browser's resource timing; the verdict drawn) with the server's stamps
+(``bench/timed_app.py``): the browser's request (transfer), Streamlit's upload handling up to the
+script holding the bytes, the hand-off to a reader, decode (load_trace), analysis, the result's
+way back, and the page's rerun up to the verdict drawn. One machine, one clock.
+
+This process lowers its priority to the readers' (``lab.read.limits.READER_NICE``) once the
+server and Chromium have started, so A and the reader's work compete alike with the other jobs
+of a shared box; the server and the browser keep their own. Prints a Markdown table and the
+per-round figures as JSON lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from browser_harness import CHROMIUM, CHROMIUM_ARGS, IDLE_JS, streamlit_server  # noqa: E402
+
+PROBE_JS = """(name) => {
+    window.__chosen = null; window.__verdict = null; window.__idle = null;
+    document.addEventListener("change", (e) => {
+        if (e.target && e.target.type === "file" && window.__chosen === null) window.__chosen = Date.now();
+    }, true);
+    const shows = () => {
+        for (const input of document.querySelectorAll('input[role="combobox"]')) {
+            if (input.value.includes(name)) return true;
+        }
+        return false;
+    };
+    const verdictDrawn = () => [...document.querySelectorAll('[data-testid="stMarkdownContainer"] strong')]
+        .some((el) => el.textContent === "Verdict");
+    const idle = IDLE_JS;
+    const timer = setInterval(() => {
+        if (window.__chosen === null) return;
+        if (window.__verdict === null && shows() && verdictDrawn()) window.__verdict = Date.now();
+        if (window.__verdict !== null && window.__idle === null && idle()) {
+            window.__idle = Date.now(); clearInterval(timer);
+        }
+    }, 10);
+}""".replace("IDLE_JS", IDLE_JS)
+
+UPLOAD_TIMING_JS = """() => performance.getEntriesByType("resource")
+    .filter((e) => e.name.includes("/_stcore/upload_file"))
+    .map((e) => ({start: performance.timeOrigin + e.startTime, end: performance.timeOrigin + e.responseEnd}))"""
+
+# Breakdown segments: (label, from, to); points are page ("page:…") or server stamps.
+SEGMENTS = (
+    ("transfer (browser → server, Streamlit stores the file)", "page:chosen", "page:upload_end"),
+    ("Streamlit: rerun with the file, page top → upload box", "page:upload_end", "accept"),
+    ("hand-off: digest, queue, the bytes to a reader", "accept", "stage:parsing"),
+    ("decode (load_trace)", "stage:parsing", "stage:analysing"),
+    ("analysis (analyze + find_insights)", "stage:analysing", "stage:sending"),
+    ("result's way back (pack, pipe, unpickle)", "stage:sending", "received"),
+    ("page: settle, rerun, Summary drawn", "received", "page:verdict"),
+)
+
+
+def in_process(data: bytes) -> float:
+    from lab.analysis import analyze, find_insights
+    from lab.trace import load_trace
+
+    started = time.perf_counter()
+    trace = load_trace(data)
+    analysis = analyze(trace)
+    find_insights(trace, analysis)
+    return time.perf_counter() - started
+
+
+def read_stamps(path: Path, since: float) -> dict[str, float]:
+    """The first stamp of each kind after ``since`` (one upload at a time, so no mixing)."""
+    out: dict[str, float] = {}
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        if rec["t"] >= since and rec["ev"] not in out:
+            out[rec["ev"]] = rec["t"]
+    return out
+
+
+def upload_once(browser, url: str, path: Path, stamps: Path, timeout_s: float) -> dict[str, float]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(url, timeout=timeout_s * 1000)
+        page.get_by_text("Detected:").first.wait_for(timeout=timeout_s * 1000)
+        page.wait_for_function(IDLE_JS, timeout=timeout_s * 1000)
+        page.get_by_text("Open your own trace").first.click()
+        page.locator('input[type="file"]').wait_for(state="attached", timeout=timeout_s * 1000)
+        page.wait_for_timeout(500)
+        page.evaluate(PROBE_JS, path.name)
+        page.locator('input[type="file"]').set_input_files(str(path))
+        page.wait_for_function("() => window.__idle !== null", timeout=timeout_s * 1000, polling=100)
+        clock = page.evaluate("() => ({chosen: window.__chosen, verdict: window.__verdict, idle: window.__idle})")
+        uploads = page.evaluate(UPLOAD_TIMING_JS)
+    finally:
+        context.close()
+    points = {f"page:{k}": v / 1000 for k, v in clock.items()}
+    if uploads:
+        points["page:upload_end"] = max(u["end"] for u in uploads) / 1000
+    points.update(read_stamps(stamps, points["page:chosen"] - 0.05))
+    return points
+
+
+def segments(points: dict[str, float]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for label, a, b in SEGMENTS:
+        out[label] = points[b] - points[a] if a in points and b in points else None
+    out["total: file chosen → verdict on screen"] = points["page:verdict"] - points["page:chosen"]
+    out["file chosen → page idle"] = points["page:idle"] - points["page:chosen"]
+    return out
+
+
+def _median(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("traces", nargs="+", type=Path)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--port", type=int, default=8640)
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--log", type=Path, default=Path("/tmp/profiler_lab_bench/upload_verdict_server.log"))
+    args = ap.parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    from lab.read.limits import READER_NICE
+
+    args.log.parent.mkdir(parents=True, exist_ok=True)
+    stamps = args.log.with_suffix(".stamps.jsonl")
+    stamps.write_text("")
+    env = {"PROFILER_LAB_STAMPS": str(stamps)}
+    load = os.getloadavg()
+    results: dict[str, dict[str, list]] = {str(p): {"in_process": [], "upload": []} for p in args.traces}
+    with streamlit_server(args.log, port=args.port, env=env, script="bench/timed_app.py") as (url, _):
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            os.nice(READER_NICE)  # after the browser started: it keeps the server's priority
+            try:
+                upload_once(browser, url, args.traces[0], stamps, args.timeout)  # warm-up: page code, readers
+                for trace in args.traces:
+                    in_process(trace.read_bytes())
+                for r in range(args.rounds):
+                    for trace in args.traces:
+                        a = in_process(trace.read_bytes())
+                        b = segments(upload_once(browser, url, trace, stamps, args.timeout))
+                        results[str(trace)]["in_process"].append(a)
+                        results[str(trace)]["upload"].append(b)
+                        print(json.dumps({"round": r, "trace": trace.name, "in_process_s": a, **b}), flush=True)
+            finally:
+                browser.close()
+    print(f"\nload average at start: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}; "
+          f"at end: {' / '.join(f'{x:.2f}' for x in os.getloadavg())}; rounds: {args.rounds}\n")
+    names = [str(p) for p in args.traces]
+    print("| step (median s) | " + " | ".join(Path(n).name for n in names) + " |")
+    print("|---|" + "---:|" * len(names))
+    labels = list(results[names[0]]["upload"][0].keys())
+    for label in labels:
+        cells = [_median([u[label] for u in results[n]["upload"]]) for n in names]
+        print(f"| {label} | " + " | ".join("—" if c is None else f"{c:.3f}" for c in cells) + " |")
+    cells = [_median(results[n]["in_process"]) for n in names]
+    print("| in-process load_trace + analyze + find_insights | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
+    ratios = []
+    for n in names:
+        pairs = [u["total: file chosen → verdict on screen"] / a
+                 for u, a in zip(results[n]["upload"], results[n]["in_process"], strict=True)]
+        ratios.append(statistics.median(pairs))
+    print("| **upload → verdict ÷ in-process** (median of per-round ratios) | "
+          + " | ".join(f"**{x:.2f}×**" for x in ratios) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
