@@ -14,7 +14,7 @@ from functools import cached_property
 import pandas as pd
 
 from lab.analysis.diagnoses.findings import Findings, diagnose
-from lab.analysis.gemm.analyze import gemm_figures, peak_for
+from lab.analysis.gemm.analyze import gemm_figures, peak_for, typical_gemm
 from lab.analysis.gpu import GpuUtilization, LaunchStats, gpu_utilization, launch_delays
 from lab.analysis.memory.analyze import MemoryAnalysis, memory_analysis
 from lab.analysis.operators import Links, build_links, kernel_summary, operator_summary
@@ -45,6 +45,8 @@ class Analysis:
     findings: Findings  # the diagnoses (lab.analysis.diagnoses.findings), computed once
     # What the GEMM table left out and why (a figure above the device's peak is never shown).
     gemm_notes: tuple[str, ...] = ()
+    # The GEMM instance every view quotes (Summary card, roofline point, insight caveat): one row of ``gemm``.
+    gemm_typical: pd.Series | None = None
     memory: MemoryAnalysis | None = None  # profile_memory's records (None: the trace has none)
     # The trace analysed, for the grouped-by-shape tables below: computed when first asked for
     # (the page's "Group by input shape" toggle), not on every analysis — 25 ms of the 52k-event
@@ -90,6 +92,7 @@ def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig |
         peak=peak,
         links=links,
         gemm_notes=gemm.notes,
+        gemm_typical=typical_gemm(gemm.rows),
         findings=findings,
         trace=trace,
         memory=memory,

@@ -3,9 +3,10 @@
 A run's point: on a GPU trace, the GEMM kernel's figures (``lab.analysis.gemm.analyze``: 2·M·K·N FLOPs
 over the kernel's time, inputs read once and the output written once); on a CPU trace (no
 kernels), the workload's own cost (``lab.core.workloads``: its FLOPs and bytes per step) over the
-median step. The roof: peak compute for the dtype and memory bandwidth — the datasheet table
-of ``lab.core.devices`` for a listed GPU, else what the worker measured at warm-up (its best
-matmul rate for the dtype and a large tensor's copy rate: a CPU has no datasheet entry).
+step's median time without the profiler (the Summary's "Step throughput"). The roof: peak compute
+for the dtype and memory bandwidth — the datasheet table of ``lab.core.devices`` for a listed GPU,
+else what the worker measured at warm-up (its best matmul rate for the dtype and a large tensor's
+copy rate: a CPU has no datasheet entry).
 The "size sweep": a list of shapes from overhead-bound to compute-bound, one suggested per seat.
 """
 
@@ -108,21 +109,22 @@ def device_roofline(device: DeviceInfo, dtype: str) -> Roofline | None:
                     source="measured at the worker's warm-up (best matmul rate for the dtype; a large tensor's copy)")
 
 
-def run_summary(config: RunConfig, analysis: Analysis, device: str) -> RunSummary | None:
-    """The run's roofline point (None when it has neither a GEMM figure nor a step to time)."""
-    gemm = analysis.gemm
-    rates = gemm["tflops"].to_numpy(dtype=float) if len(gemm) else np.array([])
-    ok = np.isfinite(rates)
-    if ok.any():  # a GPU trace: the GEMM kernel's own figures
-        tflops = float(np.median(rates[ok]))
-        intensity = float(np.median(gemm["intensity_flops_per_byte"].to_numpy(dtype=float)[ok]))
-    else:  # a CPU trace: the workload's cost over the median step
+def run_summary(config: RunConfig, analysis: Analysis, device: str, *,
+                step_tflops: float | None = None) -> RunSummary | None:
+    """The run's roofline point (None when it has neither a GEMM figure nor a step to time): a GPU
+    trace's typical GEMM instance (``Analysis.gemm_typical``, the Summary's GEMM card), else the
+    workload's cost at ``step_tflops`` (``RunResult.step_tflops``, the Summary's "Step throughput"
+    card) or, untimed, over the median profiled step."""
+    typical = analysis.gemm_typical
+    work = WORKLOADS[config.workload]
+    if typical is not None:  # a GPU trace: the GEMM kernel's own figures
+        tflops, intensity = float(typical["tflops"]), float(typical["intensity_flops_per_byte"])
+    else:  # a CPU trace: the workload's cost over the step's time
         steps = analysis.steps["cpu_us"].to_numpy(dtype=float) if len(analysis.steps) else np.array([])
-        if not len(steps) or float(np.median(steps)) <= 0:
+        if step_tflops is None and (not len(steps) or float(np.median(steps)) <= 0):
             return None
-        work = WORKLOADS[config.workload]
         flops, moved = work.flops(config), work.estimate_bytes(config)
-        tflops = flops / float(np.median(steps)) / 1e6
+        tflops = step_tflops if step_tflops is not None else flops / float(np.median(steps)) / 1e6
         intensity = flops / moved
     if not (math.isfinite(tflops) and math.isfinite(intensity) and tflops > 0 and intensity > 0):
         return None

@@ -16,7 +16,7 @@ import pandas as pd
 from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.columns import mask_in, mask_where, texts
 from lab.analysis.diagnoses.findings import DIAGNOSIS_RULES, findings_of
-from lab.analysis.gemm.analyze import compute_capability
+from lab.analysis.gemm.analyze import GEMM_MIN_KERNEL_US, compute_capability
 from lab.analysis.gemm.insights import GEMM_RULES, older_arch_text
 from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.analysis.gpu import covered_us
@@ -25,7 +25,7 @@ from lab.analysis.insights.record import SEVERITIES, Insight
 from lab.analysis.memory.insights import MEMORY_RULES
 from lab.analysis.verdict import host_work_us
 from lab.trace.load import Trace
-from lab.units import fmt_us_fixed
+from lab.units import fmt_tflops, fmt_us_fixed
 from lab.vocab import GPU_ACTIVITY_CATS, SYNC_NAMES
 
 # --- thresholds ------------------------------------------------------------------------------
@@ -57,9 +57,6 @@ LAUNCH_BOUND_IDLE_PCT = 50.0  # GPU idle share of its active window that makes i
 # An unfused add worth a warning: at least this share of GPU time spent in the separate add.
 UNFUSED_ADD_WARN_PCT = 5.0
 ADD_OPS = ("aten::add", "aten::add_", "aten::bias_add")
-# A GEMM kernel this long is big enough to approach peak; below it, launch and tail effects
-# dominate and a low % of peak says little.
-GEMM_MIN_KERNEL_US = 100.0
 # Tuned cuBLAS GEMMs of large square shapes reach ~70–90 % of the dense datasheet peak (the
 # 4096³ bf16 trace in tests/data: ~80 % of an H200's 989 TFLOP/s); under half is a real loss.
 GEMM_LOW_PCT_OF_PEAK = 50.0
@@ -420,22 +417,24 @@ def gemm_below_peak(trace: Trace, analysis: Analysis) -> Insight | None:
         suggestion=("Check the shape and layout: dimensions that are multiples of 64–128, contiguous inputs, a "
                     "tensor-core dtype (bf16/fp16/tf32/fp8); a memory-bound shape (small K or N) cannot reach peak."),
         learn_more=CUDA_BEST_PRACTICES,
-        caveat=_gemm_warmup_caveat(big, worst),
+        caveat=_gemm_warmup_caveat(big, worst, analysis.gemm_typical),
     )
 
 
-def _gemm_warmup_caveat(big: pd.DataFrame, worst: pd.Series) -> str:
+def _gemm_warmup_caveat(big: pd.DataFrame, worst: pd.Series, typical: pd.Series | None) -> str:
     """The worst instance may be a cold one (clocks ramping, first-call heuristics): said with the
-    median instance's rate, where the worst is the first of its shape or there are few instances."""
+    typical (median) instance's rate — the Summary card's figure — where the worst is the first of
+    its shape or there are few instances."""
     same = big[(big["m"] == worst["m"]) & (big["k"] == worst["k"]) & (big["n"] == worst["n"])]
-    median = float(big["tflops"].median())
+    median = float(typical["tflops"]) if typical is not None else float(big["tflops"].median())
     first = (len(same) > 1 and float(worst["ts_us"]) <= float(same["ts_us"].min())
              and float(worst["tflops"]) < GEMM_COLD_BELOW_MEDIAN * median)
     if not first and len(big) >= GEMM_FEW_INSTANCES:
         return ""
     why = ("the worst is the first instance of its shape, which can run before the clocks and cuBLAS's "
            "choices have warmed up" if first else f"only {len(big)} long GEMM instance(s) were recorded")
-    return (f"One instance's rate: {why}; the median instance runs at {median:.1f} TFLOP/s. Judge a "
+    unit = str(typical["rate_unit"]) if typical is not None else "TFLOP/s"
+    return (f"One instance's rate: {why}; the median instance runs at {fmt_tflops(median, unit)}. Judge a "
             "warmed-up step, and several of them.")
 
 
