@@ -47,3 +47,20 @@ def small_cpu_result(warm_cpu, host_settings):
         record_shapes=True, profile_memory=True, with_flops=True,
     )
     return run_profile(config, settings=host_settings)
+
+
+@pytest.fixture(scope="module")
+def playwright_api():
+    """The browser tests': Playwright's sync API, checked before their ``server`` starts."""
+    from tests.browser_pages import sync_api
+
+    return sync_api()
+
+
+@pytest.fixture(scope="module")
+def browser(playwright_api, server):
+    """The browser tests': one Chromium per module, on the module's own ``server`` fixture."""
+    from tests.browser_pages import chromium
+
+    with chromium(playwright_api) as b:
+        yield b
