@@ -2,7 +2,8 @@
 than compared as pictures: at 800 px the sidebar is opened as a visitor opening it to run.
 
 - Summary: no metric card's label, value or delta is cut (scrollWidth > clientWidth: "23.4…").
-- Memory, zoomed to the peak's step: the peak's label lies inside the plot ("peak 3" before).
+- Memory, zoomed to the peak's step: the peak's label lies inside the plot ("peak 3" before),
+  and the "Zoom to" box shows its choice whole ("whole trac" at 800 px before).
 - Trace: *Open in Perfetto* (a frame of its own) has the Download buttons' font, size and weight,
   and the page's font is loaded in its frame (it fell back to the system's sans-serif).
 - Roofline (the size sweep's runs): no point label overlaps another, a region name or the plot's
@@ -108,6 +109,10 @@ def test_memory_peak_label_inside_the_plot(visitor):
     tab(visitor, "Memory")
     for focus in ("whole trace", "step 1"):
         pick(visitor, "Zoom to", focus)
+        chosen = visitor.evaluate("""(text) => [...document.querySelectorAll('[data-testid="stSelectbox"] div')]
+            .filter(e => e.childElementCount === 0 && e.textContent === text)
+            .map(e => [e.scrollWidth, e.clientWidth])""", focus)
+        assert chosen and all(sw <= cw + 1 for sw, cw in chosen), (focus, chosen)  # "whole trac" before
         marks = visitor.evaluate(TEXTS_JS, '[data-testid="stVegaLiteChart"]')
         peaks = [t for t in marks["texts"] if t["text"].startswith("peak ")]
         assert peaks, marks["texts"]
@@ -138,6 +143,7 @@ def test_roofline_labels_overlap_nothing(visitor, playwright_api):
     playwright_api.expect(roof.locator('[data-testid="stVegaLiteChart"]')).to_be_visible(timeout=RUN_S * 1000)
     wait_page_idle(visitor, RUN_S)
     roof.scroll_into_view_if_needed()
+    roof.screenshot(path=str(ARTIFACTS / f"browser_layout_roofline_{visitor.viewport_size['width']}.png"))
     marks = visitor.evaluate(TEXTS_JS, '.st-key-my_roofline [data-testid="stVegaLiteChart"]')
     labels = [t for t in marks["texts"] if "×" in t["text"]]
     names = [t for t in marks["texts"] if t["text"].endswith("-bound")]
@@ -146,4 +152,3 @@ def test_roofline_labels_overlap_nothing(visitor, playwright_api):
         assert _inside(a, marks["frame"]), a
         for b in labels[i + 1:] + names:
             assert not _overlap(a, b), (a, b)
-    roof.screenshot(path=str(ARTIFACTS / f"browser_layout_roofline_{visitor.viewport_size['width']}.png"))

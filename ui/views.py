@@ -135,7 +135,8 @@ def _time_window(subject: Subject, loaded: Loaded, prefix: str) -> tuple[float, 
     span = max(loaded.analysis.utilization.trace_span_us, 1.0)
     steps = loaded.analysis.steps
     options = ["whole trace"] + [f"step {i + 1}" for i in range(len(steps))]
-    c1, c2 = st.columns([1, 3])
+    # [1, 3] cut "whole trace" to "whole trac" at 800 px with the sidebar open (a ~110 px box).
+    c1, c2 = st.columns([1, 2])
     focus: str = chosen(c1.selectbox("Zoom to", options, key=f"{prefix}_focus_{subject.digest}"))
     if focus != "whole trace" and len(steps):  # the step and the GPU work it queued: the reveal's window
         default = step_window(steps, options.index(focus) - 1, span)

@@ -164,9 +164,11 @@ def roofline_data(roof: Roofline, points: Sequence[RunSummary]) -> dict[str, pd.
                          "overhead_tflops": OVERHEAD_FRACTION * roof.roof_tflops(x)})
     ys = [p.tflops for p in points] + [float(line["overhead_tflops"].min())]
     y_lo = 10 ** math.floor(math.log10(max(min(ys) / 4, 1e-9)))
+    # A point above the roof (a roof measured on a busy host) stays inside the plot, its label too.
+    y_hi = max(roof.peak_tflops, *ys) * 2
     ridge = roof.ridge_flops_per_byte
     regions = pd.DataFrame({"region": ["memory-bound", "compute-bound"], "x": [x_lo, ridge], "x2": [ridge, x_hi],
-                            "y": [y_lo, y_lo], "y2": [roof.peak_tflops * 2] * 2})
+                            "y": [y_lo, y_lo], "y2": [y_hi] * 2})
     pts = pd.DataFrame({
         "who": [p.display_name for p in points], "shape": [p.shape_text for p in points],
         "dtype": [p.dtype for p in points], "device": [p.device for p in points],
@@ -174,4 +176,4 @@ def roofline_data(roof: Roofline, points: Sequence[RunSummary]) -> dict[str, pd.
         "tflops": [p.tflops for p in points], "region": [classify(p, roof) for p in points],
     })
     return {"roof": line, "regions": regions, "points": pts,
-            "domain": pd.DataFrame({"x": [x_lo, x_hi], "y": [y_lo, roof.peak_tflops * 2]})}
+            "domain": pd.DataFrame({"x": [x_lo, x_hi], "y": [y_lo, y_hi]})}

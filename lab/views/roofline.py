@@ -35,7 +35,8 @@ def roofline_chart(data: Mapping[str, pd.DataFrame], title: str) -> alt.LayerCha
     y = alt.Y("tflops:Q", scale=y_scale, title="achieved TFLOP/s")
     regions = alt.Chart(data["regions"]).mark_rect(opacity=0.12).encode(
         x=alt.X("x:Q", scale=x_scale), x2="x2:Q", y=alt.Y("y:Q", scale=y_scale), y2="y2:Q",
-        color=alt.Color("region:N", scale=colors, legend=alt.Legend(title="region", orient="bottom", symbolOpacity=1)))
+        color=alt.Color("region:N", scale=colors, legend=alt.Legend(title="region", orient="bottom", symbolOpacity=1,
+                                                                     direction="vertical")))
     # The region names along the plot's bottom edge, clear of the points' labels (roofline_labels).
     named = data["regions"].assign(cx=(data["regions"]["x"] * data["regions"]["x2"]) ** 0.5,
                                    y=float(domain["y"].min()))
@@ -62,7 +63,10 @@ def roofline_chart(data: Mapping[str, pd.DataFrame], title: str) -> alt.LayerCha
     labels = [alt.Chart(group).mark_text(align=align, dx=dx, dy=dy, baseline="middle", fontSize=LABEL_FONT_PX).encode(
         x=x, y=y, text="shape:N") for (align, dx, dy), group in placed.groupby(["align", "dx", "dy"], sort=False)]
     layers = (regions, names, overhead, roof, points, *labels)
-    return alt.layer(*layers).properties(width="container", height=ROOFLINE_HEIGHT_PX, title=title)
+    # fit-x: the width is the container's, the height the plot's own (what roofline_labels assumes;
+    # "fit" shrank the plot to ~180 px to make room for the axes and the legend).
+    return alt.layer(*layers).properties(width="container", height=ROOFLINE_HEIGHT_PX, title=title,
+                                         autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
 
 
 def answers_frame(choices: Sequence[str], predicted: Mapping[str, int], measured: Mapping[str, int]) -> pd.DataFrame:
