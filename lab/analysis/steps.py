@@ -80,6 +80,7 @@ def step_breakdown(trace: Trace, *, links: Links | None = None, utilization: Gpu
     # GPU work launched from inside each step (same lane, launch start within the window).
     launched_us: np.ndarray = np.zeros(len(rows))
     launched_n: np.ndarray = np.zeros(len(rows), dtype=np.int64)
+    launched_end = end.copy()  # the end of the last GPU work each step launched (the GPU lags the host)
     gpu_rows = np.flatnonzero(links.launch >= 0)
     if len(gpu_rows):
         lrow = links.launch[gpu_rows]
@@ -91,15 +92,16 @@ def step_breakdown(trace: Trace, *, links: Links | None = None, utilization: Gpu
         ok &= (lts <= end[kk]) & (lane[lrow] == lane[rows[kk]])
         launched_us = np.bincount(kk[ok], weights=dur[gpu_rows][ok], minlength=len(rows))
         launched_n = np.bincount(kk[ok], minlength=len(rows))
+        np.maximum.at(launched_end, kk[ok], (ts + dur)[gpu_rows][ok])
     return pd.DataFrame({
         **_step_rows(ev, rows, source, start, end, gap, busy, launched_us, launched_n),
-        "window_end_us": _window_ends(trace, start, end),
+        "window_end_us": _window_ends(trace, start, launched_end),
     })
 
 
 def _window_ends(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Each step's window end: its CPU end or the next step's start, stretched over every GPU
-    activity that starts by then (``_WINDOW_PASSES`` passes)."""
+    """Each step's window end: its CPU end (``end``: or the end of the GPU work it launched) or the
+    next step's start, stretched over every GPU activity that starts by then (``_WINDOW_PASSES``)."""
     ev = trace.events
     out = np.maximum(end, np.r_[start[1:], end[-1:]]) if len(start) else end
     gpu = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
