@@ -89,3 +89,20 @@ def cpu_lesson_runs(warm_cpu, host_settings):
 
     yield get
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def playwright_api():
+    """The browser tests': Playwright's sync API, checked before their ``server`` starts."""
+    from tests.browser_pages import sync_api
+
+    return sync_api()
+
+
+@pytest.fixture(scope="module")
+def browser(playwright_api, server):
+    """The browser tests': one Chromium per module, on the module's own ``server`` fixture."""
+    from tests.browser_pages import chromium
+
+    with chromium(playwright_api) as b:
+        yield b

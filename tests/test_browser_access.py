@@ -11,24 +11,10 @@ Screenshots go to artifacts/ (git-ignored).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from browser_harness import (  # noqa: E402
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    SERVER_START_S,
-    ServerFailed,
-    require_browser,
-    streamlit_server,
-    wait_page_idle,
-)
+from tests.browser_pages import ARTIFACTS, SERVER_START_S, app_server, open_app, wait_page_idle
 
-ARTIFACTS = ROOT / "artifacts"
 PASSCODE, TOKEN = "violet-heron-17", "host-4f2a9c"
 SERVER_STATUS = "Server status (for the host)"
 # The first full page run waits for the worker's warm-up (torch import on 2 shared cores).
@@ -39,40 +25,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
-def playwright_api():
-    require_browser()
-    from playwright import sync_api
-
-    return sync_api
-
-
-@pytest.fixture(scope="module")
 def server(playwright_api):
-    ARTIFACTS.mkdir(exist_ok=True)
-    env = {"PROFILER_LAB_PASSCODE": PASSCODE, "PROFILER_LAB_HOST_TOKEN": TOKEN}
-    try:
-        with streamlit_server(ARTIFACTS / "browser_access_server.log", env=env) as (url, _process):
-            yield url
-    except ServerFailed as exc:
-        pytest.fail(str(exc))
-
-
-@pytest.fixture(scope="module")
-def browser(playwright_api, server):
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with app_server("browser_access_server.log",
+                    env={"PROFILER_LAB_PASSCODE": PASSCODE, "PROFILER_LAB_HOST_TOKEN": TOKEN}) as url:
+        yield url
 
 
 def new_page(browser, url: str):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(UI_S * 1000)
-    page = context.new_page()
-    page.goto(url)
-    return page
+    return open_app(browser, url, width=1280, height=900, timeout_s=UI_S)
 
 
 def wait_idle(page, timeout_s: float = UI_S) -> None:

@@ -3,32 +3,26 @@ poison the next one. With a file refused, a good trace added beside it with "+" 
 two a group of ranks that could never open; only the old error stayed, and a second bad file's
 own message never showed.
 
-A server of its own (`streamlit run app.py`), a visitor per case. The port is
-``PROFILER_LAB_TEST_PORT`` when set (a shared box gives each engineer a range), else a free one.
+A server of its own (`streamlit run app.py`), a visitor per case (tests/browser_pages.py: the
+port is ``PROFILER_LAB_TEST_PORT`` when set, else a free one).
 """
 
 from __future__ import annotations
 
 import gzip
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from browser_harness import (  # noqa: E402
-    CHROMIUM,
-    CHROMIUM_ARGS,
+from tests.browser_pages import (
+    ARTIFACTS,
     SERVER_START_S,
-    ServerFailed,
-    require_browser,
-    streamlit_server,
+    app_server,
+    open_app,
     wait_page_idle,
 )
 
-ARTIFACTS = ROOT / "artifacts"
+ROOT = Path(__file__).resolve().parents[1]
 GOOD = ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz"
 UI_S = 120
 RUN_S = 300
@@ -37,47 +31,21 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
-def playwright_api():
-    require_browser()
-    from playwright import sync_api
-
-    return sync_api
-
-
-@pytest.fixture(scope="module")
 def server(playwright_api):
-    ARTIFACTS.mkdir(exist_ok=True)
-    port = int(os.environ.get("PROFILER_LAB_TEST_PORT", "0")) or None
-    try:
-        with streamlit_server(ARTIFACTS / "browser_upload_server.log", port=port) as (url, _process):
-            yield url
-    except ServerFailed as exc:
-        pytest.fail(str(exc))
-
-
-@pytest.fixture(scope="module")
-def browser(playwright_api, server):
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with app_server("browser_upload_server.log") as url:
+        yield url
 
 
 @pytest.fixture(params=[1280, 800])
 def visitor(request, browser, server, playwright_api):
-    context = browser.new_context(viewport={"width": request.param, "height": 1400})
-    context.set_default_timeout(UI_S * 1000)
-    page = context.new_page()
-    page.goto(server)
+    page = open_app(browser, server, width=request.param, height=1400, timeout_s=UI_S)
     playwright_api.expect(page.get_by_role("tab", name="Summary", exact=True)).to_be_visible(
         timeout=SERVER_START_S * 1000)
     wait_page_idle(page, RUN_S)
     try:
         yield page
     finally:
-        context.close()
+        page.context.close()
 
 
 def main(page):

@@ -30,6 +30,8 @@ from lab.teach.roofline import (
     sweep_config,
 )
 from lab.trace.load import load_trace
+from lab.units import fmt_tflops
+from lab.views import summarize
 from lab.views.roofline import roofline_chart
 
 
@@ -56,14 +58,24 @@ def test_a_gpu_run_point_is_its_gemm_kernel_rate(file, m):
     assert want == ("latency-bound" if m == 64 else "compute-bound")  # what the lesson teaches
 
 
-def test_a_cpu_run_point_is_the_workload_cost_over_the_median_step(warm_cpu, host_settings):
+def test_a_cpu_run_point_is_the_summary_step_throughput(warm_cpu, host_settings):
+    """A CPU run's point is its cost over the step's time without the profiler: the number the
+    Summary's "Step throughput" card shows (issue 26: the point used the profiled steps, another
+    number for the same run); untimed, the median profiled ProfilerStep from the raw JSON."""
     config = sweep_config((128, 128, 128), "cpu")
     result = run_profile(config, settings=host_settings)
-    point = run_summary(config, analyze(load_trace(result.trace_gz), config=config), "cpu")
+    analysis = analyze(load_trace(result.trace_gz), config=config)
+    point = run_summary(config, analysis, "cpu", step_tflops=result.step_tflops)
+    want = 2 * 128 ** 3 / statistics.median(result.timing.unprofiled_us) / 1e6
+    assert point.tflops == pytest.approx(want, rel=1e-9)
+    card = next(m for m in summarize(load_trace(result.trace_gz), analysis, [], run=result).metrics
+                if m.label == "Step throughput")
+    assert card.value == fmt_tflops(point.tflops)
     steps = [e["dur"] for e in json.loads(gzip.decompress(result.trace_gz))["traceEvents"]
              if e.get("ph") == "X" and e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
     assert len(steps) == config.active
-    assert point.tflops == pytest.approx(2 * 128 ** 3 / statistics.median(steps) / 1e6, rel=1e-6)
+    untimed = run_summary(config, analysis, "cpu")
+    assert untimed.tflops == pytest.approx(2 * 128 ** 3 / statistics.median(steps) / 1e6, rel=1e-6)
     elements = 128 * 128 * 2 + 128 + 2 * 128 * 128
     assert point.intensity_flops_per_byte == pytest.approx(2 * 128 ** 3 / (4 * elements))
 

@@ -110,7 +110,8 @@ def share_runs(subjects, load) -> None:
     for subject in (s for s in subjects if s.run is not None and s.key not in shared):
         shared.add(subject.key)
         loaded = load(subject)
-        point = run_summary(subject.run.config, loaded.analysis, subject.run.device.name) if loaded else None
+        point = (run_summary(subject.run.config, loaded.analysis, subject.run.device.name,
+                             step_tflops=subject.run.step_tflops) if loaded else None)
         if point is not None:
             _call(functools.partial(RoomStore.record_run, code=member.code, member_key=member.member_key, run=point))
 
@@ -206,7 +207,8 @@ def my_roofline(subjects, load, device: DeviceInfo | None) -> None:
     points = []
     for s in subjects:
         if s.run is not None and s.run.config.workload == "matmul_add" and (loaded := load(s)) is not None:
-            if (p := run_summary(s.run.config, loaded.analysis, s.run.device.name)) is not None:
+            if (p := run_summary(s.run.config, loaded.analysis, s.run.device.name,
+                                 step_tflops=s.run.step_tflops)) is not None:
                 points.append(RunSummary(**{**p.__dict__, "display_name": "you"}))
     with st.container(border=True, key="my_roofline"):
         st.markdown("**Your roofline** — the size sweep's runs on this host")

@@ -12,7 +12,7 @@ import gzip
 import streamlit as st
 
 from lab import views as lv
-from lab.analysis import TOTAL_METRICS, Insight
+from lab.analysis import TOTAL_METRICS, Insight, step_window
 from lab.read import Job, JobKind
 from lab.run import LESSONS, DeviceInfo
 from lab.samples import Sample
@@ -135,13 +135,11 @@ def _time_window(subject: Subject, loaded: Loaded, prefix: str) -> tuple[float, 
     span = max(loaded.analysis.utilization.trace_span_us, 1.0)
     steps = loaded.analysis.steps
     options = ["whole trace"] + [f"step {i + 1}" for i in range(len(steps))]
-    c1, c2 = st.columns([1, 3])
+    # [1, 3] cut "whole trace" to "whole trac" at 800 px with the sidebar open (a ~110 px box).
+    c1, c2 = st.columns([1, 2])
     focus: str = chosen(c1.selectbox("Zoom to", options, key=f"{prefix}_focus_{subject.digest}"))
-    if focus != "whole trace" and len(steps):
-        # A step's CPU window, stretched to the next step so the GPU work it queued shows too.
-        i = options.index(focus) - 1
-        end = float(steps["start_us"].iloc[i + 1]) if i + 1 < len(steps) else span
-        default = (float(steps["start_us"].iloc[i]), max(end, float(steps["end_us"].iloc[i])))
+    if focus != "whole trace" and len(steps):  # the step and the GPU work it queued: the reveal's window
+        default = step_window(steps, options.index(focus) - 1, span)
     else:
         default = (0.0, span)
     window = c2.slider("Time window (µs since trace start)", 0.0, span, default,

@@ -37,12 +37,13 @@ from lab.analysis.ranks import (
 )
 from lab.analysis.signals import Run, Signal, lesson_signals
 from lab.analysis.step_time import STEP_TIME_CATEGORIES, StepTime, step_time
+from lab.analysis.steps import step_window
 from lab.analysis.table import trace_key_averages
 
 __all__ = [
     "MEMORY_RULES", "TOTAL_METRICS", "Analysis", "Comparison", "Insight", "MemoryAnalysis", "Run", "Signal",
     "analyze", "compare_analyses", "compare_traces", "device_name", "find_insights", "lesson_signals",
-    "memory_analysis", "memory_series", "trace_key_averages",
+    "memory_analysis", "memory_series", "step_window", "trace_key_averages",
     "STEP_TIME_CATEGORIES", "KernelView", "ModuleView", "StepTime", "kernel_view", "module_view", "step_time",
     "RANK_RULES", "RankRow", "RanksAnalysis", "RanksError", "Straggler", "analyze_ranks", "rank_frame", "rank_insights",
     "HEAT_COLUMNS", "RankSummary", "combine_ranks", "rank_summary",

@@ -15,7 +15,7 @@ from functools import cached_property
 import pandas as pd
 
 from lab.analysis.diagnoses.findings import Findings, diagnose
-from lab.analysis.gemm.analyze import gemm_figures, peak_for
+from lab.analysis.gemm.analyze import gemm_figures, peak_for, typical_gemm
 from lab.analysis.gpu import GpuUtilization, LaunchStats, gpu_utilization, launch_delays
 from lab.analysis.kernels import KernelView, kernel_view
 from lab.analysis.memory.analyze import MemoryAnalysis, memory_analysis
@@ -49,6 +49,8 @@ class Analysis:
     findings: Findings  # the diagnoses (lab.analysis.diagnoses.findings), computed once
     # What the GEMM table left out and why (a figure above the device's peak is never shown).
     gemm_notes: tuple[str, ...] = ()
+    # The GEMM instance every view quotes (Summary card, roofline point, insight caveat): one row of ``gemm``.
+    gemm_typical: pd.Series | None = None
     memory: MemoryAnalysis | None = None  # profile_memory's records (None: the trace has none)
     # The TensorBoard plugin's views (lab.analysis.step_time, .kernels, .modules); None only in
     # an Analysis built by hand.
@@ -99,6 +101,7 @@ def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig |
         peak=peak,
         links=links,
         gemm_notes=gemm.notes,
+        gemm_typical=typical_gemm(gemm.rows),
         findings=findings,
         trace=trace,
         memory=memory,

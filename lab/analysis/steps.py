@@ -6,16 +6,30 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lab.analysis.columns import texts
+from lab.analysis.columns import mask_in, texts
 from lab.analysis.diagnoses.steps import StepSpans, step_spans
 from lab.analysis.gpu import GpuUtilization, covered_us, gpu_utilization
 from lab.analysis.operators import Links, build_links
 from lab.trace.load import Trace
+from lab.vocab import GPU_ACTIVITY_CATS
 
-__all__ = ["STEP_COLUMNS", "per_iteration_us", "step_breakdown"]
+__all__ = ["STEP_COLUMNS", "per_iteration_us", "step_breakdown", "step_window"]
 
 STEP_COLUMNS = ("step", "name", "source", "start_us", "end_us", "cpu_us", "first_child_gap_us",
-                "gpu_busy_us", "gpu_idle_us", "gpu_busy_pct", "launched_gpu_us", "launched_count")
+                "gpu_busy_us", "gpu_idle_us", "gpu_busy_pct", "launched_gpu_us", "launched_count", "window_end_us")
+# Passes of stretching a step's window over the GPU activity that starts inside it (each pass can
+# take in a kernel queued behind the last one; on one stream the first pass already ends it).
+_WINDOW_PASSES = 8
+
+
+def step_window(steps: pd.DataFrame, index: int, span_us: float) -> tuple[float, float]:
+    """The window (µs since the trace's start) that shows step ``index`` whole: from its start to
+    ``window_end_us`` — the next step's start, and the end of all GPU work that starts before that
+    (the GPU runs behind the CPU). The reveal's window and the Timeline's "Zoom to: step N" are this
+    one (issue 26: a step's window cut at the next step's start clipped its last GEMM kernel)."""
+    if not len(steps):
+        return 0.0, float(span_us)
+    return float(steps["start_us"].iloc[index]), min(float(steps["window_end_us"].iloc[index]), float(span_us))
 
 
 def per_iteration_us(steps: pd.DataFrame) -> float:
@@ -66,6 +80,7 @@ def step_breakdown(trace: Trace, *, links: Links | None = None, utilization: Gpu
     # GPU work launched from inside each step (same lane, launch start within the window).
     launched_us: np.ndarray = np.zeros(len(rows))
     launched_n: np.ndarray = np.zeros(len(rows), dtype=np.int64)
+    launched_end = end.copy()  # the end of the last GPU work each step launched (the GPU lags the host)
     gpu_rows = np.flatnonzero(links.launch >= 0)
     if len(gpu_rows):
         lrow = links.launch[gpu_rows]
@@ -77,8 +92,37 @@ def step_breakdown(trace: Trace, *, links: Links | None = None, utilization: Gpu
         ok &= (lts <= end[kk]) & (lane[lrow] == lane[rows[kk]])
         launched_us = np.bincount(kk[ok], weights=dur[gpu_rows][ok], minlength=len(rows))
         launched_n = np.bincount(kk[ok], minlength=len(rows))
-    cpu = end - start
+        np.maximum.at(launched_end, kk[ok], (ts + dur)[gpu_rows][ok])
     return pd.DataFrame({
+        **_step_rows(ev, rows, source, start, end, gap, busy, launched_us, launched_n),
+        "window_end_us": _window_ends(trace, start, launched_end),
+    })
+
+
+def _window_ends(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Each step's window end: its CPU end (``end``: or the end of the GPU work it launched) or the
+    next step's start, stretched over every GPU activity that starts by then (``_WINDOW_PASSES``)."""
+    ev = trace.events
+    out = np.maximum(end, np.r_[start[1:], end[-1:]]) if len(start) else end
+    gpu = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    if not len(gpu):
+        return out
+    g_start = ev["ts_us"].to_numpy()[gpu]
+    order = np.argsort(g_start, kind="stable")
+    g_start = g_start[order]
+    g_end_max = np.maximum.accumulate(g_start + ev["dur_us"].to_numpy()[gpu][order])
+    for _ in range(_WINDOW_PASSES):
+        k = np.searchsorted(g_start, out, side="right") - 1
+        stretched = np.where(k >= 0, np.maximum(out, g_end_max[np.maximum(k, 0)]), out)
+        if np.array_equal(stretched, out):
+            break
+        out = stretched
+    return out
+
+
+def _step_rows(ev, rows, source, start, end, gap, busy, launched_us, launched_n) -> dict:
+    cpu = end - start
+    return {
         "step": np.arange(len(rows)),
         "name": texts(ev["name"], rows),
         "source": source,
@@ -86,5 +130,5 @@ def step_breakdown(trace: Trace, *, links: Links | None = None, utilization: Gpu
         "gpu_busy_us": busy, "gpu_idle_us": np.maximum(cpu - busy, 0.0),
         "gpu_busy_pct": np.where(cpu > 0, 100.0 * busy / np.where(cpu > 0, cpu, 1.0), 0.0),
         "launched_gpu_us": launched_us, "launched_count": launched_n,
-    })
+    }
 

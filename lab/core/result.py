@@ -12,6 +12,7 @@ import pandas as pd
 from lab.core.columns import KEY_AVERAGES_COLUMNS
 from lab.core.config import RunConfig
 from lab.core.devices import DeviceInfo
+from lab.core.workloads import WORKLOADS
 from lab.stats import median
 
 __all__ = ["KEY_AVERAGES_COLUMNS", "RunError", "RunResult", "Timing"]
@@ -59,6 +60,13 @@ class RunResult:
     timing: Timing
     stage_s: dict[str, float]  # seconds spent in each stage of the run
     warnings: tuple[str, ...] = ()
+
+    @property
+    def step_tflops(self) -> float | None:
+        """Useful FLOPs of one step over its median time without the profiler (None: not timed).
+        The Summary's "Step throughput" card and a CPU run's roofline point both quote it."""
+        us = self.timing.unprofiled_median_us
+        return WORKLOADS[self.config.workload].flops(self.config) / us / 1e6 if us > 0 else None
 
     @property
     def trace_stem(self) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lab.analysis.signals import Run
+from lab.analysis.steps import step_window
 
 __all__ = ["ANY_DEVICE", "CPU", "GPU", "MAX_HIGHLIGHT", "Answer", "Band", "Question", "Where", "band_of", "question",
            "where_window"]
@@ -82,20 +83,15 @@ def band_of(value: float, bands: Sequence[Band]) -> str:
 
 
 def _step_window(run: Run, index: int = 0) -> tuple[float, float]:
-    """Step ``index``'s CPU window stretched to the next step's start (its GPU work shows too)."""
-    steps = run.analysis.steps
-    if not len(steps):
-        return 0.0, float(run.analysis.utilization.trace_span_us)
-    start = float(steps["start_us"].iloc[index])
-    end = float(steps["end_us"].iloc[index])
-    if index + 1 < len(steps):
-        end = max(end, float(steps["start_us"].iloc[index + 1]))
-    return start, end
+    """Step ``index`` whole, its GPU work included: the window the Timeline's "Zoom to" opens."""
+    return step_window(run.analysis.steps, index, float(run.analysis.utilization.trace_span_us))
 
 
 def _in_window(run: Run, rows: np.ndarray, window: tuple[float, float]) -> np.ndarray:
+    """The rows wholly inside the window (the next step's label starts at its end: not one of them)."""
     ts = run.trace.events["ts_us"].to_numpy(dtype=float)[rows]
-    return rows[(ts >= window[0]) & (ts <= window[1])][:MAX_HIGHLIGHT]
+    end = ts + run.trace.events["dur_us"].to_numpy(dtype=float)[rows]
+    return rows[(ts >= window[0]) & (ts < window[1]) & (end <= window[1])][:MAX_HIGHLIGHT]
 
 
 def _where_window(run: Run, index: int, rows: np.ndarray, text: str, step: int = 0,

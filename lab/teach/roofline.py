@@ -3,9 +3,10 @@
 A run's point: on a GPU trace, the GEMM kernel's figures (``lab.analysis.gemm.analyze``: 2·M·K·N FLOPs
 over the kernel's time, inputs read once and the output written once); on a CPU trace (no
 kernels), the workload's own cost (``lab.core.workloads``: its FLOPs and bytes per step) over the
-median step. The roof: peak compute for the dtype and memory bandwidth — the datasheet table
-of ``lab.core.devices`` for a listed GPU, else what the worker measured at warm-up (its best
-matmul rate for the dtype and a large tensor's copy rate: a CPU has no datasheet entry).
+step's median time without the profiler (the Summary's "Step throughput"). The roof: peak compute
+for the dtype and memory bandwidth — the datasheet table of ``lab.core.devices`` for a listed GPU,
+else what the worker measured at warm-up (its best matmul rate for the dtype and a large tensor's
+copy rate: a CPU has no datasheet entry).
 The "size sweep": a list of shapes from latency-bound to compute-bound, one suggested per seat.
 """
 
@@ -109,21 +110,22 @@ def device_roofline(device: DeviceInfo, dtype: str) -> Roofline | None:
                     source="measured at the worker's warm-up (best matmul rate for the dtype; a large tensor's copy)")
 
 
-def run_summary(config: RunConfig, analysis: Analysis, device: str) -> RunSummary | None:
-    """The run's roofline point (None when it has neither a GEMM figure nor a step to time)."""
-    gemm = analysis.gemm
-    rates = gemm["tflops"].to_numpy(dtype=float) if len(gemm) else np.array([])
-    ok = np.isfinite(rates)
-    if ok.any():  # a GPU trace: the GEMM kernel's own figures
-        tflops = float(np.median(rates[ok]))
-        intensity = float(np.median(gemm["intensity_flops_per_byte"].to_numpy(dtype=float)[ok]))
-    else:  # a CPU trace: the workload's cost over the median step
+def run_summary(config: RunConfig, analysis: Analysis, device: str, *,
+                step_tflops: float | None = None) -> RunSummary | None:
+    """The run's roofline point (None when it has neither a GEMM figure nor a step to time): a GPU
+    trace's typical GEMM instance (``Analysis.gemm_typical``, the Summary's GEMM card), else the
+    workload's cost at ``step_tflops`` (``RunResult.step_tflops``, the Summary's "Step throughput"
+    card) or, untimed, over the median profiled step."""
+    typical = analysis.gemm_typical
+    work = WORKLOADS[config.workload]
+    if typical is not None:  # a GPU trace: the GEMM kernel's own figures
+        tflops, intensity = float(typical["tflops"]), float(typical["intensity_flops_per_byte"])
+    else:  # a CPU trace: the workload's cost over the step's time
         steps = analysis.steps["cpu_us"].to_numpy(dtype=float) if len(analysis.steps) else np.array([])
-        if not len(steps) or float(np.median(steps)) <= 0:
+        if step_tflops is None and (not len(steps) or float(np.median(steps)) <= 0):
             return None
-        work = WORKLOADS[config.workload]
         flops, moved = work.flops(config), work.estimate_bytes(config)
-        tflops = flops / float(np.median(steps)) / 1e6
+        tflops = step_tflops if step_tflops is not None else flops / float(np.median(steps)) / 1e6
         intensity = flops / moved
     if not (math.isfinite(tflops) and math.isfinite(intensity) and tflops > 0 and intensity > 0):
         return None
@@ -162,9 +164,11 @@ def roofline_data(roof: Roofline, points: Sequence[RunSummary]) -> dict[str, pd.
                          "overhead_tflops": OVERHEAD_FRACTION * roof.roof_tflops(x)})
     ys = [p.tflops for p in points] + [float(line["overhead_tflops"].min())]
     y_lo = 10 ** math.floor(math.log10(max(min(ys) / 4, 1e-9)))
+    # A point above the roof (a roof measured on a busy host) stays inside the plot, its label too.
+    y_hi = max(roof.peak_tflops, *ys) * 2
     ridge = roof.ridge_flops_per_byte
     regions = pd.DataFrame({"region": ["memory-bound", "compute-bound"], "x": [x_lo, ridge], "x2": [ridge, x_hi],
-                            "y": [y_lo, y_lo], "y2": [roof.peak_tflops * 2] * 2})
+                            "y": [y_lo, y_lo], "y2": [y_hi] * 2})
     pts = pd.DataFrame({
         "who": [p.display_name for p in points], "shape": [p.shape_text for p in points],
         "dtype": [p.dtype for p in points], "device": [p.device for p in points],
@@ -172,4 +176,4 @@ def roofline_data(roof: Roofline, points: Sequence[RunSummary]) -> dict[str, pd.
         "tflops": [p.tflops for p in points], "region": [classify(p, roof) for p in points],
     })
     return {"roof": line, "regions": regions, "points": pts,
-            "domain": pd.DataFrame({"x": [x_lo, x_hi], "y": [y_lo, roof.peak_tflops * 2]})}
+            "domain": pd.DataFrame({"x": [x_lo, x_hi], "y": [y_lo, y_hi]})}

@@ -39,7 +39,7 @@ button:hover {{ border-color: #ff4b4b; color: #ff4b4b; }}
 #status {{ margin-left: 0.6rem; color: #808495; }}
 </style></head><body>
 <button id="open" type="button">{label}</button><span id="status" role="status"></span>
-<script>
+<script>{match_page}
 const ORIGIN = {origin};
 const TITLE = {title};
 const FILE_NAME = {file_name};
@@ -78,6 +78,42 @@ document.getElementById("open").addEventListener("click", () => {{
 """
 
 
+# The frame is a document of its own: Streamlit's fonts (@font-face in the page's stylesheets)
+# are not in it, so the button fell back to the system's sans-serif, in another size than the
+# Download buttons beside it (issue 26). This copies the page's @font-face rules (URLs made
+# absolute) and a Streamlit button's font, size, weight, radius and padding (same origin).
+_MATCH_PAGE_JS = r"""
+(() => {
+  let top;
+  try { top = window.parent.document; } catch (e) { return; }
+  const faces = [];
+  for (const sheet of top.styleSheets) {
+    let rules;
+    try { rules = sheet.cssRules; } catch (e) { continue; }
+    const base = sheet.href || top.baseURI;
+    for (const rule of rules) {
+      if (rule.type !== CSSRule.FONT_FACE_RULE) continue;
+      faces.push(rule.cssText.replace(/url\(["']?([^"')]+)["']?\)/g,
+                                      (m, u) => 'url("' + new URL(u, base).href + '")'));
+    }
+  }
+  const style = document.createElement("style");
+  style.textContent = faces.join("\n");
+  document.head.appendChild(style);
+  const ref = top.querySelector('[data-testid="stDownloadButton"] button[kind="secondary"]')
+    || top.querySelector('[data-testid="stDownloadButton"] button, [data-testid="stBaseButton-secondary"]');
+  if (!ref) return;
+  const look = getComputedStyle(ref);
+  const button = document.getElementById("open");
+  for (const p of ["fontFamily", "fontSize", "fontWeight", "lineHeight", "borderRadius", "padding", "minHeight",
+                   "color", "backgroundColor", "borderColor", "borderWidth", "borderStyle"]) {
+    button.style[p] = look[p];
+  }
+  document.body.style.fontFamily = look.fontFamily;
+})();
+"""
+
+
 def _js_string(text: str) -> str:
     """A JavaScript string literal that cannot close the script element it sits in."""
     return json.dumps(text).replace("<", "\\u003c").replace(">", "\\u003e")
@@ -94,5 +130,5 @@ def perfetto_button_html(trace_bytes: bytes, *, title: str, file_name: str,
     return _TEMPLATE.format(
         label=PERFETTO_BUTTON_LABEL, origin=_js_string(origin.rstrip("/")), title=_js_string(title),
         file_name=_js_string(file_name), data=base64.b64encode(trace_bytes).decode("ascii"),
-        ping_ms=PING_INTERVAL_MS, timeout_s=PONG_TIMEOUT_S,
+        ping_ms=PING_INTERVAL_MS, timeout_s=PONG_TIMEOUT_S, match_page=_MATCH_PAGE_JS,
     )

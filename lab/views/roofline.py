@@ -13,6 +13,7 @@ import altair as alt
 import pandas as pd
 
 from lab.trace.load import Trace
+from lab.views.roofline_labels import LABEL_FONT_PX, NAME_FONT_PX, ROOFLINE_HEIGHT_PX, place_labels
 from lab.views.timeline import TimelineData, build_timeline, outline_layer, timeline_chart
 
 __all__ = ["HIGHLIGHT", "REGION_COLORS", "answers_chart", "answers_frame", "reveal_timeline", "roofline_chart"]
@@ -34,10 +35,14 @@ def roofline_chart(data: Mapping[str, pd.DataFrame], title: str) -> alt.LayerCha
     y = alt.Y("tflops:Q", scale=y_scale, title="achieved TFLOP/s")
     regions = alt.Chart(data["regions"]).mark_rect(opacity=0.12).encode(
         x=alt.X("x:Q", scale=x_scale), x2="x2:Q", y=alt.Y("y:Q", scale=y_scale), y2="y2:Q",
-        color=alt.Color("region:N", scale=colors, legend=alt.Legend(title="region", orient="bottom", symbolOpacity=1)))
-    names = alt.Chart(data["regions"].assign(cx=(data["regions"]["x"] * data["regions"]["x2"]) ** 0.5)).mark_text(
-        baseline="top", dy=6, fontSize=13, fontWeight="bold", color="#555555").encode(
-        x=alt.X("cx:Q", scale=x_scale), y=alt.Y("y2:Q", scale=y_scale), text="region:N")
+        color=alt.Color("region:N", scale=colors, legend=alt.Legend(title="region", orient="bottom", symbolOpacity=1,
+                                                                     direction="vertical")))
+    # The region names along the plot's bottom edge, clear of the points' labels (roofline_labels).
+    named = data["regions"].assign(cx=(data["regions"]["x"] * data["regions"]["x2"]) ** 0.5,
+                                   y=float(domain["y"].min()))
+    names = alt.Chart(named).mark_text(baseline="bottom", dy=-4, fontSize=NAME_FONT_PX, fontWeight="bold",
+                                       color="#555555").encode(
+        x=alt.X("cx:Q", scale=x_scale), y=alt.Y("y:Q", scale=y_scale), text="region:N")
     overhead = alt.Chart(data["roof"].assign(floor=float(domain["y"].min()))).mark_area(
         opacity=0.25, color=REGION_COLORS["latency-bound"]).encode(
         x=alt.X("intensity_flops_per_byte:Q", scale=x_scale), y=alt.Y("floor:Q", scale=y_scale),
@@ -50,12 +55,18 @@ def roofline_chart(data: Mapping[str, pd.DataFrame], title: str) -> alt.LayerCha
                  alt.Tooltip("intensity_flops_per_byte:Q", format=",.1f", title="FLOP/byte"),
                  alt.Tooltip("tflops:Q", format=",.4f", title="TFLOP/s"), alt.Tooltip("region:N")])
     # One label per shape and dtype, over its fastest point: a room runs each seat's shape many
-    # times, and 20 runs' labels stacked into one unreadable smear (the 20-session room test).
+    # times, and 20 runs' labels stacked into one unreadable smear (the 20-session room test);
+    # each placed where it covers no other label, point or region name (roofline_labels).
     keys = [c for c in ("shape", "dtype") if c in data["points"].columns]
-    labelled = data["points"].sort_values("tflops", ascending=False).drop_duplicates(keys) if keys else data["points"]
-    labels = alt.Chart(labelled).mark_text(dy=-12, fontSize=11).encode(x=x, y=y, text="shape:N")
-    layers = (regions, names, overhead, roof, points, labels)
-    return alt.layer(*layers).properties(width="container", height=380, title=title)
+    fastest = data["points"].sort_values("tflops", ascending=False)
+    placed = place_labels(fastest.drop_duplicates(keys) if keys else fastest, named, domain)
+    labels = [alt.Chart(group).mark_text(align=align, dx=dx, dy=dy, baseline="middle", fontSize=LABEL_FONT_PX).encode(
+        x=x, y=y, text="shape:N") for (align, dx, dy), group in placed.groupby(["align", "dx", "dy"], sort=False)]
+    layers = (regions, names, overhead, roof, points, *labels)
+    # fit-x: the width is the container's, the height the plot's own (what roofline_labels assumes;
+    # "fit" shrank the plot to ~180 px to make room for the axes and the legend).
+    return alt.layer(*layers).properties(width="container", height=ROOFLINE_HEIGHT_PX, title=title,
+                                         autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
 
 
 def answers_frame(choices: Sequence[str], predicted: Mapping[str, int], measured: Mapping[str, int]) -> pd.DataFrame:

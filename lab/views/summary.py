@@ -135,9 +135,8 @@ def _trace_timing_metrics(analysis: Analysis) -> list[Metric]:
 
 def _throughput_metrics(run: RunResult | None, analysis: Analysis) -> list[Metric]:
     out = []
-    if run is not None and run.timing.unprofiled_median_us > 0:
+    if run is not None and (tflops := run.step_tflops) is not None:  # a CPU run's roofline point too
         c = run.config
-        tflops = WORKLOADS[c.workload].flops(c) / run.timing.unprofiled_median_us / 1e6
         peak = run.device.peak.tflops.get(c.dtype) if run.device.peak else None
         out.append(Metric(
             "Step throughput", fmt_tflops(tflops),
@@ -150,11 +149,10 @@ def _throughput_metrics(run: RunResult | None, analysis: Analysis) -> list[Metri
 def _gemm_metrics(analysis: Analysis) -> list[Metric]:
     """A typical GEMM instance's rate against its dtype's peak (TOPS for int8), or, for GEMM
     kernels without a recorded shape, what to record instead of a rate."""
-    gemm = analysis.gemm.dropna(subset=["tflops"]) if not analysis.gemm.empty else analysis.gemm
-    if gemm.empty:
+    best = analysis.gemm_typical  # the one the roofline and the insights quote too
+    if best is None:
         unrated = [n for n in analysis.gemm_notes if n.startswith(NO_SHAPE_NOTE)]
         return [Metric("GEMM kernel", "no rate", "; ".join(unrated) + ".")] if unrated else []
-    best = gemm.sort_values("kernel_us", ascending=False).iloc[len(gemm) // 2]  # a typical instance
     pct, unit, peak = best["pct_of_peak"], str(best["rate_unit"]), best["peak_tflops"]
     work = "operations" if unit == "TOPS" else "FLOP"
     return [Metric(

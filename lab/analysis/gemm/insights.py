@@ -13,10 +13,11 @@ import pandas as pd
 
 from lab.analysis.bundle import Analysis
 from lab.analysis.columns import mask_in
-from lab.analysis.gemm.analyze import compute_capability
+from lab.analysis.gemm.analyze import GEMM_MIN_KERNEL_US, compute_capability
 from lab.analysis.gemm.kinds import GEMM_OPS
 from lab.analysis.insights.record import Insight
 from lab.trace.load import Trace
+from lab.units import fmt_tflops
 
 __all__ = [
     "GEMM_COLD_BELOW_MEDIAN", "GEMM_FEW_INSTANCES", "GEMM_LOW_PCT_OF_PEAK", "GEMM_MIN_KERNEL_US", "GEMM_RULES",
@@ -30,9 +31,6 @@ GEMM_UNRATED_MIN_SHARE_PCT = 10.0
 PROFILER_API = "https://pytorch.org/docs/stable/profiler.html#torch.profiler.profile"
 # The SM architecture a kernel's name says it was built for: cutlass_80_…, sm80_xmma_…, sm90_…
 _KERNEL_ARCH = re.compile(r"(?:cutlass_|sm_?)(\d)(\d)(?:_|a_)")
-# A GEMM kernel this long is big enough to approach peak; below it, launch and tail effects
-# dominate and a low % of peak says little.
-GEMM_MIN_KERNEL_US = 100.0
 # Tuned cuBLAS GEMMs reach ~70–90 % of the roof at their own intensity (lab.analysis.gemm.bound): the
 # 4096³ bf16 trace in tests/data ~80 % of an H200's 989 TFLOP/s; the attention QKᵀ GEMM
 # (4096×64×4096, 62 FLOP/B, memory-bound) 71 % of the bandwidth roof. Under half is a real loss.
@@ -169,22 +167,24 @@ def gemm_below_peak(trace: Trace, analysis: Analysis) -> Insight | None:
                     "the bandwidth roof: to go faster it needs more FLOPs per byte (batch the small dimension, "
                     "fuse its neighbours), not a faster GEMM."),
         learn_more=CUDA_BEST_PRACTICES,
-        caveat=_gemm_warmup_caveat(big, worst),
+        caveat=_gemm_warmup_caveat(big, worst, analysis.gemm_typical),
     )
 
 
-def _gemm_warmup_caveat(big: pd.DataFrame, worst: pd.Series) -> str:
+def _gemm_warmup_caveat(big: pd.DataFrame, worst: pd.Series, typical: pd.Series | None) -> str:
     """The worst instance may be a cold one (clocks ramping, first-call heuristics): said with the
-    median instance's rate, where the worst is the first of its shape or there are few instances."""
+    typical (median) instance's rate — the Summary card's and the roofline's figure, one number
+    (``Analysis.gemm_typical``) — where the worst is the first of its shape or there are few instances."""
     same = big[(big["m"] == worst["m"]) & (big["k"] == worst["k"]) & (big["n"] == worst["n"])]
-    median = float(big["tflops"].median())
+    median = float(typical["tflops"]) if typical is not None else float(big["tflops"].median())
     first = (len(same) > 1 and float(worst["ts_us"]) <= float(same["ts_us"].min())
              and float(worst["tflops"]) < GEMM_COLD_BELOW_MEDIAN * median)
     if not first and len(big) >= GEMM_FEW_INSTANCES:
         return ""
     why = ("the worst is the first instance of its shape, which can run before the clocks and cuBLAS's "
            "choices have warmed up" if first else f"only {len(big)} long GEMM instance(s) were recorded")
-    return (f"One instance's rate: {why}; the median instance runs at {median:.1f} TFLOP/s. Judge a "
+    unit = str(typical["rate_unit"]) if typical is not None else "TFLOP/s"
+    return (f"One instance's rate: {why}; the median instance runs at {fmt_tflops(median, unit)}. Judge a "
             "warmed-up step, and several of them.")
 
 

@@ -1,0 +1,71 @@
+"""What the browser tests share, over ``bench/browser_harness.py`` (the system Chromium, a real
+`streamlit run app.py`): Playwright's sync API checked first, a server that fails the test with
+its log's tail, one Chromium per module, and a visitor's page at a given window size.
+
+The server's port is ``PROFILER_LAB_TEST_PORT`` when set (a shared box gives each engineer a
+range of ports), else a free one. Screenshots and server logs go to artifacts/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+import browser_harness as harness  # noqa: E402  (bench/ is not a package)
+
+SERVER_START_S = harness.SERVER_START_S
+wait_page_idle = harness.wait_page_idle
+
+__all__ = ["ARTIFACTS", "PORT_ENV", "SERVER_START_S", "app_server", "chromium", "open_app", "sync_api",
+           "wait_page_idle"]
+
+ARTIFACTS = ROOT / "artifacts"
+PORT_ENV = "PROFILER_LAB_TEST_PORT"
+
+
+def sync_api():
+    """Playwright's sync API, checked before any server starts (skip, or fail in CI, at once)."""
+    harness.require_browser()
+    from playwright import sync_api as api
+
+    return api
+
+
+@contextmanager
+def app_server(log_name: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A healthy server's URL, with ``env`` added to its environment; a server that does not
+    come up fails the test with its log's tail. Stopped, with its workers, whatever happens."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = int(os.environ.get(PORT_ENV, "0")) or None
+    try:
+        with harness.streamlit_server(ARTIFACTS / log_name, port=port, env=env) as (url, _process):
+            yield url
+    except harness.ServerFailed as exc:
+        pytest.fail(str(exc))
+
+
+@contextmanager
+def chromium(api) -> Iterator:
+    """One headless Chromium (the system's, with the harness's flags), closed after."""
+    with api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=harness.CHROMIUM, args=harness.CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def open_app(browser, url: str, *, width: int = 1280, height: int = 900, timeout_s: float = 120, **options):
+    """A new visitor (a browser context of its own) on ``url`` in a ``width``×``height`` window."""
+    context = browser.new_context(viewport={"width": width, "height": height}, **options)
+    context.set_default_timeout(timeout_s * 1000)
+    page = context.new_page()
+    page.goto(url)
+    return page
