@@ -11,8 +11,9 @@ import functools
 import streamlit as st
 
 from lab.access import RateLimiter
+from lab.core import HostSettings
 from lab.read import ReaderPool
-from lab.run import HostSettings, ProfileService
+from lab.run import ProfileService
 from ui import access, cache, controls, layout, own_trace, ranks, room, state, teach, upload, views
 from ui.run import await_worker, open_recording, run_lesson, run_submitted, settle_interrupted
 from ui.widgets import labels_from
