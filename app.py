@@ -126,7 +126,7 @@ if subject is not None and subject.sample is not None:
     views.sample_note(subject.sample, device)
 loaded = load(subject) if subject else None
 if subject is not None and loaded is not None:
-    own_trace.own_trace_lesson(subject, loaded)  # its questions, before the views that answer them
+    own_trace.own_trace_lesson(subject, loaded, jobs)  # its questions, before the views that answer them
 
 if subject is not None and loaded is not None:
     # Only the open tab's code runs (on_change="rerun" + .open): each view parses nothing twice.

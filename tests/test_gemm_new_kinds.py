@@ -172,3 +172,13 @@ def test_new_kinds_list_no_attention_kernel_and_no_rate_above_peak(stem):
     rated = analysis.gemm.dropna(subset=["tflops"])
     assert (rated["pct_of_peak"] <= 100).all()
     assert not any("above peak" in n for n in analysis.gemm_notes)
+
+
+def test_gemm_words_live_in_the_kinds_table_not_in_the_vocabulary():
+    """What a GEMM is (ops, kernel libraries, dtypes in names) is lab/analysis/gemm/kinds.py's;
+    the shared vocabulary names no GEMM op, kernel or library."""
+    from lab.analysis.gemm.kinds import GEMM_OP_KINDS
+
+    text = (Path(__file__).resolve().parents[1] / "lab" / "vocab.py").read_text()
+    assert not re.search(r"gemm|nvjet|cutlass|cublas", text, re.IGNORECASE)
+    assert not [name for name in GEMM_OP_KINDS if f'"{name}"' in text]
