@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 __all__ = [
-    "ANNOTATION_CATS", "DTYPES", "DTYPE_BYTES", "DTYPE_INFO", "Dtype", "ELEMENT_BYTES", "FLOW_CAT",
+    "ADD_KERNEL_NAMES", "ANNOTATION_CATS", "DTYPES", "DTYPE_BYTES", "DTYPE_INFO", "Dtype", "ELEMENT_BYTES", "FLOW_CAT",
     "GPU_ACTIVITY_CATS", "GPU_LANE_CATS", "INTEGER_DTYPES", "TRACE_DTYPES",
     "MEMORY_DEVICE_KINDS", "MEMORY_DEVICE_TYPES", "MEMORY_EVENT_NAME", "MEMORY_HOST_TYPES", "OOM_EVENT_NAME",
     "GPU_ONLY_SORT_KEYS", "INPUT_TYPE_DTYPES", "LAUNCH_CALL_PATTERN", "LAUNCH_CATS", "LEGACY_SORT_KEYS",
@@ -116,6 +116,9 @@ SYNC_NAMES = (
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
     "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
 )  # fmt: skip
+
+# An elementwise add kernel of ATen (the seed's bias add): CUDAFunctor_add, AddFunctor, add_kernel.
+ADD_KERNEL_NAMES = r"CUDAFunctor_add|add_kernel|AddFunctor"
 
 # --- table sort keys ----------------------------------------------------------------------
 

@@ -96,13 +96,13 @@ def base_grid() -> list[tuple[RunConfig, str, str | None, str]]:
         for run in lesson.runs:
             variant = f"_{_slug(run.name)}" if same_shape else ""
             grid.append((run.gpu, variant, key,
-                         f"Lesson '{lesson.title}', run '{run.name}'. Look for: {lesson.look_for}."))
+                         f"Lesson '{lesson.title}', run '{run.name}'."))  # no hint: notes show before predictions
     bf16 = dict(workload="matmul_add", dtype="bfloat16")
     grid += [
         (RunConfig(m=4096, k=4096, n=4096, **bf16), "", None,
          "The seed exercise: a GEMM kernel then an elementwise add kernel per step."),
         (RunConfig(m=4096, k=4096, n=4096, compile=True, step_label="matmul_add_compiled", **bf16), "", None,
-         "The bias is applied in the GEMM's epilogue: no separate add kernel."),
+         "matmul + add under torch.compile, recorded on the H200."),
         (RunConfig(m=4096, k=4096, n=4096, dtype="float32"), "", None,
          "Full FP32 on the CUDA cores: no tensor cores without TF32."),
         (RunConfig(m=4096, k=4096, n=4096, dtype="tf32"), "", None, "TF32 tensor-core GEMM (float32 storage)."),

@@ -47,3 +47,45 @@ def small_cpu_result(warm_cpu, host_settings):
         record_shapes=True, profile_memory=True, with_flops=True,
     )
     return run_profile(config, settings=host_settings)
+
+
+@pytest.fixture(scope="session")
+def cpu_lesson_runs(warm_cpu, host_settings):
+    """Each CPU lesson's runs, made once per session through the real engine: (Runs, raw JSON
+    events, whole JSON documents, (profiled, unprofiled) µs lists) per lesson key. Shared by
+    tests/test_questions.py, tests/test_claims.py and tests/test_giveaway.py."""
+    import gzip
+    import json
+    import os
+
+    import torch
+    from lessonruns import raw_events
+
+    from lab.analysis import analyze
+    from lab.analysis.signal_types import Run
+    from lab.core.lessons import LESSONS, lesson_configs
+    from lab.run.runner import run_profile
+    from lab.run.worker import cpu_worker_threads
+    from lab.trace.load import load_trace
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cpu_worker_threads(os.cpu_count()))
+    cache: dict[str, tuple] = {}
+
+    def get(key: str):
+        if key not in cache:
+            runs, raw, datas, timings = [], [], [], []
+            for name, config in lesson_configs(LESSONS[key], "cpu"):
+                result = run_profile(config, settings=host_settings)
+                trace = load_trace(result.trace_gz)
+                t = result.timing
+                runs.append(Run(name, trace, analyze(trace, config=config),
+                                timing=(t.profiled_median_us, t.unprofiled_median_us)))
+                raw.append(raw_events(result.trace_gz))
+                datas.append(json.loads(gzip.decompress(result.trace_gz)))
+                timings.append((list(t.profiled_us), list(t.unprofiled_us)))
+            cache[key] = (runs, raw, datas, timings)
+        return cache[key]
+
+    yield get
+    torch.set_num_threads(threads)

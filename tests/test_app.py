@@ -605,6 +605,47 @@ def test_open_the_h200_recording_of_a_lesson(at):
     assert any("bias" in c for c in checks)
 
 
+def _page_texts(at, where) -> list[str]:
+    """Every markdown, caption and radio label (a question) of ``where``, in page order."""
+    return ([plain(m.value) for m in where.markdown] + [plain(c.value) for c in where.caption]
+            + [r.label for r in where.radio])
+
+
+def test_before_the_predictions_the_page_shows_only_the_set_up(at):
+    """What lab.teach.giveaway.shown_before says a learner reads before predicting is what the
+    page shows: the lesson's text, then the form's questions; "look for" and the explanation come
+    only with the lesson check, once the recording opened."""
+    from lab.core.lessons import LESSONS
+    from lab.samples import lesson_samples
+    from lab.teach.giveaway import shown_before
+    from lab.teach.questions import questions_for
+
+    key = "sdpa_backends"
+    lesson = LESSONS[key]
+    at.selectbox(key="lesson_key").set_value(key)
+    at.run()
+    sidebar = _page_texts(at, at.sidebar) + [o for box in at.selectbox for o in box.options]
+    options = [c for r in at.sidebar.radio for c in r.options]
+    notes = {s.note for s in lesson_samples(lesson.runs)}  # shown in a sample's Summary, when open
+    asked = [r.label.removesuffix(" (GPU)") for r in at.sidebar.radio if r.key.startswith("predict_")]
+    assert asked, "no questions in the form"
+    for q in (q for q in questions_for(key, "cuda") + questions_for(key, "cpu") if q.text in asked):
+        for text in set(shown_before(q, "cpu")) - notes:  # every text the definition lists is on the page
+            assert any(text in t for t in sidebar) or text in options, text
+    everything = _page_texts(at, at)
+    assert not any(lesson.look_for in t for t in everything), "look for shown before the predictions"
+    assert not any(lesson.explain[:60] in t for t in everything), "explanation shown before the predictions"
+    # The lesson text comes before the form's first question in the sidebar.
+    order = [plain(str(e.value)) if e.type == "markdown" else getattr(e, "label", "") for e in at.sidebar
+             if e.type in ("markdown", "radio")]
+    assert order.index(lesson.text) < order.index(asked[0])
+    at.button(key="open_lesson_recording").click()
+    at.run()
+    assert_healthy(at)
+    main = _page_texts(at, at.main)
+    assert any(lesson.explain[:60] in t for t in main) and any(lesson.look_for in t for t in main)
+
+
 def test_compare_two_h200_samples_diffs_their_kernels(at):
     # Eager vs torch.compile as recorded on the H200: the add kernel is gone, a bias GEMM is new.
     at.session_state["cmp_a"] = "sample:matmul_add_4096_bf16.json.gz"

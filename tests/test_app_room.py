@@ -164,5 +164,5 @@ def test_alone_one_click_runs_the_sweep_and_opens_your_roofline(monkeypatch, tmp
     # The points (the labels' dataset holds one row per shape and dtype: a subset of them).
     rows = max((t for t in tables if t and "shape" in t[0]), key=len)
     assert sorted(r["shape"] for r in rows) == sorted(f"{m}×{k}×{n}" for m, k, n in shapes)
-    assert all(r["tflops"] > 0 and r["region"] in ("overhead-bound", "memory-bound", "compute-bound") for r in rows)
+    assert all(r["tflops"] > 0 and r["region"] in ("latency-bound", "memory-bound", "compute-bound") for r in rows)
     assert any(c.value.startswith("Roof: ") for c in at.caption)

@@ -125,7 +125,7 @@ def test_roofline_point_is_the_fp8_gemm():
 def test_int8_gemm_far_below_its_peak_says_so_in_tops():
     trace = load_trace(CUDA / "int8_int_mm.json.gz")
     analysis = analyze(trace)
-    insight = next(i for i in find_insights(trace, analysis) if i.title == "GEMM far below the device's peak")
+    insight = next(i for i in find_insights(trace, analysis) if i.title == "GEMM far below the roof at its intensity")
     worst = min(r for _, _, r in _expected_rates("int8_int_mm", "aten::_int_mm"))
     assert f"{worst:.1f} TOPS" in insight.evidence and "sm80" in insight.evidence
 

@@ -186,7 +186,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "run": _LEAVES | {"core", "pool"},
     "read": _LEAVES | {"core", "pool", "trace", "analysis", "samples", "teach"},
     "views": _LEAVES | {"core", "trace", "analysis"},
-    "teach": _LEAVES | {"core", "trace", "analysis"},
+    "teach": _LEAVES | {"core", "trace", "analysis", "samples"},  # giveaway reads the recordings' titles
     "access": _LEAVES | {"core", "run", "read"},
     "cli": _LEAVES | {"core", "trace", "analysis", "run", "read", "views"},
     "__main__": frozenset({"cli"}),

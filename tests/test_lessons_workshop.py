@@ -32,7 +32,7 @@ import statistics
 
 import pytest
 
-from lab.analysis import analyze, lesson_figures
+from lab.analysis import analyze, figures
 from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.analysis.signals import Run
 from lab.core.lessons import LESSONS
@@ -100,9 +100,9 @@ def test_launch_delay_and_sync():
     assert b.share_pct(synced, "cudaDeviceSynchronize", b.LAUNCH_CATS) > 50  # 60 %
     assert b.share_pct(free, "cudaDeviceSynchronize", b.LAUNCH_CATS) == 0  # only the timer's, after the steps
     _, runs = recording("launch_overlap")
-    assert lesson_figures.launch_delays_us(runs[0]) == pytest.approx(d_free, abs=1e-2)
-    assert lesson_figures.sync_share_pct(runs[1]) == pytest.approx(b.share_pct(synced, "cudaDeviceSynchronize",
-                                                                               b.LAUNCH_CATS))
+    assert figures.launch_delays_us(runs[0]) == pytest.approx(d_free, abs=1e-2)
+    want = b.share_pct(synced, "cudaDeviceSynchronize", b.LAUNCH_CATS)
+    assert figures.call_share_pct(runs[1], "cudaDeviceSynchronize") == pytest.approx(want)
 
 
 def test_calls():
@@ -113,7 +113,7 @@ def test_calls():
     assert b.calls_per_step(loop, "aten::select") == 3 * rows
     assert b.step_us(loop) / b.step_us(vec) > 20  # 4,780 vs 123 µs
     _, runs = recording("calls")
-    assert lesson_figures.step_us(runs[0]) == pytest.approx(b.step_us(loop))
+    assert figures.step_us(runs[0]) == pytest.approx(b.step_us(loop))
 
 
 def test_host_sync():
@@ -129,7 +129,7 @@ def test_host_sync():
     host_per_matmul = statistics.median(bb - a for a, bb in b.step_windows(once)) / 8
     assert gemm_us < host_per_matmul  # 23.7 vs 147 µs
     _, runs = recording("host_sync")
-    assert lesson_figures.gemm_kernel_us(runs[1]) == pytest.approx(gemm_us)
+    assert figures.gemm_kernel_us(runs[1]) == pytest.approx(gemm_us)
 
 
 def test_cuda_graphs():
@@ -168,7 +168,7 @@ def test_pinned_copies():
     assert b.copy_gb_per_s(pinned) > 4 * b.copy_gb_per_s(pageable)  # 54.8 vs 7.1 GB/s
     assert b.copy_call_ratio(pageable) >= 0.9 and b.copy_call_ratio(pinned) < 0.1
     _, runs = recording("pinned_copies")
-    assert lesson_figures.copy_gb_per_s(runs[1]) == pytest.approx(b.copy_gb_per_s(pinned))
+    assert figures.copy_gb_per_s(runs[1]) == pytest.approx(b.copy_gb_per_s(pinned))
 
 
 def test_memory_peak():
@@ -181,7 +181,7 @@ def test_memory_peak():
 
 def test_profiler_overhead():
     _, runs = recording("profiler_overhead")
-    loop, gemm = (lesson_figures.overhead_ratio(r) for r in runs)
+    loop, gemm = (figures.overhead_ratio(r) for r in runs)
     assert loop > 1.5 and gemm < 1.05  # 1.72× vs 1.02×
 
 
@@ -195,7 +195,7 @@ def test_self_total_shapes():
                                     '[[16384, 256], [256, 16384]]'])
     assert b.self_share_pct(ev, "aten::matmul") < 25
     _, runs = recording("self_total_shapes")
-    assert [(s, c) for s, c, _ in lesson_figures.shape_rows(runs[0], "aten::mm")] == [
+    assert [(s, c) for s, c, _ in figures.shape_rows(runs[0], "aten::mm")] == [
         (s, 3) for s in sorted(times, key=lambda d: -times[d])]
 
 

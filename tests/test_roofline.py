@@ -50,10 +50,10 @@ def test_a_gpu_run_point_is_its_gemm_kernel_rate(file, m):
     assert point.tflops == pytest.approx(want_tflops, rel=1e-6)
     assert point.intensity_flops_per_byte == pytest.approx(2 * m ** 3 / (2 * 3 * m * m), rel=1e-6)  # aten::mm: no bias
     roof = peak_roofline(PEAKS["H200 SXM"], "bfloat16")
-    want = ("overhead-bound" if point.tflops < OVERHEAD_FRACTION * min(989.5, point.intensity_flops_per_byte * 4.8)
+    want = ("latency-bound" if point.tflops < OVERHEAD_FRACTION * min(989.5, point.intensity_flops_per_byte * 4.8)
             else "compute-bound")
     assert classify(point, roof) == want
-    assert want == ("overhead-bound" if m == 64 else "compute-bound")  # what the lesson teaches
+    assert want == ("latency-bound" if m == 64 else "compute-bound")  # what the lesson teaches
 
 
 def test_a_cpu_run_point_is_the_workload_cost_over_the_median_step(warm_cpu, host_settings):
@@ -104,7 +104,7 @@ def test_chart_data_and_chart():
     line = data["roof"]
     assert np.allclose(line["roof_tflops"], np.minimum(989.5, line["intensity_flops_per_byte"] * 4.8))
     assert roof.ridge_flops_per_byte in set(line["intensity_flops_per_byte"])
-    assert list(data["points"]["region"]) == ["overhead-bound", "compute-bound"]
+    assert list(data["points"]["region"]) == ["latency-bound", "compute-bound"]
     lo, hi = data["domain"]["x"]
     assert lo <= 21.0 and hi >= 2730.0
     spec = roofline_chart(data, "room").to_dict()

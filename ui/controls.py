@@ -220,8 +220,9 @@ def lesson_picker(device: DeviceInfo | None) -> tuple[str, str] | None:
     keys = list(LESSONS)
     key: str = chosen(st.selectbox("Lesson", keys, key="lesson_key", format_func=lambda k: LESSONS[k].title))
     lesson = LESSONS[key]
+    # Only the set-up before the predictions (lab.teach.giveaway.shown_before): what the lab looks
+    # for and what the recordings show come with the lesson check, once the runs opened.
     st.markdown(lesson.text)
-    st.caption(f"Look for: {lesson.look_for}")
     clicked = None
     if lesson_samples(lesson.runs) is not None and st.button(
             "Open the H200 recording", key="open_lesson_recording", width="stretch",

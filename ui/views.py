@@ -410,8 +410,10 @@ def lesson_check(subjects: list[Subject], load, jobs) -> None:
         st.markdown(f"**Lesson check — {md_escape(lesson.title)}**")
         recorded = all(s.kind == "sample" for s in opened.subjects)
         where = "the H200 recording" if recorded else "your run" + ("s" if len(opened.subjects) > 1 else "")
-        st.caption(f"What the lab finds in {where}:")
+        st.caption(f"What the lab finds in {where} (it looks for: {md_escape(lesson.look_for)}):")
         for signal in signals:
             icon = (":material/info:" if not signal.expected
                     else ":material/check_circle:" if signal.present else ":material/cancel:")
             st.markdown(f"{icon} {md_escape(signal.title)} — {md_escape(signal.evidence)}")
+        if lesson.explain:  # after the runs opened: the reveal's companion, never before the predictions
+            st.markdown(lesson.explain)

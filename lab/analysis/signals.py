@@ -9,22 +9,30 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
-from lab.analysis.bundle import Analysis
-from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
+from lab.analysis.figures import first_step_ratio as step_ratio
+from lab.analysis.figures import (
+    first_step_share_pct,
+    gemm_op_share_pct,
+    label_first_gaps_us,
+    step_work_rows,
+    work_per_step,
+)
+from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.analysis.signal_types import Run, Signal
 from lab.analysis.steps import per_iteration_us
 from lab.analysis.workshop_detectors import WORKSHOP_DETECTORS
 from lab.trace.load import Trace
 from lab.units import fmt_pct, fmt_us, fmt_us_fixed
+from lab.vocab import ADD_KERNEL_NAMES
+
+__all__ = ["DETECTORS", "Run", "Signal", "label_first_gaps_us", "lesson_signals", "step_work_rows", "work_per_step"]
 
 # CPU traces: the GEMM op must take at least this share of a large run's step to count as
 # compute-bound, and under the lower share of a tiny run's step for overhead-bound: at 64³ the
 # dispatcher and Python cost more than the multiply itself (seen here: ~20 % on 2 CPU cores).
 COMPUTE_SHARE_LARGE_PCT = 70.0
 COMPUTE_SHARE_TINY_PCT = 50.0
-ADD_KERNEL = re.compile(r"CUDAFunctor_add|add_kernel|AddFunctor", re.IGNORECASE)
+ADD_KERNEL = re.compile(ADD_KERNEL_NAMES, re.IGNORECASE)
 FUSED_KERNEL = re.compile(r"^triton_|fused", re.IGNORECASE)
 
 
@@ -47,84 +55,6 @@ def _kernels(trace: Trace):
     return ev[ev["cat"] == "kernel"]
 
 
-def _step_count(analysis: Analysis) -> int:
-    return max(len(analysis.steps), 1)
-
-
-def _rows(run: Run, cat: str, lane_kind: str | None = None) -> np.ndarray:
-    ev = run.trace.events
-    mask = ev["cat"].astype(str).to_numpy() == cat
-    if lane_kind:
-        mask &= ev["lane_kind"].astype(str).to_numpy() == lane_kind
-    return np.flatnonzero(mask)
-
-
-def _in_steps(run: Run, ts: np.ndarray) -> np.ndarray:
-    """Which of the times ``ts`` (µs since trace start) fall inside a step's CPU window."""
-    steps = run.analysis.steps
-    inside = np.zeros(len(ts), dtype=bool)
-    for start, end in zip(steps["start_us"].to_numpy(dtype=float), steps["end_us"].to_numpy(dtype=float)):
-        inside |= (ts >= start) & (ts <= end)
-    return inside
-
-
-def step_work_rows(run: Run) -> tuple[np.ndarray, str]:
-    """GPU trace: the kernels launched from inside a step (a step's kernels may run after it
-    ends: the GPU lags the host); CPU trace: the CPU operators that start inside a step.
-    The one count of "work per step": the lesson check and the reveal (lab.teach) both say it."""
-    ts = run.trace.events["ts_us"].to_numpy(dtype=float)
-    kernels = _rows(run, "kernel")
-    if len(kernels):
-        launch = run.analysis.links.launch[kernels]
-        known = launch >= 0
-        kernels = kernels[known][_in_steps(run, ts[launch[known]])]
-        return kernels, "kernels"
-    ops = _rows(run, "cpu_op", "cpu")
-    return ops[_in_steps(run, ts[ops])], "operators"
-
-
-def work_per_step(run: Run) -> tuple[float, str]:
-    """Kernels launched per step on a GPU trace, else CPU operators per step (and which)."""
-    rows, unit = step_work_rows(run)
-    return len(rows) / _step_count(run.analysis), unit
-
-
-def compute_share_pct(run: Run) -> float:
-    """CPU traces: the median GEMM op's duration over the median step's, in %.
-
-    Medians, because on a loaded CPU one step can stall for tens of ms in the thread pool;
-    a single outlier should not decide whether a run is overhead- or compute-bound.
-    """
-    steps = run.analysis.steps
-    ops = _cpu_ops(run.trace)
-    gemm = ops[ops["name"].astype(str).isin(GEMM_LEAF_OPS)]
-    if not len(steps) or not len(gemm):
-        return float("nan")
-    per_step = len(gemm) / len(steps)  # GEMM ops per step (1 for matmul_add)
-    return 100.0 * float(gemm["dur_us"].median()) * per_step / float(steps["cpu_us"].median())
-
-
-def label_first_gaps_us(trace: Trace, label: str | None = None) -> list[float]:
-    """For each instance of the step label (or the outermost repeated annotation): first child's
-    start − the label's start, in order. The cold-start gap lives here in the first step."""
-    ev = trace.events
-    ann = ev[(ev["cat"] == "user_annotation") & (ev["lane_kind"] == "cpu")]
-    if label is None:
-        counts = ann["name"].astype(str).value_counts()
-        repeated = counts[counts >= 2]
-        if repeated.empty:
-            return []
-        top = ann[ann["name"].astype(str).isin(repeated.index)]
-        label = str(top.sort_values(["depth", "ts_us"])["name"].iloc[0])
-    rows = ann[ann["name"].astype(str) == label]
-    gaps = []
-    for lane, depth, start, end in zip(rows["lane"], rows["depth"], rows["ts_us"], rows["ts_us"] + rows["dur_us"]):
-        inner = ev[(ev["lane"] == lane) & (ev["depth"] == depth + 1) & (ev["ts_us"] >= start) & (ev["ts_us"] <= end)]
-        if len(inner):
-            gaps.append(float(inner["ts_us"].min() - start))
-    return gaps
-
-
 def _names(frame) -> set[str]:
     return set(frame["name"].astype(str))
 
@@ -143,31 +73,27 @@ def _tiny_vs_large(runs: list[Run]) -> list[Signal]:
             busy = fmt_pct(run.analysis.utilization.active_busy_pct)
             evidence = f"GPU busy {busy} of its active window ({verdict.kind})"
         else:  # CPU only: how much of the step is the multiply itself?
-            share = compute_share_pct(run)
+            share = gemm_op_share_pct(run)
             present = share < COMPUTE_SHARE_TINY_PCT if want_overhead else share >= COMPUTE_SHARE_LARGE_PCT
             evidence = f"the GEMM itself is {fmt_pct(share)} of the step's CPU time"
         out.append(Signal(f"{run.name} is {kind}", bool(present), evidence))
     return out
 
 
-def first_step_ratio(gaps: list[float]) -> float:
-    """First step's label → first-op gap over the median of the later steps' gaps."""
-    if len(gaps) < 2:
-        return float("nan")
-    rest = float(np.median(gaps[1:]))
-    return gaps[0] / rest if rest > 0 else float("nan")
-
-
 def _cold_vs_warm(runs: list[Run]) -> list[Signal]:
-    # Each run is compared with itself (first step vs its later steps) before the two are
-    # compared: absolute gaps move with machine load, the ratio of one run's steps does not.
+    # Each run's first step against its own later steps (lab.analysis.figures.first_step_ratio):
+    # absolute times move with machine load, the ratio of one run's steps does not. Where the
+    # cold step's time goes is read from the first aten::mm and the profiler's own lane: on the
+    # H200 the label → first-op gap grew 55 → 28 µs while the step grew by 10,433 µs.
     cold, warm = runs
-    cold_gaps, warm_gaps = label_first_gaps_us(cold.trace), label_first_gaps_us(warm.trace)
-    if len(cold_gaps) < 2 or len(warm_gaps) < 2:
-        return [Signal("first-step gap measurable", False, "no repeated step label with ops inside it")]
-    cold_ratio, warm_ratio = first_step_ratio(cold_gaps), first_step_ratio(warm_gaps)
-    evidence = (f"label → first op in the first step: cold {fmt_us(cold_gaps[0])} "
-                f"({cold_ratio:.1f}× its later steps) vs warm {fmt_us(warm_gaps[0])} ({warm_ratio:.1f}×)")
+    if len(cold.analysis.steps) < 2 or len(warm.analysis.steps) < 2:
+        return [Signal("first step measurable", False, "fewer than two recorded steps in a run")]
+    cold_ratio, warm_ratio = step_ratio(cold), step_ratio(warm)
+    evidence = f"first step vs the median later one: cold {cold_ratio:.1f}×, warm {warm_ratio:.1f}×"
+    mm, prof = first_step_share_pct(cold, "aten::mm"), first_step_share_pct(cold, "profiler")
+    if mm == mm and prof == prof:
+        evidence += (f"; of the cold step's extra time {mm:.0f} % is inside its first aten::mm and "
+                     f"{prof:.0f} % is the profiler's own work")
     on_gpu = cold.trace.has_gpu and warm.trace.has_gpu
     if not on_gpu:
         # The costs this lesson is about (CUDA context, cuBLAS handles and workspaces, CUPTI
@@ -175,7 +101,8 @@ def _cold_vs_warm(runs: list[Run]) -> list[Signal]:
         # "cold" run is barely colder: seen here, the ratios came out either way run to run.
         evidence += ("; on a CPU the worker is already warm, so expect little difference — "
                      "open the H200 recording to see the real first-step cost")
-    return [Signal("the cold run's first step starts late", cold_ratio > warm_ratio, evidence, expected=on_gpu)]
+    return [Signal("the cold run's first step is far slower than the warm run's", cold_ratio > warm_ratio,
+                   evidence, expected=on_gpu)]
 
 
 def _fp32_vs_tf32(runs: list[Run]) -> list[Signal]:
@@ -236,6 +163,7 @@ def _linear(runs: list[Run]) -> list[Signal]:
 
 
 def _fewer_per_step(first: Run, second: Run, what: str) -> Signal:
+    # The active steps' work only (lab.analysis.figures): the reveal counts the same.
     a, unit = work_per_step(first)
     b, _ = work_per_step(second)
     return Signal(f"{second.name} runs fewer {unit} per step", b < a, f"{a:.1f} vs {b:.1f} {unit} per step ({what})")
@@ -288,7 +216,8 @@ def _attention(runs: list[Run]) -> list[Signal]:
 
 def _sdpa_backends(runs: list[Run]) -> list[Signal]:
     math, flash = runs
-    return [_fewer_per_step(math, flash, "FlashAttention computes attention in one kernel")]
+    return [_fewer_per_step(math, flash, "FlashAttention keeps its tiles on chip; the math backend runs "
+                                         "PyTorch ops, in fp32 for half-precision inputs")]
 
 
 DETECTORS = {

@@ -1,5 +1,5 @@
 """The lesson checks of the workshop lessons (issue 23): one detector per lesson, added to
-``signals.DETECTORS``. Each reads its figures from ``lesson_figures`` (one definition each) and
+``signals.DETECTORS``. Each reads its figures from ``lab.analysis.figures`` (one definition each) and
 says, on a CPU trace, when the lesson's effect is a GPU one (``expected=False``).
 """
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from lab.analysis import lesson_figures as fig
+from lab.analysis import figures as fig
 from lab.analysis.signal_types import Run, Signal
 from lab.units import fmt_us
 
@@ -35,7 +35,7 @@ def _launch_overlap(runs: list[Run]) -> list[Signal]:
     d_free, d_sync = fig.launch_delays_us(free), fig.launch_delays_us(synced)
     grows = len(d_free) >= 2 and d_free[-1] >= DELAY_GROWTH * max(d_free[0], 1e-3)
     flat = len(d_sync) >= 2 and max(d_sync) <= DELAY_GROWTH * max(min(d_sync), 1e-3)
-    share = fig.sync_share_pct(synced)
+    share = fig.call_share_pct(synced, "cudaDeviceSynchronize")
     return [
         Signal(
             f"without a sync the launch delay grows step after step ({free.name})",

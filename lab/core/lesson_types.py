@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lab.core.claims import Claim
 from lab.core.config import ConfigError, RunConfig
 
-__all__ = ["Lesson", "LessonRun", "lesson_configs"]
+__all__ = ["Lesson", "LessonRun", "lesson_configs", "lesson_run"]
 
 
 @dataclass(frozen=True)
@@ -20,12 +21,21 @@ class LessonRun:
 
 @dataclass(frozen=True)
 class Lesson:
+    """A lesson. What a learner reads before predicting is ``title`` and ``text`` (with the
+    questions, ``lab.teach.questions``): they set the task and name where to look, never the
+    answer. ``look_for`` (what the lab's check looks for) and ``explain`` (what the recordings
+    show, with their figures) are shown once the lesson's runs opened, beside the reveal.
+    Every sentence of ``text`` or ``explain`` that states what a trace shows has a ``Claim``
+    (``lab.core.claims``), checked on its recording by tests/test_claims.py."""
+
     key: str
     title: str
-    text: str  # markdown, our own words
-    look_for: str  # the signal the lab detects in the trace (lab.analysis.signals)
+    text: str  # markdown, our own words: shown before the predictions
+    look_for: str  # the signal the lab detects in the trace (lab.analysis.signals): shown after
     runs: tuple[LessonRun, ...]  # one run, or two to compare
     cpu_refusal: str | None = None
+    explain: str = ""  # markdown: what the runs show, shown after they opened (with the reveal)
+    claims: tuple[Claim, ...] = ()  # the facts text and explain state, as checks on the recordings
 
     @property
     def is_pair(self) -> bool:
@@ -47,3 +57,16 @@ def _gpu(**kw) -> RunConfig:
 
 def _cpu(**kw) -> RunConfig:
     return RunConfig(device="cpu", **kw)
+
+
+def lesson_run(name: str, workload: str, label: str, gpu: tuple[int, int, int], cpu: tuple[int, int, int] | None,
+               *, gpu_dtype: str = "bfloat16", **both) -> LessonRun:
+    """One run of a lesson from one row of its table: the workload and its step label, the (m, k, n)
+    on a GPU and on a CPU (None: the run needs a GPU), the GPU's dtype (the CPU's is the default
+    float32), and keywords for both configs (``profile_memory=True``, ``active=3``)."""
+    m, k, n = gpu
+    gpu_config = _gpu(workload=workload, m=m, k=k, n=n, dtype=gpu_dtype, step_label=label, **both)
+    if cpu is None:
+        return LessonRun(name, gpu_config, None)
+    cm, ck, cn = cpu
+    return LessonRun(name, gpu_config, _cpu(workload=workload, m=cm, k=ck, n=cn, step_label=label, **both))

@@ -12,7 +12,7 @@ import numpy as np
 
 from lab.analysis.signals import Run
 
-__all__ = ["ANY_DEVICE", "CPU", "GPU", "MAX_HIGHLIGHT", "Answer", "Band", "Question", "Where", "band_of",
+__all__ = ["ANY_DEVICE", "CPU", "GPU", "MAX_HIGHLIGHT", "Answer", "Band", "Question", "Where", "band_of", "question",
            "where_window"]
 
 GPU: str = "cuda"
@@ -60,6 +60,21 @@ class Question:
     answer: Callable[[Sequence[Run]], Answer]
     devices: tuple[str, ...] = ANY_DEVICE  # the device kinds whose runs can answer it
     why_gpu: str = ""  # for a GPU-only question: why a CPU run cannot answer it
+    # Per choice, the words that would give it away if shown before the prediction, besides the
+    # choice's own label (lab.teach.giveaway): "1" → "one kernel", "no" → "swaps strides".
+    tells: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def tells_for(self, choice: str) -> tuple[str, ...]:
+        return next((words for label, words in self.tells if label == choice), ())
+
+
+def question(key: str, text: str, choices: Sequence[str], answer: Callable[[Sequence[Run]], Answer],
+             devices: Sequence[str] = ANY_DEVICE, why_gpu: str = "",
+             tells: dict[str, Sequence[str]] | None = None) -> Question:
+    """One question from one row of a question table (its lesson is the key's first part)."""
+    return Question(key=key, lesson=key.split(".", 1)[0], text=text, choices=tuple(choices), answer=answer,
+                    devices=tuple(devices), why_gpu=why_gpu,
+                    tells=tuple((c, tuple(w)) for c, w in (tells or {}).items()))
 
 
 def band_of(value: float, bands: Sequence[Band]) -> str:
@@ -83,8 +98,10 @@ def _in_window(run: Run, rows: np.ndarray, window: tuple[float, float]) -> np.nd
     return rows[(ts >= window[0]) & (ts <= window[1])][:MAX_HIGHLIGHT]
 
 
-def _where_window(run: Run, index: int, rows: np.ndarray, text: str, step: int = 0) -> Where:
-    window = _step_window(run, step)
+def _where_window(run: Run, index: int, rows: np.ndarray, text: str, step: int = 0,
+                  window: tuple[float, float] | None = None) -> Where:
+    """Step ``step``'s window (or ``window``) and the events of ``rows`` that start in it."""
+    window = window or _step_window(run, step)
     shown = _in_window(run, rows, window)
     names = tuple(dict.fromkeys(str(n) for n in run.trace.events["name"].to_numpy()[shown]))
     return Where(text=text, window_us=window, step=step if len(run.analysis.steps) else None, run=index,

@@ -15,8 +15,20 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from lab.analysis.figures import (
+    Run,
+    event_rows,
+    first_step_ratio,
+    first_step_share_pct,
+    gemm_kernel_us,
+    gemm_op_share_pct,
+    launch_delay_share_pct,
+    step_count,
+    step_work_rows,
+    top_self_cpu_row,
+    work_per_step,
+)
 from lab.analysis.gemm.kinds import is_gemm_kernel
-from lab.analysis.signals import Run, compute_share_pct, step_work_rows, work_per_step
 from lab.core.lessons import LESSONS
 from lab.teach.question_types import (
     ANY_DEVICE,
@@ -29,33 +41,24 @@ from lab.teach.question_types import (
     _where_window,
     band_of,
 )
+from lab.teach.question_types import question as _q
 from lab.teach.questions_workshop import WORKSHOP_QUESTIONS
 from lab.units import fmt_pct
 
 __all__ = [
     "ANY_DEVICE", "CPU", "GPU", "QUESTIONS", "Answer", "Band", "Question", "Where", "band_of", "questions_for",
-    "skipped_for",
+    "skipped_for", "step_work_rows", "work_per_step",
 ]  # fmt: skip
 
 # --------------------------------------------------------------------------- measurements
 
 
 def _rows(run: Run, cat: str, lane_kind: str | None = None) -> np.ndarray:
-    ev = run.trace.events
-    mask = ev["cat"].astype(str).to_numpy() == cat
-    if lane_kind:
-        mask &= ev["lane_kind"].astype(str).to_numpy() == lane_kind
-    return np.flatnonzero(mask)
+    return event_rows(run, (cat,), lane_kind=lane_kind)
 
 
 def _named(run: Run, names: Sequence[str]) -> np.ndarray:
-    ev = run.trace.events
-    named = ev["name"].astype(str).isin(list(names)).to_numpy()
-    return np.flatnonzero(named & (ev["cat"].astype(str) == "cpu_op").to_numpy())
-
-
-def _step_count(run: Run) -> int:
-    return max(len(run.analysis.steps), 1)
+    return event_rows(run, ("cpu_op",), tuple(names))
 
 
 def _ka_row(run: Run, name: str) -> dict:
@@ -96,7 +99,7 @@ def _gemm_share(runs: Sequence[Run]) -> Answer:
     run = runs[0]
     mm = _named(run, ("aten::mm",))
     # The lesson check's own figure (lab.analysis.signals), so the two boxes say one number.
-    pct = compute_share_pct(run)
+    pct = gemm_op_share_pct(run)
     return Answer(choice=band_of(pct, _HALF), measured=pct,
                   measured_text=f"aten::mm is {fmt_pct(pct)} of a step's CPU time (medians)",
                   where=_where_window(run, 0, mm, "the tiny run's first step: aten::mm inside it"))
@@ -108,35 +111,75 @@ _FIRST_STEP = (Band(label="under 1.5×", below=1.5), Band(label="1.5–5×", bel
 def _first_step(runs: Sequence[Run]) -> Answer:
     cold = runs[0]
     cpu = cold.analysis.steps["cpu_us"].to_numpy(dtype=float)
-    rest = float(np.median(cpu[1:])) if len(cpu) > 1 else float("nan")
-    ratio = float(cpu[0]) / rest if rest > 0 else float("nan")
+    ratio = first_step_ratio(cold)
+    rest = float(cpu[0]) / ratio if ratio > 0 else float("nan")
     step_rows = np.flatnonzero(cold.trace.events["name"].astype(str).str.startswith("ProfilerStep#").to_numpy())
     return Answer(choice=band_of(ratio, _FIRST_STEP), measured=ratio,
-                  measured_text=f"cold first step {cpu[0]:,.0f} µs vs {rest:,.0f} µs median later step ({ratio:.1f}×)",
+                  measured_text=(f"cold first step {cpu[0]:,.0f} µs vs {rest:,.0f} µs median later step: "
+                                 f"{ratio:.1f} times as long"),
                   where=_where_window(cold, 0, step_rows, "the cold run's first step, from its label to its last op"))
+
+
+_SHARE = (Band(label="under 10 %", below=10.0), Band(label="10–50 %", below=50.0), Band(label="over half"))
+
+
+def _profiler_share(runs: Sequence[Run]) -> Answer:
+    cold = runs[0]
+    pct = first_step_share_pct(cold, "profiler")
+    rows = _rows(cold, "overhead")
+    return Answer(choice=band_of(pct, _SHARE), measured=pct,
+                  measured_text=(f"the profiler's own events cover {pct:.0f} % of the cold first step's extra time "
+                                 f"(first step minus the median later one); most of the rest is inside its first "
+                                 f"aten::mm ({first_step_share_pct(cold, 'aten::mm'):.0f} %)"),
+                  where=_where_window(cold, 0, rows, "the cold run's first step: the profiler's own lane"))
+
+
+def _launch_share(runs: Sequence[Run]) -> Answer:
+    tiny = runs[0]
+    pct = launch_delay_share_pct(tiny)
+    launches = np.flatnonzero(np.isin(tiny.trace.events["cat"].astype(str).to_numpy(), ("cuda_runtime", "kernel")))
+    return Answer(choice=band_of(pct, _SHARE), measured=pct,
+                  measured_text=(f"launch call start → its kernel's start is {pct:.1f} % of a step (median over the "
+                                 f"steps): the rest of the step is the CPU's own work — Python, dispatch, the "
+                                 f"profiler's per-op records"),
+                  where=_where_window(tiny, 0, launches, "the tiny run's first step: a launch call and the arrow "
+                                                         "to its kernel"))
+
+
+_SYNC_ROWS = ("aten::mm", "cudaLaunchKernel", "cudaDeviceSynchronize", "another row")
+
+
+def _sync_row(runs: Sequence[Run]) -> Answer:
+    run = runs[0]
+    top = top_self_cpu_row(run)
+    ka = run.analysis.key_averages
+    share = float(ka.loc[ka["name"].astype(str) == top, "self_cpu_us"].sum()) / float(ka["self_cpu_us"].sum())
+    choice = top if top in _SYNC_ROWS else _SYNC_ROWS[-1]
+    return Answer(choice=choice, measured=100.0 * share,
+                  measured_text=(f"{top} holds {100.0 * share:.0f} % of the table's Self CPU: the host launched "
+                                 f"every step quickly, then waited there for the GPU's GEMMs to finish"),
+                  where=Where(text="the FP32 run's table sorted by Self CPU: its first row", row=top, run=0))
 
 
 _SPEEDUP = (Band(label="under 2×", below=2.0), Band(label="2–6×", below=6.0), Band(label="over 6×"))
 
 
-def _gemm_kernels(run: Run) -> tuple[np.ndarray, float, str]:
-    """Rows of the GEMM kernels, their mean duration and the name of the longest-total one."""
+def _gemm_kernel_name(run: Run) -> str:
+    """The GEMM kernel with the largest total time (its table row)."""
     ev = run.trace.events
     rows = _rows(run, "kernel")
     names = ev["name"].astype(str).to_numpy()[rows]
-    rows = rows[np.array([is_gemm_kernel(n) for n in names], dtype=bool)]
     dur = ev["dur_us"].to_numpy(dtype=float)[rows]
-    if not len(rows):
-        return rows, float("nan"), ""
     by_name: dict[str, float] = {}
-    for name, d in zip(ev["name"].astype(str).to_numpy()[rows], dur):
-        by_name[name] = by_name.get(name, 0.0) + float(d)
-    return rows, float(dur.mean()), max(by_name, key=lambda n: by_name[n])
+    for name, d in zip(names, dur):
+        if is_gemm_kernel(name):
+            by_name[name] = by_name.get(name, 0.0) + float(d)
+    return max(by_name, key=lambda n: by_name[n]) if by_name else ""
 
 
 def _tf32_speedup(runs: Sequence[Run]) -> Answer:
-    _, fp32_us, _ = _gemm_kernels(runs[0])
-    _, tf32_us, name = _gemm_kernels(runs[1])
+    fp32_us, tf32_us = gemm_kernel_us(runs[0]), gemm_kernel_us(runs[1])
+    name = _gemm_kernel_name(runs[1])
     ratio = fp32_us / tf32_us if tf32_us > 0 else float("nan")
     return Answer(choice=band_of(ratio, _SPEEDUP), measured=ratio,
                   measured_text=(f"GEMM kernel {fp32_us:,.0f} µs (FP32) vs {tf32_us:,.0f} µs (TF32): "
@@ -154,10 +197,14 @@ def _kernels_per_step(index: int, bands: Sequence[Band], what: str) -> Callable[
     def answer(runs: Sequence[Run]) -> Answer:
         run = runs[index]
         kernels, _ = step_work_rows(run)
-        per_step = len(kernels) / _step_count(run)
+        per_step = len(kernels) / step_count(run)
+        memsets = len(_rows(run, "gpu_memset")) / step_count(run)
+        # A memset is a bar on the GPU lane too, but no kernel (issue 23: counting bars gave 2).
+        also = (f"; the GPU lane also shows {memsets:.0f} Memset (Device) per step, which is not a kernel"
+                if memsets else "")
         return Answer(choice=band_of(per_step, bands), measured=per_step,
-                      measured_text=(f"{len(kernels)} kernels launched in {_step_count(run)} steps: "
-                                     f"{per_step:.1f} per step"),
+                      measured_text=(f"{len(kernels)} kernels launched in {step_count(run)} steps: "
+                                     f"{per_step:.1f} per step{also}"),
                       where=_where_window(run, index, kernels, f"the {what} run's first step: its GPU lane"))
     return answer
 
@@ -220,39 +267,66 @@ def _fewer_than(first: int, second: int, what: str) -> Callable[[Sequence[Run]],
 _NEEDS_KERNELS = "it counts GPU kernels, and a CPU run launches none"
 
 
-def _q(key: str, text: str, choices: Sequence[str], answer, devices=ANY_DEVICE, why_gpu: str = "") -> Question:
-    return Question(key=key, lesson=key.split(".", 1)[0], text=text, choices=tuple(choices), answer=answer,
-                    devices=tuple(devices), why_gpu=why_gpu)
-
+_ONE_KERNEL = ("one kernel", "a single kernel", "1 kernel", "one fused kernel", "in one kernel")
 
 QUESTIONS: tuple[Question, ...] = (
     _q("tiny_vs_large.self_cpu_vs_cuda", "At 64³, which is larger in the table's aten::mm row: Self CPU or Self CUDA?",
-       [b.label for b in _SELF_BANDS], _self_cpu_vs_cuda, (GPU,), "a CPU run has no Self CUDA column"),
-    _q("tiny_vs_large.gpu_busy", "At 64³, will the GPU be busy more or less than half of its active window?",
-       [b.label for b in _HALF], _gpu_busy, (GPU,), "a CPU run has no GPU to be busy"),
+       [b.label for b in _SELF_BANDS], _self_cpu_vs_cuda, (GPU,), "a CPU run has no Self CUDA column",
+       tells={"Self CPU": ("far above Self CUDA", "mostly empty", "waiting for launches", "a few microseconds"),
+              "Self CUDA": ("far above Self CPU", "busy nearly all")}),
+    _q("tiny_vs_large.gpu_busy", "At 64³, what share of its active window will the GPU be busy?",
+       [b.label for b in _HALF], _gpu_busy, (GPU,), "a CPU run has no GPU to be busy",
+       tells={"less than half": ("mostly empty", "mostly idle", "waiting for launches", "busy 2 %"),
+              "half or more": ("busy nearly all",)}),
+    _q("tiny_vs_large.launch_share", "At 64³, what share of a step passes between the start of its first launch "
+       "call and the start of that kernel on the GPU?", [b.label for b in _SHARE], _launch_share, (GPU,),
+       "a CPU run launches no kernels",
+       tells={"under 10 %": ("a small part of the step", "the CPU's own work"),
+              "over half": ("most of the step is the launch",)}),
     _q("tiny_vs_large.gemm_share", "At 64³ on this CPU, will the matmul itself (aten::mm) be more or less than "
-       "half of each step's time?", [b.label for b in _HALF], _gemm_share, (CPU,)),
-    _q("cold_vs_warm.first_step", "In the cold run, how much longer than the later steps will the first step be?",
-       [b.label for b in _FIRST_STEP], _first_step),
+       "half of each step's time?", [b.label for b in _HALF], _gemm_share, (CPU,),
+       tells={"less than half": ("cost more than the multiply",), "half or more": ("mostly the GEMM",)}),
+    _q("cold_vs_warm.first_step", "In the cold run, how many times as long as the median later step will the "
+       "first step be?", [b.label for b in _FIRST_STEP], _first_step,
+       tells={"over 5×": ("over 90 times", "10.5 ms", "ninety", "many times its later"),
+              "under 1.5×": ("barely slower",)}),
+    _q("cold_vs_warm.profiler_share", "Of the time the cold run's first step takes beyond a later step, what share "
+       "is the profiler's own work (its lane), not your code's?", [b.label for b in _SHARE], _profiler_share, (GPU,),
+       "the profiler's buffer requests are CUPTI's, on a GPU",
+       tells={"10–50 %": ("about a quarter", "2.3 ms", "2,338"), "over half": ("most of it is the profiler",)}),
     _q("fp32_vs_tf32.speedup", "How much faster will the TF32 GEMM kernel be than the FP32 one?",
-       [b.label for b in _SPEEDUP], _tf32_speedup, (GPU,), "TF32 is a tensor-core mode of NVIDIA GPUs"),
+       [b.label for b in _SPEEDUP], _tf32_speedup, (GPU,), "TF32 is a tensor-core mode of NVIDIA GPUs",
+       tells={"over 6×": ("8.0×", "8×", "eight times"), "2–6×": ("several times faster", "a few times faster")}),
+    _q("fp32_vs_tf32.sync_row", "In the FP32 run's table sorted by Self CPU, which row will come first?", _SYNC_ROWS,
+       _sync_row, (GPU,), "a CPU run has no GPU to wait for",
+       tells={"cudaDeviceSynchronize": ("the host waits", "waited there")}),
     _q("eager_vs_compile.kernels", "How many kernels per step will the compiled version launch?",
-       [b.label for b in _KERNELS_123], _kernels_per_step(1, _KERNELS_123, "compiled"), (GPU,), _NEEDS_KERNELS),
+       [b.label for b in _KERNELS_123], _kernels_per_step(1, _KERNELS_123, "compiled"), (GPU,), _NEEDS_KERNELS,
+       tells={"1": (*_ONE_KERNEL, "epilogue", "add disappears", "add kernel is gone")}),
     _q("eager_vs_compile.add_op", "Will the compiled version still call aten::add?", _YES_NO,
-       _still_calls(1, "aten::add", "aten::addmm", "compiled")),
-    _q("linear.bias", "Which op will apply nn.Linear's bias?", _BIAS, _linear_bias),
+       _still_calls(1, "aten::add", "aten::addmm", "compiled"), (CPU,),
+       tells={"no": ("aten::addmm", "add disappears", "no separate add"), "yes": ("still calls aten::add",)}),
+    _q("linear.bias", "Which op will apply nn.Linear's bias?", _BIAS, _linear_bias,
+       tells={_BIAS[1]: ("epilogue", "one `aten::addmm`", "no separate add"), _BIAS[0]: ("then adds the bias",)}),
     _q("linear.t_kernel", "Will aten::t (the weight's transpose) launch a GPU kernel?", _YES_NO, _t_kernel, (GPU,),
-       "a CPU run launches no kernels"),
+       "a CPU run launches no kernels",
+       tells={"no": ("swaps strides", "only a view", "no kernel", "no GPU kernel", "without a kernel"),
+              "yes": ("copies the weight",)}),
     _q("geglu.kernels", "How many kernels per step will the compiled GeGLU MLP launch?",
-       [b.label for b in _KERNELS_234], _kernels_per_step(1, _KERNELS_234, "compiled"), (GPU,), _NEEDS_KERNELS),
+       [b.label for b in _KERNELS_234], _kernels_per_step(1, _KERNELS_234, "compiled"), (GPU,), _NEEDS_KERNELS,
+       tells={"3": ("3 kernels", "three kernels", "into one kernel", "fuses", "fused")}),
     _q("geglu.gelu_op", "Will the compiled version still call aten::gelu?", _YES_NO,
-       _still_calls(1, "aten::gelu", "aten::mm", "compiled")),
+       _still_calls(1, "aten::gelu", "aten::mm", "compiled"), (CPU,),
+       tells={"no": ("fuses", "fused", "into one kernel", "no longer")}),
     _q("attention.fewer", "Will SDPA run fewer, about the same, or more kernels (operators on a CPU) per step "
-       "than attention written out?", _FEWER, _fewer_than(0, 1, "written out vs SDPA")),
+       "than attention written out?", _FEWER, _fewer_than(0, 1, "written out vs SDPA"),
+       tells={"fewer": (*_ONE_KERNEL, "never stores", "several kernels")}),
     _q("sdpa_backends.flash_kernels", "How many kernels per step will the FlashAttention backend launch?",
-       [b.label for b in _FLASH_KERNELS], _kernels_per_step(1, _FLASH_KERNELS, "flash"), (GPU,), _NEEDS_KERNELS),
+       [b.label for b in _FLASH_KERNELS], _kernels_per_step(1, _FLASH_KERNELS, "flash"), (GPU,), _NEEDS_KERNELS,
+       tells={"1": _ONE_KERNEL}),
     _q("sdpa_backends.fewer", "Will FlashAttention run fewer, about the same, or more kernels (operators on a "
-       "CPU) per step than the math backend?", _FEWER, _fewer_than(0, 1, "math vs flash")),
+       "CPU) per step than the math backend?", _FEWER, _fewer_than(0, 1, "math vs flash"),
+       tells={"fewer": (*_ONE_KERNEL, "several kernels"), "about the same": ("same kernels as",)}),
 )
 
 # The workshop lessons' questions (issue 23): lab/teach/questions_workshop.py.

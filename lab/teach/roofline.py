@@ -6,7 +6,7 @@ kernels), the workload's own cost (``lab.core.workloads``: its FLOPs and bytes p
 median step. The roof: peak compute for the dtype and memory bandwidth — the datasheet table
 of ``lab.core.devices`` for a listed GPU, else what the worker measured at warm-up (its best
 matmul rate for the dtype and a large tensor's copy rate: a CPU has no datasheet entry).
-The "size sweep": a list of shapes from overhead-bound to compute-bound, one suggested per seat.
+The "size sweep": a list of shapes from latency-bound to compute-bound, one suggested per seat.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.bundle import Analysis
+from lab.analysis.gemm.bound import BOUNDS, LATENCY_FRACTION, bound_of, roof_tflops
 from lab.core.config import RunConfig
 from lab.core.devices import DeviceInfo, DevicePeak
 from lab.core.workloads import WORKLOADS
@@ -28,11 +29,11 @@ __all__ = [
     "device_roofline", "peak_roofline", "roofline_data", "run_summary", "seat_shape", "sweep_config",
 ]  # fmt: skip
 
-# A run below this fraction of the roof at its own intensity is held back by neither memory nor
-# compute but by fixed costs (launch, dispatch, Python): on the H200 a 64³ bf16 GEMM reaches
-# ~0.01 TFLOP/s against a ~130 TFLOP/s roof at its intensity (lab/samples, 64³ recording).
-OVERHEAD_FRACTION = 0.1
-REGIONS = ("overhead-bound", "memory-bound", "compute-bound")
+# The regions and the latency threshold are the one classifier's (lab.analysis.gemm.bound): a run
+# under a tenth of the roof at its own intensity is held back by fixed costs (launch, dispatch,
+# Python), not by memory or compute.
+OVERHEAD_FRACTION = LATENCY_FRACTION
+REGIONS = BOUNDS
 
 # The sweep, smallest work first: squares from launch-bound to compute-bound, and skinny GEMMs
 # (N small) whose low FLOPs per byte land left of the ridge. GPU in bfloat16, CPU in float32
@@ -85,7 +86,7 @@ class Roofline:
         return self.peak_tflops * 1e12 / (self.bandwidth_gbs * 1e9)
 
     def roof_tflops(self, intensity: np.ndarray | float) -> np.ndarray:
-        return np.minimum(self.peak_tflops, np.asarray(intensity, dtype=float) * self.bandwidth_gbs / 1e3)
+        return roof_tflops(intensity, self.peak_tflops, self.bandwidth_gbs)
 
 
 def peak_roofline(peak: DevicePeak, dtype: str, device: str = "") -> Roofline | None:
@@ -131,10 +132,9 @@ def run_summary(config: RunConfig, analysis: Analysis, device: str) -> RunSummar
 
 
 def classify(point: RunSummary, roof: Roofline) -> str:
-    """overhead-bound (far under the roof at its intensity), memory-bound (left of the ridge), or compute-bound."""
-    if point.tflops < OVERHEAD_FRACTION * float(roof.roof_tflops(point.intensity_flops_per_byte)):
-        return REGIONS[0]
-    return REGIONS[1] if point.intensity_flops_per_byte < roof.ridge_flops_per_byte else REGIONS[2]
+    """latency-bound (far under the roof at its intensity), memory-bound (left of the ridge), or
+    compute-bound: ``lab.analysis.gemm.bound.bound_of``, the classifier the GEMM table uses too."""
+    return str(bound_of(point.tflops, point.intensity_flops_per_byte, roof.peak_tflops, roof.bandwidth_gbs)[0])
 
 
 def seat_shape(seat: int, device_kind: str) -> tuple[int, int, int]:

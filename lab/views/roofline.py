@@ -17,7 +17,7 @@ from lab.views.timeline import TimelineData, build_timeline, outline_layer, time
 
 __all__ = ["HIGHLIGHT", "REGION_COLORS", "answers_chart", "answers_frame", "reveal_timeline", "roofline_chart"]
 
-REGION_COLORS = {"overhead-bound": "#bab0ac", "memory-bound": "#72b7b2", "compute-bound": "#f58518"}
+REGION_COLORS = {"latency-bound": "#bab0ac", "memory-bound": "#72b7b2", "compute-bound": "#f58518"}
 # The reveal's window: wide enough to read one step's lanes, the rest of the page stays in view.
 REVEAL_WIDTH_PX = 900
 HIGHLIGHT = "#d62728"
@@ -39,7 +39,7 @@ def roofline_chart(data: Mapping[str, pd.DataFrame], title: str) -> alt.LayerCha
         baseline="top", dy=6, fontSize=13, fontWeight="bold", color="#555555").encode(
         x=alt.X("cx:Q", scale=x_scale), y=alt.Y("y2:Q", scale=y_scale), text="region:N")
     overhead = alt.Chart(data["roof"].assign(floor=float(domain["y"].min()))).mark_area(
-        opacity=0.25, color=REGION_COLORS["overhead-bound"]).encode(
+        opacity=0.25, color=REGION_COLORS["latency-bound"]).encode(
         x=alt.X("intensity_flops_per_byte:Q", scale=x_scale), y=alt.Y("floor:Q", scale=y_scale),
         y2="overhead_tflops:Q")
     roof = alt.Chart(data["roof"]).mark_line(color="#333333", strokeWidth=2).encode(

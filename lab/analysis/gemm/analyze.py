@@ -20,6 +20,7 @@ import pandas as pd
 
 from lab.analysis.columns import codes, frame, group_ids, mask_in, mask_where, texts
 from lab.analysis.diagnoses.graphs import graph_replay_rows
+from lab.analysis.gemm.bound import bound_of, pct_of_roof, roof_tflops
 from lab.analysis.gemm.kinds import (
     GEMM_OP_KINDS,
     gemm_kernel_dtype,
@@ -47,7 +48,8 @@ _BIAS_GEMM_OPS = tuple(name for name, g in GEMM_OP_KINDS.items() if g.bias is no
 
 GEMM_COLUMNS = ("op", "kernel", "ts_us", "device", "kernel_us", "kernels_launched", "m", "k", "n", "batch",
                 "dtype", "shape_source", "flops", "bytes_moved", "tflops", "peak_tflops", "pct_of_peak",
-                "intensity_flops_per_byte", "ridge_flops_per_byte", "bound", "rate_unit")
+                "intensity_flops_per_byte", "ridge_flops_per_byte", "roof_tflops", "pct_of_roof", "bound",
+                "rate_unit")
 
 
 # --------------------------------------------------------------------------- the device
@@ -301,11 +303,15 @@ def _rates(shape: np.ndarray, op_flops: np.ndarray, dtype: np.ndarray, kernel_us
     with np.errstate(divide="ignore", invalid="ignore"):
         tflops = np.where(kernel_us > 0, flops / kernel_us / 1e6, np.nan)
         intensity = flops / bytes_moved
-    bound = np.where(np.isnan(intensity) | np.isnan(ridge), "",
-                     np.where(intensity >= ridge, "compute-bound", "memory-bound"))
+    bandwidth = peak.memory_bandwidth_gbs if peak else np.nan
+    # One classifier (lab.analysis.gemm.bound): latency-bound under a tenth of the roof at its own
+    # intensity, else memory- or compute-bound by the side of the ridge.
     return dict(m=m, k=k, n=n, batch=batch, flops=flops, bytes_moved=bytes_moved, tflops=tflops,
                 peak_tflops=peak_tflops, pct_of_peak=100.0 * tflops / peak_tflops,
-                intensity_flops_per_byte=intensity, ridge_flops_per_byte=ridge, bound=bound,
+                intensity_flops_per_byte=intensity, ridge_flops_per_byte=ridge,
+                roof_tflops=roof_tflops(intensity, peak_tflops, bandwidth),
+                pct_of_roof=pct_of_roof(tflops, intensity, peak_tflops, bandwidth),
+                bound=bound_of(tflops, intensity, peak_tflops, bandwidth, flops),
                 rate_unit=np.array([rate_unit(d) for d in kinds], dtype=object)[which])
 
 
@@ -321,8 +327,9 @@ def gemm_figures(trace: Trace, *, peak: DevicePeak | None = None, config: RunCon
     Input Dims (``kinds.gemm_shape``), else from ``config`` (``shape_source`` says which;
     "unknown" leaves the FLOP columns NaN unless the op recorded ``flops``, and
     ``GemmFigures.notes`` says what to record). FLOPs = 2·batch·M·K·N (integer operations for
-    int8: ``rate_unit`` TOPS); bytes_moved = inputs read once + output written once; ``bound``
-    compares FLOPs/byte with the roofline ridge point. dtype: the one the kernel's name states
+    int8: ``rate_unit`` TOPS); bytes_moved = inputs read once + output written once;
+    ``roof_tflops`` is the roof at the row's intensity, ``pct_of_roof`` the rate against it,
+    ``bound`` the classifier's label (``lab.analysis.gemm.bound``). dtype: the one the kernel's name states
     (``kinds.gemm_kernel_dtype``: TF32 tensor-op kernels are tf32; "float8" takes the op's
     format), else the op's "Input type", else the config's. Rows above the peak of their dtype
     are dropped and counted (``GemmFigures``).

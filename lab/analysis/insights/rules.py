@@ -11,13 +11,21 @@ from __future__ import annotations
 import ast
 
 import numpy as np
-import pandas as pd
 
 from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.columns import mask_in, mask_where, texts
 from lab.analysis.diagnoses.findings import DIAGNOSIS_RULES, findings_of
-from lab.analysis.gemm.analyze import compute_capability
-from lab.analysis.gemm.insights import GEMM_RULES, older_arch_text
+from lab.analysis.gemm.insights import (  # noqa: F401  (re-exported: the GEMM rules and their thresholds)
+    GEMM_COLD_BELOW_MEDIAN,
+    GEMM_FEW_INSTANCES,
+    GEMM_LOW_PCT_OF_PEAK,
+    GEMM_MIN_KERNEL_US,
+    GEMM_RULES,
+    TF32_MIN_COMPUTE_MAJOR,
+    TF32_SWITCH,
+    fp32_without_tf32,
+    gemm_below_peak,
+)
 from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.analysis.gpu import covered_us
 from lab.analysis.insights.launches import LAUNCH_RULES, cupti_missing, nothing_launched  # noqa: F401 (rules)
@@ -57,31 +65,19 @@ LAUNCH_BOUND_IDLE_PCT = 50.0  # GPU idle share of its active window that makes i
 # An unfused add worth a warning: at least this share of GPU time spent in the separate add.
 UNFUSED_ADD_WARN_PCT = 5.0
 ADD_OPS = ("aten::add", "aten::add_", "aten::bias_add")
-# A GEMM kernel this long is big enough to approach peak; below it, launch and tail effects
-# dominate and a low % of peak says little.
-GEMM_MIN_KERNEL_US = 100.0
-# Tuned cuBLAS GEMMs of large square shapes reach ~70–90 % of the dense datasheet peak (the
-# 4096³ bf16 trace in tests/data: ~80 % of an H200's 989 TFLOP/s); under half is a real loss.
-GEMM_LOW_PCT_OF_PEAK = 50.0
-TF32_MIN_COMPUTE_MAJOR = 8  # tensor cores run TF32 from Ampere (compute capability 8.0) on
 
 # --- where to read more ----------------------------------------------------------------------
 PROFILER_RECIPE = "https://pytorch.org/tutorials/recipes/recipes/profiler_recipe.html"
 PROFILER_SCHEDULE = "https://pytorch.org/docs/stable/profiler.html#torch.profiler.schedule"
 TUNING_GUIDE = "https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html"
 BRRR = "https://horace.io/brrr_intro.html"
-TF32_NOTES = "https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices"
 COMPILE_TUTORIAL = "https://pytorch.org/tutorials/intermediate/torch_compile_tutorial.html"
-CUDA_BEST_PRACTICES = "https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/"
 
 
 # An op this short (median self time per call) is mostly fixed costs, the profiler's own record of
 # it among them: torch.profiler's cost per recorded op is fixed, so it weighs most on short ops
 # (the Summary's profiled vs unprofiled per-iteration times show its size on a run): a caveat.
 PROFILED_OP_SHORT_US = 10.0
-# Fewer long GEMM instances than this: one kernel's rate is too few to call a law.
-GEMM_FEW_INSTANCES = 3
-GEMM_COLD_BELOW_MEDIAN = 0.9  # a first instance this far under the median one reads as cold
 
 
 # --- rules -----------------------------------------------------------------------------------
@@ -141,27 +137,45 @@ def cold_first_step(trace: Trace, analysis: Analysis) -> Insight | None:
         slow_gap = (gaps[0] >= COLD_STEP_RATIO * later_gap and gaps[0] - later_gap >= COLD_GAP_MIN_EXTRA_US)
         gap_text = (f" Its label started {fmt_us_fixed(gaps[0])} before its first op, against a median "
                     f"{fmt_us_fixed(later_gap)} later.")
-    if not (slow_step or slow_gap):
+    # A schedule that skipped steps (the first recorded one is ProfilerStep#N, N ≥ 1) already
+    # kept the profiler's start-up out: only a slow step itself (not a late first op) counts then,
+    # and "use schedule(wait, warmup)" would be advice the trace already followed.
+    skipped = _steps_skipped(first)
+    if not (slow_step or (slow_gap and not skipped)):
         return None
     overhead = _profiler_overhead_in(trace, float(first["start_us"]), float(first["end_us"]))
     overhead_text = (f" The profiler's own '{overhead[0]}' ({fmt_us_fixed(overhead[1])}) overlaps it."
                      if overhead else "")
     label = "ProfilerStep" if first["source"] == "ProfilerStep" else f"'{first['name']}'"
+    advice = ("Run a few un-profiled warm-up iterations first, or use "
+              "torch.profiler.schedule(wait=1, warmup=1, active=N) so start-up costs (CUDA context, "
+              "cuBLAS workspace, CUPTI buffers) land outside the active steps; judge steady-state steps only.")
+    if skipped:
+        advice = (f"The schedule already skipped {skipped} step(s), so the profiler's own start-up is outside "
+                  "this one: what remains is the program's first use of something (a new shape, an allocator "
+                  "growing, a lazy import). Run un-profiled iterations of the same code before profiling, and "
+                  "read this step's longest op to see what it is.")
     return Insight(
         severity="warning",
         title="Cold first step: one-time start-up costs inside the measurement",
         evidence=(f"The first {label} step took {fmt_us_fixed(float(first['cpu_us']))} of CPU time, "
                   f"{first['cpu_us'] / later_us:.1f}× the median {fmt_us_fixed(later_us)} of the "
                   f"{len(steps) - 1} later steps.{gap_text}{overhead_text}"),
-        suggestion=("Run a few un-profiled warm-up iterations first, or use "
-                    "torch.profiler.schedule(wait=1, warmup=1, active=N) so start-up costs (CUDA context, "
-                    "cuBLAS workspace, CUPTI buffers) land outside the active steps; judge steady-state "
-                    "steps only."),
+        suggestion=advice,
         learn_more=PROFILER_SCHEDULE,
         caveat=("One cold step, measured once: its ratio changes from run to run with what ran before in the "
                 "process (a second run in the same process is already warm) and with the profiler's own "
                 "start-up work landing in it. Read it as 'the first step pays start-up', not as a fixed ×."),
     )
+
+
+def _steps_skipped(first) -> int:
+    """How many steps the profiler's schedule skipped before the first recorded one (0: none or unknown)."""
+    name = str(first["name"])
+    if first["source"] != "ProfilerStep" or "#" not in name:
+        return 0
+    tail = name.rsplit("#", 1)[1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def long_synchronize(trace: Trace, analysis: Analysis) -> Insight | None:
@@ -370,75 +384,6 @@ def annotation_over_100_pct(trace: Trace, analysis: Analysis) -> Insight | None:
     )
 
 
-def fp32_without_tf32(trace: Trace, analysis: Analysis) -> Insight | None:
-    """FP32 GEMMs on a tensor-core GPU that run without TF32."""
-    cc = compute_capability(trace)
-    gemm = analysis.gemm
-    if cc is None or cc[0] < TF32_MIN_COMPUTE_MAJOR or gemm.empty:
-        return None
-    fp32 = gemm[gemm["dtype"] == "float32"]
-    if fp32.empty:
-        return None
-    achieved = float(np.nanmedian(fp32["tflops"])) if fp32["tflops"].notna().any() else float("nan")
-    peak = analysis.peak
-    rate_text = ""
-    if peak and "tf32" in peak.tflops and achieved == achieved:
-        rate_text = (f"; they reach {achieved:.1f} TFLOP/s, against {peak.tflops.get('float32', float('nan')):.0f} "
-                     f"TFLOP/s FP32 and {peak.tflops['tf32']:.0f} TFLOP/s TF32 peak on {peak.model}")
-    return Insight(
-        severity="warning",
-        title="FP32 matmul without TF32 on a tensor-core GPU",
-        evidence=(f"{len(fp32)} float32 GEMM kernel(s) (e.g. {fp32['kernel'].iloc[0][:60]}) ran on compute "
-                  f"capability {cc[0]}.{cc[1]} without 'tf32' in the kernel name{rate_text}."),
-        suggestion=("If ~1e-3 relative precision is acceptable, call torch.set_float32_matmul_precision('high') "
-                    "(or torch.backends.cuda.matmul.allow_tf32 = True) to run FP32 matmuls on tensor cores, "
-                    "or use bfloat16."),
-        learn_more=TF32_NOTES,
-    )
-
-
-def gemm_below_peak(trace: Trace, analysis: Analysis) -> Insight | None:
-    """Long GEMM kernels far from the device's peak rate."""
-    gemm = analysis.gemm
-    if gemm.empty:
-        return None
-    big = gemm[(gemm["kernel_us"] >= GEMM_MIN_KERNEL_US) & gemm["pct_of_peak"].notna()]
-    low = big[big["pct_of_peak"] < GEMM_LOW_PCT_OF_PEAK]
-    if low.empty:
-        return None
-    worst = low.loc[low["pct_of_peak"].idxmin()]
-    unit = str(worst.get("rate_unit") or "TFLOP/s")
-    return Insight(
-        severity="warning",
-        title="GEMM far below the device's peak",
-        evidence=(f"{len(low)} of {len(big)} GEMM kernels of ≥ {GEMM_MIN_KERNEL_US:.0f} µs reach under "
-                  f"{GEMM_LOW_PCT_OF_PEAK:.0f} % of their dtype's peak; worst: {worst['kernel'][:60]} "
-                  f"({worst['op'] or 'no op'}) {int(worst['m'])}×{int(worst['k'])}×{int(worst['n'])} "
-                  f"{worst['dtype']} at {worst['tflops']:.1f} {unit} = {worst['pct_of_peak']:.0f} % of "
-                  f"{worst['peak_tflops']:,.0f} {unit}."
-                  + older_arch_text(str(worst["kernel"]), compute_capability(trace))),
-        suggestion=("Check the shape and layout: dimensions that are multiples of 64–128, contiguous inputs, a "
-                    "tensor-core dtype (bf16/fp16/tf32/fp8); a memory-bound shape (small K or N) cannot reach peak."),
-        learn_more=CUDA_BEST_PRACTICES,
-        caveat=_gemm_warmup_caveat(big, worst),
-    )
-
-
-def _gemm_warmup_caveat(big: pd.DataFrame, worst: pd.Series) -> str:
-    """The worst instance may be a cold one (clocks ramping, first-call heuristics): said with the
-    median instance's rate, where the worst is the first of its shape or there are few instances."""
-    same = big[(big["m"] == worst["m"]) & (big["k"] == worst["k"]) & (big["n"] == worst["n"])]
-    median = float(big["tflops"].median())
-    first = (len(same) > 1 and float(worst["ts_us"]) <= float(same["ts_us"].min())
-             and float(worst["tflops"]) < GEMM_COLD_BELOW_MEDIAN * median)
-    if not first and len(big) >= GEMM_FEW_INSTANCES:
-        return ""
-    why = ("the worst is the first instance of its shape, which can run before the clocks and cuBLAS's "
-           "choices have warmed up" if first else f"only {len(big)} long GEMM instance(s) were recorded")
-    return (f"One instance's rate: {why}; the median instance runs at {median:.1f} TFLOP/s. Judge a "
-            "warmed-up step, and several of them.")
-
-
 RULES = (
     *LAUNCH_RULES,  # no GPU activity: lost (launch calls) or none sent (lab/analysis/launches.py)
     *DIAGNOSIS_RULES,
@@ -447,9 +392,7 @@ RULES = (
     long_synchronize,
     cold_first_step,
     unfused_bias_add,
-    fp32_without_tf32,
-    gemm_below_peak,
-    *GEMM_RULES,  # GEMMs without a rate (lab/analysis/gemm/insights.py)
+    *GEMM_RULES,  # FP32 without TF32, below the roof, without a rate (lab/analysis/gemm/insights.py)
     annotation_over_100_pct,
     profiler_overhead_event,
     *MEMORY_RULES,  # profile_memory: growth, fragmentation, churn, the peak (lab/analysis/memory/insights.py)
