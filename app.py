@@ -14,7 +14,21 @@ from lab.access import RateLimiter
 from lab.core import HostSettings
 from lab.read import ReaderPool
 from lab.run import ProfileService
-from ui import access, cache, controls, layout, own_trace, ranks, room, state, teach, upload, views
+from ui import (
+    access,
+    cache,
+    controls,
+    layout,
+    own_trace,
+    ranks,
+    room,
+    state,
+    teach,
+    tensorboard,
+    tracedir,
+    upload,
+    views,
+)
 from ui.run import await_worker, open_recording, run_lesson, run_submitted, settle_interrupted
 from ui.widgets import labels_from
 
@@ -22,7 +36,8 @@ st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layo
 
 # "Memory" is always listed; without profile_memory's records it says how to record them.
 # "Ranks" is shown only for a group of one job's ranks (several traces uploaded together).
-VIEWS = ("Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "Compare", "Ranks")
+# "TensorBoard": the removed TensorBoard plugin's step-time breakdown, Kernel and Module views.
+VIEWS = ("Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "TensorBoard", "Compare", "Ranks")
 
 
 @st.cache_resource(show_spinner=False)
@@ -110,6 +125,7 @@ if sweep_click:
 room.instructor_view(device)
 
 waiting_upload = upload.upload_box(settings, readers, limiter=limiter)
+waiting_dir = tracedir.trace_dir_box(settings, readers, limiter=limiter)  # PROFILER_LAB_TRACE_DIR's traces
 
 subjects = state.all_subjects()
 load = functools.partial(cache.load, settings=settings, readers=readers)
@@ -141,6 +157,7 @@ if subject is not None and loaded is not None:
         "Memory": lambda: views.memory_view(subject, loaded),
         "Insights": lambda: views.insights_view(loaded),
         "Trace": lambda: views.trace_view(subject, loaded, settings.perfetto_origin),
+        "TensorBoard": lambda: tensorboard.tensorboard_view(subject, loaded, views.file_stem(subject)),
         "Compare": lambda: views.compare_view(subjects, load, jobs),
         "Ranks": lambda: ranks.ranks_view(subject, readers),
     }
@@ -151,6 +168,7 @@ if subject is not None and loaded is not None:
 
 # An upload being read is awaited last, once the page is drawn: a click meanwhile is answered.
 upload.await_upload(waiting_upload, readers)
+tracedir.await_dir(waiting_dir, readers)
 settle_interrupted()  # runs left waiting by an interrupted page run, if this one submitted nothing
 
 if device is None and submitted is None and lesson_click is None and seat_click is None and not sweep_click:

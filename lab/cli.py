@@ -1,4 +1,5 @@
-"""Command line: ``python -m lab profile|analyze|compare|table|memory|ranks``.
+"""Command line: ``python -m lab profile|analyze|compare|table|memory|ranks|serve`` (installed:
+``profiler-lab …``, the same ``main``).
 
 ``profile`` runs in this process (``run_profile`` directly) and writes the run's artifacts:
 ``trace.json.gz`` (the Chrome trace as torch exported it), ``key_averages.csv`` and
@@ -42,7 +43,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m lab", description="Profile a workload, or read a trace.")
+    prog = "profiler-lab" if Path(sys.argv[0]).name == "profiler-lab" else "python -m lab"
+    parser = _Parser(prog=prog, description="Profile a workload, read a trace, or serve the page.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("profile", help="profile one run and write its trace, table and summary")
@@ -65,8 +67,19 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="print JSON instead of text")
     r = sub.add_parser("ranks", help="read the ranks of one torch.distributed job side by side")
     r.add_argument("traces", nargs="+",
-                   help="one Chrome trace per rank (its rank from distributedInfo, else 'rank<N>' in the file name)")
+                   help="one Chrome trace per rank (its rank from distributedInfo, else 'rank<N>' in the file name), "
+                        "or one directory: its newest span (one tensorboard_trace_handler export per worker)")
+    r.add_argument("--span", type=int, default=None, metavar="N",
+                   help="with a directory: span N (0 = each worker's first export) instead of the newest")
+    r.add_argument("--sort", default="rank", choices=("rank", "step", "compute", "comm", "idle", "overlap", "calls"),
+                   help="the table's order: by rank, or the largest first (text only)")
+    r.add_argument("--top", type=int, default=None, metavar="N", help="print only the table's first N rows")
     r.add_argument("--json", action="store_true", help="print JSON instead of text")
+    s = sub.add_parser("serve", help="start the page (streamlit run app.py), listing the traces in DIR")
+    s.add_argument("dirs", nargs="*", metavar="DIR",
+                   help="trace directories the page lists (PROFILER_LAB_TRACE_DIR), e.g. tensorboard_trace_handler's")
+    s.add_argument("--port", type=int, default=None, help="the page's port (Streamlit's default 8501)")
+    s.add_argument("--address", default=None, help="the address to listen on (e.g. 0.0.0.0 for a room)")
     return parser
 
 
@@ -102,12 +115,19 @@ def main(argv: list[str] | None = None) -> int:
             return _table(args, HostSettings.from_env())
         if args.command == "memory":
             return _memory(args, HostSettings.from_env())
+        if args.command == "serve":
+            from lab.serve import serve
+
+            HostSettings.from_env()  # a bad PROFILER_LAB_* setting is refused here, in one line
+            return serve(args.dirs, port=args.port, address=args.address)
         settings = HostSettings.from_env()  # the trace limits (max events, decompressed size)
         # One reader process reads the traces (lab.read); it starts (~1 s of imports) while
         # this process imports the report's own modules.
-        with ReaderPool(settings=settings, readers=1).start() as pool:
+        # ranks: the host's readers (2-4), every rank read at once; one trace or two: a pool of one.
+        with ReaderPool(settings=settings, readers=None if args.command == "ranks" else 1).start() as pool:
             if args.command == "ranks":
-                return ranks_main(args.traces, as_json=args.json, pool=pool)
+                return ranks_main(_rank_paths(args.traces, args.span), as_json=args.json, pool=pool, sort=args.sort,
+                                  top=args.top)
             if args.command == "analyze":
                 return analyze_main(args.trace, as_json=args.json, settings=settings, pool=pool)
             return compare_main(args.a, args.b, as_json=args.json, settings=settings, pool=pool)
@@ -119,13 +139,28 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
 
 
+def _rank_paths(traces: list[str], span: int | None) -> list[str]:
+    """``ranks``' files: the traces given, or one directory's span (``lab.tracedir.job_paths``)."""
+    if len(traces) == 1 and Path(traces[0]).is_dir():
+        from lab.tracedir import job_paths
+
+        try:
+            return job_paths(traces[0], span)
+        except ValueError as exc:
+            raise _UsageError(str(exc)) from None
+    if span is not None:
+        raise _UsageError("--span picks a span of a directory: give one directory, not files")
+    return traces
+
+
 def _refusals() -> tuple[type[Exception], ...]:
     # RunError lives with the result (pandas): imported only once something went wrong, so a
     # refused command line answers without loading pandas or torch.
     from lab.core.result import RunError
+    from lab.serve import ServeError
     from lab.trace import TraceError
 
-    return (_UsageError, ConfigError, SettingsError, RunError, TraceError, OSError)
+    return (_UsageError, ConfigError, SettingsError, RunError, TraceError, ServeError, OSError)
 
 
 def _readers(settings: HostSettings | None, pool: ReaderPool | None):
@@ -194,25 +229,26 @@ def _trace_label(path: str) -> str:
 
 
 def ranks_main(paths: Sequence[str], *, as_json: bool, settings: HostSettings | None = None,
-               pool: ReaderPool | None = None) -> int:
-    """``python -m lab ranks A B … [--json]``: each trace read by the pool's reader, then the ranks."""
-    from lab.analysis import RanksError, analyze_ranks, rank_insights
+               pool: ReaderPool | None = None, sort: str = "rank", top: int | None = None) -> int:
+    """``python -m lab ranks A B … [--json]``: every rank read at once (the pool's readers, or Ray
+    tasks with ``PROFILER_LAB_BACKEND=ray``), each sending back only its summary; then the job."""
+    from lab.analysis import RanksError, combine_ranks, rank_insights
+    from lab.read import read_rank_summaries
     from lab.views.ranks import ranks_dict, ranks_text
 
-    parsed = []
     with _readers(settings, pool) as readers:
-        for path in paths:
-            if (one := _read(readers, path, name_path=True)) is None:
-                return EXIT_BAD_INPUT
-            parsed.append(one)
+        try:
+            summaries = read_rank_summaries(list(paths), settings=settings or readers.settings, pool=readers)
+        except ReadFailed as exc:
+            print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     try:
-        ranks = analyze_ranks([p.trace for p in parsed], [Path(p).name for p in paths],
-                              analyses=[p.analysis for p in parsed])
+        ranks = combine_ranks(summaries)
     except RanksError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     insights = rank_insights(ranks)
-    _print(ranks_dict(ranks, insights), ranks_text(ranks, insights), as_json=as_json)
+    _print(ranks_dict(ranks, insights), ranks_text(ranks, insights, sort=sort, top=top), as_json=as_json)
     return 0
 
 

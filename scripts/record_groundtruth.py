@@ -1037,6 +1037,51 @@ def build_checkpoint(ctx: Ctx) -> Program:
                                             autocast="bfloat16" if ctx.cuda else None))
 
 
+def build_module_dataloader(ctx: Ctx) -> Program:
+    """A small nn.Module tree (embedding → 2 residual blocks of LayerNorm + MLP → head) trained
+    with SGD on batches from a torch DataLoader (issue 25: the TensorBoard plugin's DataLoader
+    category and its Module view, which needs with_stack's nn.Module events)."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    d, batch, vocab = ctx.pick((1024, 512, 4096), (128, 64, 512), (64, 32, 256))
+    torch.manual_seed(0)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+        def forward(self, x):
+            return x + self.mlp(self.norm(x))
+
+    class TinyNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, d)
+            self.blocks = nn.Sequential(Block(), Block())
+            self.head = nn.Linear(d, vocab)
+
+        def forward(self, tokens):
+            return self.head(self.blocks(self.embed(tokens)))
+
+    model = TinyNet().to(ctx.dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = TensorDataset(torch.randint(0, vocab, (batch * 16,)), torch.randint(0, vocab, (batch * 16,)))
+    batches = iter(DataLoader(data, batch_size=batch, shuffle=True, num_workers=0))
+
+    def step(i):
+        tokens, target = next(batches)  # "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+        tokens, target = tokens.to(ctx.dev), target.to(ctx.dev)
+        loss = nn.functional.cross_entropy(model(tokens), target)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return Program(step, warm=2, extra=dict(d=d, batch=batch, vocab=vocab, blocks=2,
+                                            dataloader="TensorDataset, batch_size=batch, num_workers=0"))
+
+
 def build_two_threads(ctx: Ctx) -> Program:
     import concurrent.futures as cf
 
@@ -1671,6 +1716,12 @@ def variants() -> list[Variant]:
           "4 residual MLP blocks each under torch.utils.checkpoint(use_reentrant=False), bf16 "
           "autocast on GPU, backward (recomputes the forward) + SGD; schedule wait=1 warmup=1 "
           "active=2", ["activation_checkpointing"], build_checkpoint, steps=4, schedule=SCHED_2),
+        V("module_dataloader", "module_dataloader",
+          "a small nn.Module tree (Embedding, 2 blocks of LayerNorm + Linear/GELU/Linear with a "
+          "residual, a Linear head) trained with SGD on batches from a torch DataLoader; schedule "
+          "wait=1 warmup=1 active=2, with_stack=True (its nn.Module events: the Module view)",
+          ["dataloader", "with_stack_inflation"], build_module_dataloader, steps=4, schedule=SCHED_2,
+          with_stack=True),
         V("two_threads", "two_threads",
           "two Python worker threads (a ThreadPoolExecutor made before the profile) each "
           "running 4 GEMM+tanh in record_function 'thread<k>_work' (GPU: on its own stream) "

@@ -192,7 +192,8 @@ def reset_workload(at) -> None:
 def test_first_visit_shows_a_gpu_sample_and_runs_nothing(at):
     assert_healthy(at)
     assert at.session_state["subject"] == "sample:matmul_add_4096_bf16.json.gz"
-    assert [t.label for t in at.tabs] == ["Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "Compare"]
+    assert [t.label for t in at.tabs] == ["Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "TensorBoard",
+                                         "Compare"]
     assert any("recorded on an NVIDIA H200" in plain(i.value) for i in at.info)
     labels = {m.label for m in at.metric}
     assert {"GPU busy", "GEMM kernel"} <= labels, labels

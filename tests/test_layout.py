@@ -30,9 +30,10 @@ MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
 # What the page may import: the stage packages (their __init__s), the shared types
 # (``lab.core``), the samples package, the trace readers (``lab.read``), who may do what
-# (``lab.access``), teaching (``lab.teach``), and ``lab`` itself (``from lab import views``).
+# (``lab.access``), teaching (``lab.teach``), the host's trace directories
+# (``lab.tracedir``), and ``lab`` itself (``from lab import views``).
 PAGE_IMPORTS = {"lab", "lab.access", "lab.core", "lab.run", "lab.read", "lab.trace", "lab.analysis", "lab.views",
-                "lab.samples", "lab.teach"}
+                "lab.samples", "lab.teach", "lab.tracedir"}
 
 
 def _module_name(path: Path) -> str:
@@ -188,7 +189,9 @@ LAYERS: dict[str, frozenset[str]] = {
     "views": _LEAVES | {"core", "trace", "analysis"},
     "teach": _LEAVES | {"core", "trace", "analysis", "samples"},  # giveaway reads the recordings' titles
     "access": _LEAVES | {"core", "run", "read"},
-    "cli": _LEAVES | {"core", "trace", "analysis", "run", "read", "views"},
+    "tracedir": _LEAVES | {"core"},  # the host's trace directories: names, listing, safe paths (issue 25)
+    "serve": _LEAVES | {"core"},  # `profiler-lab serve`: streamlit run of the installed page
+    "cli": _LEAVES | {"core", "trace", "analysis", "run", "read", "views", "tracedir", "serve"},
     "__main__": frozenset({"cli"}),
 }  # fmt: skip
 # Imports across layers that stand until the pool layer lands (branch "pool", issue 24): the

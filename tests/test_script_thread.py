@@ -113,3 +113,27 @@ def test_pages_that_read_compare_teach_group_and_rank_run_no_analysis_in_the_scr
     assert any("Straggler: rank 1" in t.value for t in at.text)
     open_view(at, "Summary")
     assert script_thread_calls == []
+
+
+def test_a_job_from_a_trace_directory_runs_no_analysis_in_the_script(script_thread_calls, monkeypatch, tmp_path):
+    """Issue 25: the directory's listing, a span opened as a job (each rank's summary read in a
+    reader, the job combined in a reader), its ranks stacked (read in full by the readers), and
+    one worker opened as a trace."""
+    from test_app_tracedir import write_job
+
+    write_job(tmp_path)
+    monkeypatch.setenv("PROFILER_LAB_TRACE_DIR", str(tmp_path))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.run()
+    assert_healthy(at)
+    at.button(key="dir_open_job").click().run()
+    assert_healthy(at)
+    assert at.session_state["view"] == "Ranks"
+    assert any("Straggler: rank 1" in t.value for t in at.text)
+    assert at.multiselect[0].value == [0, 1]  # both ranks stacked: each read in full, in a reader
+    assert any("ranks' timelines on one clock" in c.value for c in at.caption)
+    at.button(key="dir_open_trace").click().run()
+    assert_healthy(at)
+    assert at.session_state["subject"].startswith("upload:")
+    open_view(at, "Summary")
+    assert script_thread_calls == []

@@ -50,6 +50,14 @@ def load(subject: Subject, settings: HostSettings, readers: ReaderPool) -> Loade
     """The subject's trace, analysis and insights; shows the reason and returns None if unreadable."""
     if subject.kind in ("upload", "ranks"):  # a group of ranks: its lowest rank's trace
         parsed = readers.uploads.get(state.owner(), subject.digest)
+        if parsed is None and subject.rank_paths:  # a job from a trace directory: its lowest rank, read now
+            try:
+                with st.spinner("Reading the lowest rank in full…"):
+                    parsed = readers.read(path=subject.rank_paths[0], label=subject.ranks[0][0])
+            except ReadFailed as exc:
+                messages.error(f"{subject.title} cannot be shown: {why_unreadable(exc)}")
+                return None
+            readers.uploads.put(state.owner(), subject.digest, parsed)
         if parsed is None:
             messages.error(f"{subject.title} is no longer held by this server: it keeps "
                            f"{readers.plan.held_uploads_mb} MB of parsed uploads for everyone and let the "

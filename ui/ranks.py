@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from lab import views as lv
-from lab.read import ReaderPool
+from lab.read import ReaderPool, ReadFailed
 from ui import messages, state
 from ui.state import Subject
 from ui.views import insight_card
@@ -29,41 +29,82 @@ def _straggler_text(ranks) -> str:
             f"{s.matched_calls} matched {s.call_name}). Per step against the other ranks' median: {where}.")
 
 
+def _rank_traces(subject: Subject, readers: ReaderPool, ids: list[int]):
+    """The picked ranks' parsed traces (by rank): held uploads, or a directory job's files read in
+    full now (kept in the pool's store under this session, like an upload); None if one is gone."""
+    ranks = subject.ranks_analysis
+    assert ranks is not None
+    out = []
+    for i, row in enumerate(ranks.ranks):
+        if row.rank not in ids:
+            continue
+        _, digest = subject.ranks[i]
+        parsed = readers.uploads.get(state.owner(), digest)
+        if parsed is None and subject.rank_paths:
+            with st.spinner(f"Reading rank {row.rank} in full…"):
+                try:
+                    parsed = readers.read(path=subject.rank_paths[i], label=row.name)
+                except ReadFailed as exc:
+                    messages.error(f"rank {row.rank} cannot be read: {exc}")
+                    return None
+            readers.uploads.put(state.owner(), digest, parsed)
+        if parsed is None:
+            messages.error(f"{subject.title} is no longer held by this server: it keeps "
+                           f"{readers.plan.held_uploads_mb} MB of parsed uploads for everyone and let some of these "
+                           "go; upload the files again")
+            return None
+        out.append(parsed.trace)
+    return out
+
+
 def ranks_view(subject: Subject, readers: ReaderPool) -> None:
     ranks = subject.ranks_analysis
     if ranks is None:
         st.info("This trace is a single rank: upload several traces of one job (or a .zip of them) together.")
         return
-    parsed = [readers.uploads.get(state.owner(), digest) for _, digest in subject.ranks]
-    if any(p is None for p in parsed):
-        messages.error(f"{subject.title} is no longer held by this server: it keeps "
-                       f"{readers.plan.held_uploads_mb} MB of parsed uploads for everyone and let some of these "
-                       "go; upload the files again")
-        return
-    traces = [p.trace for p in parsed if p is not None]
     backend = f" over {ranks.backend}" if ranks.backend else ""
     st.markdown(f"**{len(ranks.ranks)} ranks of a world of {ranks.world_size}{backend}** · communication: "
                 f"{ranks.ranks[0].comm_source}")
     for warning in ranks.warnings:
         st.warning(warning, icon=":material/warning:")
+    st.text(_straggler_text(ranks))
     table = lv.rank_table(ranks)
     st.dataframe(table, hide_index=True, width="stretch", key=f"ranks_table_{subject.digest}",
                  column_config={c: st.column_config.NumberColumn(format=_TABLE_FORMATS.get(c, "%.3f"))
                                 for c in table.columns if c.endswith(("_ms", "_us", "_pct"))})
-    st.caption("Per rank, over its profiled steps: times are unions of intervals (each instant once). Compute and "
-               "comm are the work the steps launched, wherever it ran (NCCL kernels often end after the CPU step); "
-               "comm in window, overlap and idle are clipped to the steps' window. Overlap is communication time "
-               "during which compute ran (HTA's comp/comm overlap); idle is the window minus busy time (GPU "
-               "activity, or compute and communication on a CPU-only rank).")
-    st.text(_straggler_text(ranks))
-    span = max(lv.ranks_span_us(traces, ranks), 1.0)
+    st.caption("Per rank, over its profiled steps (click a column to sort): times are unions of intervals (each "
+               "instant once). Compute and comm are the work the steps launched, wherever it ran (NCCL kernels often "
+               "end after the CPU step); comm in window, overlap and idle are clipped to the steps' window. Overlap "
+               "is communication time during which compute ran (HTA's comp/comm overlap); idle is the window minus "
+               "busy time (GPU activity, or compute and communication on a CPU-only rank).")
+    if ranks.per_step is not None and len(ranks.ranks) > 2:
+        st.altair_chart(lv.heatmap_chart(ranks), width="content", key=f"ranks_heat_{subject.digest}")
+        st.caption("One row a rank, one column a step; each panel has its own scale (darker = more). The straggler's "
+                   "row is outlined.")
+    _stacked(subject, ranks, readers)
+    for insight in subject.ranks_insights:  # computed with the ranks, in a reader
+        insight_card(insight)
+
+
+def _stacked(subject: Subject, ranks, readers: ReaderPool) -> None:
+    """The stacked timeline of the ranks picked (all of a small job; the lowest and the straggler of a large one)."""
+    ids = list(ranks.rank_ids)
+    default = ids if len(ids) <= lv.MAX_STACKED_RANKS else lv.default_picks(ranks)
+    chosen = st.multiselect(f"Ranks on the stacked timeline (up to {lv.MAX_STACKED_RANKS})", ids, default=default,
+                            max_selections=lv.MAX_STACKED_RANKS, key=f"ranks_pick_{subject.digest}")
+    if not chosen:
+        return
+    traces = _rank_traces(subject, readers, chosen)
+    if traces is None:
+        return
+    sub = lv.picked(ranks, chosen)
+    span = max(lv.ranks_span_us(traces, sub), 1.0)
     window = st.slider("Time window (µs on the job's clock: since the earliest rank's first event)", 0.0, span,
-                       (0.0, span), key=f"ranks_window_{subject.digest}", format="%.0f")
-    data = lv.build_ranks_timeline(traces, ranks, start_us=window[0], end_us=window[1])
+                       (0.0, span), key=f"ranks_window_{subject.digest}_{'-'.join(map(str, sub.rank_ids))}",
+                       format="%.0f")
+    data = lv.build_ranks_timeline(traces, sub, start_us=window[0], end_us=window[1])
     st.altair_chart(lv.timeline_chart(data), width="stretch", key=f"ranks_chart_{subject.digest}")
-    offsets = ", ".join(f"rank {r.rank} +{lv.fmt_us(o)}" for r, o in zip(ranks.ranks, ranks.offsets_us, strict=True))
+    offsets = ", ".join(f"rank {r.rank} +{lv.fmt_us(o)}" for r, o in zip(sub.ranks, sub.offsets_us, strict=True))
     st.caption(f"The ranks' timelines on one clock (baseTimeNanoseconds; first events at {offsets}): "
                f"{data.mark_count:,} marks for {data.total_events:,} events in this window, the single "
                "timeline's budget in total." + (f" {data.note}" if data.note else ""))
-    for insight in subject.ranks_insights:  # computed with the ranks, in a reader
-        insight_card(insight)

@@ -41,6 +41,9 @@ class Subject:
     # A group of one job's ranks: (file name, digest) per rank, by rank, and their analysis.
     ranks: tuple[tuple[str, str], ...] = ()
     ranks_analysis: RanksAnalysis | None = None
+    # A job opened from a trace directory: each rank's file on the server, by rank (read in full
+    # only when its timeline is asked for; the job itself came from the ranks' summaries).
+    rank_paths: tuple[str, ...] = ()
     ranks_insights: tuple = ()  # its rules' insights (lab.analysis.rank_insights), computed in a reader
 
     @property
@@ -93,14 +96,14 @@ def has_upload(digest: str) -> bool:
     return any(s.digest == digest for s in _session_list("uploads"))
 
 
-def add_upload(name: str, digest: str) -> tuple[Subject, list[Subject]]:
+def add_upload(name: str, digest: str, *, title: str | None = None) -> tuple[Subject, list[Subject]]:
     """Add an upload already read (its ``Parsed`` is in the pool's store) and select it on the
     next page run; returns it and the uploads pushed out by ``MAX_UPLOADS`` (to release)."""
     uploads = _session_list("uploads")
     for existing in uploads:  # the uploader hands the same file back on every rerun
         if existing.digest == digest:
             return existing, []
-    subject = Subject(key=f"upload:{_next_id()}", title=f"Upload: {name}", trace_bytes=b"", digest=digest)
+    subject = Subject(key=f"upload:{_next_id()}", title=title or f"Upload: {name}", trace_bytes=b"", digest=digest)
     uploads.append(subject)
     dropped = uploads[:-MAX_UPLOADS]
     del uploads[:-MAX_UPLOADS]
@@ -119,15 +122,15 @@ def ranks_key(digests) -> str:
     return "+".join(sorted(digests))
 
 
-def add_ranks(members: list[tuple[str, str]], analysis: RanksAnalysis,
-              insights: tuple = ()) -> tuple[Subject, list[Subject]]:
+def add_ranks(members: list[tuple[str, str]], analysis: RanksAnalysis, insights: tuple = (), *,
+              paths: tuple[str, ...] = (), title: str | None = None) -> tuple[Subject, list[Subject]]:
     """Add a group of one job's ranks, already read (each ``Parsed`` is in the pool's store), and
     open its Ranks view on the next page run; returns it and the groups pushed out (to release)."""
     groups = _session_list("rank_groups")
     names = ", ".join(name for name, _ in members)
-    subject = Subject(key=f"ranks:{_next_id()}", title=f"Ranks: {len(members)} ranks of one job ({names})",
+    subject = Subject(key=f"ranks:{_next_id()}", title=title or f"Ranks: {len(members)} ranks of one job ({names})",
                       trace_bytes=b"", digest=members[0][1], ranks=tuple(members), ranks_analysis=analysis,
-                      ranks_insights=tuple(insights))
+                      ranks_insights=tuple(insights), rank_paths=paths)
     groups.append(subject)
     dropped = groups[:-MAX_RANK_GROUPS]
     del groups[:-MAX_RANK_GROUPS]

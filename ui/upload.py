@@ -57,6 +57,7 @@ class _Pending:
     digest: str
     file_id: str | None
     ticket: ReadTicket
+    title: str | None = None  # the "Showing" entry's title (default "Upload: <name>")
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,7 @@ def _settle(pending: _Pending, readers: ReaderPool) -> str | None:
     except ReadFailed as exc:
         key = f"file:{pending.file_id}" if exc.kind in _RETRYABLE else pending.digest
         return _remember_refusal(key, f"{pending.name} cannot be opened: {access.read_failure(exc)}")
-    _, dropped = state.add_upload(pending.name, pending.digest)
+    _, dropped = state.add_upload(pending.name, pending.digest, title=pending.title)
     for old in dropped:
         readers.uploads.drop(state.owner(), old.digest)
     _release(pending)

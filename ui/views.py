@@ -108,7 +108,7 @@ def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
     if "Note" in shown.data.columns:  # its sentences were cut at 1280 px: the widest column, whole in its tooltip
         config["Note"] = st.column_config.TextColumn("Note", width="large")
     st.dataframe(shown.data, column_config=config, hide_index=True, width="stretch")
-    st.download_button("Download table (CSV)", lv.to_csv_bytes(view), file_name=f"{_stem(subject)}_table.csv",
+    st.download_button("Download table (CSV)", lv.to_csv_bytes(view), file_name=f"{file_stem(subject)}_table.csv",
                        mime="text/csv", key="dl_table_csv", on_click="ignore")
     if run is not None:
         key = TORCH_SORT_KEYS[sort_label]
@@ -205,7 +205,7 @@ def memory_view(subject: Subject, loaded: Loaded) -> None:
 def trace_view(subject: Subject, loaded: Loaded, perfetto_origin: str) -> None:
     data = subject.trace_bytes
     if data:
-        _trace_downloads(_stem(subject), data)
+        _trace_downloads(file_stem(subject), data)
         _open_in_perfetto(subject, data, perfetto_origin)
     else:  # an upload: its bytes were let go once read (the file is on the visitor's disk)
         st.caption("Your uploaded file is not kept on the server once read, only what these views need; "
@@ -232,7 +232,7 @@ def _open_in_perfetto(subject: Subject, data: bytes, origin: str) -> None:
     suffix = ".pt.trace.json.gz" if data[:2] == b"\x1f\x8b" else ".pt.trace.json"
     # st.iframe runs the snippet's script (sandbox: scripts, same origin, pop-ups): the trace is
     # the app's own bytes and the title is escaped into a JS string (lab/views/perfetto.py).
-    st.iframe(lv.perfetto_button_html(data, title=subject.title, file_name=_stem(subject) + suffix, origin=origin),
+    st.iframe(lv.perfetto_button_html(data, title=subject.title, file_name=file_stem(subject) + suffix, origin=origin),
               height=lv.PERFETTO_HEIGHT_PX)
 
 
@@ -374,7 +374,8 @@ def _ratio_text(ratio) -> str:
     return "—" if ratio is None or ratio != ratio else f"{ratio:.3g}×"  # NaN != NaN; 3 significant digits: "0.00155×"
 
 
-def _stem(subject: Subject) -> str:
+def file_stem(subject: Subject) -> str:
+    """A safe file-name stem for what is downloaded from this subject (its run's or file's name)."""
     if subject.run is not None:
         return subject.run.trace_stem
     name = subject.sample.file if subject.sample else subject.title.removeprefix("Upload: ")

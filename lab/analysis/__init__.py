@@ -8,7 +8,9 @@ against the device's peak), ``memory`` (profile_memory's allocations over time),
 job's ranks together), ``insights`` (the record and the rules). Top level: ``bundle`` is the
 facade (``analyze`` → ``Analysis``), ``operators`` (launch links, the operator and kernel
 tables), ``gpu`` (utilization, idle gaps, launch delays), ``steps``, ``verdict``, ``signals``
-(lesson signals), ``compare``; ``columns`` and ``intervals`` hold helpers they share.
+(lesson signals), ``compare``; the TensorBoard plugin's views: ``step_time`` (its step-time
+breakdown), ``kernels`` (its Kernel view) with ``tensor_cores`` (both Tensor-Core rules),
+``modules`` (its Module view); ``columns`` and ``intervals`` hold helpers they share.
 """
 
 from lab.analysis.bundle import Analysis, analyze
@@ -16,23 +18,32 @@ from lab.analysis.compare import TOTAL_METRICS, Comparison, compare_analyses, co
 from lab.analysis.gemm.analyze import device_name
 from lab.analysis.insights import Insight
 from lab.analysis.insights.rules import find_insights
+from lab.analysis.kernels import KernelView, kernel_view
 from lab.analysis.memory import MEMORY_RULES, MemoryAnalysis, memory_analysis, memory_series
+from lab.analysis.modules import ModuleView, module_view
 from lab.analysis.ranks import (
+    HEAT_COLUMNS,
     RANK_RULES,
     RankRow,
     RanksAnalysis,
     RanksError,
+    RankSummary,
     Straggler,
     analyze_ranks,
+    combine_ranks,
     rank_frame,
     rank_insights,
+    rank_summary,
 )
 from lab.analysis.signals import Run, Signal, lesson_signals
+from lab.analysis.step_time import STEP_TIME_CATEGORIES, StepTime, step_time
 from lab.analysis.table import trace_key_averages
 
 __all__ = [
     "MEMORY_RULES", "TOTAL_METRICS", "Analysis", "Comparison", "Insight", "MemoryAnalysis", "Run", "Signal",
     "analyze", "compare_analyses", "compare_traces", "device_name", "find_insights", "lesson_signals",
     "memory_analysis", "memory_series", "trace_key_averages",
+    "STEP_TIME_CATEGORIES", "KernelView", "ModuleView", "StepTime", "kernel_view", "module_view", "step_time",
     "RANK_RULES", "RankRow", "RanksAnalysis", "RanksError", "Straggler", "analyze_ranks", "rank_frame", "rank_insights",
+    "HEAT_COLUMNS", "RankSummary", "combine_ranks", "rank_summary",
 ]  # fmt: skip

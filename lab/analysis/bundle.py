@@ -2,8 +2,9 @@
 
 One analyzer per concern, each a pure function of a ``Trace`` (HTA-style):
 ``operators`` (links, operator and kernel tables), ``gpu`` (utilization, gaps, launch delays),
-``steps``, ``gemm`` (efficiency against the device's peak), ``verdict`` and ``memory``
-(profile_memory's allocations over time).
+``steps``, ``gemm`` (efficiency against the device's peak), ``verdict``, ``memory``
+(profile_memory's allocations over time), and the TensorBoard plugin's views: ``step_time`` (its
+step-time breakdown), ``kernels`` (its Kernel view, Tensor Cores, occupancy) and ``modules``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ import pandas as pd
 from lab.analysis.diagnoses.findings import Findings, diagnose
 from lab.analysis.gemm.analyze import gemm_figures, peak_for
 from lab.analysis.gpu import GpuUtilization, LaunchStats, gpu_utilization, launch_delays
+from lab.analysis.kernels import KernelView, kernel_view
 from lab.analysis.memory.analyze import MemoryAnalysis, memory_analysis
+from lab.analysis.modules import ModuleView, module_view
 from lab.analysis.operators import Links, build_links, kernel_summary, operator_summary
+from lab.analysis.step_time import StepTime, step_time
 from lab.analysis.steps import step_breakdown
 from lab.analysis.table.key_averages import trace_key_averages
 from lab.analysis.verdict import Verdict, bound_verdict
@@ -46,6 +50,11 @@ class Analysis:
     # What the GEMM table left out and why (a figure above the device's peak is never shown).
     gemm_notes: tuple[str, ...] = ()
     memory: MemoryAnalysis | None = None  # profile_memory's records (None: the trace has none)
+    # The TensorBoard plugin's views (lab.analysis.step_time, .kernels, .modules); None only in
+    # an Analysis built by hand.
+    step_time: StepTime | None = None
+    kernel_view: KernelView | None = None
+    modules: ModuleView | None = None
     # The trace analysed, for the grouped-by-shape tables below: computed when first asked for
     # (the page's "Group by input shape" toggle), not on every analysis — 25 ms of the 52k-event
     # transformer trace's ~150 ms.
@@ -93,4 +102,7 @@ def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig |
         findings=findings,
         trace=trace,
         memory=memory,
+        step_time=step_time(trace),
+        kernel_view=kernel_view(trace),
+        modules=module_view(trace),
     )

@@ -98,6 +98,11 @@ class HostSettings:
     # Each upload costs a reader's time (a 509 MB-JSON trace: ~25 s of a core) and is kept for
     # its session; 6 a minute is more than anyone opens by hand (a session keeps 4 at most).
     uploads_per_min: int = 6
+    # --- traces on this server (lab.tracedir) -------------------------------------------------
+    # Directories the page lists (runs, workers, spans), os.pathsep-separated, e.g. where
+    # tensorboard_trace_handler writes; "" = none. Only the host names them: a visitor picks a
+    # listed trace, never a path. `profiler-lab serve DIR` sets it.
+    trace_dir: str = ""
     # --- where runs execute ------------------------------------------------------------------
     # "local" (worker processes here) or "ray" (actors of the Ray cluster at ray_address).
     backend: str = "local"
@@ -108,6 +113,11 @@ class HostSettings:
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise SettingsError(f"{ENV_PREFIX}BACKEND={self.backend!r} is unknown; use one of: {', '.join(BACKENDS)}")
+
+    @property
+    def trace_dirs(self) -> tuple[str, ...]:
+        """``trace_dir`` split on ``os.pathsep``, empty parts dropped."""
+        return tuple(d.strip() for d in self.trace_dir.split(os.pathsep) if d.strip())
 
     @property
     def login_mode(self) -> str:

@@ -10,6 +10,7 @@ request), ``limits`` (the host's reader plan, size estimates, the memory and tim
 answers, by-shape tables). The machinery of the pool is ``lab.pool``'s.
 """
 
+from lab.read.job_summaries import read_rank_summaries, submit_rank_summaries
 from lab.read.jobs import ByShape, Job, JobInput, JobKind, RanksResult
 from lab.read.limits import ReaderPlan, json_size_hint, memory_refusal, reader_plan, timeout_refusal
 from lab.read.pool import ReaderPool
@@ -30,5 +31,6 @@ from lab.read.store import ResultStore
 __all__ = [
     "ByShape", "Job", "JobInput", "JobKind", "Lane", "Parsed", "PoolHealth", "RanksResult", "ReadFailed",
     "ReadFailureKind", "ReadState", "ReadStatus", "ReadTicket", "ReaderHealth", "ReaderPlan", "ReaderPool",
-    "ReaderState", "ResultStore", "json_size_hint", "memory_refusal", "reader_plan", "timeout_refusal",
+    "ReaderState", "ResultStore", "json_size_hint", "memory_refusal", "read_rank_summaries", "reader_plan",
+    "submit_rank_summaries", "timeout_refusal",
 ]  # fmt: skip

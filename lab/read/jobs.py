@@ -8,6 +8,7 @@ the traces and analyses it holds (pickle-5 frames, no JSON) and gets back only t
 the Streamlit script thread runs no analysis. Results:
 
     RANKS     → ``RanksResult``              (``analyze_ranks`` and ``rank_insights``; ``JobRefused`` with its words)
+    RANK_SUMMARIES → ``RanksResult``         (``combine_ranks`` of a directory job's ``RankSummary``s, issue 25)
     COMPARE   → ``Comparison``               (``compare_analyses``, A = first, B = second)
     SIGNALS   → ``tuple[Signal, ...]``       (``lesson_signals`` of ``lesson``)
     ANSWERS   → ``tuple[tuple[str, Answer], ...]``  (question key, answer) of ``lesson`` on ``device_kind``
@@ -28,7 +29,7 @@ from lab.pool import Name
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from lab.analysis import Analysis, Insight, RanksAnalysis
+    from lab.analysis import Analysis, Insight, RanksAnalysis, RankSummary
     from lab.trace import Trace
 
 __all__ = ["ByShape", "Job", "JobInput", "JobKind", "JobRefused", "RanksResult", "run_job"]
@@ -36,6 +37,7 @@ __all__ = ["ByShape", "Job", "JobInput", "JobKind", "JobRefused", "RanksResult",
 
 class JobKind(Name):
     RANKS = "ranks"
+    RANK_SUMMARIES = "ranks from their summaries"
     COMPARE = "compare"
     SIGNALS = "lesson signals"
     ANSWERS = "lesson answers"
@@ -60,9 +62,10 @@ class Job:
 class JobInput:
     """What the job reads: the traces, their analyses and insights, as the server holds them."""
 
-    traces: tuple[Trace, ...]
-    analyses: tuple[Analysis, ...]
+    traces: tuple[Trace, ...] = ()
+    analyses: tuple[Analysis, ...] = ()
     insights: tuple[list[Insight], ...] = ()
+    summaries: tuple[RankSummary, ...] = ()  # RANK_SUMMARIES: each rank's, as its reader sent it back
 
 
 @dataclass(frozen=True)
@@ -89,9 +92,10 @@ class JobRefused(Exception):
 def run_job(job: Job, given: JobInput) -> Any:
     """The job's result (see the module doc); runs in a reader."""
     analysis = importlib.import_module("lab.analysis")
-    if job.kind == JobKind.RANKS:
+    if job.kind in (JobKind.RANKS, JobKind.RANK_SUMMARIES):
         try:
-            ranks = analysis.analyze_ranks(list(given.traces), list(job.names), analyses=list(given.analyses))
+            ranks = (analysis.combine_ranks(list(given.summaries)) if job.kind == JobKind.RANK_SUMMARIES
+                     else analysis.analyze_ranks(list(given.traces), list(job.names), analyses=list(given.analyses)))
         except analysis.RanksError as exc:
             raise JobRefused(str(exc), type(exc).__name__) from None
         return RanksResult(analysis=ranks, insights=tuple(analysis.rank_insights(ranks)))

@@ -88,12 +88,13 @@ class ReaderPool:
 
     def submit(self, data: bytes | None = None, *, path: str | None = None, settings: HostSettings | None = None,
                config: RunConfig | None = None, peak: DevicePeak | None = None, label: str = "the trace",
-               session: str | None = None) -> ReadTicket:
+               session: str | None = None, rank_of_job: str | None = None) -> ReadTicket:
         """Queue a read of ``data`` (bytes, sent to the reader) or of the file at ``path`` (opened
         by the reader); returns at once. ``settings`` carries the caller's trace limits (default:
         the pool's); ``config`` and ``peak`` (a run's) feed the GEMM analysis. Within a lane,
         reads of different ``session``s take turns (one visitor's ten files do not hold back
-        another's one); anonymous reads go in arrival order.
+        another's one); anonymous reads go in arrival order. With ``rank_of_job`` (the file's
+        name) the ticket's result is that rank's ``RankSummary``, not a ``Parsed``.
 
         A trace whose size alone shows it cannot fit in a reader (``limits.surely_too_big``) gets a
         ticket that has already failed with the memory message: nobody waits to be told.
@@ -106,7 +107,7 @@ class ReaderPool:
         lane = Lane.SMALL if hint <= self.small_read_json_bytes else Lane.LARGE
         refusal = memory_refusal(hint, self.plan.memory_mb) if surely_too_big(hint, self.plan.memory_mb) else None
         request = ReadRequest(settings=settings or self.settings, path=None if path is None else str(path),
-                              config=config, peak=peak, json_hint=hint)
+                              config=config, peak=peak, json_hint=hint, rank_of_job=rank_of_job)
         return self._queue.submit(request, data=data, lane=lane, label=label, refusal=refusal, session=session)
 
     def read(self, data: bytes | None = None, **kwargs) -> Parsed:

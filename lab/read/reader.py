@@ -142,6 +142,8 @@ def _read(steps: _Steps, request: ReadRequest, data, progress: _Progress) -> lis
     parsed = steps.parse(data if data is not None else request.path, request.settings, request.config, request.peak,
                          progress)
     progress.json_bytes = parsed.trace.source_bytes
+    if request.rank_of_job is not None:  # one rank of a job: its summary is all the server gets
+        parsed = steps.analysis.rank_summary(parsed.trace, request.rank_of_job, parsed.analysis)
     progress.stage("sending")
     return pack(parsed)
 

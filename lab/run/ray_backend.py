@@ -36,67 +36,20 @@ import socket
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from lab.core.config import ConfigError
-from lab.core.settings import ENV_PREFIX, HostSettings
+from lab.core.settings import HostSettings
 from lab.pool import TICK_S, ChildState, Done, Failure, Progress, Ready, Supervisor, Task, Ticket
+from lab.pool.ray_cluster import RAY_NAMESPACE, connect
+from lab.pool.ray_cluster import import_ray as _ray
 from lab.run.protocol import FailureKind, InitWorker, RunFailed, WorkerState
 from lab.run.queue import WORKER_START_TIMEOUT_S, RunQueue, RunTicket, WorkerRecord, describe_config
 
 __all__ = ["RAY_NAMESPACE", "ProfileActor", "RaySupervisor", "RayWorkerRecord", "connect", "default_ray_devices"]
 
-# Every actor of the lab lives in this Ray namespace (``ray list actors`` shows them there).
-RAY_NAMESPACE = "profiler-lab"
-# A head that does not answer a TCP connect within this is not there: ray.init would otherwise
-# retry for minutes (seen here: > 5 min against a head that had failed to start).
-HEAD_CONNECT_TIMEOUT_S = 5.0
 # How long a stage query may take before the tick goes on without it.
 STAGE_QUERY_S = TICK_S
-# The ``lab`` package the actors import: shipped to every node by ray.init's runtime_env.
-_LAB_DIR = str(Path(__file__).resolve().parents[1])
-
-
-def _ray():
-    # A Ray call after ray.shutdown() (or before ray.init) would otherwise start a single-node
-    # cluster of its own, and a token file in ~/.ray with it (Ray's auto-init; seen here: an idle
-    # supervisor's liveness check after a test cluster stopped). Ray reads this at its import.
-    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
-    try:
-        return importlib.import_module("ray")
-    except ImportError:
-        raise RuntimeError(f"{ENV_PREFIX}BACKEND=ray needs Ray on this server and every node: "
-                           "pip install -r requirements-ray.txt") from None
-
-
-def connect(settings: HostSettings):
-    """Join the Ray cluster at ``settings.ray_address`` (once per process); returns the ray module."""
-    ray = _ray()
-    if ray.is_initialized():
-        return ray
-    address = settings.ray_address or "auto"
-    _check_head(address)
-    env_vars = {"KINETO_LOG_LEVEL": os.environ.get("KINETO_LOG_LEVEL", "6")}
-    try:
-        ray.init(address=address, namespace=RAY_NAMESPACE, ignore_reinit_error=True, log_to_driver=False,
-                 logging_level="ERROR", runtime_env={"py_modules": [_LAB_DIR], "env_vars": env_vars})
-    except ConnectionError as error:
-        raise RuntimeError(f"no Ray cluster at {address!r} ({error}); start one with `ray start --head` "
-                           f"or set {ENV_PREFIX}RAY_ADDRESS to its head's host:port") from None
-    return ray
-
-
-def _check_head(address: str) -> None:
-    """Fail fast when ``host:port`` does not answer (``auto`` is ray's own look-up, which is quick)."""
-    if address == "auto" or ":" not in address:
-        return
-    host, _, port = address.rpartition(":")
-    try:
-        socket.create_connection((host.split("//")[-1], int(port)), timeout=HEAD_CONNECT_TIMEOUT_S).close()
-    except (OSError, ValueError):
-        raise RuntimeError(f"the Ray head {address!r} does not answer; start it with `ray start --head "
-                           f"--port={port}` or fix {ENV_PREFIX}RAY_ADDRESS") from None
 
 
 def default_ray_devices(settings: HostSettings) -> list[str]:

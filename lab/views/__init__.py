@@ -1,5 +1,6 @@
 """Stage 4 of the pipeline: what the page and the CLI show, as plain data (and Altair specs):
-the summary cards, the key_averages tables, the timeline, the memory chart, the JSON/text report.
+the summary cards, the key_averages tables, the timeline, the memory chart, the JSON/text report,
+and the TensorBoard plugin's step-time, kernel and module views (``tensorboard``).
 
 Nothing here imports streamlit; ``ui/`` lays these out.
 """
@@ -17,6 +18,7 @@ from lab.views.memory import (
 )
 from lab.views.perfetto import PERFETTO_HEIGHT_PX, PERFETTO_INLINE_MAX_BYTES, perfetto_button_html
 from lab.views.ranks import build_ranks_timeline, rank_table, ranks_span_us
+from lab.views.ranks_heatmap import MAX_STACKED_RANKS, default_picks, heatmap_chart, heatmap_frame, picked
 from lab.views.roofline import answers_chart, answers_frame, reveal_timeline, roofline_chart
 from lab.views.summary import category_counts, comparison_totals, summarize
 from lab.views.tables import (
@@ -25,6 +27,15 @@ from lab.views.tables import (
     limit_text_table,
     to_csv_bytes,
     trace_table,
+)
+from lab.views.tensorboard import (
+    kernel_by_name_table,
+    kernel_by_op_table,
+    kernel_note,
+    module_table,
+    step_time_chart,
+    step_time_note,
+    step_time_table,
 )
 from lab.views.timeline import DEFAULT_PYTHON_LEVELS, PROFILER_LANE_NOTE, build_timeline, timeline_chart
 from lab.views.timeline_rows import profiler_lanes
@@ -41,4 +52,7 @@ __all__ = [
     "fmt_us", "format_key_averages", "is_device_sort", "key_averages_view", "limit_text_table",
     "profiled_device", "trace_table", "summarize", "timeline_chart", "to_csv_bytes", "torch_sorted", "torch_table_text",
     "build_ranks_timeline", "rank_table", "ranks_span_us",
+    "MAX_STACKED_RANKS", "default_picks", "heatmap_chart", "heatmap_frame", "picked",
+    "kernel_by_name_table", "kernel_by_op_table", "kernel_note", "module_table", "step_time_chart", "step_time_note",
+    "step_time_table",
 ]  # fmt: skip

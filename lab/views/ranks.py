@@ -26,8 +26,8 @@ from lab.views.timeline import DEFAULT_MAX_MARKS, DEFAULT_WIDTH_PX, TimelineData
 from lab.views.timeline_lod import empty_marks
 
 __all__ = [
-    "LANE_ORDER_STRIDE", "RANK_TABLE_COLUMNS", "build_ranks_timeline", "rank_lane", "rank_table", "ranks_dict",
-    "ranks_span_us", "ranks_text",
+    "LANE_ORDER_STRIDE", "RANK_TABLE_COLUMNS", "TEXT_SORTS", "build_ranks_timeline", "rank_lane", "rank_table",
+    "ranks_dict", "ranks_span_us", "ranks_text",
 ]  # fmt: skip
 
 # lane_order of rank r's lanes = r × this + the lane's own order: rank 0's lanes first, and no
@@ -162,25 +162,44 @@ def ranks_dict(ranks: RanksAnalysis, insights: Sequence[Insight]) -> dict:
     }
 
 
-def ranks_text(ranks: RanksAnalysis, insights: Sequence[Insight]) -> str:
-    """``python -m lab ranks``: the table, the straggler and the insights as text."""
+# ``python -m lab ranks --sort``: the text table's order (largest first but for rank).
+TEXT_SORTS = {"rank": "rank", "step": "step_us", "compute": "compute_us", "comm": "comm_us", "idle": "idle_us",
+              "overlap": "overlap_us", "calls": "collective_calls"}
+
+
+def _text_rows(ranks: RanksAnalysis, sort: str, top: int | None) -> list:
+    field = TEXT_SORTS[sort]
+    rows = sorted(ranks.ranks, key=lambda r: r.rank) if sort == "rank" else sorted(
+        ranks.ranks, key=lambda r: -v if math.isfinite(v := float(getattr(r, field))) else math.inf)
+    return rows[:top] if top else rows
+
+
+def ranks_text(ranks: RanksAnalysis, insights: Sequence[Insight], *, sort: str = "rank", top: int | None = None) -> str:
+    """``python -m lab ranks``: the table (by ``sort``, a ``TEXT_SORTS`` key; the first ``top``
+    rows), the straggler (marked ``*``) and the insights as text."""
     backend = f", {ranks.backend}" if ranks.backend else ""
     lines = [f"{len(ranks.ranks)} ranks of a world of {ranks.world_size}{backend}"]
     lines += [f"warning: {w}" for w in ranks.warnings]
-    lines.append(f"{'rank':>4}  {'step':>10}  {'GPU busy':>10}  {'compute':>10}  {'comm':>10}  {'overlap':>8}  "
+    rows = _text_rows(ranks, sort, top)
+    if len(rows) < len(ranks.ranks) or sort != "rank":
+        lines.append(f"{len(rows)} of {len(ranks.ranks)} ranks, by {sort}" + (" (largest first)" if sort != "rank"
+                                                                              else ""))
+    lines.append(f"{'rank':>5}  {'step':>10}  {'GPU busy':>10}  {'compute':>10}  {'comm':>10}  {'overlap':>8}  "
                  f"{'idle':>10}  {'launch':>9}  calls  file")
-    for r in ranks.ranks:
+    late = ranks.straggler.rank if ranks.straggler is not None else None
+    for r in rows:
         overlap = "—" if r.overlap_pct is None else f"{r.overlap_pct:.0f} %"
         launch = "—" if not math.isfinite(r.launch_delay_us) else fmt_us(r.launch_delay_us)
-        lines.append(f"{r.rank:>4}  {fmt_us(r.step_us) if math.isfinite(r.step_us) else '—':>10}  "
+        mark = "*" if r.rank == late else " "
+        lines.append(f"{r.rank:>4}{mark}  {fmt_us(r.step_us) if math.isfinite(r.step_us) else '—':>10}  "
                      f"{fmt_us(r.gpu_busy_us):>10}  {fmt_us(r.compute_us):>10}  {fmt_us(r.comm_us):>10}  "
                      f"{overlap:>8}  {fmt_us(r.idle_us):>10}  {launch:>9}  {r.collective_calls:>5}  {r.name}")
     lines.append(f"communication: {ranks.ranks[0].comm_source} (compute and comm: the work each rank's steps launched, "
                  "wherever it ran; overlap and idle: inside the steps' window; unions of intervals)")
     s = ranks.straggler
     lines.append("straggler: none (no collective calls to match)" if s is None else
-                 f"straggler: rank {s.rank}, late by {fmt_us(s.late_median_us)} (median of {s.matched_calls} "
-                 f"matched {s.call_name})")
+                 f"straggler: rank {s.rank} (marked *), late by {fmt_us(s.late_median_us)} (median of "
+                 f"{s.matched_calls} matched {s.call_name})")
     for i in insights:
         lines += [f"[{i.severity}] {i.title}", f"  {i.evidence}", f"  try: {i.suggestion}"]
     return "\n".join(lines) + "\n"

@@ -5,8 +5,17 @@
 time into compute and communication, ``insights`` the rules over the ranks.
 """
 
-from lab.analysis.ranks.analyze import RankRow, RanksAnalysis, RanksError, Straggler, analyze_ranks, rank_frame
+from lab.analysis.ranks.analyze import (
+    RankRow,
+    RanksAnalysis,
+    RanksError,
+    Straggler,
+    analyze_ranks,
+    combine_ranks,
+    rank_frame,
+)
 from lab.analysis.ranks.insights import RANK_RULES, rank_insights
+from lab.analysis.ranks.summary import HEAT_COLUMNS, RankSummary, rank_summary
 
-__all__ = ["RANK_RULES", "RankRow", "RanksAnalysis", "RanksError", "Straggler", "analyze_ranks", "rank_frame",
-           "rank_insights"]
+__all__ = ["HEAT_COLUMNS", "RANK_RULES", "RankRow", "RankSummary", "RanksAnalysis", "RanksError", "Straggler",
+           "analyze_ranks", "combine_ranks", "rank_frame", "rank_insights", "rank_summary"]

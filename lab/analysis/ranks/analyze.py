@@ -15,18 +15,14 @@ against the median of the other ranks, and the ops whose time grew most.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
-from lab.analysis.diagnoses.common import pct
-from lab.analysis.ranks.comm import RankTimes, rank_times
-from lab.analysis.ranks.job import RankInfo, RanksError, check_job, job_offsets_us
+from lab.analysis.ranks.job import RankInfo, RanksError, check_infos, job_offsets_us
+from lab.analysis.ranks.summary import RankSummary, rank_summary
 from lab.trace import Trace
-from lab.vocab import ANNOTATION_CATS
-
-PROFILER_OVERHEAD_CAT = "overhead"  # Kineto's category for the profiler's own work
 
 __all__ = [
     "RANK_COLUMNS", "TOP_OP_DELTAS", "RankRow", "RanksAnalysis", "RanksError", "Straggler", "analyze_ranks",
@@ -89,6 +85,9 @@ class RanksAnalysis:
     straggler: Straggler | None
     warnings: tuple[str, ...] = ()
     calls_differ: bool = False  # ranks made different numbers of collective calls
+    # One row per (rank, step): rank, step, start_us (job clock), ranks.summary.HEAT_COLUMNS: the heat map.
+    per_step: pd.DataFrame | None = None
+    span_us: float = 0.0  # the job's span on its clock: the last rank's last event end
 
     @property
     def rank_ids(self) -> tuple[int, ...]:
@@ -100,35 +99,15 @@ def rank_frame(analysis: RanksAnalysis) -> pd.DataFrame:
     return pd.DataFrame([{c: getattr(r, c) for c in RANK_COLUMNS} for r in analysis.ranks], columns=list(RANK_COLUMNS))
 
 
-def _row(info: RankInfo, trace: Trace, t: RankTimes) -> RankRow:
-    w0, w1 = t.window
-    comm = t.covered(t.comm)  # overlap is about the window: its share is of the window's communication
-    flows = trace.flows
-    delays = flows["delay_us"].to_numpy(dtype=float) if len(flows) else np.array([])
-    return RankRow(
-        rank=info.rank, name=info.name, steps=t.steps, step_us=t.step_median_us, window_us=w1 - w0,
-        gpu_busy_us=t.covered(t.busy) if t.has_gpu else 0.0, compute_us=t.length(t.compute_launched),
-        comm_us=t.length(t.comm_launched), comm_source=t.comm_source, compute_in_window_us=t.covered(t.compute),
-        comm_in_window_us=comm, overlap_us=t.overlap_us, overlap_pct=pct(t.overlap_us, comm) if comm > 0 else None,
-        idle_us=(w1 - w0) - t.covered(t.busy),
-        launch_delay_us=float(np.median(delays)) if len(delays) else float("nan"),
-        collective_calls=len(t.call_starts_us),
-    )
+def _row(info: RankInfo, summary: RankSummary) -> RankRow:
+    return RankRow(rank=info.rank, name=info.name, **summary.row)
 
 
 def _per_step(row: RankRow, value: float) -> float:
     return value / row.steps if row.steps else value
 
 
-def _op_totals(analysis) -> pd.Series:
-    ops = analysis.operators
-    # Labels around ops are not work of their own; the profiler's own events (cat "overhead",
-    # e.g. "Activity Buffer Request") are not the job's: a rank that flushed its buffers is not slower.
-    ops = ops[~ops["cat"].astype(str).isin((*ANNOTATION_CATS, PROFILER_OVERHEAD_CAT))]
-    return (ops["self_us"].fillna(0) + ops["self_device_us"].fillna(0)).groupby(ops["name"].astype(str)).sum()
-
-
-def _straggler(rows: list[RankRow], times: list[RankTimes], offsets: list[float], analyses) -> Straggler | None:
+def _straggler(rows: list[RankRow], times: list[RankSummary], offsets: list[float]) -> Straggler | None:
     n = min(len(t.call_starts_us) for t in times)
     if n == 0:
         return None
@@ -143,8 +122,8 @@ def _straggler(rows: list[RankRow], times: list[RankTimes], offsets: list[float]
         mine = _per_step(me, getattr(me, field))
         deltas.append((label, mine - float(np.median([_per_step(r, getattr(r, field)) for r in others]))))
     op_deltas: tuple[tuple[str, float], ...] = ()
-    if analyses is not None:
-        totals = [_op_totals(a) for a in analyses]
+    totals = [t.op_totals_us for t in times]
+    if all(len(t) for t in totals):
         table = pd.concat(totals, axis=1).fillna(0.0)
         diff = table.iloc[:, k] - table.drop(columns=table.columns[k]).median(axis=1)
         top = diff[diff > 0].sort_values(ascending=False).head(TOP_OP_DELTAS)
@@ -157,15 +136,26 @@ def analyze_ranks(traces: Sequence[Trace], names: Sequence[str], *, analyses: Se
     """The ranks of one job side by side; ``RanksError`` (with the fix) if they are not one job.
 
     ``analyses`` (each trace's ``Analysis``, same order) adds the ops to the straggler's account.
+    Each rank is summarised (``ranks.summary.rank_summary``, what a reader does for a job read
+    from a directory) and the summaries combined (``combine_ranks``).
     """
-    infos, warnings = check_job(traces, names)
-    order = sorted(range(len(traces)), key=lambda i: infos[i].rank)
+    if len(traces) != len(names):
+        raise ValueError(f"{len(traces)} traces but {len(names)} names")
+    given = analyses if analyses is not None else [None] * len(traces)
+    return combine_ranks([rank_summary(t, n, a) for t, n, a in zip(traces, names, given, strict=True)])
+
+
+def combine_ranks(summaries: Sequence[RankSummary]) -> RanksAnalysis:
+    """The job from its ranks' summaries (in any order); ``RanksError`` if they are not one job."""
+    for s in summaries:
+        if s.info is None:
+            raise RanksError(s.refusal or f"{s.name} names no rank")
+    given = [replace(s.info, index=i) for i, s in enumerate(summaries) if s.info is not None]
+    infos, warnings = check_infos(given)
+    order = sorted(range(len(summaries)), key=lambda i: infos[i].rank)
     infos = [infos[i] for i in order]
-    traces = [traces[i] for i in order]
-    analyses = [analyses[i] for i in order] if analyses is not None else None
-    times = [rank_times(t, spans=a.findings.steps if a is not None else None)
-             for t, a in zip(traces, analyses or [None] * len(traces), strict=True)]
-    rows = [_row(i, t, tm) for i, t, tm in zip(infos, traces, times, strict=True)]
+    times = [summaries[i] for i in order]
+    rows = [_row(i, s) for i, s in zip(infos, times, strict=True)]
     offsets = job_offsets_us(infos)
     counts = {len(t.call_starts_us) for t in times}
     if len(counts) > 1:
@@ -175,8 +165,11 @@ def analyze_ranks(traces: Sequence[Trace], names: Sequence[str], *, analyses: Se
                         f"{min(counts)} calls.")
     worlds = {i.world_size for i in infos if i.world_size is not None}
     backends = {i.backend for i in infos if i.backend}
+    per_step = pd.concat([s.steps.assign(rank=i.rank, start_us=s.steps["start_us"] + off - i.start_ts_us)
+                          for s, i, off in zip(times, infos, offsets, strict=True)], ignore_index=True)
     return RanksAnalysis(
         ranks=tuple(rows), infos=tuple(infos), world_size=worlds.pop() if worlds else max(i.rank for i in infos) + 1,
         backend=backends.pop() if backends else "", offsets_us=tuple(offsets),
-        straggler=_straggler(rows, times, offsets, analyses), warnings=tuple(warnings), calls_differ=len(counts) > 1,
+        straggler=_straggler(rows, times, offsets), warnings=tuple(warnings), calls_differ=len(counts) > 1,
+        per_step=per_step, span_us=max(off + s.span_us for s, off in zip(times, offsets, strict=True)),
     )

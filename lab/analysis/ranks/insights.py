@@ -43,8 +43,44 @@ HTA_OVERLAP = "https://hta.readthedocs.io/en/latest/source/features/comm_comp_ov
 HTA_STRAGGLER = "https://hta.readthedocs.io/en/latest/source/features/temporal_breakdown.html"
 
 
+# Past this many ranks an insight names them as ranges and figures as ranges, not one by one
+# (a 64-rank job's evidence would otherwise be 64 clauses long).
+LISTED_RANKS = 4
+
+
 def _ranks_text(ranks) -> str:
-    return ", ".join(str(r.rank) for r in ranks)
+    """The ranks' numbers, runs of consecutive ones as ranges: "0–36, 38–63"."""
+    ids = sorted(r.rank for r in ranks)
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in runs)
+
+
+def _comm_clause(r) -> str:
+    share = 100 * r.comm_in_window_us / r.window_us
+    return (f"rank {r.rank}: communication {fmt_us(r.comm_in_window_us)} ({share:.0f} % of its "
+            f"{fmt_us(r.window_us)} window), {r.overlap_pct or 0.0:.0f} % of it overlapped")
+
+
+def _range_pct(values: list[float]) -> str:
+    lo, hi = f"{min(values):.0f}", f"{max(values):.0f}"
+    return f"{lo} %" if lo == hi else f"{lo}–{hi} %"
+
+
+def _comm_detail(hit, total: int) -> str:
+    """One clause a rank for a few ranks; for many, the ranges and the worst rank."""
+    if len(hit) <= LISTED_RANKS:
+        return "; ".join(_comm_clause(r) for r in hit)
+    share = [100 * r.comm_in_window_us / r.window_us for r in hit]
+    over = [r.overlap_pct or 0.0 for r in hit]
+    worst = max(hit, key=lambda r: r.comm_in_window_us / r.window_us)
+    return (f"{len(hit)} of {total} ranks (ranks {_ranks_text(hit)}): communication {_range_pct(share)} of their "
+            f"windows, {_range_pct(over)} of it overlapped; the largest share, "
+            + _comm_clause(worst))
 
 
 def low_overlap(ranks: RanksAnalysis) -> Insight | None:
@@ -55,9 +91,7 @@ def low_overlap(ranks: RanksAnalysis) -> Insight | None:
            and (r.overlap_pct or 0.0) < LOW_OVERLAP_PCT]
     if not hit:
         return None
-    detail = "; ".join(f"rank {r.rank}: communication {fmt_us(r.comm_in_window_us)} "
-                       f"({100 * r.comm_in_window_us / r.window_us:.0f} % of "
-                       f"its {fmt_us(r.window_us)} window), {r.overlap_pct or 0.0:.0f} % of it overlapped" for r in hit)
+    detail = _comm_detail(hit, len(ranks.ranks))
     gloo = " With gloo the reduction runs on CPU threads; for CUDA tensors use NCCL." if ranks.backend == "gloo" else ""
     return Insight(
         severity="warning", title=LOW_OVERLAP_TITLE,

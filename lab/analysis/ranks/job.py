@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 
 from lab.trace import Trace
 
-__all__ = ["RANK_NAME_PATTERN", "RankInfo", "RanksError", "check_job", "job_offsets_us", "rank_from_name",
+__all__ = ["RANK_NAME_PATTERN", "RankInfo", "RanksError", "check_infos", "check_job", "job_offsets_us",
+           "rank_from_name",
            "rank_info"]
 
 # "rank0", "rank_1", "job-rank-2.pt.trace.json", "RANK3": "rank", an optional _ or -, digits
@@ -76,7 +77,15 @@ def check_job(traces: Sequence[Trace], names: Sequence[str]) -> tuple[list[RankI
     if len(traces) < 2:
         raise RanksError("reading ranks side by side needs at least two traces of one job; a single trace opens "
                          "as itself.")
-    infos = [rank_info(t, n, i) for i, (t, n) in enumerate(zip(traces, names, strict=True))]
+    return check_infos([rank_info(t, n, i) for i, (t, n) in enumerate(zip(traces, names, strict=True))])
+
+
+def check_infos(infos: Sequence[RankInfo]) -> tuple[list[RankInfo], list[str]]:
+    """``check_job`` on the traces' ``RankInfo`` (each read where its trace is: ``ranks.summary``)."""
+    if len(infos) < 2:
+        raise RanksError("reading ranks side by side needs at least two traces of one job; a single trace opens "
+                         "as itself.")
+    infos = list(infos)
     worlds = {i.world_size for i in infos if i.world_size is not None}
     if len(worlds) > 1:
         said = ", ".join(f"{i.name}: {i.world_size}" for i in infos if i.world_size is not None)
