@@ -11,8 +11,9 @@ import functools
 import streamlit as st
 
 from lab.access import RateLimiter
+from lab.core import HostSettings
 from lab.read import ReaderPool
-from lab.run import HostSettings, ProfileService
+from lab.run import ProfileService
 from ui import (
     access,
     cache,
@@ -141,7 +142,7 @@ if subject is not None and subject.sample is not None:
     views.sample_note(subject.sample, device)
 loaded = load(subject) if subject else None
 if subject is not None and loaded is not None:
-    own_trace.own_trace_lesson(subject, loaded)  # its questions, before the views that answer them
+    own_trace.own_trace_lesson(subject, loaded, jobs)  # its questions, before the views that answer them
 
 if subject is not None and loaded is not None:
     # Only the open tab's code runs (on_change="rerun" + .open): each view parses nothing twice.

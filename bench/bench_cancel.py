@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
-from lab.run import HostSettings, ProfileService, RunConfig  # noqa: E402
+from lab.core import HostSettings, RunConfig  # noqa: E402
+from lab.run import ProfileService  # noqa: E402
 
 SECTION = "## Cancel and the warm spare"
 BIG = RunConfig(m=4096, k=4096, n=4096, device="cpu", step_label="big", wait=0, warmup=1, active=40, warmup_iters=0)

@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
-from lab.run import HostSettings, ProfileService, RunConfig, RunFailed  # noqa: E402
+from lab.core import HostSettings, RunConfig  # noqa: E402
+from lab.run import ProfileService, RunFailed  # noqa: E402
 
 
 def room_configs(n: int, *, gpu: bool, quick: bool) -> list[RunConfig]:

@@ -31,7 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
-from lab.run import HostSettings, ProfileService, RunConfig  # noqa: E402
+from lab.core import HostSettings, RunConfig  # noqa: E402
+from lab.run import ProfileService  # noqa: E402
 
 SECTION = "## Click to result"
 HEADER = "# Benchmarks\n\nMeasured figures, one section per bench, with command and method.\n"

@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from benchmarks_md import write_section  # noqa: E402
 
 from lab.analysis import analyze_ranks, rank_insights  # noqa: E402
+from lab.core import HostSettings  # noqa: E402
 from lab.read import ReaderPool  # noqa: E402
-from lab.run import HostSettings  # noqa: E402
 from lab.views import build_ranks_timeline, build_timeline, timeline_chart  # noqa: E402
 
 REAL_TRACE = ROOT / "bench" / "data" / "transformer_step_h200.json.gz"

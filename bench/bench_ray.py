@@ -36,7 +36,8 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 from benchmarks_md import write_section  # noqa: E402
 from ray_cluster import local_cluster  # noqa: E402
 
-from lab.run import HostSettings, ProfileService, RunConfig  # noqa: E402
+from lab.core import HostSettings, RunConfig  # noqa: E402
+from lab.run import ProfileService  # noqa: E402
 
 # Seconds any one result may take, burst included (30 runs on one worker of a busy 2-core box).
 RESULT_WAIT_S = 600

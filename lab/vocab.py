@@ -1,6 +1,5 @@
 """The lab's vocabulary, defined once: dtypes, trace categories, names torch writes, sort keys
-and run stages (what the lab knows of GEMMs: ``lab.analysis.gemm.kinds``). Every other module
-imports these; none spells them again.
+and run stages. Every other module imports these; none spells them again.
 
 A new dtype is one ``Dtype`` entry here (and its peak rates in ``lab/core/devices.py``).
 """
@@ -47,10 +46,9 @@ DTYPE_INFO: dict[str, Dtype] = {
 }
 DTYPES = tuple(DTYPE_INFO)
 DTYPE_BYTES = {name: d.element_bytes for name, d in DTYPE_INFO.items()}
-# Traces also carry dtypes no run allocates: float64 inputs of an uploaded trace, and the FP8 and
-# int8 operands of torch._scaled_mm / torch._int_mm (lab dtype → (how "Input type" spells it,
-# element bytes)). "float8" alone is the family a kernel's name states (nvjet_sm90_qqtst_…);
-# the op's input types say which.
+# Traces also carry dtypes no run allocates: float64 inputs of an uploaded trace, FP8 and int8
+# operands (lab dtype → (how "Input type" spells it, element bytes)). "float8" alone is the
+# family without its format (when a kernel's name says only that); an op's input types say which.
 TRACE_DTYPES = {
     "float64": ("double", 8),
     "float8_e4m3fn": ("c10::Float8_e4m3fn", 1), "float8_e5m2": ("c10::Float8_e5m2", 1),
@@ -70,7 +68,7 @@ def peak_dtype(dtype: str) -> str:
 
 
 def rate_unit(dtype: str) -> str:
-    """"TOPS" for integer GEMMs, else "TFLOP/s"."""
+    """"TOPS" for integer math (operations, not floating-point ones), else "TFLOP/s"."""
     return "TOPS" if dtype in INTEGER_DTYPES else "TFLOP/s"
 
 

@@ -1161,6 +1161,352 @@ def build_flex_attention(ctx: Ctx) -> Program:
         compile_s=round(compile_s, 2)))
 
 
+# --------------------------------------------------------------------------------------------
+# Kinds issue 22's list does not name (recorded on the H200 only): GEMM entry points added
+# later (grouped GEMM for MoE, FP8 row-wise scaling), cuBLASLt epilogues, batched GEMMs through
+# baddbmm / einsum, a backward pass's transposed GEMMs, GEMMs replayed from CUDA graphs, nested
+# (jagged) tensors, a sparse CSR matmul and a convolution's backward.
+# --------------------------------------------------------------------------------------------
+
+def steady_event_timing(ctx: Ctx, fn: Callable[[Any], Any], pool: list, *, calls: int = 20,
+                        warm: int = 5) -> dict:
+    """CUDA-event time per call of ``calls`` back-to-back calls over ``pool`` (rotated as the
+    profiled steps rotate it): one event between consecutive calls, all queued behind a
+    ``torch.cuda._sleep`` so the GPU runs them as it does in the profile, without an idle GPU
+    (and lower clocks) before each call. Median of the per-call times."""
+    if not ctx.cuda:
+        return dict(skipped="no CUDA")
+    for i in range(warm):
+        fn(pool[i % len(pool)])
+    torch.cuda.synchronize()
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(calls + 1)]
+    torch.cuda._sleep(20_000_000)
+    events[0].record()
+    for i in range(calls):
+        fn(pool[i % len(pool)])
+        events[i + 1].record()
+    torch.cuda.synchronize()
+    times = sorted(a.elapsed_time(b) * 1e3 for a, b in zip(events, events[1:]))
+    return dict(median_us=round(times[len(times) // 2], 3), min_us=round(times[0], 3),
+                max_us=round(times[-1], 3), samples=calls, warm_up=warm,
+                method="torch.cuda.Event between consecutive calls, queued behind "
+                       "torch.cuda._sleep, inputs rotated over a pool of 3 as in the profile")
+
+
+def _gemm_calls(ctx: Ctx, calls: list[dict]) -> list[dict]:
+    """Each call's CUDA-event timings beside its op, shape and FLOPs: ``event_timing`` (one call
+    at a time on fresh inputs) and ``steady_event_timing`` (back to back, as profiled); the
+    ``fn`` / ``fresh`` entries are left out of the manifest."""
+    out = []
+    for c in calls:
+        timing = event_timing(ctx, c["fn"], c["fresh"])
+        steady = steady_event_timing(ctx, c["fn"], [c["fresh"]() for _ in range(3)])
+        out.append({**{k: v for k, v in c.items() if k not in ("fn", "fresh")},
+                    "event_timing": timing, "steady_event_timing": steady})
+    return out
+
+
+def _two_per_step(label: str, fn, pool) -> Callable[[int], Any]:
+    def step(i):
+        with record_function(label):
+            for j in range(2):
+                y = fn(pool[(2 * i + j) % len(pool)])
+        return y
+    return step
+
+
+def build_grouped_mm(ctx: Ctx) -> Program:
+    """MoE experts as one grouped GEMM: tokens (T×K) against G expert weights (G×K×N), the
+    tokens of expert g the rows offs[g-1]:offs[g]."""
+    g, k, n = 8, 4096, 4096
+    rows = [512, 1536, 768, 1280, 1024, 896, 1152, 1024]  # per expert, 8192 tokens in all
+    tokens = sum(rows)
+    offs = torch.tensor(rows, device=ctx.dev, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+
+    def fresh():
+        a = torch.randn(tokens, k, device=ctx.dev, dtype=torch.bfloat16)
+        w = torch.randn(g, n, k, device=ctx.dev, dtype=torch.bfloat16) / k ** 0.5
+        return a, w.transpose(-2, -1)  # (G, K, N), column-major per expert
+
+    def call(inp):
+        return torch._grouped_mm(inp[0], inp[1], offs=offs)
+
+    calls = _gemm_calls(ctx, [dict(label="grouped_mm", op="aten::_grouped_mm", fn=call, fresh=fresh,
+                                   m=tokens, k=k, n=n, groups=g, rows_per_group=rows,
+                                   flops=2 * tokens * k * n)])
+    pool = [fresh() for _ in range(3)]
+    return Program(_two_per_step("grouped_mm", call, pool), warm=3, extra=dict(
+        op="torch._grouped_mm", dtype="bfloat16", gemms_per_step=2, gemm_calls=calls))
+
+
+def build_fp8_grouped_mm(ctx: Ctx) -> Program:
+    """The FP8 MoE grouped GEMM: float8_e4m3fn tokens against 8 experts, row-wise scales."""
+    g, k, n = 8, 4096, 4096
+    rows = [512, 1536, 768, 1280, 1024, 896, 1152, 1024]
+    tokens = sum(rows)
+    offs = torch.tensor(rows, device=ctx.dev, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+    fp8 = torch.float8_e4m3fn
+
+    def fresh():
+        a = torch.randn(tokens, k, device=ctx.dev)
+        sa = torch.finfo(fp8).max / a.abs().amax(dim=1).clamp(min=1e-12)
+        w = torch.randn(g, n, k, device=ctx.dev) / k ** 0.5
+        sw = torch.finfo(fp8).max / w.abs().amax(dim=2).clamp(min=1e-12)
+        return ((a * sa[:, None]).to(fp8), (w * sw[:, :, None]).to(fp8).transpose(-2, -1),
+                (1.0 / sa).float(), (1.0 / sw).float())
+
+    def call(inp):
+        a, b, sa, sb = inp
+        return torch._scaled_grouped_mm(a, b, sa, sb, offs=offs, out_dtype=torch.bfloat16)
+
+    calls = _gemm_calls(ctx, [dict(label="fp8_grouped_mm", op="aten::_scaled_grouped_mm", fn=call,
+                                   fresh=fresh, m=tokens, k=k, n=n, groups=g, rows_per_group=rows,
+                                   flops=2 * tokens * k * n)])
+    pool = [fresh() for _ in range(3)]
+    return Program(_two_per_step("fp8_grouped_mm", call, pool), warm=3, extra=dict(
+        op="torch._scaled_grouped_mm", dtype="float8_e4m3fn", gemms_per_step=2, gemm_calls=calls))
+
+
+def build_fp8_rowwise(ctx: Ctx) -> Program:
+    n = 8192
+    fp8 = torch.float8_e4m3fn
+
+    def rowwise(t):
+        scale = torch.finfo(fp8).max / t.abs().amax(dim=1, keepdim=True).float().clamp(min=1e-12)
+        return (t.float() * scale).to(fp8), (1.0 / scale)
+
+    def fresh():
+        a, sa = rowwise(torch.randn(n, n, device=ctx.dev))
+        w, sw = rowwise(torch.randn(n, n, device=ctx.dev))  # (N, K): w.t() is K×N column-major
+        return a, w.t(), sa, sw.t()  # scales (M, 1) and (1, N)
+
+    def call(inp):
+        a, b, sa, sb = inp
+        return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+
+    calls = _gemm_calls(ctx, [dict(label="fp8_rowwise", op="aten::_scaled_mm", fn=call, fresh=fresh,
+                                   m=n, k=n, n=n, flops=2 * n ** 3, scales="row-wise float32")])
+    pool = [fresh() for _ in range(3)]
+    return Program(_two_per_step("fp8_rowwise", call, pool), warm=3, extra=dict(
+        op="torch._scaled_mm", dtype="float8_e4m3fn", out_dtype="bfloat16", gemms_per_step=2,
+        gemm_calls=calls))
+
+
+def build_addmm_activation(ctx: Ctx) -> Program:
+    n = 4096
+
+    def fresh():
+        return (torch.randn(n, device=ctx.dev, dtype=torch.bfloat16),
+                torch.randn(n, n, device=ctx.dev, dtype=torch.bfloat16),
+                torch.randn(n, n, device=ctx.dev, dtype=torch.bfloat16) / n ** 0.5)
+
+    def call(inp):
+        bias, x, w = inp
+        return torch._addmm_activation(bias, x, w.t(), use_gelu=True)  # cuBLASLt GELU_BIAS epilogue
+
+    calls = _gemm_calls(ctx, [dict(label="addmm_gelu", op="aten::_addmm_activation", fn=call,
+                                   fresh=fresh, m=n, k=n, n=n, flops=2 * n ** 3)])
+    pool = [fresh() for _ in range(3)]
+    return Program(_two_per_step("addmm_gelu", call, pool), warm=3, extra=dict(
+        op="torch._addmm_activation(use_gelu=True)", dtype="bfloat16", gemms_per_step=2,
+        gemm_calls=calls))
+
+
+def build_batched_gemms(ctx: Ctx) -> Program:
+    """torch.baddbmm (C + A·B per batch) and an einsum that lowers to aten::bmm."""
+    b, m = 32, 1024
+    eb, eh, es, ed = 8, 16, 2048, 128
+    bf = torch.bfloat16
+
+    def fresh_baddbmm():
+        return tuple(torch.randn(b, m, m, device=ctx.dev, dtype=bf) for _ in range(3))
+
+    def baddbmm(inp):
+        return torch.baddbmm(*inp)
+
+    def fresh_einsum():
+        return tuple(torch.randn(eb, eh, es, ed, device=ctx.dev, dtype=bf) for _ in range(2))
+
+    def einsum(inp):
+        return torch.einsum("bhqd,bhkd->bhqk", *inp)
+
+    calls = _gemm_calls(ctx, [
+        dict(label="baddbmm", op="aten::baddbmm", fn=baddbmm, fresh=fresh_baddbmm, batch=b, m=m, k=m, n=m,
+             flops=2 * b * m ** 3),
+        dict(label="einsum", op="aten::einsum", fn=einsum, fresh=fresh_einsum, batch=eb * eh, m=es, k=ed,
+             n=es, flops=2 * eb * eh * es * ed * es, lowers_to="aten::bmm"),
+    ])
+    pb, pe = [fresh_baddbmm() for _ in range(2)], [fresh_einsum() for _ in range(2)]
+
+    def step(i):
+        with record_function("baddbmm"):
+            y = baddbmm(pb[i % 2])
+        with record_function("einsum"):
+            z = einsum(pe[i % 2])
+        return y, z
+
+    return Program(step, warm=3, extra=dict(dtype="bfloat16", gemms_per_step=2, gemm_calls=calls))
+
+
+def build_linear_backward(ctx: Ctx) -> Program:
+    """One bf16 Linear forward and backward: addmm, then mm(grad, W) and mm(grad.t(), x)."""
+    t, k, n = 8192, 4096, 4096
+    bf = torch.bfloat16
+    torch.manual_seed(0)
+    lin = nn.Linear(k, n).to(ctx.dev, dtype=bf)
+    w = lin.weight.detach()
+    xs = [torch.randn(t, k, device=ctx.dev, dtype=bf, requires_grad=True) for _ in range(2)]
+    gys = [torch.randn(t, n, device=ctx.dev, dtype=bf) for _ in range(2)]
+    calls = _gemm_calls(ctx, [
+        dict(label="forward", op="aten::addmm", fn=lambda inp: torch.addmm(lin.bias.detach(), inp[0], w.t()),
+             fresh=lambda: (torch.randn(t, k, device=ctx.dev, dtype=bf),), m=t, k=k, n=n, flops=2 * t * k * n),
+        dict(label="grad_input", op="aten::mm", fn=lambda inp: inp[0].mm(w),
+             fresh=lambda: (torch.randn(t, n, device=ctx.dev, dtype=bf),), m=t, k=n, n=k, flops=2 * t * k * n),
+        dict(label="grad_weight", op="aten::mm", fn=lambda inp: inp[0].t().mm(inp[1]),
+             fresh=lambda: (torch.randn(t, n, device=ctx.dev, dtype=bf), torch.randn(t, k, device=ctx.dev, dtype=bf)),
+             m=n, k=t, n=k, flops=2 * t * k * n, note="grad.t() (a transposed view) @ x"),
+    ])
+
+    def step(i):
+        with record_function("linear_fwd_bwd"):
+            x = xs[i % 2]
+            lin(x).backward(gys[i % 2])
+            x.grad = None
+            lin.zero_grad(set_to_none=True)
+
+    return Program(step, warm=3, extra=dict(dtype="bfloat16", tokens=t, k=k, n=n, gemms_per_step=3,
+                                            gemm_calls=calls))
+
+
+def build_cudagraph_gemm(ctx: Ctx) -> Program:
+    n = 4096
+    bf = torch.bfloat16
+
+    def f(x, w, b):
+        return torch.relu(x @ w + b)
+
+    cf = torch.compile(f, mode="reduce-overhead")
+
+    def fresh():
+        return (torch.randn(n, n, device=ctx.dev, dtype=bf), torch.randn(n, n, device=ctx.dev, dtype=bf) / n ** 0.5,
+                torch.randn(n, device=ctx.dev, dtype=bf))
+
+    def call(inp):
+        torch.compiler.cudagraph_mark_step_begin()
+        return cf(*inp).clone()
+
+    t0 = time.perf_counter()
+    for _ in range(3):  # warm-up runs, then the capture
+        call(fresh())
+    ctx.sync()
+    compile_s = time.perf_counter() - t0
+    calls = _gemm_calls(ctx, [dict(label="cudagraph_gemm", op="aten::mm (in a CUDA graph)", fn=call,
+                                   fresh=fresh, m=n, k=n, n=n, flops=2 * n ** 3,
+                                   note="the whole compiled call: graph replay + input copies + clone")])
+    pool = [fresh() for _ in range(3)]
+    return Program(_two_per_step("cudagraph_gemm", call, pool), warm=2, cleanup=torch._dynamo.reset,
+                   extra=dict(dtype="bfloat16", function="relu(x @ w + b)", compile_mode="reduce-overhead",
+                              compile_s=round(compile_s, 2), gemms_per_step=2, gemm_calls=calls))
+
+
+def build_njt_linear(ctx: Ctx) -> Program:
+    lengths = [1024, 3072, 512, 2048, 1536]  # 8192 tokens in 5 sequences
+    d, h = 4096, 4096
+    bf = torch.bfloat16
+    torch.manual_seed(0)
+    lin = nn.Linear(d, h).to(ctx.dev, dtype=bf)
+
+    def fresh():
+        return (torch.nested.nested_tensor([torch.randn(L, d, dtype=bf) for L in lengths],
+                                           layout=torch.jagged, device=ctx.dev),)
+
+    def call(inp):
+        with torch.no_grad():
+            return lin(inp[0])
+
+    calls = _gemm_calls(ctx, [dict(label="njt_linear", op="aten::linear (nested jagged)", fn=call, fresh=fresh,
+                                   m=sum(lengths), k=d, n=h, flops=2 * sum(lengths) * d * h,
+                                   lengths=lengths)])
+    pool = [fresh() for _ in range(3)]
+    return Program(_two_per_step("njt_linear", call, pool), warm=3, extra=dict(
+        dtype="bfloat16", layout="torch.jagged", gemms_per_step=2, gemm_calls=calls))
+
+
+def build_sparse_csr_mm(ctx: Ctx) -> Program:
+    """A 1 %-dense CSR matrix times a dense one (cuSPARSE): no dense GEMM's FLOPs."""
+    m, k, n, density = 8192, 8192, 1024, 0.01
+    torch.manual_seed(0)
+    dense = torch.randn(m, k, device=ctx.dev)
+    dense = dense * (torch.rand(m, k, device=ctx.dev) < density)
+    a = dense.to_sparse_csr()
+    nnz = int(a.values().numel())
+    del dense
+
+    def fresh():
+        return (a, torch.randn(k, n, device=ctx.dev))
+
+    def call(inp):
+        return torch.sparse.mm(inp[0], inp[1])
+
+    calls = _gemm_calls(ctx, [dict(label="sparse_csr_mm", op="aten::mm (sparse CSR)", fn=call, fresh=fresh,
+                                   m=m, k=k, n=n, nnz=nnz, flops=2 * nnz * n,
+                                   dense_flops=2 * m * k * n)])
+    pool = [fresh() for _ in range(2)]
+    return Program(_two_per_step("sparse_csr_mm", call, pool), warm=3, extra=dict(
+        dtype="float32", density=density, nnz=nnz, gemms_per_step=2, gemm_calls=calls))
+
+
+def build_conv_backward(ctx: Ctx) -> Program:
+    batch, c, px = 32, 128, 56
+    bf = torch.bfloat16
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.ReLU(), nn.Conv2d(c, 2 * c, 1)).to(
+        ctx.dev, dtype=bf, memory_format=torch.channels_last)
+    x = torch.randn(batch, c, px, px, device=ctx.dev, dtype=bf).to(memory_format=torch.channels_last)
+
+    def step(i):
+        with record_function("conv_fwd_bwd"):
+            net(x).float().square().mean().backward()
+            net.zero_grad(set_to_none=True)
+
+    return Program(step, warm=2, extra=dict(batch=batch, channels=c, image_px=px, dtype="bfloat16",
+                                            memory_format="channels_last", convs="3x3, 1x1",
+                                            backward="dgrad + wgrad"))
+
+
+NEW_KINDS = (
+    ("grouped_mm", "torch._grouped_mm (the MoE grouped GEMM): 8192 bf16 tokens over 8 experts of "
+     "4096x4096, uneven rows per expert (offs)", ["grouped_gemm"], build_grouped_mm),
+    ("fp8_grouped_mm", "torch._scaled_grouped_mm (an FP8 MoE grouped GEMM): 8192 float8_e4m3fn "
+     "tokens over 8 experts of 4096x4096, row-wise float32 scales, bf16 out", ["grouped_gemm", "fp8_gemm"],
+     build_fp8_grouped_mm),
+    ("fp8_rowwise", "torch._scaled_mm 8192^3 float8_e4m3fn with row-wise float32 scales (M,1)/(1,N), "
+     "bf16 out", ["fp8_gemm"], build_fp8_rowwise),
+    ("addmm_activation", "torch._addmm_activation(bias, x, w.t(), use_gelu=True) 4096^3 bf16: a "
+     "cuBLASLt GELU+bias epilogue", ["gemm_epilogue"], build_addmm_activation),
+    ("batched_gemms", "torch.baddbmm 32x1024^3 bf16 and einsum('bhqd,bhkd->bhqk') 8x16x2048x128 bf16 "
+     "(lowers to aten::bmm), each in its record_function", ["batched_gemm"], build_batched_gemms),
+    ("linear_backward", "one bf16 nn.Linear(4096, 4096) on 8192 tokens, forward + backward with a "
+     "given grad: addmm, mm(grad, W), mm(grad.t(), x)", ["backward_gemm"], build_linear_backward),
+    ("cudagraph_gemm", "relu(x @ w + b) 4096^3 bf16 under torch.compile(mode='reduce-overhead'): the "
+     "GEMM replayed from a CUDA graph", ["cuda_graphs", "torch_compile"], build_cudagraph_gemm),
+    ("njt_linear", "nn.Linear(4096, 4096) bf16 on a nested jagged tensor of 5 sequences (8192 tokens), "
+     "no_grad", ["nested_tensor"], build_njt_linear),
+    ("sparse_csr_mm", "torch.sparse.mm of a 1 %-dense 8192x8192 float32 CSR matrix and a dense "
+     "8192x1024 one (cuSPARSE)", ["sparse"], build_sparse_csr_mm),
+    ("conv_backward", "3x3 and 1x1 Conv2d + ReLU, channels_last bf16, forward + backward (cuDNN "
+     "dgrad / wgrad kernels: convolutions, not GEMMs)", ["convolution"], build_conv_backward),
+)
+
+
+def new_kind_variants() -> list[Variant]:
+    """Plain profile of 3 iterations with record_shapes and with_flops, H200 only."""
+    return [Variant(stem, stem, desc + "; plain profile of 3 iterations, record_shapes, with_flops; "
+                    "CUDA-event timings in the manifest (gemm_calls)", problems + ["no_profiler_step"],
+                    build, steps=3, record_shapes=True, with_flops=True, devices=("cuda",))
+            for stem, desc, problems, build in NEW_KINDS]
+
+
 def profile_cycles(ctx: Ctx, v: Variant, step: Callable[[int], Any]) -> list[dict]:
     """A schedule with repeat > 1: every on_trace_ready export saved under its own name
     (``<stem>_cycle<k>``), each beside torch's answer for that cycle."""
@@ -1391,7 +1737,7 @@ def variants() -> list[Variant]:
           "attention template: attention, not a GEMM); plain profile of 3 iterations, "
           "record_shapes", ["attention_template", "torch_compile", "no_profiler_step"],
           build_flex_attention, steps=3, record_shapes=True, devices=("cuda",)),
-    ]
+    ] + new_kind_variants()
 
 
 # --------------------------------------------------------------------------------------------

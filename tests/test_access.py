@@ -19,8 +19,9 @@ from lab.access import (
     run_failure_text,
     secret_matches,
 )
+from lab.core import HostSettings, SettingsError
 from lab.read import ReadFailed, ReadFailureKind
-from lab.run import FailureKind, HostSettings, RunFailed, SettingsError
+from lab.run import FailureKind, RunFailed
 
 ANA = Visitor(session="s-ana")
 BO = Visitor(session="s-bo")

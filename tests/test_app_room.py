@@ -130,7 +130,7 @@ def test_the_reveal_outlines_its_events_and_opens_the_timeline_on_its_window(mon
     assert [f.value for f in at.selectbox if f.label == "Zoom to"] == ["step 1"]
     assert slider.value[1] > slider.value[0] > 0
     from lab.analysis import Run, analyze
-    from lab.run import LESSONS
+    from lab.core import LESSONS
     from lab.samples import lesson_samples
     from lab.trace import load_trace
 

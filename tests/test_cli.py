@@ -14,7 +14,7 @@ import pytest
 from conftest import read_trace
 
 from lab import cli
-from lab.run import RunConfig
+from lab.core import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

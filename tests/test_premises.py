@@ -162,3 +162,49 @@ def test_overhead_bound_does_not_count_the_profilers_own_time_as_host_work():
     trace, analysis, found = _load(doc)
     assert analysis.verdict.cpu_self_us == pytest.approx(program_us)
     assert I.overhead_bound(trace, analysis) is None
+
+
+def test_the_real_allocation_only_recording_is_described_not_alarmed():
+    """The H200 recording (tests/data/groundtruth/cuda/alloc_only): torch.empty blocks, frees and
+    empty_cache, no launch. No critical verdict, no CUPTI advice; its memory told from the JSON's
+    [memory] records (brute force: peak, reserved, allocations, frees, the op around the peak)."""
+    import gzip
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "groundtruth" / "cuda" / "alloc_only.json.gz"
+    raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    trace = load_trace(path)
+    analysis = analyze(trace)
+    found = find_insights(trace, analysis)
+    runtime = Counter(e["name"] for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver"))
+    assert runtime and not any(is_launch_call(n) for n in runtime)
+    assert not [e for e in raw if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    records = sorted((e for e in raw if e.get("name") == "[memory]"), key=lambda e: e["ts"])
+    assert {(r["args"]["Device Type"], r["args"]["Device Id"]) for r in records} == {(1, 0)}
+    peak = max(records, key=lambda r: r["args"]["Total Allocated"])
+    reserved = max(r["args"]["Total Reserved"] for r in records)
+    allocs = sum(r["args"]["Bytes"] > 0 for r in records)
+    frees = sum(r["args"]["Bytes"] < 0 for r in records)
+    around = [e for e in raw if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")
+              and e["tid"] == peak["tid"] and e["ts"] <= peak["ts"] <= e["ts"] + e["dur"]]
+    op = min((e for e in around if e["cat"] == "cpu_op"), key=lambda e: e["dur"])["name"]
+    label = min((e for e in around if e["cat"] == "user_annotation"), key=lambda e: e["dur"])["name"]
+
+    assert analysis.verdict.kind == "no-gpu-work"
+    assert not [i for i in found if i.severity == "critical"]
+    # No advice about CUPTI (the one mention left names the profiler's own buffer requests).
+    assert not any("CUPTI" in i.suggestion or "CUPTI" in i.title for i in found)
+    assert [i.title for i in found if "CUPTI" in i.evidence] == ["Profiler overhead in the timeline"]
+    assert "No GPU activity recorded although a GPU was used" not in [i.title for i in found]
+    (described,) = [i for i in found if i.title == "Nothing was launched on the GPU"]
+    for text in (described.evidence, analysis.verdict.explanation):
+        assert f"{sum(runtime.values()):,} CUDA runtime/driver call(s)" in text
+        assert "none launches a kernel, copy or memset" in text
+        assert (f"cuda:0 peaked at {fmt_mem_bytes(peak['args']['Total Allocated'])} allocated "
+                f"({fmt_mem_bytes(reserved)} reserved at most) over {allocs} allocation(s) and {frees} free(s)") in text
+    main = analysis.memory.main
+    assert (main.allocations, main.frees, main.max_reserved_bytes) == (allocs, frees, reserved)
+    assert main.peak.allocated_bytes == peak["args"]["Total Allocated"]
+    assert (main.peak.op, main.peak.annotation) == (op, label) == ("aten::empty", "allocate")
+    (at_peak,) = [i for i in found if i.title == "Memory peak and what was running"]
+    assert f"inside {op}, in record_function '{label}'" in at_peak.evidence

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from lab.core import HostSettings
 from lab.read import Lane, ReaderPool, ReadFailed, ReadFailureKind, ReadState, ResultStore
 from lab.read.limits import json_size_hint, reader_plan
-from lab.run import HostSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))

@@ -57,6 +57,11 @@ def script_thread_calls(monkeypatch) -> list[str]:
         for name, value in list(vars(module).items()):
             if id(value) in wrappers and value is originals[id(value)]:
                 monkeypatch.setattr(module, name, wrappers[id(value)])
+    # A lesson's runs (``Run``: a trace, its analysis and timing) are the reader job's input to the
+    # questions and signals: built in the reader, never on the script thread.
+    from lab.analysis import Run
+
+    monkeypatch.setattr(Run, "__init__", guarded(Run.__init__))
     return calls
 
 
@@ -70,6 +75,12 @@ def test_the_guard_records_a_call_on_a_script_thread_and_not_elsewhere(script_th
     worker.start()
     worker.join()
     assert script_thread_calls == ["lab.analysis.compare.compare_analyses"]
+    from lab.analysis import Run
+
+    maker = threading.Thread(target=lambda: Run("a", None, None), name=SCRIPT_THREAD)  # type: ignore[arg-type]
+    maker.start()
+    maker.join()
+    assert script_thread_calls[-1] == "lab.analysis.signal_types.Run.__init__"
 
 
 def test_pages_that_read_compare_teach_group_and_rank_run_no_analysis_in_the_script(script_thread_calls):

@@ -8,9 +8,11 @@ the case's label so that it can be replayed.
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import random
+import statistics
 import struct
 import time
 import warnings
@@ -308,6 +310,7 @@ PIPELINE_SOURCES = [ROOT_DATA / p for p in (
     "groundtruth/cuda/empty_window_warmup.json.gz", "matmul_add_1024_fp32.json.gz",
     "groundtruth/cpu/gloo_ddp_rank0.json.gz")]
 PIPELINE_CASES = 1_000
+CASE_BOUND_S = 5.0  # issue 22's bound per case: measured and printed, not asserted (a benchmark)
 _EXTREMES = [1e300, -1e300, float("inf"), float("-inf"), float("nan"), 1e18, -1e18, 1e17, 9.3e15, -1.0, 0.0,
              5e-324, 2**63 - 1, 2**64, -(2**63), 1e12, 3.5]
 _MEMORY_ARGS = ["Bytes", "Total Allocated", "Total Reserved", "Addr", "Device Type", "Device Id"]
@@ -366,8 +369,9 @@ def pipeline_mutations():
     fields given wrong types, non-finite or extreme numbers, duplicated events, two at once."""
     rng = random.Random(SEED + 22)
     plain = {p.name: gzip.decompress(p.read_bytes()) for p in PIPELINE_SOURCES}
-    docs = {name: json.loads(text) for name, text in plain.items()}
-    names = sorted(docs)
+    # Only bytes are kept between cases: parsed documents (~10^5 objects each) held here made every
+    # full garbage collection during a case traverse them: 0.2-0.3 s of the slowest cases' 0.3-0.5 s.
+    names = sorted(plain)
     for i in range(PIPELINE_CASES):
         name = names[i % len(names)]
         kind = ("cut", "flip", "types", "numbers", "numbers", "duplicate", "mix")[i % 7]
@@ -385,7 +389,9 @@ def pipeline_mutations():
         doc = json.loads(plain[name])
         picked = [kind] if kind != "mix" else rng.sample(sorted(_MUTATIONS), 2)
         what = "; ".join(_MUTATIONS[k](rng, doc) for k in picked)
-        yield f"#{i} {name}: {'+'.join(picked)} {what}", json.dumps(doc).encode()
+        payload = json.dumps(doc).encode()
+        del doc  # not alive while the case runs (see above)
+        yield f"#{i} {name}: {'+'.join(picked)} {what}", payload
 
 
 def _pipeline(payload: bytes) -> None:
@@ -408,9 +414,12 @@ def test_mutated_traces_never_crash_the_pipeline(capsys):
     table (by name and by shape, and its text) → memory: each is refused with a TraceError that
     says why, or analysed; no other exception. Each case's time is measured and reported (the
     issue's bound is 5 s a case), not asserted."""
-    _pipeline(PIPELINE_SOURCES[0].read_bytes())  # imports and first-call costs outside the timing
+    for source in PIPELINE_SOURCES:  # imports and first-call costs of each kind outside the timing
+        _pipeline(source.read_bytes())
+    gc.collect()
+    gc.freeze()  # as a reader process does after its warm-up (lab/read/reader.py)
     counts = {"refused": 0, "analysed": 0, "crashed": 0}
-    crashes, slowest = [], (0.0, "")
+    crashes, slowest, seconds = [], (0.0, ""), []
     for label, payload in pipeline_mutations():
         start = time.perf_counter()
         try:
@@ -423,8 +432,11 @@ def test_mutated_traces_never_crash_the_pipeline(capsys):
         except Exception as exc:  # noqa: BLE001 - the point is that nothing else escapes
             counts["crashed"] += 1
             crashes.append(f"{label}: {type(exc).__name__}: {str(exc)[:160]}")
-        slowest = max(slowest, (time.perf_counter() - start, label))
+        seconds.append(time.perf_counter() - start)
+        slowest = max(slowest, (seconds[-1], label))
+    over = sum(t > CASE_BOUND_S for t in seconds)
     with capsys.disabled():
-        print(f"\npipeline fuzz: {counts}, slowest case {slowest[0]:.2f} s ({slowest[1][:80]})")
+        print(f"\npipeline fuzz: {counts} in {len(seconds)} cases; per case median {statistics.median(seconds):.3f} s, "
+              f"max {slowest[0]:.2f} s ({slowest[1][:80]}); {over} over {CASE_BOUND_S:.0f} s")
     assert sum(counts.values()) >= PIPELINE_CASES
     assert not crashes, f"{len(crashes)} crashed:\n" + "\n".join(crashes[:25])

@@ -27,8 +27,9 @@ from lab.access import (
     secret_matches,
 )
 from lab.access import is_host as host_by
+from lab.core import ENV_PREFIX, HostSettings, SettingsError, host_environment
 from lab.read import ReadFailed
-from lab.run import ENV_PREFIX, HostSettings, RunFailed, SettingsError, host_environment
+from lab.run import RunFailed
 from ui import messages, state
 
 __all__ = ["authlib_installed", "checked_settings", "environment", "gate", "host_sign_in", "is_host", "limiter_clock",

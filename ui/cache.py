@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import streamlit as st
 
+from lab.core import HostSettings
 from lab.read import Job, JobInput, JobKind, Parsed, ReaderPool, ReadFailed
-from lab.run import HostSettings
 from ui import messages, state
 from ui.state import Subject
 

@@ -7,9 +7,8 @@ from collections import Counter
 
 import streamlit as st
 
-from lab.run import (
+from lab.core import (
     DEVICES,
-    DTYPES,
     LESSONS,
     MAX_LABEL_CHARS,
     OPTIONS,
@@ -24,6 +23,7 @@ from lab.run import (
     dtype_refusal,
     lesson_configs,
 )
+from lab.run import DTYPES
 from lab.samples import lesson_samples
 from ui.widgets import chosen, labels_from
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from lab.analysis import Run
-from lab.teach import own_questions
+from lab.read import Job, JobKind
 from ui import room
 from ui.cache import Loaded
 from ui.messages import md_escape
@@ -22,12 +21,14 @@ from ui.teach import SCORE, open_table, where_text
 OWN_PREDICTIONS = "own_predictions"  # subject digest → question key → the choice predicted
 
 
-def own_trace_lesson(subject: Subject, loaded: Loaded) -> None:
-    """An expander above the views: the questions this trace can answer, then their answers."""
-    run = Run(subject.title, loaded.trace, loaded.analysis)
-    questions = own_questions(run)
-    if not questions:
+def own_trace_lesson(subject: Subject, loaded: Loaded, jobs) -> None:
+    """An expander above the views: the questions this trace can answer, then their answers
+    (both measured in a reader: ``JobKind.OWN``)."""
+    asked = jobs(Job(kind=JobKind.OWN, names=(subject.title,)), [subject], [loaded])
+    if not asked:
         return
+    questions = [q for q, _ in asked]
+    answers = {q.key: a for q, a in asked}
     predicted: dict[str, str] = st.session_state.setdefault(OWN_PREDICTIONS, {}).setdefault(subject.digest, {})
     label = "Predict, then look: this trace as a lesson" + (f" ({len(predicted)} predicted)" if predicted else "")
     with st.expander(label, expanded=False, icon=":material/quiz:"):
@@ -36,7 +37,7 @@ def own_trace_lesson(subject: Subject, loaded: Loaded) -> None:
             _form(subject, open_questions, predicted)
         for q in questions:
             if q.key in predicted:
-                _reveal(subject, run, q, predicted[q.key])
+                _reveal(subject, q, answers[q.key], predicted[q.key])
 
 
 def _form(subject: Subject, questions, predicted: dict[str, str]) -> None:
@@ -53,8 +54,7 @@ def _form(subject: Subject, questions, predicted: dict[str, str]) -> None:
         st.rerun()
 
 
-def _reveal(subject: Subject, run: Run, q, choice: str) -> None:
-    answer = q.answer([run])
+def _reveal(subject: Subject, q, answer, choice: str) -> None:
     score_key = f"{q.key}@{subject.digest}"
     if score_key not in st.session_state.setdefault(SCORE, {}):  # scored and sent once per trace
         st.session_state[SCORE][score_key] = choice == answer.choice

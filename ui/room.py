@@ -20,7 +20,8 @@ import streamlit as st
 
 from lab import views as lv
 from lab.access import RateLimiter
-from lab.run import DeviceInfo, HostSettings, ProfileService
+from lab.core import DeviceInfo, HostSettings
+from lab.run import ProfileService
 from lab.teach import (
     ALONE_SWEEP,
     OWN_QUESTION_TEXTS,

@@ -8,26 +8,28 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from lab.access import RateLimiter
-from lab.run import (
+from lab.core import (
     LESSONS,
-    STAGE_TEXT,
-    WORKER_START_TIMEOUT_S,
     ConfigError,
     DeviceInfo,
     HostSettings,
-    ProfileService,
     RunConfig,
-    RunFailed,
     RunResult,
+    check_device,
+    check_limits,
+    check_memory,
+    lesson_configs,
+)
+from lab.run import (
+    STAGE_TEXT,
+    WORKER_START_TIMEOUT_S,
+    ProfileService,
+    RunFailed,
     ServiceBusy,
     TicketState,
     TicketStatus,
-    check_device,
     check_estimate,
-    check_limits,
-    check_memory,
     estimate_text,
-    lesson_configs,
 )
 from lab.samples import lesson_samples
 from ui import access, messages, state

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from lab.analysis import RanksAnalysis
-from lab.run import RunResult
+from lab.core import RunResult
 from lab.samples import Sample, list_samples
 
 MAX_RUNS = 8  # per session: each run keeps its trace (≈0.1–5 MB) in memory

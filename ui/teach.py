@@ -10,9 +10,8 @@ from __future__ import annotations
 import streamlit as st
 
 from lab import views as lv
-from lab.analysis import Run
+from lab.core import LESSONS
 from lab.read import Job, JobKind
-from lab.run import LESSONS
 from lab.teach import Answer, Question, questions_for, skipped_for
 from ui import room, state
 from ui.messages import md_escape
@@ -95,20 +94,19 @@ def _score(q: Question, answer: Answer, check_key: tuple) -> str | None:
     return predicted
 
 
-def _one(q: Question, answer: Answer, runs: list[Run], subjects: list, check_key: tuple) -> None:
+def _one(q: Question, answer: Answer, names: list[str], loaded: list, subjects: list, check_key: tuple) -> None:
     predicted = _score(q, answer, check_key)
     right = predicted == answer.choice
     icon = ":material/help:" if predicted is None else ":material/check_circle:" if right else ":material/cancel:"
     st.markdown(f"{icon} **{md_escape(q.text)}**")
     said = "no prediction" if predicted is None else f"you predicted *{md_escape(predicted)}*"
     st.markdown(f"Answer: **{md_escape(answer.choice)}** ({said}) — {md_escape(answer.measured_text)}")
-    names = [r.name for r in runs]
     st.caption("Where to look: " + where_text(answer, names))
     where, subject = answer.where, subjects[answer.where.run]
     if where.window_us:
         # A toggle, not an expander: the chart is built (and sent) only when asked for.
         if st.toggle("The events that prove it", key=f"reveal_show_{q.key}"):
-            _, chart = lv.reveal_timeline(runs[where.run].trace, where.window_us, where.event_names)
+            _, chart = lv.reveal_timeline(loaded[where.run].trace, where.window_us, where.event_names)
             st.altair_chart(chart, width="stretch", key=f"reveal_chart_{q.key}_{subject.digest}")
         st.button("Open this window in the Timeline", key=f"reveal_tl_{q.key}", on_click=_open_timeline,
                   args=(subject.key, subject.digest, where.step))
@@ -123,11 +121,10 @@ def reveal(subjects, load, jobs) -> None:
         return
     loaded = opened.loaded
     lesson = LESSONS[opened.key]
-    runs = [Run(r.name, x.trace, x.analysis, timing=state.subject_timing(s))
-            for r, x, s in zip(lesson.runs, loaded, opened.subjects)]
+    names = [r.name for r in lesson.runs]  # the runs (``lab.analysis.Run``) are built in the reader job
     kind = "cuda" if all(x.trace.has_gpu for x in loaded) else "cpu"
     check_key = opened.subject_keys
-    job = Job(kind=JobKind.ANSWERS, lesson=opened.key, device_kind=kind, names=tuple(r.name for r in lesson.runs),
+    job = Job(kind=JobKind.ANSWERS, lesson=opened.key, device_kind=kind, names=tuple(names),
               timings=tuple(state.subject_timing(s) for s in opened.subjects))
     answers = jobs(job, opened.subjects, loaded)  # measured in a reader
     if answers is None:
@@ -136,7 +133,7 @@ def reveal(subjects, load, jobs) -> None:
     with st.container(border=True, key="reveal_box"):
         st.markdown(f"**Reveal — {md_escape(lesson.title)}**")
         for q in questions_for(opened.key, kind):
-            _one(q, by_key[q.key], runs, opened.subjects, check_key)
+            _one(q, by_key[q.key], names, loaded, opened.subjects, check_key)
         for q, reason in skipped_for(opened.key, kind):
             st.caption(f":material/info: Not answered by these runs: {md_escape(q.text)} — {md_escape(reason)}; "
                        "open the H200 recording to see it.")

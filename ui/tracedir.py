@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from lab.access import RateLimiter
+from lab.core import HostSettings
 from lab.read import Job, JobInput, JobKind, ReaderPool, ReadFailed, submit_rank_summaries
-from lab.run import HostSettings
 from lab.tracedir import MetaCache, Run, TraceDirError, file_rows, list_runs, resolve, run_label, span_label
 from ui import access, messages, state
 from ui.upload import POLL_S, Waiting, _Pending, await_upload, describe_read
@@ -38,7 +39,16 @@ def _meta_cache() -> MetaCache:
     return MetaCache()
 
 
-def trace_dir_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimiter) -> Waiting | None:
+@dataclass(frozen=True)
+class JobWaiting:
+    """A span's job in flight, as this page run shows it (a single trace waits as an upload's ``Waiting``)."""
+
+    pending: _DirJob
+    line: DeltaGenerator
+
+
+def trace_dir_box(settings: HostSettings, readers: ReaderPool, *,
+                  limiter: RateLimiter) -> Waiting | JobWaiting | None:
     """The "Traces on this server" expander (only when the host set directories); a pick's reads
     are queued and returned, to be awaited at the end of the page."""
     if not settings.trace_dirs:
@@ -53,7 +63,9 @@ def trace_dir_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateL
         if isinstance(outcome, str):
             messages.error(outcome)
             return None
-        return None if outcome is None else Waiting(outcome, line)
+        if outcome is None:
+            return None
+        return JobWaiting(outcome, line) if isinstance(outcome, _DirJob) else Waiting(outcome, line)
 
 
 @st.fragment(run_every=timedelta(seconds=REFRESH_S))
@@ -65,12 +77,17 @@ def _listing(dirs: tuple[str, ...]) -> None:
                 f"there; this list looks again every {REFRESH_S} s.")
         return
     by_key = {r.key: r for r in runs}
-    run = by_key[st.selectbox("Run", list(by_key), key="dir_run", format_func=lambda k: run_label(by_key[k]),
-                              help="A directory holding traces (tb-plugin's runs), newest first.")]
+    run_key = st.selectbox("Run", list(by_key), key="dir_run", format_func=lambda k: run_label(by_key[k]),
+                           help="A directory holding traces (tb-plugin's runs), newest first.")
+    if run_key is None:
+        return
+    run = by_key[run_key]
     st.dataframe(file_rows(run), hide_index=True, width="stretch", key="dir_files")
     spans = {s.index: s for s in run.spans}
     index = st.selectbox("Span", list(spans), key=f"dir_span_{run.key}", format_func=lambda i: span_label(spans[i]),
                          help="One export of every worker (the n-th file of each), newest first.")
+    if index is None:
+        return
     span = spans[index]
     cols = st.columns(2)
     if span.is_job and cols[0].button(f"Open the job ({len(span.files)} workers) in Ranks", key="dir_open_job",
@@ -80,7 +97,7 @@ def _listing(dirs: tuple[str, ...]) -> None:
     worker = cols[1].selectbox("Worker", list(files), key=f"dir_worker_{run.key}_{index}",
                                format_func=lambda k: files[k].worker + (f" (rank {files[k].meta.rank})"
                                                                          if files[k].meta.rank is not None else ""))
-    if cols[1].button("Open this trace", key="dir_open_trace"):
+    if cols[1].button("Open this trace", key="dir_open_trace") and worker is not None:
         _request(("trace", run.key, span.index, worker))
     st.caption(f"Listed again every {REFRESH_S} s: a trace written meanwhile appears here. Read by the server's "
                "trace readers, from the server's disk.")
@@ -144,15 +161,15 @@ def _open(pick, settings: HostSettings, readers: ReaderPool, *,
                    tickets=tuple(submit_rank_summaries(readers, paths, settings=settings)))
 
 
-def await_dir(waiting: Waiting | None, readers: ReaderPool) -> None:
+def await_dir(waiting: Waiting | JobWaiting | None, readers: ReaderPool) -> None:
     """At the end of the page: a single trace's read as an upload's; a job's until every rank's
     summary is back, then the job (``combine_ranks``) opens in its Ranks view."""
     if waiting is None:
         return
-    job = waiting.pending
-    if not isinstance(job, _DirJob):
+    if isinstance(waiting, Waiting):
         await_upload(waiting, readers)
         return
+    job = waiting.pending
     while not all(t.done() for t in job.tickets):
         done = sum(t.done() for t in job.tickets)
         busy = [describe_read(t.poll(), n) for t, n in zip(job.tickets, job.names, strict=True) if not t.done()]

@@ -28,8 +28,8 @@ from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileMan
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from lab.access import RateLimiter
+from lab.core import HostSettings
 from lab.read import Job, JobInput, JobKind, ReaderPool, ReadFailed, ReadFailureKind, ReadState, ReadStatus, ReadTicket
-from lab.run import HostSettings
 from ui import access, messages, state
 
 UPLOADER_KEY = "upload"

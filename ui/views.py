@@ -13,8 +13,8 @@ import streamlit as st
 
 from lab import views as lv
 from lab.analysis import TOTAL_METRICS, Insight, step_window
+from lab.core import LESSONS, DeviceInfo
 from lab.read import Job, JobKind
-from lab.run import LESSONS, DeviceInfo
 from lab.samples import Sample
 from lab.views import SORT_KEYS, TORCH_SORT_KEYS, category_counts, comparison_totals, fmt_us, is_device_sort, summarize
 from ui.cache import Loaded

@@ -13,6 +13,7 @@ the Streamlit script thread runs no analysis. Results:
     SIGNALS   → ``tuple[Signal, ...]``       (``lesson_signals`` of ``lesson``)
     ANSWERS   → ``tuple[tuple[str, Answer], ...]``  (question key, answer) of ``lesson`` on ``device_kind``
     BY_SHAPE  → ``ByShape``                  (key_averages and operators grouped by input shape)
+    OWN       → ``tuple[tuple[Question, Answer], ...]``  the one trace's own questions, answered
 
 Run in the reader by ``run_job``; nothing here imports pandas or the analysis at import time.
 """
@@ -41,6 +42,7 @@ class JobKind(Name):
     SIGNALS = "lesson signals"
     ANSWERS = "lesson answers"
     BY_SHAPE = "by shape"
+    OWN = "own trace questions"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,4 +115,7 @@ def run_job(job: Job, given: JobInput) -> Any:
     if job.kind == JobKind.ANSWERS:
         questions = importlib.import_module("lab.teach.questions")
         return tuple((q.key, q.answer(runs)) for q in questions.questions_for(job.lesson, job.device_kind))
+    if job.kind == JobKind.OWN:
+        own = importlib.import_module("lab.teach.own_trace")
+        return tuple((q, q.answer(runs)) for q in own.own_questions(runs[0]))
     raise ValueError(f"unknown job kind {job.kind!r}")

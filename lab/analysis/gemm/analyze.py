@@ -19,8 +19,16 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.columns import codes, frame, group_ids, mask_in, mask_where, texts
+from lab.analysis.diagnoses.graphs import graph_replay_rows
 from lab.analysis.gemm.bound import bound_of, pct_of_roof, roof_tflops
-from lab.analysis.gemm.kinds import GEMM_OP_KINDS, gemm_kernel_dtype, gemm_shape, is_gemm_kernel, is_gemm_op
+from lab.analysis.gemm.kinds import (
+    GEMM_OP_KINDS,
+    gemm_kernel_dtype,
+    gemm_shape,
+    is_gemm_kernel,
+    is_gemm_op,
+    is_not_gemm_op,
+)
 from lab.analysis.operators import Links, build_links
 from lab.core.config import RunConfig
 from lab.core.devices import DevicePeak, lookup_peak
@@ -28,8 +36,9 @@ from lab.trace.load import Trace
 from lab.vocab import ELEMENT_BYTES, INPUT_TYPE_DTYPES, rate_unit
 
 __all__ = [
-    "ABOVE_PEAK_NOTE", "CONFIG_GEMM_WORKLOADS", "GEMM_COLUMNS", "GemmFigures", "NO_SHAPE_NOTE", "compute_capability",
-    "GEMM_MIN_KERNEL_US", "device_name", "gemm_efficiency", "gemm_figures", "peak_for", "typical_gemm",
+    "ABOVE_PEAK_NOTE", "CONFIG_GEMM_WORKLOADS", "GEMM_COLUMNS", "GRAPH_REPLAY_SOURCE", "GemmFigures", "NO_SHAPE_NOTE",
+    "compute_capability", "GEMM_MIN_KERNEL_US", "device_name", "gemm_efficiency", "gemm_figures", "peak_for",
+    "typical_gemm",
 ]  # fmt: skip
 
 # Workloads whose one GEMM is M×K @ K×N, so a RunConfig gives its shape when the trace lacks it.
@@ -95,6 +104,8 @@ def _dtype_of(input_type: str) -> str:
 # --------------------------------------------------------------------------- GEMM efficiency
 
 ABOVE_PEAK_NOTE = "GEMM figure above peak — shape or kernel unrecognised"
+# ``shape_source`` of a GEMM kernel a CUDA graph replay ran: no op around its launch has shapes.
+GRAPH_REPLAY_SOURCE = "graph replay"
 NO_SHAPE_NOTE = "GEMM kernels without a rate"
 
 
@@ -121,9 +132,15 @@ class GemmFigures:
     def notes(self) -> tuple[str, ...]:
         notes = []
         if self.no_shape:
-            unknown = self.rows["flops"].isna()
+            replayed = self.rows["flops"].isna() & (self.rows["shape_source"] == GRAPH_REPLAY_SOURCE)
+            if replayed.any():
+                notes.append(f"{NO_SHAPE_NOTE}: {int(replayed.sum())} replayed from a CUDA graph (cudaGraphLaunch): "
+                             "their ops ran when the graph was captured, so the replay records no shapes "
+                             "(record_shapes cannot help); profile the same call without CUDA graphs "
+                             "(torch.compile mode 'max-autotune-no-cudagraphs' or 'default') to see its rate")
+            unknown = self.rows["flops"].isna() & ~replayed
             no_op = int((unknown & (self.rows["op"].astype(str) == "")).sum())
-            with_op = self.no_shape - no_op
+            with_op = int(unknown.sum()) - no_op
             if with_op:
                 ops = ", ".join(sorted(set(self.rows["op"][unknown].astype(str)) - {""})[:3])
                 why = ("their ops' shapes were not recorded: profile with record_shapes=True"
@@ -149,22 +166,29 @@ class _Gemms:
     kernels_launched: np.ndarray  # every kernel of the group, helpers and casts included
 
 
+NOT_A_GEMM = -2  # ``_nearest_gemm_op`` of a kernel whose nearest listed op is a convolution
+
+
 def _nearest_gemm_op(trace: Trace, links: Links, kernels: np.ndarray) -> np.ndarray:
     """Per kernel: the nearest GEMM op among its owner and the owner's ancestors; else the op that
-    launched it (an entry point ``GEMM_OP_KINDS`` does not list); -1 if none."""
+    launched it (an entry point ``GEMM_OP_KINDS`` does not list); -1 if none; ``NOT_A_GEMM`` when a
+    convolution (``kinds.is_not_gemm_op``) comes first: its kernels are no GEMMs."""
     ev = trace.events
     on_cpu = mask_in(ev["lane_kind"], ("cpu",))
     is_op = mask_in(ev["cat"], ("cpu_op",)) & on_cpu
     is_gemm = mask_where(ev["name"], is_gemm_op) & is_op
+    not_gemm = mask_where(ev["name"], is_not_gemm_op) & is_op
     gemm_op = np.full(len(kernels), -1, dtype=np.int64)
     cur = links.owner[kernels].copy()
     while (cur >= 0).any():
         live = cur >= 0
-        hit = live & (gemm_op < 0) & is_gemm[np.where(live, cur, 0)]
+        at = np.where(live, cur, 0)
+        hit = live & (gemm_op == -1) & is_gemm[at]
         gemm_op[hit] = cur[hit]
-        cur = np.where(live & (gemm_op < 0), links.parent[np.where(live, cur, 0)], -1)
+        gemm_op[live & (gemm_op == -1) & not_gemm[at]] = NOT_A_GEMM  # a convolution's kernels
+        cur = np.where(live & (gemm_op == -1), links.parent[at], -1)
     owner = links.owner[kernels]
-    launcher = (gemm_op < 0) & (owner >= 0) & is_op[np.where(owner >= 0, owner, 0)]
+    launcher = (gemm_op == -1) & (owner >= 0) & is_op[np.where(owner >= 0, owner, 0)]
     gemm_op[launcher] = owner[launcher]
     return gemm_op
 
@@ -182,8 +206,11 @@ def _gemm_groups(trace: Trace, links: Links) -> _Gemms | None:
     if not len(kernels):
         return None
     gemm_op = _nearest_gemm_op(trace, links, kernels)
+    # A CUDA graph replay's kernels each stand alone: the op around cudaGraphLaunch ("## Call
+    # CompiledFxGraph …") ran the whole graph, not one GEMM (decode_cudagraphs: 132 GEMM kernels in 12).
+    gemm_op[np.isin(kernels, graph_replay_rows(trace))] = -1
     gemm_named = mask_where(ev["name"], is_gemm_kernel)[kernels]
-    keep = (gemm_op >= 0) | gemm_named
+    keep = ((gemm_op >= 0) | gemm_named) & (gemm_op != NOT_A_GEMM)
     if not keep.any():
         return None
     dur = ev["dur_us"].to_numpy()
@@ -321,6 +348,7 @@ def gemm_figures(trace: Trace, *, peak: DevicePeak | None = None, config: RunCon
     kr = gemms.kernel
     shape, op_dtype, op_names = _shapes(trace, gemms)
     source = np.where(np.isnan(shape[:, 1]), "unknown", "trace").astype(object)
+    source[(source == "unknown") & np.isin(kr, graph_replay_rows(trace))] = GRAPH_REPLAY_SOURCE
     if config is not None:
         _fill_from_config(config, shape, op_names, source)
     dtype = _dtypes(trace, gemms, op_dtype, config)

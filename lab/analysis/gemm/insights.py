@@ -13,7 +13,7 @@ import pandas as pd
 
 from lab.analysis.bundle import Analysis
 from lab.analysis.columns import mask_in
-from lab.analysis.gemm.analyze import GEMM_MIN_KERNEL_US, compute_capability
+from lab.analysis.gemm.analyze import GEMM_MIN_KERNEL_US, GRAPH_REPLAY_SOURCE, compute_capability
 from lab.analysis.gemm.kinds import GEMM_OPS
 from lab.analysis.insights.record import Insight
 from lab.trace.load import Trace
@@ -63,7 +63,9 @@ def gemm_without_rate(trace: Trace, analysis: Analysis) -> Insight | None:
     gemm = analysis.gemm
     if gemm.empty or trace.meta.record_shapes:
         return None
-    unrated = gemm[gemm["flops"].isna() & (gemm["op"].astype(str) != "")]
+    # A CUDA graph's replayed GEMMs have no shapes to record: record_shapes would not help them.
+    unrated = gemm[gemm["flops"].isna() & (gemm["op"].astype(str) != "")
+                   & (gemm["shape_source"] != GRAPH_REPLAY_SOURCE)]
     ev = trace.events
     kernel_us = float(ev["dur_us"].to_numpy()[mask_in(ev["cat"], ("kernel",))].sum())
     share = 100.0 * float(unrated["kernel_us"].sum()) / kernel_us if kernel_us > 0 else 0.0

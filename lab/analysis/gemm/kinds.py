@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 __all__ = [
     "GEMM_KERNEL_DTYPES", "GEMM_KERNEL_FAMILIES", "GEMM_LEAF_OPS", "GEMM_OPS", "GEMM_OP_KINDS", "GEMM_TEMPLATE_OP",
-    "GemmKernelFamily", "GemmOp", "NOT_GEMM_KERNEL_PATTERN", "TORCH_FLOP_GEMMS", "gemm_kernel_dtype",
-    "gemm_kernel_library", "gemm_op_kind", "gemm_shape", "is_gemm_kernel", "is_gemm_op",
+    "GemmKernelFamily", "GemmOp", "NOT_GEMM_KERNEL_PATTERN", "NOT_GEMM_OP_PATTERN", "TORCH_FLOP_GEMMS",
+    "gemm_kernel_dtype", "gemm_kernel_library", "gemm_op_kind", "gemm_shape", "is_gemm_kernel", "is_gemm_op",
+    "is_not_gemm_op",
 ]  # fmt: skip
 
 
@@ -32,7 +33,7 @@ class GemmOp:
     a: int  # operand index of A: M×K ("mm"), batch×M×K ("bmm"), …×K ("linear", "matmul")
     b: int  # operand index of B: K×N ("mm"), batch×K×N ("bmm"), the N×K weight ("linear")
     bias: int | None = None  # an input added once (bias / C): read, counted in bytes moved
-    layout: str = "mm"  # "mm" | "bmm" | "linear" | "matmul" (broadcasting) | "operands" (see gemm_shape)
+    layout: str = "mm"  # "mm" | "bmm" | "linear" | "matmul" (broadcasting) | "grouped" | "operands" (see gemm_shape)
     # Runs the multiply itself; a wrapper (aten::linear → aten::addmm) nests a leaf, so sums over
     # ops take the leaves alone, and per-kernel analyses the nearest GEMM op above a kernel.
     leaf: bool = True
@@ -51,7 +52,14 @@ GEMM_OP_KINDS: dict[str, GemmOp] = {
         GemmOp("aten::_scaled_mm", 0, 1, bias=4),
         # _int_mm(self, mat2): int8 × int8 → int32 (cutlass_80_wmma_tensorop_i161616gemm_s8_…).
         GemmOp("aten::_int_mm", 0, 1),
-        GemmOp("aten::_addmm_activation", 1, 2, bias=0, leaf=False),
+        # _grouped_mm(self, mat2, offs, bias, out_dtype): the MoE grouped GEMM, one problem per
+        # expert (CUTLASS's GroupProblemShape kernel on the H200); dims [[T, K], [G, K, N], [G], …].
+        GemmOp("aten::_grouped_mm", 0, 1, bias=3, layout="grouped"),
+        # _scaled_grouped_mm(self, mat2, scale_a, scale_b, offs, bias, …): the FP8 one.
+        GemmOp("aten::_scaled_grouped_mm", 0, 1, bias=5, layout="grouped"),
+        # A leaf (CUDA and CPU: it calls no aten::addmm); on CUDA one cuBLASLt kernel with the
+        # bias+GELU epilogue (nvjet_…_gelubias_TNT).
+        GemmOp("aten::_addmm_activation", 1, 2, bias=0),
         GemmOp("aten::linear", 0, 1, bias=2, layout="linear", leaf=False),
         GemmOp("aten::matmul", 0, 1, layout="matmul", leaf=False),
     )
@@ -67,6 +75,21 @@ TORCH_FLOP_GEMMS = {name: (g.a, g.b) for name, g in GEMM_OP_KINDS.items() if g.t
 # names no mm.
 GEMM_TEMPLATE_OP = GemmOp("triton GEMM template", 0, 1, layout="operands")
 _TEMPLATE_NAME = re.compile(r"^triton_tem_(?:\w*?_)?(?:add)?b?mm(?:_|$)")
+
+
+# Ops whose kernels are never GEMM rows, whatever their names: convolutions. cuDNN runs one as
+# an implicit GEMM (sm90_xmma_fprop_implicit_gemm_…, …wgrad…, …dgrad…), and a 1x1 convolution or
+# a weight gradient as a plain GEMM kernel (nvjet_sm90_tst_…_TNN under aten::cudnn_convolution,
+# nvjet_…_splitK_NTT under aten::convolution_backward: conv_channels_last, conv_backward on the
+# H200). Which one runs is cuDNN's choice per shape, and the op records N·C·H·W dims, not matrix
+# operands: counting only the convolutions that happened to run as nvjet would make the GEMM
+# figures depend on cuDNN's heuristics. A convolution's FLOPs are torch's (with_flops) instead.
+NOT_GEMM_OP_PATTERN = re.compile(r"^aten::\w*conv")
+
+
+def is_not_gemm_op(name: str) -> bool:
+    """An op whose kernels are not GEMMs even when named like one (``NOT_GEMM_OP_PATTERN``)."""
+    return bool(NOT_GEMM_OP_PATTERN.search(name))
 
 
 def gemm_op_kind(name: str) -> GemmOp | None:
@@ -98,6 +121,9 @@ GEMM_KERNEL_FAMILIES = (
     )),
     GemmKernelFamily("CUTLASS", re.compile(r"cutlass", re.IGNORECASE), (
         "cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4",
+        # torch._grouped_mm (bf16) and torch._scaled_grouped_mm (FP8): mangled CUTLASS 3 names
+        "_ZN7cutlass13device_kernelIN2at4cuda6detail25enable_3x_kernel_for_sm9xINS_4gemm6kernel13GemmUniversalINS5_"
+        "17GroupProblemShapeIN4cute5tupleIJiiiEEEEE…",
         "cutlass::Kernel2<cutlass_80_wmma_tensorop_i161616gemm_s8_forwardCompat_128x128_32x2_nn_align4>",  # int8
         "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_1x2x1_0_tnn_align8_warpspecialized",
     )),
@@ -219,4 +245,17 @@ def _operands(kind: GemmOp, dims) -> tuple[int, int, int, int] | None:
     return None
 
 
-_LAYOUTS = {"mm": _mm, "bmm": _bmm, "linear": _linear, "matmul": _matmul, "operands": _operands}
+def _grouped(kind: GemmOp, dims) -> tuple[int, int, int, int] | None:
+    """A grouped GEMM's total: 2-D × 3-D (T×K tokens, G×K×N experts, rows split by offs) is
+    T×K·K×N; 3-D × 3-D a bmm; 3-D × 2-D (G×M×K, K×N_total, columns split) M×K·K×N_total; 2-D × 2-D
+    (M×K_total, K_total×N, K split) M×K_total·K_total×N. 2·M·K·N is then the FLOPs of all groups."""
+    a, b = dims[kind.a], dims[kind.b]
+    if len(a) == 3 and len(b) == 3:
+        return _bmm(kind, dims)
+    if len(a) not in (2, 3) or len(b) not in (2, 3):
+        return None
+    return 1, a[-2], a[-1], b[-1]
+
+
+_LAYOUTS = {"mm": _mm, "bmm": _bmm, "linear": _linear, "matmul": _matmul, "operands": _operands,
+            "grouped": _grouped}
