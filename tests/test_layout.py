@@ -16,10 +16,7 @@
 from __future__ import annotations
 
 import ast
-import io
-import keyword
 import re
-import tokenize
 from pathlib import Path
 
 import pytest
@@ -267,78 +264,3 @@ def test_the_prefix_check_finds_a_group(tmp_path):
     for name in ("diag_host", "diag_steps", "gemm", "gpu", "memory", "memory_insights", "key_averages"):
         (tmp_path / f"{name}.py").write_text("")
     assert _prefix_groups(tmp_path) == {"diag": ["diag_host", "diag_steps"], "memory": ["memory", "memory_insights"]}
-
-
-# --- the pool is written once ----------------------------------------------------------------
-SHARED_RUN_LINES = 6
-_NOT_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
-_STRINGS = {tokenize.STRING} | {getattr(tokenize, n) for n in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")
-                                if hasattr(tokenize, n)}
-# A window made only of these (after names became N) is a declaration list, not logic: the
-# fields of two message dataclasses, a block of constants.
-_THIN_LINE = re.compile(r"^(@ N.*|N : .*|class N.*:|N = S|N = 0)$")
-
-
-def _code_lines(source: str, *, shape: bool) -> list[tuple[int, str]]:
-    """(line number, tokens) of each line of code: no blank, comment, import, docstring or
-    lone-punctuation lines, white space folded; with ``shape``, every name is N, every string S
-    and every number 0 (keywords and operators stay)."""
-    skip: set[int] = set()
-    for node in ast.walk(ast.parse(source)):
-        doc = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-        if doc or isinstance(node, (ast.Import, ast.ImportFrom)):
-            skip.update(range(node.lineno, node.end_lineno + 1))
-    rows: dict[int, list[str]] = {}
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type in _NOT_CODE or tok.start[0] in skip:
-            continue
-        text = tok.string
-        if shape and tok.type == tokenize.NAME and not keyword.iskeyword(text):
-            text = "N"
-        elif shape and tok.type in _STRINGS:
-            text = "S"
-        elif shape and tok.type == tokenize.NUMBER:
-            text = "0"
-        line = rows.setdefault(tok.start[0], [])
-        if not (text == "S" and line and line[-1] == "S"):  # an f-string's parts: one string
-            line.append(text)
-    return [(n, " ".join(toks)) for n, toks in sorted(rows.items())
-            if any(t[0].isalnum() or t[0] == "_" for t in toks)]
-
-
-def _shared_runs(a: str, b: str, *, n: int = SHARED_RUN_LINES) -> list[tuple[int, int]]:
-    """(line in a, line in b) where ``n`` lines of code in a row stand in both, the same or of
-    the same shape (declaration-only windows aside)."""
-    found = []
-    for shape in (False, True):
-        la, lb = _code_lines(a, shape=shape), _code_lines(b, shape=shape)
-        starts: dict[tuple[str, ...], int] = {}
-        for i in range(len(la) - n + 1):
-            window = tuple(t for _, t in la[i:i + n])
-            if not (shape and all(_THIN_LINE.match(t) for t in window)):
-                starts.setdefault(window, la[i][0])
-        found += [(starts[w], lb[j][0]) for j in range(len(lb) - n + 1)
-                  if (w := tuple(t for _, t in lb[j:j + n])) in starts]
-    return sorted(set(found))
-
-
-def _body(name: str, arg: str, lines: int) -> str:
-    return f"def {name}({arg}):\n" + "".join(f"    {name}{i} = {arg}.recv({i})  # {i}\n" for i in range(lines))
-
-
-def test_the_repeat_finder_finds_renamed_code_and_passes_declarations():
-    worker, reader = _body("serve", "conn", 6), '"""doc"""\nimport os\n\n\n' + _body("read", "pipe", 6)
-    # Seven lines of the same shape, other names: two runs of six (the def's line, the next).
-    assert _shared_runs(worker, reader) == [(1, 5), (2, 6)]
-    assert _shared_runs(_body("serve", "conn", 4), _body("read", "pipe", 4)) == []  # five lines only
-    fields = "class A:\n" + "".join(f"    f{i}: int\n" for i in range(8))
-    assert _shared_runs(fields, fields.replace("A", "B").replace("f", "g")) == []
-
-
-@pytest.mark.xfail(strict=False, reason="pool unification lands from branch pool")
-def test_no_pool_code_repeats_between_workers_and_readers():
-    run = [p for p in sorted((LAB / "run").glob("*.py")) if p.name != "__init__.py"]
-    read = [p for p in sorted((LAB / "read").glob("*.py")) if p.name != "__init__.py"]
-    repeats = {f"{a.relative_to(ROOT)}:{i} ~ {b.relative_to(ROOT)}:{j}"
-               for a in run for b in read for i, j in _shared_runs(a.read_text(), b.read_text())[:1]}
-    assert not repeats
