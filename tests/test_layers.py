@@ -13,8 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "tests" / "data" / "matmul_add_4096_bf16.json.gz"
 
@@ -48,8 +46,6 @@ def test_reading_a_trace_loads_no_runner_and_no_torch():
     assert out["loaded"] == []
 
 
-@pytest.mark.xfail(strict=False, reason="the readers' process code (lab/run/spawn.py, lab/run/child.py) moves to "
-                                        "lab/pool from branch pool")
 def test_a_reader_process_loads_no_runner():
     # What a reader interpreter imports (lab/read/reader.py, its READER_CODE entry), then a read.
     out = _read_in_child("import lab.read.reader")
