@@ -23,8 +23,8 @@ import browser_harness as harness  # noqa: E402  (bench/ is not a package)
 SERVER_START_S = harness.SERVER_START_S
 wait_page_idle = harness.wait_page_idle
 
-__all__ = ["ARTIFACTS", "PORT_ENV", "SERVER_START_S", "app_server", "chromium", "open_app", "sync_api",
-           "wait_page_idle"]
+__all__ = ["ARTIFACTS", "PORT_ENV", "SERVER_START_S", "app_server", "chromium", "open_app", "open_app_ready",
+           "sync_api", "wait_page_idle"]
 
 ARTIFACTS = ROOT / "artifacts"
 PORT_ENV = "PROFILER_LAB_TEST_PORT"
@@ -68,4 +68,12 @@ def open_app(browser, url: str, *, width: int = 1280, height: int = 900, timeout
     context.set_default_timeout(timeout_s * 1000)
     page = context.new_page()
     page.goto(url)
+    return page
+
+
+def open_app_ready(api, browser, url: str, *, width: int, height: int, ui_s: float, run_s: float):
+    """``open_app``, then wait until its first page run drew the Summary tab and went idle."""
+    page = open_app(browser, url, width=width, height=height, timeout_s=ui_s)
+    api.expect(page.get_by_role("tab", name="Summary", exact=True)).to_be_visible(timeout=SERVER_START_S * 1000)
+    wait_page_idle(page, run_s)
     return page

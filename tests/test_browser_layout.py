@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_pages import ARTIFACTS, SERVER_START_S, app_server, open_app, wait_page_idle
+from tests.browser_pages import ARTIFACTS, app_server, open_app_ready, wait_page_idle
 from ui.layout import COLLAPSE_BELOW_PX
 
 RUN_S = 300
@@ -34,10 +34,7 @@ def server(playwright_api):
 
 @pytest.fixture(params=[1280, 800])
 def visitor(request, browser, server, playwright_api):
-    page = open_app(browser, server, width=request.param, height=1600, timeout_s=UI_S)
-    playwright_api.expect(page.get_by_role("tab", name="Summary", exact=True)).to_be_visible(
-        timeout=SERVER_START_S * 1000)
-    wait_page_idle(page, RUN_S)
+    page = open_app_ready(playwright_api, browser, server, width=request.param, height=1600, ui_s=UI_S, run_s=RUN_S)
     bar = page.locator('[data-testid="stSidebar"]')
     if request.param < COLLAPSE_BELOW_PX:  # folded on a narrow window: opened, as a visitor does to run
         playwright_api.expect(bar).to_have_attribute("data-collapsed", "true")

@@ -16,9 +16,8 @@ import pytest
 
 from tests.browser_pages import (
     ARTIFACTS,
-    SERVER_START_S,
     app_server,
-    open_app,
+    open_app_ready,
     wait_page_idle,
 )
 
@@ -38,10 +37,7 @@ def server(playwright_api):
 
 @pytest.fixture(params=[1280, 800])
 def visitor(request, browser, server, playwright_api):
-    page = open_app(browser, server, width=request.param, height=1400, timeout_s=UI_S)
-    playwright_api.expect(page.get_by_role("tab", name="Summary", exact=True)).to_be_visible(
-        timeout=SERVER_START_S * 1000)
-    wait_page_idle(page, RUN_S)
+    page = open_app_ready(playwright_api, browser, server, width=request.param, height=1400, ui_s=UI_S, run_s=RUN_S)
     try:
         yield page
     finally:
