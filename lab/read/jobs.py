@@ -4,9 +4,9 @@ traces, returning plain data.
 A single trace is read by a ``ReadRequest``; everything that needs several traces already read
 — one job's ranks side by side, A/B compare, a lesson's signals and its questions' answers —
 and what one tab shows only when opened (the by-shape tables on the Table's first toggle, the
-TensorBoard tab's views), is a ``Job``: the server sends
-the traces and analyses it holds (pickle-5 frames, no JSON) and gets back only the result, so
-the Streamlit script thread runs no analysis. Results:
+TensorBoard tab's views), is a ``Job``: the server sends the traces and analyses it holds
+(pickle-5 frames, no JSON) and gets back only the result, so the Streamlit script thread runs no
+analysis. Results:
 
     RANKS     → ``RanksResult``              (``analyze_ranks`` and ``rank_insights``; ``JobRefused`` with its words)
     RANK_SUMMARIES → ``RanksResult``         (``combine_ranks`` of a directory job's ``RankSummary``s, issue 25)
