@@ -4,8 +4,9 @@ step-time breakdown), ``kernel_view`` (its Kernel view) and ``module_view`` (its
 Not part of ``analyze``: only the page's "TensorBoard" tab shows them, so they are computed when
 it is opened, in a reader (``lab.read.JobKind.TENSORBOARD``), and by the tests and scripts that
 check them. Inside every ``analyze`` they took bench/data/transformer_step_h200.json.gz's analysis
-from 108 ms to ~0.5 s on the loaded 2-core box (kernel_view 156–204 ms, module_view 140–180 ms;
-on a quiet box 68 + 44 + 4 ms of 161 ms: BENCHMARKS.md "Analyze").
+from 108 ms to ~0.5 s wall on the shared 2-core box; measured side by side, analyze + insights
+costs 109 ms CPU without them and 246 ms with them (kernel_view 79 ms, module_view 69 ms,
+step_time 8 ms CPU: BENCHMARKS.md "Analyze"). step_time is cheap but only this tab reads it.
 """
 
 from __future__ import annotations
