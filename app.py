@@ -157,7 +157,7 @@ if subject is not None and loaded is not None:
         "Memory": lambda: views.memory_view(subject, loaded),
         "Insights": lambda: views.insights_view(loaded),
         "Trace": lambda: views.trace_view(subject, loaded, settings.perfetto_origin),
-        "TensorBoard": lambda: tensorboard.tensorboard_view(subject, loaded, views.file_stem(subject)),
+        "TensorBoard": lambda: tensorboard.tensorboard_view(subject, loaded, views.file_stem(subject), jobs),
         "Compare": lambda: views.compare_view(subjects, load, jobs),
         "Ranks": lambda: ranks.ranks_view(subject, readers),
     }

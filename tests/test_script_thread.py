@@ -1,6 +1,7 @@
 """The Streamlit script thread runs no analysis (issue 24): every trace is read, and every
-multi-trace computation (ranks, compare, a lesson's signals and answers, the by-shape table)
-is done, in a reader process; the page's script only lays out what came back.
+multi-trace computation (ranks, compare, a lesson's signals and answers, the by-shape table, the
+TensorBoard tab's views) is done, in a reader process; the page's script only lays out what came
+back.
 
 The guard wraps the analysis entry points — every function ``lab.analysis`` exports, and what
 ``analyze`` and the by-shape tables are built from — wherever they are bound in this process
@@ -81,6 +82,12 @@ def test_the_guard_records_a_call_on_a_script_thread_and_not_elsewhere(script_th
     maker.start()
     maker.join()
     assert script_thread_calls[-1] == "lab.analysis.signal_types.Run.__init__"
+    # The TensorBoard tab's views (a reader job since they left analyze): computed on the script
+    # thread, they are seen too.
+    views = threading.Thread(target=lambda: pytest.raises(TypeError, analysis.tensorboard_views), name=SCRIPT_THREAD)
+    views.start()
+    views.join()
+    assert script_thread_calls[-1] == "lab.analysis.tensorboard.tensorboard_views"
 
 
 def test_pages_that_read_compare_teach_group_and_rank_run_no_analysis_in_the_script(script_thread_calls):
@@ -93,6 +100,12 @@ def test_pages_that_read_compare_teach_group_and_rank_run_no_analysis_in_the_scr
     at.run()
     assert_healthy(at)
     assert "Input shapes" in at.dataframe[0].value.columns, [list(df.value.columns) for df in at.dataframe]
+    open_view(at, "TensorBoard")  # its three views, computed on the tab's first opening, in a reader
+    assert errors(at) == [] and at.dataframe[0].value["step"].iloc[-1] == "average"
+    at.radio(key="tb_part").set_value("Kernels")
+    at.run()
+    assert_healthy(at)
+    assert "tensor_cores" in at.dataframe[0].value.columns
     # A lesson's H200 recording: its signals (the lesson check), its answers (the reveal), Compare.
     at.selectbox(key="lesson_key").set_value("eager_vs_compile")
     at.run()

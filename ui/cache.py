@@ -7,8 +7,8 @@ can only reach an entry by holding the same bytes; ``cache_resource`` hands back
 immutable objects instead of copying DataFrames on every rerun. Uploads are read once, by
 ``ui.upload``, and kept in the pool's store under this session's token: their bytes are gone.
 What needs several parsed traces (compare, a lesson's signals and answers) or more of one (the
-by-shape tables) is a ``lab.read.Job`` run in a reader too (``job_result``): the script thread
-runs no analysis (tests/test_script_thread.py).
+by-shape tables, the TensorBoard tab's views) is a ``lab.read.Job`` run in a reader too
+(``job_result``): the script thread runs no analysis (tests/test_script_thread.py).
 """
 
 from __future__ import annotations
@@ -73,8 +73,12 @@ def load(subject: Subject, settings: HostSettings, readers: ReaderPool) -> Loade
 
 
 # Each entry holds one multi-trace result (a comparison, a lesson's signals or answers, a
-# by-shape table): small beside a parsed trace.
+# by-shape table, a trace's TensorBoard views): small beside a parsed trace.
 MAX_CACHED_JOBS = 32
+
+
+SPINNER = {JobKind.COMPARE: "Comparing the traces…",
+           JobKind.TENSORBOARD: "Computing the TensorBoard views (step time, kernels, modules)…"}
 
 
 def subject_key(subject: Subject) -> str:
@@ -93,7 +97,7 @@ def job_result(job: Job, subjects: Sequence[Subject], loaded: Sequence[Loaded], 
     given = JobInput(traces=tuple(x.trace for x in loaded), analyses=tuple(x.analysis for x in loaded),
                      insights=tuple(x.insights for x in loaded))
     try:
-        with st.spinner("Comparing the traces…" if job.kind == JobKind.COMPARE else "Analysing…"):
+        with st.spinner(SPINNER.get(job.kind, "Analysing…")):
             return _job(job, tuple(subject_key(s) for s in subjects), given, readers)
     except ReadFailed as exc:
         messages.error(f"{', '.join(s.title for s in subjects)}: {why_unreadable(exc)}")

@@ -1,12 +1,14 @@
 """The "TensorBoard" tab: the removed TensorBoard plugin's Overview (step-time breakdown), Kernel
-and Module views, from what the reader computed (``Analysis.step_time``, ``.kernel_view``,
-``.modules``). Layout only; one part drawn at a time."""
+and Module views, computed when the tab is first opened on a trace, in a reader
+(``JobKind.TENSORBOARD`` → ``lab.analysis.TensorBoardViews``; kept per trace like the by-shape
+tables). Layout only; one part drawn at a time."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from lab import views as lv
+from lab.read import Job, JobKind
 from ui.cache import Loaded
 from ui.messages import md_escape
 from ui.state import Subject
@@ -17,19 +19,23 @@ ROW_PX, MAX_TABLE_PX = 35, 800  # a module tree is read whole: up to ~22 rows wi
 NAME_PX = 260  # kernel names run to 300 characters: the numbers stay in view, the name is in the tooltip
 
 
-def tensorboard_view(subject: Subject, loaded: Loaded, stem: str) -> None:
+def tensorboard_view(subject: Subject, loaded: Loaded, stem: str, jobs) -> None:
     st.caption("What the PyTorch Profiler TensorBoard plugin showed (removed from kineto in 2025), computed "
                "with its own rules from this trace: its Overview's step-time breakdown, its Kernel view and "
                "its Module view. Where the plugin's rules were wrong on today's traces the lab says so below.")
     # A radio, not a segmented control: a second click on a segment deselects it (seen on the page).
     part: str = chosen(st.radio("View", PARTS, key="tb_part", horizontal=True, label_visibility="collapsed"))
-    analysis = loaded.analysis
-    if part == "Step time" and analysis.step_time is not None:
-        _step_time(analysis.step_time, stem)
-    elif part == "Kernels" and analysis.kernel_view is not None:
-        _kernels(analysis.kernel_view, stem)
-    elif part == "Modules" and analysis.modules is not None:
-        _modules(analysis.modules, stem)
+    # Not part of every analysis (it took the transformer trace's from 108 ms to ~0.5 s): computed
+    # here, on the tab's first opening for this trace, in a reader (``jobs``), then kept.
+    views = jobs(Job(kind=JobKind.TENSORBOARD), [subject], [loaded])
+    if views is None:  # the reason is on the page
+        return
+    if part == "Step time":
+        _step_time(views.step_time, stem)
+    elif part == "Kernels":
+        _kernels(views.kernel_view, stem)
+    elif part == "Modules":
+        _modules(views.modules, stem)
 
 
 def _formats(df, pct_suffix: str = "_pct") -> dict:

@@ -10,7 +10,8 @@ facade (``analyze`` → ``Analysis``), ``operators`` (launch links, the operator
 tables), ``gpu`` (utilization, idle gaps, launch delays), ``steps``, ``verdict``, ``signals``
 (lesson signals), ``compare``; the TensorBoard plugin's views: ``step_time`` (its step-time
 breakdown), ``kernels`` (its Kernel view) with ``tensor_cores`` (both Tensor-Core rules),
-``modules`` (its Module view); ``columns`` and ``intervals`` hold helpers they share.
+``modules`` (its Module view), and ``tensorboard`` (the three together, on demand: not part of
+``analyze``); ``columns`` and ``intervals`` hold helpers they share.
 """
 
 from lab.analysis.bundle import Analysis, analyze
@@ -39,12 +40,14 @@ from lab.analysis.signals import Run, Signal, lesson_signals
 from lab.analysis.step_time import STEP_TIME_CATEGORIES, StepTime, step_time
 from lab.analysis.steps import step_window
 from lab.analysis.table import trace_key_averages
+from lab.analysis.tensorboard import TensorBoardViews, tensorboard_views
 
 __all__ = [
     "MEMORY_RULES", "TOTAL_METRICS", "Analysis", "Comparison", "Insight", "MemoryAnalysis", "Run", "Signal",
     "analyze", "compare_analyses", "compare_traces", "device_name", "find_insights", "lesson_signals",
     "memory_analysis", "memory_series", "step_window", "trace_key_averages",
     "STEP_TIME_CATEGORIES", "KernelView", "ModuleView", "StepTime", "kernel_view", "module_view", "step_time",
+    "TensorBoardViews", "tensorboard_views",
     "RANK_RULES", "RankRow", "RanksAnalysis", "RanksError", "Straggler", "analyze_ranks", "rank_frame", "rank_insights",
     "HEAT_COLUMNS", "RankSummary", "combine_ranks", "rank_summary",
 ]  # fmt: skip

@@ -2,9 +2,14 @@
 
 One analyzer per concern, each a pure function of a ``Trace`` (HTA-style):
 ``operators`` (links, operator and kernel tables), ``gpu`` (utilization, gaps, launch delays),
-``steps``, ``gemm`` (efficiency against the device's peak), ``verdict``, ``memory``
-(profile_memory's allocations over time), and the TensorBoard plugin's views: ``step_time`` (its
-step-time breakdown), ``kernels`` (its Kernel view, Tensor Cores, occupancy) and ``modules``.
+``steps``, ``gemm`` (efficiency against the device's peak), ``verdict`` and ``memory``
+(profile_memory's allocations over time).
+
+Not here, by design: what only one tab shows is computed when that tab asks, in a reader job —
+the grouped-by-shape tables (``Analysis.key_averages_by_shape``, the Table's toggle) and the
+TensorBoard plugin's views (``lab.analysis.tensorboard.tensorboard_views``: step time, Kernel
+view, Module view; the "TensorBoard" tab). Inside every ``analyze`` those views took the
+transformer trace's analysis from 108 ms to ~0.5 s (BENCHMARKS.md "Analyze").
 """
 
 from __future__ import annotations
@@ -17,11 +22,8 @@ import pandas as pd
 from lab.analysis.diagnoses.findings import Findings, diagnose
 from lab.analysis.gemm.analyze import gemm_figures, peak_for, typical_gemm
 from lab.analysis.gpu import GpuUtilization, LaunchStats, gpu_utilization, launch_delays
-from lab.analysis.kernels import KernelView, kernel_view
 from lab.analysis.memory.analyze import MemoryAnalysis, memory_analysis
-from lab.analysis.modules import ModuleView, module_view
 from lab.analysis.operators import Links, build_links, kernel_summary, operator_summary
-from lab.analysis.step_time import StepTime, step_time
 from lab.analysis.steps import step_breakdown
 from lab.analysis.table.key_averages import trace_key_averages
 from lab.analysis.verdict import Verdict, bound_verdict
@@ -34,7 +36,9 @@ __all__ = ["Analysis", "analyze"]
 
 @dataclass(frozen=True)
 class Analysis:
-    """Every analysis of one trace, computed once by ``analyze``."""
+    """The analyses of one trace that the verdict, the insights and most tabs read, computed
+    once by ``analyze``. Not the TensorBoard plugin's views: ``tensorboard_views(trace)``, when
+    the "TensorBoard" tab is opened (a reader job)."""
 
     key_averages: pd.DataFrame  # torch's key_averages() rebuilt from the trace (every row)
     operators: pd.DataFrame  # its CPU-side rows, with categories (lab.analysis.operators)
@@ -52,11 +56,6 @@ class Analysis:
     # The GEMM instance every view quotes (Summary card, roofline point, insight caveat): one row of ``gemm``.
     gemm_typical: pd.Series | None = None
     memory: MemoryAnalysis | None = None  # profile_memory's records (None: the trace has none)
-    # The TensorBoard plugin's views (lab.analysis.step_time, .kernels, .modules); None only in
-    # an Analysis built by hand.
-    step_time: StepTime | None = None
-    kernel_view: KernelView | None = None
-    modules: ModuleView | None = None
     # The trace analysed, for the grouped-by-shape tables below: computed when first asked for
     # (the page's "Group by input shape" toggle), not on every analysis — 25 ms of the 52k-event
     # transformer trace's ~150 ms.
@@ -105,7 +104,4 @@ def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig |
         findings=findings,
         trace=trace,
         memory=memory,
-        step_time=step_time(trace),
-        kernel_view=kernel_view(trace),
-        modules=module_view(trace),
     )

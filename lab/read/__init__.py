@@ -7,7 +7,7 @@ request), ``limits`` (the host's reader plan, size estimates, the memory and tim
 ``queue`` (the readers as a client of ``lab.pool``: tickets, the two lanes, their words),
 ``reader`` (the reader process's side), ``store`` (parsed uploads under one byte budget),
 ``jobs`` (the multi-trace computations a reader runs: ranks, compare, lesson signals and
-answers, by-shape tables). The machinery of the pool is ``lab.pool``'s.
+answers, by-shape tables, the TensorBoard tab's views). The machinery of the pool is ``lab.pool``'s.
 """
 
 from lab.read.job_summaries import read_rank_summaries, submit_rank_summaries

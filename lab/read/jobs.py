@@ -3,9 +3,10 @@ traces, returning plain data.
 
 A single trace is read by a ``ReadRequest``; everything that needs several traces already read
 — one job's ranks side by side, A/B compare, a lesson's signals and its questions' answers —
-and the by-shape tables computed on the page's first toggle, is a ``Job``: the server sends
-the traces and analyses it holds (pickle-5 frames, no JSON) and gets back only the result, so
-the Streamlit script thread runs no analysis. Results:
+and what one tab shows only when opened (the by-shape tables on the Table's first toggle, the
+TensorBoard tab's views), is a ``Job``: the server sends the traces and analyses it holds
+(pickle-5 frames, no JSON) and gets back only the result, so the Streamlit script thread runs no
+analysis. Results:
 
     RANKS     → ``RanksResult``              (``analyze_ranks`` and ``rank_insights``; ``JobRefused`` with its words)
     RANK_SUMMARIES → ``RanksResult``         (``combine_ranks`` of a directory job's ``RankSummary``s, issue 25)
@@ -13,6 +14,7 @@ the Streamlit script thread runs no analysis. Results:
     SIGNALS   → ``tuple[Signal, ...]``       (``lesson_signals`` of ``lesson``)
     ANSWERS   → ``tuple[tuple[str, Answer], ...]``  (question key, answer) of ``lesson`` on ``device_kind``
     BY_SHAPE  → ``ByShape``                  (key_averages and operators grouped by input shape)
+    TENSORBOARD → ``TensorBoardViews``       (``tensorboard_views`` of the one trace: step time, kernels, modules)
     OWN       → ``tuple[tuple[Question, Answer], ...]``  the one trace's own questions, answered
 
 Run in the reader by ``run_job``; nothing here imports pandas or the analysis at import time.
@@ -42,6 +44,7 @@ class JobKind(Name):
     SIGNALS = "lesson signals"
     ANSWERS = "lesson answers"
     BY_SHAPE = "by shape"
+    TENSORBOARD = "tensorboard views"
     OWN = "own trace questions"
 
 
@@ -107,6 +110,9 @@ def run_job(job: Job, given: JobInput) -> Any:
     if job.kind == JobKind.BY_SHAPE:
         (one,) = given.analyses
         return ByShape(key_averages=one.key_averages_by_shape, operators=one.operators_by_shape)
+    if job.kind == JobKind.TENSORBOARD:
+        (trace,) = given.traces
+        return analysis.tensorboard_views(trace)
     timings = job.timings or (None,) * len(job.names)
     runs = [analysis.Run(n, t, a, timing=tm)
             for n, t, a, tm in zip(job.names, given.traces, given.analyses, timings, strict=True)]
