@@ -131,12 +131,11 @@ def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
                 st.caption(f"torch did not produce a table sorted by {key} for this run.")
     if loaded.trace.has_gpu:
         st.markdown("**GPU kernels** (from the trace: every kernel, memcpy and memset by name)")
-        st.dataframe(loaded.analysis.kernels, hide_index=True, width="stretch",
-                     column_config=_float_formats(loaded.analysis.kernels, {
-                         "share_pct": st.column_config.NumberColumn("share_pct", format="%.1f%%"),
-                         # A kernel name can be 300 characters: the numbers stay in view, the name
-                         # is whole in the cell's tooltip.
-                         "name": st.column_config.Column("name", width=KERNEL_NAME_PX)}))
+        kernels = lv.kernel_table(loaded.analysis.kernels)
+        config = {**_float_formats(kernels.data), **_number_formats(kernels.column_formats)}
+        # A kernel name can be 300 characters: the numbers stay in view, the name is whole in the cell's tooltip.
+        config["Kernel"] = st.column_config.Column("Kernel", width=KERNEL_NAME_PX)
+        st.dataframe(kernels.data, hide_index=True, width="stretch", column_config=config)
 
 
 def _time_window(subject: Subject, loaded: Loaded, prefix: str) -> tuple[float, float]:

@@ -34,6 +34,18 @@ NOTE_FOOTNOTES = {
                          "whose time their own rows count again.",
 }
 _SUPERSCRIPTS = "¹²³⁴⁵⁶⁷⁸⁹"
+# The Table's GPU kernel list (``Analysis.kernels``) as a reader names its columns: its raw field
+# names (total_us, share_pct, registers_per_thread) read like data, not a table (issue 26).
+KERNEL_LABELS = {
+    "name": "Kernel", "cat": "Kind", "count": "Calls", "total_us": "Total (µs)", "mean_us": "Mean (µs)",
+    "min_us": "Min (µs)", "max_us": "Max (µs)", "share_pct": "Share of GPU time", "grid": "Grid", "block": "Block",
+    "registers_per_thread": "Registers / thread", "shared_memory_bytes": "Shared memory (B)",
+    "occupancy_pct": "Est. occupancy",
+}
+# Each labelled column's printf format (st.column_config.NumberColumn): whole registers and bytes.
+KERNEL_FORMATS = {"Total (µs)": "%.1f", "Mean (µs)": "%.1f", "Min (µs)": "%.1f", "Max (µs)": "%.1f",
+                  "Share of GPU time": "%.1f%%", "Registers / thread": "%.0f", "Shared memory (B)": "%.0f",
+                  "Est. occupancy": "%.0f%%"}
 
 # Share columns added by key_averages_view, computed as torch's table does.
 SHARE_COLUMNS = ("self_cpu_pct", "cpu_total_pct", "self_device_pct")
@@ -159,6 +171,13 @@ def _note_marks(notes: pd.Series) -> tuple[np.ndarray, list[str]]:
             n = numbers.setdefault(note, len(numbers))
             marks[i] = f"{NOTE_MARK} {_SUPERSCRIPTS[n]}"
     return marks, [f"{_SUPERSCRIPTS[n]} {NOTE_FOOTNOTES.get(note, note)}" for note, n in numbers.items()]
+
+
+def kernel_table(kernels: pd.DataFrame) -> FormattedTable:
+    """``Analysis.kernels`` with the column names of ``KERNEL_LABELS`` (other columns as they are)
+    and their formats; the numbers are unchanged (sortable)."""
+    data = kernels.rename(columns=KERNEL_LABELS)
+    return FormattedTable(data, {c: f for c, f in KERNEL_FORMATS.items() if c in data.columns})
 
 
 def trace_table(frame: pd.DataFrame, *, profile_memory: bool = False) -> pd.DataFrame:
