@@ -254,7 +254,7 @@ AXES_JS = """(sel) => {
             y_labels: texts(axis, 'role-axis-label').filter(t => t !== ''),
             y_label_count: texts(axis, 'role-axis-label').length,
             subtitle: texts(chart, 'role-title-subtitle'),
-            roof_top_px: line.top + 1,  // half its 2 px stroke
+            roof_top_px: line.top,  // the path's geometry: its flat top is the peak (the stroke not counted)
             point_centres_px: [...chart.querySelectorAll('.mark-symbol.role-mark path')]
                 .map(p => { const r = p.getBoundingClientRect(); return (r.top + r.bottom) / 2; })};
 }"""
