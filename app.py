@@ -37,7 +37,10 @@ st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layo
 # "Memory" is always listed; without profile_memory's records it says how to record them.
 # "Ranks" is shown only for a group of one job's ranks (several traces uploaded together).
 # "TensorBoard": the removed TensorBoard plugin's step-time breakdown, Kernel and Module views.
-VIEWS = ("Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "TensorBoard", "Compare", "Ranks")
+# "Roofline": this session's size-sweep runs on the roofline, listed once a sweep ran (and opened
+# by it); above "Showing" it sat over every view of every run (issue 26).
+VIEWS = ("Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "TensorBoard", "Compare", "Roofline",
+         "Ranks")
 
 
 @st.cache_resource(show_spinner=False)
@@ -133,7 +136,6 @@ jobs = functools.partial(cache.job_result, readers=readers)  # multi-trace work,
 views.lesson_check(subjects, load, jobs)
 teach.reveal(subjects, load, jobs)
 room.share_runs(subjects, load)
-room.my_roofline(subjects, load, device)
 subject = state.current_subject(subjects)
 st.selectbox("Showing", [s.key for s in subjects], key="subject",
              format_func=labels_from({s.key: s.title for s in subjects}),
@@ -146,7 +148,8 @@ if subject is not None and loaded is not None:
 
 if subject is not None and loaded is not None:
     # Only the open tab's code runs (on_change="rerun" + .open): each view parses nothing twice.
-    shown = [v for v in VIEWS if v != "Ranks" or subject.kind == "ranks"]
+    shown = [v for v in VIEWS if (v != "Ranks" or subject.kind == "ranks")
+             and (v != "Roofline" or room.swept())]
     if "view" in st.session_state and st.session_state["view"] not in shown:  # a single trace after a group
         st.session_state["view"] = shown[0]
     tabs = st.tabs(shown, key="view", on_change="rerun")
@@ -159,6 +162,7 @@ if subject is not None and loaded is not None:
         "Trace": lambda: views.trace_view(subject, loaded, settings.perfetto_origin),
         "TensorBoard": lambda: tensorboard.tensorboard_view(subject, loaded, views.file_stem(subject), jobs),
         "Compare": lambda: views.compare_view(subjects, load, jobs),
+        "Roofline": lambda: room.my_roofline(subjects, load, device),
         "Ranks": lambda: ranks.ranks_view(subject, readers),
     }
     for name, tab in zip(shown, tabs):

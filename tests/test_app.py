@@ -407,9 +407,9 @@ def test_upload_h200_trace_shows_gpu_lanes_and_kernels(at):
     assert at.session_state["subject"].startswith("upload:")
     open_view(at, "Table")
     kernels = at.dataframe[-1].value
-    assert "name" in kernels and len(kernels) >= 2
-    assert any("gemm" in n.lower() or "nvjet" in n.lower() for n in kernels["name"]), list(kernels["name"])
-    assert any("elementwise" in n for n in kernels["name"])  # the separate bias-add kernel
+    assert "Kernel" in kernels and len(kernels) >= 2
+    assert any("gemm" in n.lower() or "nvjet" in n.lower() for n in kernels["Kernel"]), list(kernels["Kernel"])
+    assert any("elementwise" in n for n in kernels["Kernel"])  # the separate bias-add kernel
     open_view(at, "Timeline")
     (chart,) = charts(at)
     assert any(lane.startswith("GPU 0") for lane in chart_lanes(chart))

@@ -7,13 +7,18 @@ recordings from lab/samples/.
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
+from collections import Counter
 
 import pytest
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from lab.samples import list_samples  # noqa: E402
+from lab.views.tables import NOTE_FOOTNOTES  # noqa: E402
 from tests.test_app import APP, TIMEOUT_S, assert_healthy, open_view, plain, submit, wait_for_device  # noqa: E402
 
 pytestmark = pytest.mark.timeout(1200)
@@ -115,3 +120,26 @@ def test_lesson_check_and_reveal_say_one_number_on_a_cpu_run(at):
         pytest.skip("the CPU phrasing needs a CPU host")
     checks, answers = _check_and_reveal(at)
     _reveal_numbers_agree(checks, answers, ("of",))  # "the GEMM itself is X %" / "aten::mm is X %"
+
+
+def test_the_table_view_of_an_h200_recording_reads_as_text(at):
+    """The Table of the first visit's H200 recording (issue 26): the GPU kernel list's headers are
+    words (it showed total_us, share_pct, registers_per_thread), its times those of the raw JSON;
+    the record_function rows carry a short mark beside the name, each note whole under the table."""
+    open_view(at, "Table")
+    table, kernels = [df.value for df in at.dataframe]
+    for frame in (table, kernels):
+        for column in frame.columns:
+            assert not SNAKE.fullmatch(str(column)), (column, list(frame.columns))
+    sample = next(s for s in list_samples() if s.file == H200_SAMPLE.removeprefix("sample:"))
+    raw = [e for e in json.loads(gzip.decompress(sample.read_bytes()))["traceEvents"]
+           if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    by_name = Counter()
+    for e in raw:
+        by_name[e["name"]] += e["dur"]
+    assert dict(zip(kernels["Kernel"], kernels["Total (µs)"])) == pytest.approx(dict(by_name))
+    assert list(table.columns[:2]) == ["Name", "Note"]
+    marks = {m for m in table["Note"] if m}
+    notes = [plain(c.value) for c in at.caption if plain(c.value)[:1] in ("¹", "²")]
+    assert marks == {"label ¹", "label ²"} and sorted(n[:1] for n in notes) == sorted("¹²"), (marks, notes)
+    assert {n[2:] for n in notes} == set(NOTE_FOOTNOTES.values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import statistics
 
 import numpy as np
@@ -14,16 +15,19 @@ from lab.analysis import analyze
 from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.core.config import RunConfig
 from lab.core.devices import PEAKS, DeviceInfo, DeviceRates
+from lab.core.workloads import WORKLOADS
 from lab.run.runner import run_profile
 from lab.samples import list_samples
 from lab.teach.roofline import (
     ALONE_SWEEP,
     OVERHEAD_FRACTION,
     SWEEP_SHAPES,
+    Roofline,
     RunSummary,
     classify,
     device_roofline,
     peak_roofline,
+    roof_over,
     roofline_data,
     run_summary,
     seat_shape,
@@ -32,7 +36,7 @@ from lab.teach.roofline import (
 from lab.trace.load import load_trace
 from lab.units import fmt_tflops
 from lab.views import summarize
-from lab.views.roofline import roofline_chart
+from lab.views.roofline import log_ticks, rate_unit, roofline_chart
 
 
 def _sample(name: str):
@@ -132,3 +136,80 @@ def test_chart_data_and_chart():
     (label_layer,) = shape_labels
     rows = spec["datasets"][label_layer["data"]["name"]]
     assert len(rows) == 1 and rows[0]["tflops"] == max(0.01 * (j + 1) for j in range(5))
+
+
+def _cpu_points(rates_tflops, shapes=((32, 32, 32), (128, 128, 128), (512, 512, 512), (2048, 2048, 16))):
+    """Sweep points with the CPU sweep's own intensities (the workload's FLOPs over its bytes)."""
+    out = []
+    for (m, k, n), t in zip(shapes, rates_tflops):
+        config = sweep_config((m, k, n), "cpu")
+        work = WORKLOADS[config.workload]
+        out.append(RunSummary(workload=config.workload, m=m, k=k, n=n, dtype="float32", device="CPU", tflops=t,
+                              intensity_flops_per_byte=work.flops(config) / work.estimate_bytes(config)))
+    return out
+
+
+def _roof_at(line, intensity: float) -> float:
+    """The drawn polyline's value at ``intensity`` (log–log interpolation, as the chart draws it)."""
+    x = np.log10(line["intensity_flops_per_byte"].to_numpy())
+    return float(10 ** np.interp(np.log10(intensity), x, np.log10(line["roof_tflops"].to_numpy())))
+
+
+def test_a_roof_measured_below_the_runs_is_raised_to_the_best_run_and_says_so():
+    """Issue 26: on a busy host the roof measured at warm-up sat below the runs' own rates (points
+    above the roof). The roof drawn is never below a run it is drawn with: its peak is the best
+    run's rate, its bandwidth the fastest rate per byte, and each raise is said with its figure."""
+    rates = DeviceRates(kind="cpu", matmul_gflops=(("float32", 40.0),), copy_gbs=12.0, fill_gbs=2.0,
+                        run_overhead_s=0.5)
+    measured = device_roofline(DeviceInfo(kind="cpu", name="CPU", rates=(rates,)), "float32")
+    points = _cpu_points([0.003, 0.02, 0.083, 0.03])  # 512³ at 83 GFLOP/s over a 40 GFLOP/s roof
+    shown = roof_over(measured, points)
+    best = max(points, key=lambda p: p.tflops)
+    assert shown.peak_tflops == best.tflops == 0.083
+    need_gbs = max(p.tflops * 1e3 / p.intensity_flops_per_byte for p in points)
+    assert shown.bandwidth_gbs == max(12.0, need_gbs)
+    assert shown.raised[0] == "peak raised to the best run measured: 512×512×512, 83.0 GFLOP/s"
+    assert len(shown.raised) == (2 if need_gbs > 12.0 else 1)
+    assert roof_over(shown, points) == shown  # raised once: the chart and the caption say one figure
+    data = roofline_data(measured, points)  # the data draws the raised roof, whatever it is given
+    for p in points:
+        assert _roof_at(data["roof"], p.intensity_flops_per_byte) >= p.tflops * (1 - 1e-9), p
+    assert float(data["roof"]["roof_tflops"].max()) == pytest.approx(0.083)
+    # A bandwidth measured below a memory-side run: raised to that run's rate per byte.
+    slow_copy = Roofline(device="CPU", dtype="float32", peak_tflops=1.0, bandwidth_gbs=0.1, source="measured")
+    raised = roof_over(slow_copy, points)
+    steepest = max(points, key=lambda p: p.tflops / p.intensity_flops_per_byte)
+    assert raised.peak_tflops == 1.0 and raised.bandwidth_gbs == pytest.approx(
+        steepest.tflops * 1e3 / steepest.intensity_flops_per_byte)
+    assert raised.raised == (f"bandwidth raised to the fastest per byte: {steepest.shape_text}, "
+                             f"{raised.bandwidth_gbs:,.1f} GB/s",)
+    # A roof above every run (the datasheet's, a quiet host's) is drawn as it is, saying nothing.
+    h200 = peak_roofline(PEAKS["H200 SXM"], "bfloat16")
+    assert roof_over(h200, points) == h200 and roof_over(measured, []) == measured
+
+
+def test_the_roofline_axis_reads_in_gflops_on_a_cpu_with_ticks_at_powers_of_ten():
+    """Issue 26: a CPU roofline in TFLOP/s labelled its log axis "0.000001", "0.0003", …: the rates
+    are now in the unit the roof reaches 1 in, ticked at powers of ten (1-2-5 over a short span)."""
+    cpu = Roofline(device="CPU", dtype="float32", peak_tflops=0.09, bandwidth_gbs=41.0, source="measured")
+    points = _cpu_points([0.003, 0.02, 0.06, 0.03])
+    data = roofline_data(cpu, points)
+    spec = roofline_chart(data, "your runs", notes=("peak raised to …",)).to_dict()
+    (layer,) = [ly for ly in spec["layer"] if ly["mark"] in ("circle", {"type": "circle"})
+                or (isinstance(ly["mark"], dict) and ly["mark"].get("type") == "circle")]
+    y = layer["encoding"]["y"]
+    assert y["title"] == "achieved GFLOP/s" and y["field"] == "rate"
+    rows = spec["datasets"][layer["data"]["name"]]
+    assert [r["rate"] for r in rows] == pytest.approx([p.tflops * 1e3 for p in points])
+    lo, hi = y["scale"]["domain"]
+    assert (lo, hi) == pytest.approx((float(data["domain"]["y"].min()) * 1e3, float(data["domain"]["y"].max()) * 1e3))
+    ticks = y["axis"]["values"]
+    assert ticks and all(lo <= t <= hi for t in ticks)
+    assert all(math.log10(t) == pytest.approx(round(math.log10(t))) for t in ticks), ticks  # 0.1, 1, 10, 100
+    assert y["axis"]["format"] == ",~g" and min(ticks) >= 0.01  # "0.1", never "0.000001"
+    assert spec["title"]["subtitle"] == ["peak raised to …"]
+    # A GPU's roof in TFLOP/s; a short span is ticked at 1-2-5.
+    assert rate_unit(989.5) == (1.0, "TFLOP/s") and rate_unit(0.09) == (1e3, "GFLOP/s")
+    assert rate_unit(5e-5) == (1e6, "MFLOP/s")
+    assert log_ticks(0.3, 40.0) == [0.5, 1.0, 2.0, 5.0, 10.0, 20.0]
+    assert log_ticks(0.01, 1000.0) == [0.01, 0.1, 1.0, 10.0, 100.0, 1000.0]

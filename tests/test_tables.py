@@ -150,6 +150,31 @@ def test_gpu_annotation_row_is_explained_and_can_exceed_100_pct():
     assert list(hidden["name"][:2]) == ["gemm_kernel", "add_kernel"]
 
 
+def test_notes_are_marks_beside_the_name_and_footnotes_under_the_table():
+    """Issue 26: the Note column's sentences were the table's last column, out of view and cut at
+    1280 px. Now a short mark beside the name, each note whole in a footnote, numbered in the
+    order the rows shown use them; no column when no row shown has a note."""
+    rows = [("gemm_kernel", False, "cuda"), ("matmul_add", True, "cpu"), ("aten::mm", False, "cpu"),
+            ("matmul_add", True, "cuda"), ("step", True, "cpu")]
+    df = pd.DataFrame([{"name": n, "count": 1, "self_cpu_us": 10.0 * (5 - i), "cpu_total_us": 10.0 * (5 - i),
+                        "self_device_us": 1.0, "device_total_us": 1.0, "is_user_annotation": a, "device_type": d}
+                       for i, (n, a, d) in enumerate(rows)])
+    view = key_averages_view(df, sort_by="Self CPU", row_limit=-1, show_annotations=True)
+    table = format_key_averages(view)
+    assert list(table.data.columns[:2]) == ["Name", "Note"]
+    marks = dict(zip(range(len(rows)), table.data["Note"]))
+    assert marks == {0: "", 1: "label ¹", 2: "", 3: "label ²", 4: "label ¹"}
+    assert table.footnotes == (f"¹ {tables.NOTE_FOOTNOTES[CPU_ANNOTATION_NOTE]}",
+                               f"² {tables.NOTE_FOOTNOTES[GPU_ANNOTATION_NOTE]}")
+    assert "CPU total includes the ops inside it" in table.footnotes[0]
+    assert "out of the device totals" in table.footnotes[1] and "100 %" in table.footnotes[1]
+    assert max(len(m) for m in table.data["Note"]) <= len("label ¹")  # what ui.views.NOTE_COLUMN_PX fits
+    hidden = format_key_averages(key_averages_view(df, sort_by="Self CPU", row_limit=-1, show_annotations=False))
+    assert "Note" not in hidden.data.columns and hidden.footnotes == ()
+    # The CSV keeps each row's note whole.
+    assert set(view["note"]) == {"", CPU_ANNOTATION_NOTE, GPU_ANNOTATION_NOTE}
+
+
 # --------------------------------------------------------------------------- formatting
 
 

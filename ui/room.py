@@ -35,11 +35,13 @@ from lab.teach import (
     RunSummary,
     device_roofline,
     normalize_code,
+    roof_over,
     roofline_data,
     run_summary,
     seat_shape,
     sweep_config,
 )
+from lab.units import fmt_tflops
 from ui import access, messages, state
 from ui.messages import md_escape
 
@@ -48,6 +50,7 @@ T = TypeVar("T")
 MEMBER = "room_member"  # this session's Membership
 INSTRUCTOR = "room_instructor"  # RoomKeys of the room this session opened
 SHARED = "room_shared_runs"  # subject keys of runs already sent to the room
+SWEPT = "teach_sweep_shown"  # this session ran a size sweep: the Roofline view is listed
 # A down database is asked again after this long, not on every page run (each try waits up to
 # lab.teach.db.CONNECT_TIMEOUT_S).
 RETRY_DOWN_S = 30
@@ -179,7 +182,8 @@ def run_sweep(service: ProfileService, device: DeviceInfo | None, shapes, *, set
     for (name, _), result in zip(runs, results or []):
         state.add_run(result, name=f"Size sweep — {name}")
     if results:
-        st.session_state["teach_sweep_shown"] = True
+        st.session_state[SWEPT] = True
+        st.session_state["view"] = "Roofline"  # the tabs (app.py) are drawn after this: the sweep opens its view
 
 
 def alone_sweep_shapes(device: DeviceInfo | None):
@@ -196,14 +200,24 @@ def _roofline(points: list[RunSummary], device: DeviceInfo | None, title: str, k
         st.caption(f"No roof for {dtype} on this host yet (the worker measures it at warm-up).")
         return
     same = [p for p in points if p.dtype == dtype]
-    st.altair_chart(lv.roofline_chart(roofline_data(roof, same), title), width="stretch", key=key)
-    st.caption(f"Roof: {roof.peak_tflops:,.2f} TFLOP/s {dtype}, {roof.bandwidth_gbs:,.0f} GB/s, ridge at "
-               f"{roof.ridge_flops_per_byte:,.1f} FLOP/byte — {md_escape(roof.source)}.")
+    shown = roof_over(roof, same)  # never below a run it is drawn with
+    st.altair_chart(lv.roofline_chart(roofline_data(shown, same), title, notes=shown.raised), width="stretch",
+                    key=key)
+    own = ("" if shown == roof else
+           f" It measured {fmt_tflops(roof.peak_tflops)} and {roof.bandwidth_gbs:,.1f} GB/s there, below these runs "
+           "(a busy host at warm-up): " + "; ".join(shown.raised) + ".")
+    st.caption(f"Roof: {fmt_tflops(shown.peak_tflops)} {dtype}, {shown.bandwidth_gbs:,.1f} GB/s, ridge at "
+               f"{shown.ridge_flops_per_byte:,.1f} FLOP/byte — {md_escape(roof.source)}.{md_escape(own)}")
+
+
+def swept() -> bool:
+    """Whether this session ran a size sweep (its Roofline view is then listed)."""
+    return bool(st.session_state.get(SWEPT))
 
 
 def my_roofline(subjects, load, device: DeviceInfo | None) -> None:
-    """Alone: this session's matmul runs on the roofline (after a sweep)."""
-    if not st.session_state.get("teach_sweep_shown"):
+    """The Roofline view: this session's matmul runs on the roofline (after a sweep)."""
+    if not swept():
         return
     points = []
     for s in subjects:

@@ -22,6 +22,13 @@ from ui.messages import md_escape
 from ui.state import Subject, opened_lesson, subject_timing
 from ui.widgets import chosen, labels_from
 
+# The Table's Note column: its mark ("label ¹", 37 px in the grid's 14 px Source Sans) and the
+# cells' 2 × 8 px padding; beside a Name of fixed width, so that it is in view in the ~466 px main
+# column of an 800 px window with the sidebar open (a long kernel name is whole in its tooltip).
+NOTE_COLUMN_PX = 72
+TABLE_NAME_PX = 240
+# The Table's GPU kernels: a kernel name can be 300 characters; the numbers stay in view.
+KERNEL_NAME_PX = 320
 METRIC_CARD_PX = 276  # three cards and their gaps in the ~880 px main column at 1280 px
 SEVERITY_ICON = {"critical": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 
@@ -105,9 +112,12 @@ def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
     view = lv.key_averages_view(df, sort_by=sort_label, row_limit=row_limit, show_annotations=show_ann)
     shown = lv.format_key_averages(view)
     config = _number_formats(shown.column_formats)
-    if "Note" in shown.data.columns:  # its sentences were cut at 1280 px: the widest column, whole in its tooltip
-        config["Note"] = st.column_config.TextColumn("Note", width="large")
+    if "Note" in shown.data.columns:  # a short mark beside the name; the note itself is under the table
+        config["Name"] = st.column_config.TextColumn("Name", width=TABLE_NAME_PX)
+        config["Note"] = st.column_config.TextColumn("Note", width=NOTE_COLUMN_PX)
     st.dataframe(shown.data, column_config=config, hide_index=True, width="stretch")
+    for footnote in shown.footnotes:
+        st.caption(md_escape(footnote))
     st.download_button("Download table (CSV)", lv.to_csv_bytes(view), file_name=f"{file_stem(subject)}_table.csv",
                        mime="text/csv", key="dl_table_csv", on_click="ignore")
     if run is not None:
@@ -121,12 +131,11 @@ def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
                 st.caption(f"torch did not produce a table sorted by {key} for this run.")
     if loaded.trace.has_gpu:
         st.markdown("**GPU kernels** (from the trace: every kernel, memcpy and memset by name)")
-        st.dataframe(loaded.analysis.kernels, hide_index=True, width="stretch",
-                     column_config=_float_formats(loaded.analysis.kernels, {
-                         "share_pct": st.column_config.NumberColumn("share_pct", format="%.1f%%"),
-                         # A kernel name can be 300 characters: the numbers stay in view, the name
-                         # is whole in the cell's tooltip.
-                         "name": st.column_config.Column("name", width=2 * DIFF_COLUMN_PX["name"])}))
+        kernels = lv.kernel_table(loaded.analysis.kernels)
+        config = {**_float_formats(kernels.data), **_number_formats(kernels.column_formats)}
+        # A kernel name can be 300 characters: the numbers stay in view, the name is whole in the cell's tooltip.
+        config["Kernel"] = st.column_config.Column("Kernel", width=KERNEL_NAME_PX)
+        st.dataframe(kernels.data, hide_index=True, width="stretch", column_config=config)
 
 
 def _time_window(subject: Subject, loaded: Loaded, prefix: str) -> tuple[float, float]:
@@ -239,12 +248,14 @@ def _trace_downloads(stem: str, data: bytes) -> None:
     is_gz = data[:2] == b"\x1f\x8b"
     gz = data if is_gz else (lambda: gzip.compress(data, compresslevel=6))
     raw = (lambda: gzip.decompress(data)) if is_gz else data
-    c1, c2, _ = st.columns([1, 1, 2])
-    c1.download_button("Download trace (.json.gz)", gz, file_name=f"{stem}.pt.trace.json.gz",
-                       mime="application/gzip", key="dl_trace_gz", on_click="ignore", type="primary",
-                       width="stretch")
-    c2.download_button("Download trace (.json)", raw, file_name=f"{stem}.pt.trace.json",
-                       mime="application/json", key="dl_trace_json", on_click="ignore", width="stretch")
+    # Each button as wide as its label, side by side, the second on a row of its own when they do
+    # not fit: in two columns of a quarter each, an 800 px window cut both to "Download …".
+    with st.container(horizontal=True, gap="small"):
+        st.download_button("Download trace (.json.gz)", gz, file_name=f"{stem}.pt.trace.json.gz",
+                           mime="application/gzip", key="dl_trace_gz", on_click="ignore", type="primary",
+                           width="content")
+        st.download_button("Download trace (.json)", raw, file_name=f"{stem}.pt.trace.json",
+                           mime="application/json", key="dl_trace_json", on_click="ignore", width="content")
 
 
 def compare_view(subjects: list[Subject], load, jobs) -> None:
@@ -283,8 +294,7 @@ def compare_view(subjects: list[Subject], load, jobs) -> None:
     st.markdown("**Totals** (delta = B − A; ratio = B / A)")
     totals = comparison_totals(cmp.totals, TOTAL_METRICS)
     st.dataframe(totals, hide_index=True, width="stretch",
-                 column_config={"meaning": st.column_config.Column("meaning", width="large"),
-                                "total": st.column_config.Column("total", width="medium")})
+                 column_config={"meaning": st.column_config.Column("meaning", width=TOTALS_MEANING_PX)})
     if cmp.insights_gone or cmp.insights_new:
         st.markdown("**Insights that changed**")
         st.text("\n".join([f"gone in B:  {t}" for t in cmp.insights_gone] +
@@ -323,19 +333,24 @@ def _compare_timelines(a: Subject, b: Subject, la: Loaded, lb: Loaded) -> None:
 SHARED_SCALE_MAX_RATIO = 10.0
 
 
-# Compare's diff tables: 9 columns in a ~770 px (800 px window) to ~880 px (1280 px) main column.
-# Left to Streamlit, a 300-character kernel name took half the width and pushed b_us … ratio out
-# of view; the full name is in the cell's tooltip. The other columns size to their numbers.
-DIFF_COLUMN_PX = {"name": 160, "cat": 100}
+# Compare's diff tables: 9 columns in a ~466 px (800 px window, sidebar open) to ~880 px (1280 px)
+# main column. The name, then what is compared (A, B, B − A, B / A: sized to their numbers, ~70 px
+# each), then the rest at fixed widths: at 800 px the name's 160 px and cat's 100 px before them
+# pushed B − A and B / A out of view (issue 26). A 300-character kernel name is whole in its tooltip.
+DIFF_COLUMN_PX = {"name": 140, "status": 64, "A calls": 64, "B calls": 64, "cat": 90}
+# The diff tables' display order (after DIFF_LABELS): the comparison first after the name.
+DIFF_ORDER = ("name", "A (µs)", "B (µs)", "B − A (µs)", "B / A", "status", "A calls", "B calls", "cat")
+# Compare's totals: "meaning" last, at a fixed width (the numbers before it size to their text).
+TOTALS_MEANING_PX = 400
 
 
 def _diff_columns(df) -> dict:
-    """One decimal for the times (µs), and widths that keep every column of a diff in view."""
+    """One decimal for the times (µs), and widths that keep the name and the comparison in view."""
     config = {c: st.column_config.NumberColumn(c, format="%.1f") for c in df.columns
               if str(df[c].dtype).startswith("float")}
     for column, px in DIFF_COLUMN_PX.items():
         if column in config:
-            config[column] = st.column_config.NumberColumn(column, format="%.3f", width=px)
+            config[column] = st.column_config.NumberColumn(column, format="%.1f", width=px)
         elif column in df.columns:
             config[column] = st.column_config.Column(column, width=px)
     return config
@@ -365,7 +380,8 @@ def _ratio_as_text(df):
     in B), not "None"; the times keep their numbers (sortable), shown with one decimal."""
     out = df.copy()
     out["ratio"] = [_ratio_text(r) for r in out["ratio"]]
-    return out.rename(columns=DIFF_LABELS)
+    out = out.rename(columns=DIFF_LABELS)
+    return out[[c for c in DIFF_ORDER if c in out.columns] + [c for c in out.columns if c not in DIFF_ORDER]]
 
 
 def _ratio_text(ratio) -> str:

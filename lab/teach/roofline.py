@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -24,10 +24,11 @@ from lab.analysis.gemm.bound import BOUNDS, LATENCY_FRACTION, bound_of, roof_tfl
 from lab.core.config import RunConfig
 from lab.core.devices import DeviceInfo, DevicePeak
 from lab.core.workloads import WORKLOADS
+from lab.units import fmt_tflops
 
 __all__ = [
     "ALONE_SWEEP", "OVERHEAD_FRACTION", "REGIONS", "SWEEP_SHAPES", "Roofline", "RunSummary", "classify",
-    "device_roofline", "peak_roofline", "roofline_data", "run_summary", "seat_shape", "sweep_config",
+    "device_roofline", "peak_roofline", "roof_over", "roofline_data", "run_summary", "seat_shape", "sweep_config",
 ]  # fmt: skip
 
 # The regions and the latency threshold are the one classifier's (lab.analysis.gemm.bound): a run
@@ -81,6 +82,7 @@ class Roofline:
     peak_tflops: float
     bandwidth_gbs: float
     source: str  # where both numbers come from, in words
+    raised: tuple[str, ...] = ()  # what roof_over raised above ``source``'s figures, a line each
 
     @property
     def ridge_flops_per_byte(self) -> float:
@@ -108,6 +110,31 @@ def device_roofline(device: DeviceInfo, dtype: str) -> Roofline | None:
         return None
     return Roofline(device=device.name, dtype=dtype, peak_tflops=gflops / 1e3, bandwidth_gbs=rates.copy_gbs,
                     source="measured at the worker's warm-up (best matmul rate for the dtype; a large tensor's copy)")
+
+
+def roof_over(roof: Roofline, points: Sequence[RunSummary]) -> Roofline:
+    """The roof to draw with ``points``: never below a rate they reached. A roof measured at the
+    worker's warm-up on a busy host can sit under the runs' own rates (issue 26: on a shared 2-core
+    box the sweep's points were drawn above their roof), and a point above the roof reads as a run
+    faster than the machine. The peak is raised to the best run,
+    the bandwidth to the fastest rate per byte among them; ``raised`` says so with the figures
+    (the roof's own figures are those of ``roof``)."""
+    if not points:
+        return roof
+    best = max(points, key=lambda p: p.tflops)
+    peak_tflops = max(roof.peak_tflops, best.tflops)
+    # roof(I) = min(peak, I × bandwidth) ≥ tflops at each point's I needs bandwidth ≥ tflops / I.
+    steepest = max(points, key=lambda p: p.tflops / p.intensity_flops_per_byte)
+    bandwidth_gbs = max(roof.bandwidth_gbs, steepest.tflops * 1e3 / steepest.intensity_flops_per_byte)
+    # Short lines: the chart says them under its title (an 800 px window's chart is ~440 px wide).
+    lines = []
+    if peak_tflops > roof.peak_tflops:
+        lines.append(f"peak raised to the best run measured: {best.shape_text}, {fmt_tflops(peak_tflops)}")
+    if bandwidth_gbs > roof.bandwidth_gbs:
+        lines.append(f"bandwidth raised to the fastest per byte: {steepest.shape_text}, {bandwidth_gbs:,.1f} GB/s")
+    if not lines:
+        return roof
+    return replace(roof, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs, raised=(*roof.raised, *lines))
 
 
 def run_summary(config: RunConfig, analysis: Analysis, device: str, *,
@@ -155,7 +182,9 @@ def sweep_config(shape: tuple[int, int, int], device_kind: str) -> RunConfig:
 
 
 def roofline_data(roof: Roofline, points: Sequence[RunSummary]) -> dict[str, pd.DataFrame]:
-    """The chart's data: the roof (a polyline), the three regions, and the points with their region."""
+    """The chart's data: the roof (a polyline), the three regions, and the points with their region.
+    The roof drawn is ``roof_over(roof, points)``: pass that roof (its ``raised`` words) to the chart."""
+    roof = roof_over(roof, points)
     xs = [p.intensity_flops_per_byte for p in points] + [roof.ridge_flops_per_byte]
     x_lo = 10 ** math.floor(math.log10(max(min(xs) / 4, 1e-3)))
     x_hi = 10 ** math.ceil(math.log10(max(xs) * 4))
@@ -164,7 +193,7 @@ def roofline_data(roof: Roofline, points: Sequence[RunSummary]) -> dict[str, pd.
                          "overhead_tflops": OVERHEAD_FRACTION * roof.roof_tflops(x)})
     ys = [p.tflops for p in points] + [float(line["overhead_tflops"].min())]
     y_lo = 10 ** math.floor(math.log10(max(min(ys) / 4, 1e-9)))
-    # A point above the roof (a roof measured on a busy host) stays inside the plot, its label too.
+    # Room above the roof for the labels of the points on it.
     y_hi = max(roof.peak_tflops, *ys) * 2
     ridge = roof.ridge_flops_per_byte
     regions = pd.DataFrame({"region": ["memory-bound", "compute-bound"], "x": [x_lo, ridge], "x2": [ridge, x_hi],

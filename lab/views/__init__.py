@@ -23,6 +23,7 @@ from lab.views.roofline import answers_chart, answers_frame, reveal_timeline, ro
 from lab.views.summary import category_counts, comparison_totals, summarize
 from lab.views.tables import (
     format_key_averages,
+    kernel_table,
     key_averages_view,
     limit_text_table,
     to_csv_bytes,
@@ -49,7 +50,7 @@ __all__ = [
     "DEFAULT_PYTHON_LEVELS", "PROFILER_LANE_NOTE", "profiler_lanes",
     "answers_chart", "answers_frame", "reveal_timeline", "roofline_chart",
     "SORT_KEYS", "TORCH_SORT_COLUMNS", "TORCH_SORT_KEYS", "build_timeline", "category_counts", "comparison_totals",
-    "fmt_us", "format_key_averages", "is_device_sort", "key_averages_view", "limit_text_table",
+    "fmt_us", "format_key_averages", "is_device_sort", "kernel_table", "key_averages_view", "limit_text_table",
     "profiled_device", "trace_table", "summarize", "timeline_chart", "to_csv_bytes", "torch_sorted", "torch_table_text",
     "build_ranks_timeline", "rank_table", "ranks_span_us",
     "MAX_STACKED_RANKS", "default_picks", "heatmap_chart", "heatmap_frame", "picked",

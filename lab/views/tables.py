@@ -23,6 +23,29 @@ from lab.vocab import SORT_KEYS
 # annotation's "Self CUDA %" can pass 100 %; a CPU annotation's total covers the ops inside it).
 GPU_ANNOTATION_NOTE = "annotation: excluded from totals, % may exceed 100"
 CPU_ANNOTATION_NOTE = "annotation: its CPU total includes the ops inside it"
+# The Table shows a short mark in its Note column and the note whole under the table: as a
+# column of sentences it was the 16th column, scrolled out of view at 1280 px and cut in its
+# cell (issue 26). Marks are numbered in the order the rows shown use them.
+NOTE_MARK = "label"
+NOTE_FOOTNOTES = {
+    GPU_ANNOTATION_NOTE: "A record_function label's GPU row: torch leaves labels out of the device totals, "
+                         "so its Self device % may pass 100 %.",
+    CPU_ANNOTATION_NOTE: "A record_function label's CPU row: its CPU total includes the ops inside it, "
+                         "whose time their own rows count again.",
+}
+_SUPERSCRIPTS = "¹²³⁴⁵⁶⁷⁸⁹"
+# The Table's GPU kernel list (``Analysis.kernels``) as a reader names its columns: its raw field
+# names (total_us, share_pct, registers_per_thread) read like data, not a table (issue 26).
+KERNEL_LABELS = {
+    "name": "Kernel", "cat": "Kind", "count": "Calls", "total_us": "Total (µs)", "mean_us": "Mean (µs)",
+    "min_us": "Min (µs)", "max_us": "Max (µs)", "share_pct": "Share of GPU time", "grid": "Grid", "block": "Block",
+    "registers_per_thread": "Registers / thread", "shared_memory_bytes": "Shared memory (B)",
+    "occupancy_pct": "Est. occupancy",
+}
+# Each labelled column's printf format (st.column_config.NumberColumn): whole registers and bytes.
+KERNEL_FORMATS = {"Total (µs)": "%.1f", "Mean (µs)": "%.1f", "Min (µs)": "%.1f", "Max (µs)": "%.1f",
+                  "Share of GPU time": "%.1f%%", "Registers / thread": "%.0f", "Shared memory (B)": "%.0f",
+                  "Est. occupancy": "%.0f%%"}
 
 # Share columns added by key_averages_view, computed as torch's table does.
 SHARE_COLUMNS = ("self_cpu_pct", "cpu_total_pct", "self_device_pct")
@@ -35,6 +58,7 @@ _FLOP_UNITS = ((1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "KFLOP"), 
 # Display label and kind of each column format_key_averages shows, in order.
 _DISPLAY = (
     ("name", "Name", "text"),
+    ("note", "Note", "note"),  # second: in view beside the name at 800 px (a short mark, see NOTE_FOOTNOTES)
     ("input_shapes", "Input shapes", "text"),
     ("count", "Calls", "count"),
     ("self_cpu_us", "Self CPU", "time"),
@@ -49,7 +73,6 @@ _DISPLAY = (
     ("self_device_memory_bytes", "Self device mem", "bytes"),
     ("device_memory_bytes", "Device mem", "bytes"),
     ("flops", "FLOPs", "flops"),
-    ("note", "Note", "text"),
 )
 _DEVICE_COLUMNS = ("self_device_us", "self_device_pct", "device_total_us")
 
@@ -57,11 +80,13 @@ _DEVICE_COLUMNS = ("self_device_us", "self_device_pct", "device_total_us")
 @dataclass(frozen=True)
 class FormattedTable:
     """Display-ready table: ``data`` holds numbers scaled to ``units``; ``column_formats`` maps
-    each numeric column to a printf format (``"%.1f ms"``) for st.column_config.NumberColumn."""
+    each numeric column to a printf format (``"%.1f ms"``) for st.column_config.NumberColumn;
+    ``footnotes`` are the notes whose marks the Note column shows ("¹ A record_function …")."""
 
     data: pd.DataFrame
     column_formats: dict[str, str] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)
+    footnotes: tuple[str, ...] = ()
 
 
 def sort_column(sort_by: str) -> str:
@@ -101,6 +126,7 @@ def format_key_averages(df: pd.DataFrame) -> FormattedTable:
     largest value, so the numbers stay sortable; device and memory columns only when used."""
     view = df if set(SHARE_COLUMNS) <= set(df.columns) else _with_shares(df)
     data, formats, units = {}, {}, {}
+    footnotes: list[str] = []
     has_device = any(view.get(c, pd.Series(dtype=float)).fillna(0).abs().sum() > 0
                      for c in ("self_device_us", "device_total_us"))
     for column, label, kind in _DISPLAY:
@@ -112,6 +138,11 @@ def format_key_averages(df: pd.DataFrame) -> FormattedTable:
         if kind in ("bytes", "flops") and not (values.fillna(0) != 0).any():
             continue  # memory or FLOPs were not recorded
         if column == "input_shapes" and not (values.astype(str) != "").any():
+            continue
+        if kind == "note":
+            marks, footnotes = _note_marks(values)
+            if footnotes:  # no column when no row shown has a note
+                data[label] = marks
             continue
         if kind == "text":
             data[label] = values.astype(object).where(values.notna(), "").astype(str).to_numpy(dtype=object)
@@ -127,7 +158,26 @@ def format_key_averages(df: pd.DataFrame) -> FormattedTable:
             data[label] = numbers / scale
             formats[label] = f"%.{_decimals(scale, kind)}f {unit}"
             units[label] = unit
-    return FormattedTable(pd.DataFrame(data), formats, units)
+    return FormattedTable(pd.DataFrame(data), formats, units, tuple(footnotes))
+
+
+def _note_marks(notes: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Each row's note as a short mark ("label ¹"), and the footnotes the marks point to, numbered
+    in the order the rows first use them."""
+    numbers: dict[str, int] = {}
+    marks = np.full(len(notes), "", dtype=object)
+    for i, note in enumerate(notes.astype(object).where(notes.notna(), "").astype(str)):
+        if note:
+            n = numbers.setdefault(note, len(numbers))
+            marks[i] = f"{NOTE_MARK} {_SUPERSCRIPTS[n]}"
+    return marks, [f"{_SUPERSCRIPTS[n]} {NOTE_FOOTNOTES.get(note, note)}" for note, n in numbers.items()]
+
+
+def kernel_table(kernels: pd.DataFrame) -> FormattedTable:
+    """``Analysis.kernels`` with the column names of ``KERNEL_LABELS`` (other columns as they are)
+    and their formats; the numbers are unchanged (sortable)."""
+    data = kernels.rename(columns=KERNEL_LABELS)
+    return FormattedTable(data, {c: f for c, f in KERNEL_FORMATS.items() if c in data.columns})
 
 
 def trace_table(frame: pd.DataFrame, *, profile_memory: bool = False) -> pd.DataFrame:
