@@ -65,7 +65,8 @@ PARTS = (
     ("ui.room", "room_sidebar"), ("ui.upload", "upload_box"), ("ui.tracedir", "trace_dir_box"),
     ("ui.state", "all_subjects"), ("ui.views", "lesson_check"), ("ui.teach", "reveal"),
     ("ui.cache", "load"), ("ui.cache", "job_result"), ("ui.own_trace", "own_trace_lesson"),
-    ("ui.upload", "await_upload"), ("ui.run", "settle_interrupted"), ("ui.run", "await_worker"),
+    ("ui.upload", "await_new_upload"), ("ui.upload", "await_upload"), ("ui.own_trace", "own_trace_box"),
+    ("ui.run", "settle_interrupted"), ("ui.run", "await_worker"),
     ("ui.views", "table_view"), ("ui.views", "timeline_view"), ("ui.tensorboard", "tensorboard_view"),
 )
 
