@@ -95,6 +95,19 @@ def test_without_a_spool_folder_the_bytes_go_as_a_frame(tmp_path):
         assert len(ticket.result(timeout=START_S).trace.events) == seed_events()
 
 
+def test_a_folder_without_room_for_it_is_not_used(tmp_path, monkeypatch):
+    from lab.read import spool as spool_module
+
+    free = os.statvfs(tmp_path)
+    room = free.f_bavail * free.f_frsize
+    monkeypatch.setattr(spool_module, "SPOOL_ROOM_FACTOR", 1)
+    assert spool(b"x" * 16, tmp_path) is not None
+    too_big = memoryview(bytearray(16))
+    monkeypatch.setattr(spool_module, "SPOOL_ROOM_FACTOR", room // 16 + 1)  # 16 bytes "need" more than is free
+    assert spool(too_big, tmp_path) is None
+    assert len(spooled(tmp_path)) == 1
+
+
 def test_sweep_removes_the_files_of_servers_no_longer_running(tmp_path):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()

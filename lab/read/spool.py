@@ -20,18 +20,29 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["SPOOL_DIR", "SPOOL_MIN_BYTES", "SPOOL_PREFIX", "remove", "spool", "spooled_by", "sweep"]
+__all__ = [
+    "SPOOL_DIR", "SPOOL_MIN_BYTES", "SPOOL_PREFIX", "SPOOL_ROOM_FACTOR", "remove", "spool", "spooled_by", "sweep",
+]
 
 SPOOL_DIR = Path("/dev/shm")
 # Below this a frame costs no more than the file (one socket buffer's worth is ~0.2 MB); 1 MiB
 # keeps the bundled samples' and most runs' small traces on the socket, every upload on file.
 SPOOL_MIN_BYTES = 2**20
+# Spool only while the folder keeps at least this many times the trace free.
+SPOOL_ROOM_FACTOR = 4
 SPOOL_PREFIX = "profiler-lab-read-"  # + "<server pid>-<random>": ``sweep`` reads the pid back
 
 
 def spool(data, folder: Path = SPOOL_DIR) -> str | None:
     """Write ``data`` to a new file under ``folder`` (mode 0600); its path, or None when it
     could not be written (no such folder, out of space: the caller sends the bytes instead)."""
+    size = memoryview(data).nbytes
+    try:
+        free = os.statvfs(folder)
+        if free.f_bavail * free.f_frsize < SPOOL_ROOM_FACTOR * size:
+            return None  # a small /dev/shm (a container's 64 MB) is others' too: never fill it
+    except OSError:
+        return None
     path = folder / f"{SPOOL_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
