@@ -129,6 +129,8 @@ room.instructor_view(device)
 
 waiting_upload = upload.upload_box(settings, readers, limiter=limiter)
 waiting_dir = tracedir.trace_dir_box(settings, readers, limiter=limiter)  # PROFILER_LAB_TRACE_DIR's traces
+# A file that came with this page run is read now, before "Showing": once read, this run shows it.
+waiting_upload = upload.await_new_upload(waiting_upload, readers)
 
 subjects = state.all_subjects()
 load = functools.partial(cache.load, settings=settings, readers=readers)
@@ -144,9 +146,8 @@ if subject is not None and subject.sample is not None:
     views.sample_note(subject.sample, device)
 loaded = load(subject) if subject else None
 if subject is not None and loaded is not None:
-    own_trace.own_trace_lesson(subject, loaded, jobs)  # its questions, before the views that answer them
-
-if subject is not None and loaded is not None:
+    # Its questions, above the views that answer them; asked (a reader job) once the view is drawn.
+    own_box = own_trace.own_trace_box(subject)
     # Only the open tab's code runs (on_change="rerun" + .open): each view parses nothing twice.
     shown = [v for v in VIEWS if (v != "Ranks" or subject.kind == "ranks")
              and (v != "Roofline" or room.swept())]
@@ -169,8 +170,10 @@ if subject is not None and loaded is not None:
         if tab.open:
             with tab:
                 show[name]()
+    own_trace.own_trace_lesson(own_box, subject, loaded, jobs)
 
-# An upload being read is awaited last, once the page is drawn: a click meanwhile is answered.
+# An upload still being read since an earlier run (a click ended it) is awaited last, once the
+# page is drawn: the click is answered first.
 upload.await_upload(waiting_upload, readers)
 tracedir.await_dir(waiting_dir, readers)
 settle_interrupted()  # runs left waiting by an interrupted page run, if this one submitted nothing

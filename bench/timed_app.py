@@ -13,6 +13,9 @@ machine, hence one wall clock, so the bench lines these up with the page's ``Dat
     received              the result's frames are received and unpickled in the server
     settled               ``ui.upload._settle`` returned: the upload joins the session
     summary_start / _end  ``ui.views.summary_view`` drew the Summary (verdict included)
+    <part>:start / :end   each part of a page run (``PARTS``: the sidebar's forms, the upload box,
+                          the lesson panels, the own-trace lesson, a reader job, the tabs, the
+                          wait at the end), for the per-run breakdown (``--timeline``)
 
 Nothing here changes what the page does; ``app.py`` is the page.
 """
@@ -55,10 +58,28 @@ def _wrap(owner, name: str, before: str | None = None, after: str | None = None)
     setattr(owner, name, timed)
 
 
+# (module, function) of each part of a page run stamped as "<module>.<function>:start/:end";
+# app.py calls them through their modules, so wrapping the module's attribute times each call.
+PARTS = (
+    ("ui.controls", "run_form"), ("ui.controls", "lesson_picker"), ("ui.teach", "predict_form"),
+    ("ui.room", "room_sidebar"), ("ui.upload", "upload_box"), ("ui.tracedir", "trace_dir_box"),
+    ("ui.state", "all_subjects"), ("ui.views", "lesson_check"), ("ui.teach", "reveal"),
+    ("ui.cache", "load"), ("ui.cache", "job_result"), ("ui.own_trace", "own_trace_lesson"),
+    ("ui.upload", "await_new_upload"), ("ui.upload", "await_upload"), ("ui.own_trace", "own_trace_box"),
+    ("ui.run", "settle_interrupted"), ("ui.run", "await_worker"),
+    ("ui.views", "table_view"), ("ui.views", "timeline_view"), ("ui.tensorboard", "tensorboard_view"),
+)
+
+
 def _install() -> None:
+    import importlib
+
     from lab.read import ReaderPool
     from lab.read.queue import ReadQueue
     from ui import upload, views
+
+    for module, name in PARTS:
+        _wrap(importlib.import_module(module), name, before=f"{module}.{name}:start", after=f"{module}.{name}:end")
 
     _wrap(upload, "accept_upload", before="accept")
     _wrap(ReaderPool, "submit", after="submitted")

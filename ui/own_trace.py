@@ -9,7 +9,10 @@ only once predicted. Predictions and reveals go to the visitor's room like a les
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from lab.read import Job, JobKind
 from ui import room
@@ -21,17 +24,40 @@ from ui.teach import SCORE, open_table, where_text
 OWN_PREDICTIONS = "own_predictions"  # subject digest → question key → the choice predicted
 
 
-def own_trace_lesson(subject: Subject, loaded: Loaded, jobs) -> None:
-    """An expander above the views: the questions this trace can answer, then their answers
-    (both measured in a reader: ``JobKind.OWN``)."""
-    asked = jobs(Job(kind=JobKind.OWN, names=(subject.title,)), [subject], [loaded])
+@dataclass(frozen=True)
+class OwnBox:
+    """The lesson's expander, drawn above the views before its questions are known."""
+
+    holder: DeltaGenerator  # an st.empty() holding the expander: emptied when there is nothing to ask
+    body: DeltaGenerator  # the expander
+    notes: DeltaGenerator  # below it: the job's spinner, or why it failed
+
+
+def own_trace_box(subject: Subject) -> OwnBox:
+    """The collapsed "Predict, then look" expander above the views, empty until
+    ``own_trace_lesson`` fills it after them: its questions come from a reader job
+    (``JobKind.OWN``: the whole trace sent to a reader and back, 0.04-0.38 s on the 2-core box
+    for a 22.7 MB trace, bench/bench_upload_verdict.py --timeline) that held back the Summary
+    drawn below it, although a collapsed expander shows none of it."""
+    predicted = st.session_state.get(OWN_PREDICTIONS, {}).get(subject.digest, {})
+    label = "Predict, then look: this trace as a lesson" + (f" ({len(predicted)} predicted)" if predicted else "")
+    holder = st.empty()
+    body = holder.container().expander(label, expanded=False, icon=":material/quiz:")
+    return OwnBox(holder=holder, body=body, notes=st.container())
+
+
+def own_trace_lesson(box: OwnBox, subject: Subject, loaded: Loaded, jobs) -> None:
+    """Fill ``box`` (after the views): the questions this trace can answer, then their answers
+    (both measured in a reader: ``JobKind.OWN``); none to ask, the box goes."""
+    with box.notes:
+        asked = jobs(Job(kind=JobKind.OWN, names=(subject.title,)), [subject], [loaded])
     if not asked:
+        box.holder.empty()
         return
     questions = [q for q, _ in asked]
     answers = {q.key: a for q, a in asked}
     predicted: dict[str, str] = st.session_state.setdefault(OWN_PREDICTIONS, {}).setdefault(subject.digest, {})
-    label = "Predict, then look: this trace as a lesson" + (f" ({len(predicted)} predicted)" if predicted else "")
-    with st.expander(label, expanded=False, icon=":material/quiz:"):
+    with box.body:
         open_questions = [q for q in questions if q.key not in predicted]
         if open_questions:
             _form(subject, open_questions, predicted)

@@ -18,6 +18,8 @@ uploads (``ResultStore``). No streamlit import: the page keeps one pool per serv
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from lab.core.config import RunConfig
 from lab.core.devices import DevicePeak
 from lab.core.settings import HostSettings
@@ -35,6 +37,7 @@ from lab.read.limits import (
 )
 from lab.read.protocol import Lane, Parsed, PoolHealth, ReaderHealth, ReadRequest
 from lab.read.queue import READER_START_TIMEOUT_S, ReaderRecord, ReadQueue, ReadTicket
+from lab.read.spool import SPOOL_DIR, SPOOL_MIN_BYTES, spool, sweep
 from lab.read.store import ResultStore
 
 __all__ = ["ReaderPool"]
@@ -44,9 +47,13 @@ class ReaderPool:
     """``plan.count`` reader processes behind a two-lane queue (``lab.pool``); thread-safe; see the module doc."""
 
     def __init__(self, *, settings: HostSettings, readers: int | None = None,
-                 abandon_after_s: float = ABANDONED_TICKET_S, small_read_json_bytes: int = SMALL_READ_JSON_BYTES):
+                 abandon_after_s: float = ABANDONED_TICKET_S, small_read_json_bytes: int = SMALL_READ_JSON_BYTES,
+                 spool_dir: Path = SPOOL_DIR, spool_min_bytes: int = SPOOL_MIN_BYTES):
         """``readers`` overrides the host's count (the CLI uses one); ``small_read_json_bytes`` is
-        where the large lane starts (tests lower it to queue large reads without large files)."""
+        where the large lane starts (tests lower it to queue large reads without large files);
+        bytes of at least ``spool_min_bytes`` reach their reader as a file in ``spool_dir``
+        (``lab.read.spool``), smaller ones as a frame."""
+        self.spool_dir, self.spool_min_bytes = spool_dir, spool_min_bytes
         if readers is not None:
             settings = settings.replace(reader_count=readers)
         self.settings = settings
@@ -60,7 +67,10 @@ class ReaderPool:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self, *, wait: bool = False, timeout: float = READER_START_TIMEOUT_S) -> ReaderPool:
-        """Start every reader (each warms up on its own); with ``wait``, until one is ready."""
+        """Start every reader (each warms up on its own); with ``wait``, until one is ready. The
+        spool files a server that died left behind go first (``lab.read.spool.sweep``)."""
+        if not self._pool.started:
+            sweep(self.spool_dir)
         self._pool.start()
         if wait:
             self.wait_ready(timeout)
@@ -106,9 +116,15 @@ class ReaderPool:
         hint = json_size_hint(data, path)
         lane = Lane.SMALL if hint <= self.small_read_json_bytes else Lane.LARGE
         refusal = memory_refusal(hint, self.plan.memory_mb) if surely_too_big(hint, self.plan.memory_mb) else None
-        request = ReadRequest(settings=settings or self.settings, path=None if path is None else str(path),
-                              config=config, peak=peak, json_hint=hint, rank_of_job=rank_of_job)
-        return self._queue.submit(request, data=data, lane=lane, label=label, refusal=refusal, session=session)
+        spooled = None
+        if data is not None and refusal is None and len(data) >= self.spool_min_bytes:
+            spooled = spool(data, self.spool_dir)  # None: no room there, the bytes go as a frame
+        request = ReadRequest(settings=settings or self.settings,
+                              path=spooled if spooled is not None else None if path is None else str(path),
+                              spooled=spooled is not None, config=config, peak=peak, json_hint=hint,
+                              rank_of_job=rank_of_job)
+        return self._queue.submit(request, data=None if spooled is not None else data, lane=lane, label=label,
+                                  refusal=refusal, session=session, spool=spooled)
 
     def read(self, data: bytes | None = None, **kwargs) -> Parsed:
         """``submit`` and wait: the ``Parsed``, or ``ReadFailed`` with the visitor's message."""

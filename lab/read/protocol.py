@@ -5,7 +5,8 @@ the readers' own is their init record (their limits), the jobs they run and the 
 the messages:
 
     server → reader:  InitReader (once), then per ticket Task(job=ReadRequest) [+ the trace as
-                      one raw frame, or the traces of a multi-trace job as pickle-5 frames] … or Stop
+                      one raw frame — or none: the trace is in a spool file in shared memory
+                      (``lab.read.spool``) — or the traces of a multi-trace job as pickle-5 frames] … or Stop
     reader → server:  Ready(info=ReaderLimits) (once), then per ticket Progress …, and Done [+
                       the pickled result and its buffers as raw frames] or Failure(kind=ReadFailureKind)
 
@@ -136,7 +137,8 @@ class ReadRequest:
     """Read one trace (``Task.job``): from ``path``, or from the raw frame that follows the task."""
 
     settings: HostSettings  # the trace limits (decompressed size, events) of the caller
-    path: str | None = None  # a file the reader opens itself (the CLI)
+    path: str | None = None  # a file the reader opens itself (the CLI), or the server's spool file
+    spooled: bool = False  # ``path`` is a spool file (lab.read.spool): the reader maps it, copying nothing
     config: RunConfig | None = None  # a run's config and device peak feed the GEMM analysis
     peak: DevicePeak | None = None
     json_hint: int = 0  # the server's estimate of the JSON's size (limits.json_size_hint), for messages

@@ -31,6 +31,7 @@ from lab.pool import (
 from lab.read.limits import READER_NICE, ReaderPlan, memory_refusal, timeout_refusal
 from lab.read.protocol import InitReader, Lane, Parsed, ReadFailed, ReadFailureKind, ReadState, ReadStatus
 from lab.read.reader import READER_CODE, READER_FD_ENV
+from lab.read.spool import remove as remove_spool
 
 __all__ = ["READER_START_TIMEOUT_S", "ReadQueue", "ReadTicket", "ReaderClient", "ReaderRecord", "start_reader_process"]
 
@@ -54,15 +55,24 @@ class ReadTicket(Ticket):
     """A caller's handle on one read (see ``lab.pool.Ticket``): ``result`` is its ``Parsed``."""
 
     def __init__(self, queue: ReadQueue, read_id: int, job: Any, *, data=None, lane: Lane, label: str,
-                 frames: list | None = None, session: str | None = None):
+                 frames: list | None = None, session: str | None = None, spool: str | None = None):
         super().__init__(queue, read_id, job, session=session, lane=lane,
                          frames=frames if frames is not None else None if data is None else [data],
                          packed=frames is not None)
         self.label = label
+        self.spool = spool  # the trace's spool file (lab.read.spool), removed when the ticket settles
 
     def result(self, timeout: float | None = None) -> Parsed:
         """Wait for the ``Parsed``; raises ``ReadFailed``, or ``TimeoutError`` after ``timeout`` s."""
         return super().result(timeout)
+
+    def settle(self, *, value: Any = None, error=None, state=None) -> None:
+        """As ``Ticket.settle``, and its spool file goes first (a caller woken by the outcome finds
+        it gone): every outcome (read, refused, cancelled, timed out, crashed, shut down) settles
+        the ticket."""
+        spool, self.spool = self.spool, None
+        remove_spool(spool)
+        super().settle(value=value, error=error, state=state)
 
 
 class ReaderRecord(ChildRecord):
@@ -145,12 +155,17 @@ class ReadQueue(PoolQueue):
         return self.children
 
     def submit(self, job: Any, *, data=None, frames: list | None = None, lane: Lane, label: str,
-               refusal: str | None = None, session: str | None = None) -> ReadTicket:
-        """Queue a read; with ``refusal`` the ticket fails at once (the trace surely does not fit)."""
+               refusal: str | None = None, session: str | None = None, spool: str | None = None) -> ReadTicket:
+        """Queue a read; with ``refusal`` the ticket fails at once (the trace surely does not fit).
+        ``spool`` (the trace's spool file) is the ticket's from here, removed if it cannot be queued."""
         with self.lock:
-            self.check_open()
+            try:
+                self.check_open()
+            except BaseException:
+                remove_spool(spool)
+                raise
             ticket = ReadTicket(self, self.next_id(), job, data=data, frames=frames, lane=lane, label=label,
-                                session=session)
+                                session=session, spool=spool)
             if refusal is not None:
                 self.failed += 1
                 ticket.settle(error=ReadFailed(refusal, kind=ReadFailureKind.MEMORY))

@@ -13,8 +13,10 @@ exits: the pool starts a fresh one.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
+import mmap
 import os
 import resource
 import time
@@ -139,13 +141,35 @@ def _read(steps: _Steps, request: ReadRequest, data, progress: _Progress) -> lis
     inflated text dies inside it once decoded: holding it here would add its size to the peak.
     """
     progress.stage("parsing")
-    parsed = steps.parse(data if data is not None else request.path, request.settings, request.config, request.peak,
-                         progress)
+    if request.spooled:  # the server's file in shared memory (lab.read.spool): mapped, not copied
+        with _mapped(request.path) as view:
+            parsed = steps.parse(view, request.settings, request.config, request.peak, progress)
+    else:
+        parsed = steps.parse(data if data is not None else request.path, request.settings, request.config,
+                             request.peak, progress)
     progress.json_bytes = parsed.trace.source_bytes
     if request.rank_of_job is not None:  # one rank of a job: its summary is all the server gets
         parsed = steps.analysis.rank_summary(parsed.trace, request.rank_of_job, parsed.analysis)
     progress.stage("sending")
     return pack(parsed)
+
+
+@contextlib.contextmanager
+def _mapped(path):
+    """A read-only view of the file at ``path``, unmapped afterwards. Still referred to then (a
+    failure's traceback holds the decoder's frames), it is left to the collector: closing a
+    mapping with views on it raises, and nothing may read freed memory."""
+    with open(path, "rb") as fh:
+        mapping = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    view = memoryview(mapping)
+    try:
+        yield view
+    finally:
+        try:
+            view.release()
+            mapping.close()
+        except BufferError:
+            pass
 
 
 def _serve_one(pipe: ChildPipe, steps: _Steps, task: Task, data, memory_mb: int) -> bool:
