@@ -20,7 +20,9 @@ way back, and the page's rerun up to the verdict drawn. One machine, one clock.
 This process lowers its priority to the readers' (``lab.read.limits.READER_NICE``) once the
 server and Chromium have started, so A and the reader's work compete alike with the other jobs
 of a shared box; the server and the browser keep their own. Prints a Markdown table and the
-per-round figures as JSON lines.
+per-round figures as JSON lines. ``--browser-cpu N`` gives Chromium CPU N alone (a visitor's
+browser draws on the visitor's machine; on one 2-core box it otherwise takes 0.8–1.9 CPU-s per
+upload from the reader's cores) and the server, the readers and A the other CPUs.
 """
 
 from __future__ import annotations
@@ -195,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--timeline", action="store_true",
                     help="print every stamp of each upload, in seconds after the file's choice")
+    ap.add_argument("--browser-cpu", type=int, default=None,
+                    help="run Chromium on this CPU alone and the server, its readers and the in-process contender on "
+                         "the others (a visitor's browser runs on the visitor's machine, not the server's)")
     ap.add_argument("--log", type=Path, default=Path("/tmp/profiler_lab_bench/upload_verdict_server.log"))
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
@@ -206,10 +211,16 @@ def main(argv: list[str] | None = None) -> int:
     stamps.write_text("")
     env = {"PROFILER_LAB_STAMPS": str(stamps)}
     load = os.getloadavg()
+    everyone = os.sched_getaffinity(0)
+    server_cpus = everyone - {args.browser_cpu} if args.browser_cpu is not None else everyone
+    os.sched_setaffinity(0, server_cpus)  # the server and its readers inherit it
     results: dict[str, dict[str, list]] = {str(p): {"in_process": [], "upload": []} for p in args.traces}
     with streamlit_server(args.log, port=args.port, env=env, script="bench/timed_app.py") as (url, _):
+        if args.browser_cpu is not None:
+            os.sched_setaffinity(0, {args.browser_cpu})  # Playwright's driver, and Chromium from it
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            os.sched_setaffinity(0, server_cpus)
             os.nice(READER_NICE)  # after the browser started: it keeps the server's priority
             copies = Path(tempfile.mkdtemp(prefix="upload_verdict_"))
             try:
@@ -233,7 +244,9 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 browser.close()
                 shutil.rmtree(copies, ignore_errors=True)
-    print(f"\nload average at start: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}; "
+    where = (f"Chromium on CPU {args.browser_cpu}, the rest on {sorted(server_cpus)}" if args.browser_cpu is not None
+             else "all on every CPU")
+    print(f"\n{where}; load average at start: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}; "
           f"at end: {' / '.join(f'{x:.2f}' for x in os.getloadavg())}; rounds: {args.rounds}\n")
     names = [str(p) for p in args.traces]
     print("| step (median s) | " + " | ".join(Path(n).name for n in names) + " |")
