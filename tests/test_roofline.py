@@ -27,6 +27,7 @@ from lab.teach.roofline import (
     classify,
     device_roofline,
     peak_roofline,
+    roof_caption,
     roof_over,
     roofline_data,
     run_summary,
@@ -186,6 +187,11 @@ def test_a_roof_measured_below_the_runs_is_raised_to_the_best_run_and_says_so():
     # A roof above every run (the datasheet's, a quiet host's) is drawn as it is, saying nothing.
     h200 = peak_roofline(PEAKS["H200 SXM"], "bfloat16")
     assert roof_over(h200, points) == h200 and roof_over(measured, []) == measured
+    # The caption names the roof drawn and, only when raised, what the warm-up measured.
+    assert roof_caption(h200, h200).startswith("Roof: ") and "It measured" not in roof_caption(h200, h200)
+    said = roof_caption(measured, shown)
+    assert said.startswith("Roof: 83.0 GFLOP/s float32") and "It measured 40.0 GFLOP/s and 12.0 GB/s there" in said
+    assert all(line in said for line in shown.raised)
 
 
 def test_the_roofline_axis_reads_in_gflops_on_a_cpu_with_ticks_at_powers_of_ten():

@@ -35,13 +35,13 @@ from lab.teach import (
     RunSummary,
     device_roofline,
     normalize_code,
+    roof_caption,
     roof_over,
     roofline_data,
     run_summary,
     seat_shape,
     sweep_config,
 )
-from lab.units import fmt_tflops
 from ui import access, messages, state
 from ui.messages import md_escape
 
@@ -203,11 +203,7 @@ def _roofline(points: list[RunSummary], device: DeviceInfo | None, title: str, k
     shown = roof_over(roof, same)  # never below a run it is drawn with
     st.altair_chart(lv.roofline_chart(roofline_data(shown, same), title, notes=shown.raised), width="stretch",
                     key=key)
-    own = ("" if shown == roof else
-           f" It measured {fmt_tflops(roof.peak_tflops)} and {roof.bandwidth_gbs:,.1f} GB/s there, below these runs "
-           "(a busy host at warm-up): " + "; ".join(shown.raised) + ".")
-    st.caption(f"Roof: {fmt_tflops(shown.peak_tflops)} {dtype}, {shown.bandwidth_gbs:,.1f} GB/s, ridge at "
-               f"{shown.ridge_flops_per_byte:,.1f} FLOP/byte — {md_escape(roof.source)}.{md_escape(own)}")
+    st.caption(roof_caption(roof, shown))  # lab's own words and figures, no visitor text
 
 
 def swept() -> bool:

@@ -16,6 +16,7 @@ from lab.teach.roofline import (
     classify,
     device_roofline,
     peak_roofline,
+    roof_caption,
     roof_over,
     roofline_data,
     run_summary,
@@ -28,6 +29,7 @@ __all__ = [
     "ALONE_SWEEP", "OWN_QUESTION_TEXTS", "QUESTIONS", "Answer", "Membership", "Question", "RoomKeys", "RoomNotFound",
     "RoomSettings", "RoomStore", "RoomView", "Roofline", "RoomsUnavailable", "RunSummary", "Where", "classify",
     "device_roofline",
-    "normalize_code", "own_questions", "peak_roofline", "questions_for", "roof_over", "roofline_data", "run_summary",
+    "normalize_code", "own_questions", "peak_roofline", "questions_for", "roof_caption", "roof_over", "roofline_data",
+    "run_summary",
     "seat_shape", "skipped_for", "sweep_config",
 ]  # fmt: skip

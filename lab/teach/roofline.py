@@ -137,6 +137,16 @@ def roof_over(roof: Roofline, points: Sequence[RunSummary]) -> Roofline:
     return replace(roof, peak_tflops=peak_tflops, bandwidth_gbs=bandwidth_gbs, raised=(*roof.raised, *lines))
 
 
+def roof_caption(roof: Roofline, shown: Roofline) -> str:
+    """The line under a roofline: the roof drawn (``shown``, from ``roof_over``) and, when it was
+    raised above the measured ``roof``, what was measured and why it was raised."""
+    own = ("" if shown == roof else
+           f" It measured {fmt_tflops(roof.peak_tflops)} and {roof.bandwidth_gbs:,.1f} GB/s there, below these runs "
+           "(a busy host at warm-up): " + "; ".join(shown.raised) + ".")
+    return (f"Roof: {fmt_tflops(shown.peak_tflops)} {shown.dtype}, {shown.bandwidth_gbs:,.1f} GB/s, ridge at "
+            f"{shown.ridge_flops_per_byte:,.1f} FLOP/byte — {roof.source}.{own}")
+
+
 def run_summary(config: RunConfig, analysis: Analysis, device: str, *,
                 step_tflops: float | None = None) -> RunSummary | None:
     """The run's roofline point (None when it has neither a GEMM figure nor a step to time): a GPU
