@@ -156,7 +156,8 @@ def header(rounds: int, cold_rounds: int) -> list[str]:
         except PackageNotFoundError:
             vers.append(f"{pkg} absent")
     return [
-        f"- command: `python bench/bench_vs_hta.py --rounds {rounds}" + (f" --cold {cold_rounds}`" if cold_rounds else "`"),
+        f"- command: `python bench/bench_vs_hta.py --rounds {rounds}"
+        + (f" --cold {cold_rounds}`" if cold_rounds else "`"),
         f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; machine: {os.cpu_count()} CPUs ({model}), "
         f"Python {platform.python_version()}; load average at start {os.getloadavg()[0]:.2f}",
         f"- versions: {', '.join(vers)}",
@@ -191,13 +192,15 @@ def main(argv: list[str] | None = None) -> int:
             times, rows = warm(path, trace_dir, args.rounds)
             med = {n: {k: statistics.median(v) for k, v in times[n].items()} for n in CONTENDERS}
             ours, ta, hp = med["load_trace"], med["HTA TraceAnalysis"], med["HTA parse"]
-            row = (f"| {path.name} | {json_bytes(path) / 1e6:,.1f} | {rows['load_trace']:,} / {rows['HTA TraceAnalysis']:,} "
+            row = (f"| {path.name} | {json_bytes(path) / 1e6:,.1f} "
+                   f"| {rows['load_trace']:,} / {rows['HTA TraceAnalysis']:,} "
                    f"| {ours['wall'] * 1e3:,.0f} | {ta['wall'] * 1e3:,.0f} | **{ta['wall'] / ours['wall']:.1f}×** "
                    f"| {hp['wall'] * 1e3:,.0f} | {hp['wall'] / ours['wall']:.1f}× "
                    f"| {ta['cpu'] / ours['cpu']:.1f}× / {hp['cpu'] / ours['cpu']:.1f}× | {os.getloadavg()[0]:.2f} |")
             if args.cold:
                 c = {n: statistics.median(v) for n, v in cold(path, trace_dir, args.cold).items()}
-                row += f" {c['load_trace']:.2f} / {c['HTA TraceAnalysis']:.2f} ({c['HTA TraceAnalysis'] / c['load_trace']:.1f}×) |"
+                ours_s, ta_s = c["load_trace"], c["HTA TraceAnalysis"]
+                row += f" {ours_s:.2f} / {ta_s:.2f} ({ta_s / ours_s:.1f}×) |"
             table.append(row)
             print(row, flush=True)
             print("  all rounds (wall ms): " + "; ".join(

@@ -97,6 +97,14 @@ def _factorized(values: list) -> tuple[np.ndarray, np.ndarray]:
     return pd.factorize(np.array(values, dtype=object))
 
 
+def _narrow(factorized: tuple) -> tuple:
+    """A batch's codes in the smallest signed int that holds them (int16 for an 8k batch, not
+    the intp factorize gives): the nine code columns of every batch wait in memory until the
+    merge, 72 → 18 bytes per event (135 MB on a 1 GB trace's 2.5M events)."""
+    codes, uniques = factorized
+    return codes.astype(np.int16 if len(uniques) < np.iinfo(np.int16).max else np.int32, copy=False), uniques
+
+
 def _merge_factorized(pieces: list[tuple[np.ndarray, np.ndarray]], as_text=None) -> tuple[np.ndarray, np.ndarray]:
     """Per-batch (codes, uniques) → global (codes, categories): categories merged, codes
     remapped; -1 (a missing value) stays -1. ``as_text`` maps uniques first (417 and "417"
@@ -159,25 +167,27 @@ class EventParts:
         part = {
             "ts": ts,
             "dur": dur,
-            "name": _factorized(names),
-            "cat": _factorized([e.cat for e in xs]),
-            "pid": _factorized(pids),
-            "tid": _factorized(tids),
+            "name": _narrow(_factorized(names)),
+            "cat": _narrow(_factorized([e.cat for e in xs])),
+            "pid": _narrow(_factorized(pids)),
+            "tid": _narrow(_factorized(tids)),
             "ints": np.fromiter(chain.from_iterable(map(_INT_OF, args)), dtype=np.int64,
                                 count=n * len(INT_ARGS)).reshape(n, -1),
             "floats": np.fromiter(chain.from_iterable(map(_FLOAT_OF, args)), dtype=np.float64,
                                   count=n * len(FLOAT_ARGS)).reshape(n, -1),
         }
         for attr, values in zip(TEXT_ARGS, zip(*map(_TEXT_OF, args))):
-            part[attr] = _text_codes(values)
+            part[attr] = _narrow(_text_codes(values))
         self.parts.append(part)
         self.n += n
 
+    # Both take the pieces out as they merge them: each batch's piece is freed once merged,
+    # instead of every piece living until the last column is made.
     def column(self, key: str) -> np.ndarray:
-        return np.concatenate([p[key] for p in self.parts])
+        return np.concatenate([p.pop(key) for p in self.parts])
 
     def categorical(self, key: str, as_text=None) -> tuple[np.ndarray, np.ndarray]:
-        return _merge_factorized([p[key] for p in self.parts], as_text)
+        return _merge_factorized([p.pop(key) for p in self.parts], as_text)
 
 
 class FlowParts:
