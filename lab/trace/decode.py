@@ -270,7 +270,7 @@ def _decode_one_pass(buf, first: bytes, max_events: int) -> Source | None:
         if first == b"[":
             events, top = LIST_DECODER.decode(buf), {}
         else:
-            doc = TYPED_DOC_DECODER.decode(buf)
+            doc: Any = TYPED_DOC_DECODER.decode(buf)  # a TypedDoc (made by defstruct: untyped)
             if doc.traceEvents is msgspec.UNSET:
                 return None
             events = doc.traceEvents
