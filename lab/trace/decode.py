@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import types
 import zlib
 from collections.abc import Iterator
@@ -61,6 +62,7 @@ _DEFLATE_SLICE_BYTES = 1 << 20  # compressed input handed to zlib per call
 _MAX_GZIP_RATIO = 200
 _RATIO_CHECK_FROM_BYTES = 32 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
+_NON_BLANK = re.compile(rb"[^ \t\n\r\x0b\x0c]")  # what bytes.lstrip() does not strip
 _RAISE_CAP = "profile fewer steps or raise PROFILER_LAB_MAX_TRACE_DECOMPRESSED_MB."
 
 # Events turned into Python objects at a time. The raw JSON of every event is located first
@@ -190,7 +192,10 @@ class _Inflated:
                 ".json.gz trace that torch.profiler exported."
             )
         if not self.looked_at_start:
-            head = chunk.lstrip()[:1]
+            # The first non-blank byte, found in place: chunk.lstrip() copied the whole 8 MiB
+            # chunk (4.6 ms of the 22.7 MB transformer step's ~150 ms load, cProfile).
+            first = _NON_BLANK.search(chunk)
+            head = first.group() if first else b""
             if head:
                 self.looked_at_start = True
                 if head not in (b"{", b"["):  # refuse before inflating any more
