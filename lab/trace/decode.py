@@ -75,7 +75,7 @@ _BATCH_EVENTS = 8_192
 # step (min of 5, load 4). The price: every event is a Struct at once, the load's growth 3.4-3.6×
 # the JSON instead of 1.5-1.9× (37 and 114 MB real CPU traces), so only small traces take it:
 # at most ~170 MB more, inside the smallest reader's 256 MB (lab/read/limits.py); the rest
-# stay near 2× (the 1 GB trace: BENCHMARKS.md "Ingest: a 1 GB trace").
+# stay near 2× (BENCHMARKS.md, "A 1 GB JSON trace in a reader-like process").
 _ONE_PASS_MAX_BYTES = 48 << 20
 
 

@@ -210,7 +210,7 @@ def _events_frame(order: np.ndarray, cats: dict, cols: dict, lane_cols: dict, so
     Each unsorted input is popped as its sorted column is made, and the frame keeps the arrays
     it is given (``copy=False``; a dict's default copies every column into consolidated blocks).
     On a 1 GB trace held as bytes (2.5M events) this stage was the load's peak: 2,416 MiB
-    resident with both, 1,9xx MiB without (bench/bench_large_trace_memory.py).
+    resident with both, 1,874 MiB without (bench/bench_large_trace_memory.py's sampler).
     """
 
     def category(key: str) -> pd.Categorical:
