@@ -258,7 +258,7 @@ def test_plain_gzip_bare_list_path_and_bytes_agree(name, tmp_path):
 # The one decode path has three routes to the same records (lab/trace/records.py); each must
 # give the same frames. (These replace the tests of the removed orjson / stdlib-only decoders,
 # which monkeypatched msgspec and orjson away: same inputs, same expectations.)
-ROUTES = ["typed", "stdlib document", "python checks"]
+ROUTES = ["typed", "typed in batches", "stdlib document", "python checks"]
 
 
 class _RefusesEverything:
@@ -271,7 +271,9 @@ class _RefusesEverything:
 def _take_route(route: str, payload: bytes, monkeypatch) -> bytes:
     """``payload`` as it must be loaded to take ``route``:
 
-    - typed: as it is (msgspec validates while it parses);
+    - typed: as it is (msgspec validates while it parses; a small trace in one parse);
+    - typed in batches: as it is, with the one-parse route off (as for a trace over
+      ``decode._ONE_PASS_MAX_BYTES``): events located first, then typed 8k at a time;
     - stdlib document: with a NaN token added at the top level, which msgspec refuses, so the
       whole document is read by stdlib json and every event goes through the Python checks;
     - python checks: typed decoding refuses every batch and every event, so each event is
@@ -282,8 +284,11 @@ def _take_route(route: str, payload: bytes, monkeypatch) -> bytes:
         if isinstance(doc, list):
             doc = {"traceEvents": doc}
         return json.dumps({**doc, "note": float("nan")}).encode()
+    if route in ("typed in batches", "python checks"):
+        monkeypatch.setattr(decode_mod, "_ONE_PASS_MAX_BYTES", 0)
     if route == "python checks":
         monkeypatch.setattr(decode_mod, "LIST_DECODER", _RefusesEverything())
+        monkeypatch.setattr(decode_mod, "TYPED_DOC_DECODER", _RefusesEverything())
         monkeypatch.setattr(records_mod, "EVENT_DECODER", _RefusesEverything())
     return payload
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import types
 import zlib
 from collections.abc import Iterator
@@ -36,6 +37,7 @@ from lab.trace.records import (
     LIST_DECODER,
     RAW_DOC_DECODER,
     RAW_LIST_DECODER,
+    TYPED_DOC_DECODER,
     Event,
     checked,
     typed_or_python,
@@ -60,12 +62,21 @@ _DEFLATE_SLICE_BYTES = 1 << 20  # compressed input handed to zlib per call
 _MAX_GZIP_RATIO = 200
 _RATIO_CHECK_FROM_BYTES = 32 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
+_NON_BLANK = re.compile(rb"[^ \t\n\r\x0b\x0c]")  # what bytes.lstrip() does not strip
 _RAISE_CAP = "profile fewer steps or raise PROFILER_LAB_MAX_TRACE_DECOMPRESSED_MB."
 
 # Events turned into Python objects at a time. The raw JSON of every event is located first
 # (cheap: 48 bytes per event); objects exist only for one batch (~6 MB) before they become
 # column arrays, which keeps peak memory near the JSON size plus the final frame.
 _BATCH_EVENTS = 8_192
+# Up to this size the events are typed in the same parse that reads the document, instead of
+# located first (list[msgspec.Raw]) and typed batch by batch: one parse instead of two plus a
+# join per batch, 62 → 38 ms CPU on a 10 MB CPU trace, 125 → 90 ms on the 22.7 MB transformer
+# step (min of 5, load 4). The price: every event is a Struct at once, the load's growth 3.4-3.6×
+# the JSON instead of 1.5-1.9× (37 and 114 MB real CPU traces), so only small traces take it:
+# at most ~170 MB more, inside the smallest reader's 256 MB (lab/read/limits.py); the rest
+# stay near 2× (BENCHMARKS.md, "A 1 GB JSON trace in a reader-like process").
+_ONE_PASS_MAX_BYTES = 48 << 20
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,7 +192,10 @@ class _Inflated:
                 ".json.gz trace that torch.profiler exported."
             )
         if not self.looked_at_start:
-            head = chunk.lstrip()[:1]
+            # The first non-blank byte, found in place: chunk.lstrip() copied the whole 8 MiB
+            # chunk (4.6 ms of the 22.7 MB transformer step's ~150 ms load, cProfile).
+            first = _NON_BLANK.search(chunk)
+            head = first.group() if first else b""
             if head:
                 self.looked_at_start = True
                 if head not in (b"{", b"["):  # refuse before inflating any more
@@ -229,6 +243,10 @@ def decode(buf, max_events: int) -> Source:
             f"this is not JSON (it {shown}); upload the .json or .json.gz trace "
             "that torch.profiler's export_chrome_trace wrote."
         )
+    if len(buf) <= _ONE_PASS_MAX_BYTES:
+        typed = _decode_one_pass(buf, first, max_events)
+        if typed is not None:
+            return typed
     try:
         if first == b"[":
             raws, top = RAW_LIST_DECODER.decode(buf), {}
@@ -247,6 +265,33 @@ def decode(buf, max_events: int) -> Source:
     if len(raws) > max_events:
         raise _too_many(len(raws), max_events)
     return Source(top, len(raws), _typed_batches(raws))
+
+
+def _decode_one_pass(buf, first: bytes, max_events: int) -> Source | None:
+    """The document and its events typed in one parse; None when msgspec refuses it anywhere
+    (an event of an unexpected type, NaN, not JSON...): the two-pass route then reads it and
+    says, or checks event by event, exactly as it would have."""
+    try:
+        if first == b"[":
+            events, top = LIST_DECODER.decode(buf), {}
+        else:
+            doc: Any = TYPED_DOC_DECODER.decode(buf)  # a TypedDoc (made by defstruct: untyped)
+            if doc.traceEvents is msgspec.UNSET:
+                return None
+            events = doc.traceEvents
+            top = {f: getattr(doc, f) for f in doc.__struct_fields__ if f != "traceEvents"}
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    except RecursionError:
+        raise too_deep() from None
+    if len(events) > max_events:
+        raise _too_many(len(events), max_events)
+    return Source(top, len(events), _sliced(events))
+
+
+def _sliced(events: list[Event]) -> Iterator[tuple[list[Event], int]]:
+    for i in range(0, len(events), _BATCH_EVENTS):
+        yield events[i : i + _BATCH_EVENTS], 0
 
 
 def _typed_batches(raws: list) -> Iterator[tuple[list[Event], int]]:

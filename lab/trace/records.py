@@ -133,7 +133,15 @@ class RawDoc(msgspec.Struct):
     distributedInfo: Any = None
 
 
+# The same document with its events typed in the same parse (decode's one-pass route for
+# traces up to decode._ONE_PASS_MAX_BYTES).
+TypedDoc = msgspec.defstruct(
+    "TypedDoc", [("traceEvents", list[Event] | msgspec.UnsetType, msgspec.UNSET)]
+    + [(f, Any, None) for f in RawDoc.__struct_fields__ if f != "traceEvents"],
+)
+
 RAW_DOC_DECODER = msgspec.json.Decoder(RawDoc)
+TYPED_DOC_DECODER = msgspec.json.Decoder(TypedDoc)
 RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 LIST_DECODER = msgspec.json.Decoder(list[Event])
 EVENT_DECODER = msgspec.json.Decoder(Event)
