@@ -29,10 +29,18 @@ import re
 
 import pytest
 
-from lab.views.tables import NOTE_FOOTNOTES
+from lab.views.tables import KERNEL_FIRST, NOTE_FOOTNOTES
 from tests.browser_pages import ARTIFACTS, app_server, open_app_ready, wait_page_idle
 from ui.layout import COLLAPSE_BELOW_PX
-from ui.views import DIFF_COLUMN_PX, DIFF_ORDER, NOTE_COLUMN_PX, TABLE_NAME_PX, TOTALS_MEANING_PX
+from ui.views import (
+    DIFF_COLUMN_PX,
+    DIFF_ORDER,
+    KERNEL_FIGURE_PX,
+    KERNEL_NAME_PX,
+    NOTE_COLUMN_PX,
+    TABLE_NAME_PX,
+    TOTALS_MEANING_PX,
+)
 
 RUN_S = 300
 UI_S = 120
@@ -180,9 +188,14 @@ def test_open_in_perfetto_has_the_page_font(visitor):
 def test_table_notes_beside_the_name_and_whole_under_it(visitor):
     pick(visitor, "Showing", H200)
     tab(visitor, "Table")
-    table = grids(visitor)[0]
+    table, kernels = grids(visitor)[:2]
     assert table["headers"][:2] == ["Name", "Note"], table["headers"]  # drawn: in view
     assert TABLE_NAME_PX + NOTE_COLUMN_PX <= table["client_px"], table
+    # The GPU kernel list: the name, Total and Share in view (at 800 px only Calls was, beside a 320 px name).
+    assert tuple(kernels["headers"][:3]) == KERNEL_FIRST, kernels["headers"]
+    assert KERNEL_NAME_PX + 2 * KERNEL_FIGURE_PX <= kernels["client_px"], kernels
+    for header in KERNEL_FIRST[1:]:
+        assert visitor.evaluate(TEXT_PX_JS, header) + CELL_PADDING_PX <= KERNEL_FIGURE_PX, header
     marks = {c for c in table["cells"] if c.startswith("label")}
     assert marks == {"label ¹", "label ²"}, table["cells"]  # the H200 step: a CPU and a GPU label row
     for mark in marks:

@@ -27,8 +27,10 @@ from ui.widgets import chosen, labels_from
 # column of an 800 px window with the sidebar open (a long kernel name is whole in its tooltip).
 NOTE_COLUMN_PX = 72
 TABLE_NAME_PX = 240
-# The Table's GPU kernels: a kernel name can be 300 characters; the numbers stay in view.
-KERNEL_NAME_PX = 320
+# The Table's GPU kernels: a kernel name can be 300 characters; the name, Total and Share stay in
+# view in the ~466 px grid of an 800 px window with the sidebar open (320 px left only Calls there).
+KERNEL_NAME_PX = 220
+KERNEL_FIGURE_PX = 100  # Total (µs) and GPU share: their headers are ~65 px at 14 px ("Share of GPU time" was 106)
 METRIC_CARD_PX = 276  # three cards and their gaps in the ~880 px main column at 1280 px
 SEVERITY_ICON = {"critical": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 
@@ -135,6 +137,10 @@ def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
         config = {**_float_formats(kernels.data), **_number_formats(kernels.column_formats)}
         # A kernel name can be 300 characters: the numbers stay in view, the name is whole in the cell's tooltip.
         config["Kernel"] = st.column_config.Column("Kernel", width=KERNEL_NAME_PX)
+        for figure, fmt in (("Total (µs)", "%.1f"), ("GPU share", None)):
+            if figure in kernels.data.columns:
+                config[figure] = st.column_config.NumberColumn(
+                    figure, format=kernels.column_formats.get(figure, fmt), width=KERNEL_FIGURE_PX)
         st.dataframe(kernels.data, hide_index=True, width="stretch", column_config=config)
 
 

@@ -38,13 +38,13 @@ _SUPERSCRIPTS = "¹²³⁴⁵⁶⁷⁸⁹"
 # names (total_us, share_pct, registers_per_thread) read like data, not a table (issue 26).
 KERNEL_LABELS = {
     "name": "Kernel", "cat": "Kind", "count": "Calls", "total_us": "Total (µs)", "mean_us": "Mean (µs)",
-    "min_us": "Min (µs)", "max_us": "Max (µs)", "share_pct": "Share of GPU time", "grid": "Grid", "block": "Block",
+    "min_us": "Min (µs)", "max_us": "Max (µs)", "share_pct": "GPU share", "grid": "Grid", "block": "Block",
     "registers_per_thread": "Registers / thread", "shared_memory_bytes": "Shared memory (B)",
     "occupancy_pct": "Est. occupancy",
 }
 # Each labelled column's printf format (st.column_config.NumberColumn): whole registers and bytes.
 KERNEL_FORMATS = {"Total (µs)": "%.1f", "Mean (µs)": "%.1f", "Min (µs)": "%.1f", "Max (µs)": "%.1f",
-                  "Share of GPU time": "%.1f%%", "Registers / thread": "%.0f", "Shared memory (B)": "%.0f",
+                  "GPU share": "%.1f%%", "Registers / thread": "%.0f", "Shared memory (B)": "%.0f",
                   "Est. occupancy": "%.0f%%"}
 
 # Share columns added by key_averages_view, computed as torch's table does.
@@ -173,10 +173,17 @@ def _note_marks(notes: pd.Series) -> tuple[np.ndarray, list[str]]:
     return marks, [f"{_SUPERSCRIPTS[n]} {NOTE_FOOTNOTES.get(note, note)}" for note, n in numbers.items()]
 
 
+# What the kernel list is read for, first: at 800 px with the sidebar open its grid is ~466 px
+# wide, and Total and Share (the 4th and 8th columns before) were scrolled out of view (issue 26).
+KERNEL_FIRST = ("Kernel", "Total (µs)", "GPU share")
+
+
 def kernel_table(kernels: pd.DataFrame) -> FormattedTable:
-    """``Analysis.kernels`` with the column names of ``KERNEL_LABELS`` (other columns as they are)
-    and their formats; the numbers are unchanged (sortable)."""
+    """``Analysis.kernels`` with the column names of ``KERNEL_LABELS`` (other columns as they are),
+    ``KERNEL_FIRST`` first, and their formats; the numbers are unchanged (sortable)."""
     data = kernels.rename(columns=KERNEL_LABELS)
+    first = [c for c in KERNEL_FIRST if c in data.columns]
+    data = data[first + [c for c in data.columns if c not in first]]
     return FormattedTable(data, {c: f for c, f in KERNEL_FORMATS.items() if c in data.columns})
 
 
