@@ -57,3 +57,38 @@ def test_own_trace_questions_reveal_only_after_the_prediction(at):
     assert own_radios(at) == []  # predicted: no form left for this trace
     score = at.session_state["teach_score"]
     assert sum(k.startswith("own.") for k in score) == len(answers)
+
+
+def test_an_attendees_own_trace_predictions_count_in_the_room_like_a_lessons(monkeypatch, tmp_path):
+    """Issue 26: in a room, your own trace's questions count like lesson questions — the
+    instructor sees each prediction and, once revealed, the measured answer."""
+    from tests.test_app_room import button, healthy, page
+
+    monkeypatch.setenv("PROFILER_LAB_DATABASE_URL", f"sqlite:///{tmp_path / 'rooms.sqlite3'}")
+    teacher = page()
+    button(teacher, "Open a room (instructor)").click()
+    teacher.run()
+    healthy(teacher)
+    code = teacher.session_state["room_instructor"].code
+    attendee = page()
+    attendee.text_input(key="room_code").input(code)
+    attendee.text_input(key="room_name").input("Ada")
+    button(attendee, "Join the room").click()
+    attendee.run()
+    healthy(attendee)
+    trace = load_trace(H200_TRACE.read_bytes())  # the first visit's sample
+    run = Run("sample", trace, analyze(trace))
+    answers = {q.key: q.answer([run]) for q in own_questions(run)}
+    for r in own_radios(attendee):
+        r.set_value(r.options[0])
+    button(attendee, "Lock in and reveal").click()
+    attendee.run()
+    healthy(attendee)
+
+    teacher.run()
+    healthy(teacher)
+    captions = [plain(c.value) for c in teacher.caption]
+    for key, answer in answers.items():
+        text = next(q.text for q in own_questions(run) if q.key == key)
+        assert any(text in plain(str(c.proto.spec)) for c in teacher.get("vega_lite_chart")), key
+        assert f"1 answer · measured: {answer.choice} (1)" in captions, (key, captions)
