@@ -12,7 +12,7 @@ import streamlit as st
 from lab import views as lv
 from lab.core import LESSONS
 from lab.read import Job, JobKind
-from lab.teach import Answer, Question, questions_for, skipped_for
+from lab.teach import Answer, Question, asked_on, questions_for, skipped_for
 from ui import room, state
 from ui.messages import md_escape
 
@@ -21,19 +21,9 @@ SCORE = "teach_score"  # question key → right or not (None: revealed unpredict
 REVEALED = "teach_revealed"  # (question key, subject keys) already sent to the room
 
 
-def _asked(lesson_key: str, device_kind: str) -> list[Question]:
-    """This host's questions, and the GPU ones the H200 recording answers (asked here too)."""
-    kinds = [device_kind] + (["cuda"] if device_kind != "cuda" else [])
-    seen: dict[str, Question] = {}
-    for kind in kinds:
-        for q in questions_for(lesson_key, kind):
-            seen.setdefault(q.key, q)
-    return list(seen.values())
-
-
 def predict_form(lesson_key: str, device_kind: str) -> None:
     """The lesson's questions, before anything opens: a form, nothing runs until *Lock in*."""
-    questions = _asked(lesson_key, device_kind)
+    questions = asked_on(lesson_key, device_kind)
     predictions = st.session_state.setdefault(PREDICTIONS, {})
     with st.form(f"predict_{lesson_key}", border=True):
         st.markdown("**Predict first** — then run the lesson or open its recording")

@@ -8,7 +8,7 @@ Nothing here imports streamlit.
 
 from lab.teach.db import RoomSettings, RoomsUnavailable
 from lab.teach.own_trace import OWN_QUESTION_TEXTS, own_questions
-from lab.teach.questions import QUESTIONS, Answer, Question, Where, questions_for, skipped_for
+from lab.teach.questions import QUESTIONS, Answer, Question, Where, asked_on, questions_for, skipped_for
 from lab.teach.roofline import (
     ALONE_SWEEP,
     Roofline,
@@ -28,8 +28,7 @@ from lab.teach.rooms import Membership, RoomKeys, RoomNotFound, RoomStore, RoomV
 __all__ = [
     "ALONE_SWEEP", "OWN_QUESTION_TEXTS", "QUESTIONS", "Answer", "Membership", "Question", "RoomKeys", "RoomNotFound",
     "RoomSettings", "RoomStore", "RoomView", "Roofline", "RoomsUnavailable", "RunSummary", "Where", "classify",
-    "device_roofline",
-    "normalize_code", "own_questions", "peak_roofline", "questions_for", "roof_caption", "roof_over", "roofline_data",
-    "run_summary",
+    "asked_on", "device_roofline", "normalize_code", "own_questions", "peak_roofline", "questions_for", "roof_caption",
+    "roof_over", "roofline_data", "run_summary",
     "seat_shape", "skipped_for", "sweep_config",
 ]  # fmt: skip

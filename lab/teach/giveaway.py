@@ -26,7 +26,7 @@ import re
 from lab.core.lessons import LESSONS
 from lab.core.workloads import WORKLOADS
 from lab.samples import lesson_samples
-from lab.teach.questions import Question, questions_for
+from lab.teach.questions import Question, asked_on
 
 __all__ = ["GENERIC_LABELS", "giveaways", "key_words", "shown_before"]
 
@@ -39,22 +39,11 @@ def shown_before(question: Question, device_kind: str) -> list[str]:
     texts = [lesson.title, lesson.text]
     texts += [WORKLOADS[r.gpu.workload].title for r in lesson.runs]
     texts += [t for s in lesson_samples(lesson.runs) or [] for t in (s.title, s.note)]
-    for q in _asked(question.lesson, device_kind):
+    for q in asked_on(question.lesson, device_kind):
         texts.append(q.text)
         if q.key != question.key:
             texts.extend(q.choices)
     return texts
-
-
-def _asked(lesson_key: str, device_kind: str) -> list[Question]:
-    """The form's questions: this device's, and the GPU ones the H200 recording answers
-    (``ui.teach._asked`` asks both on a CPU host)."""
-    kinds = [device_kind] + (["cuda"] if device_kind != "cuda" else [])
-    seen: dict[str, Question] = {}
-    for kind in kinds:
-        for q in questions_for(lesson_key, kind):
-            seen.setdefault(q.key, q)
-    return list(seen.values())
 
 
 def _says_something(label: str) -> bool:

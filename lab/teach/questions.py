@@ -341,6 +341,17 @@ def questions_for(lesson_key: str, device_kind: str) -> tuple[Question, ...]:
     return tuple(q for q in QUESTIONS if q.lesson == lesson_key and device_kind in q.devices)
 
 
+def asked_on(lesson_key: str, device_kind: str) -> tuple[Question, ...]:
+    """The lesson's prediction form on a host of ``device_kind``: its own questions, then the GPU
+    ones the lesson's H200 recording answers (a CPU host asks both), each once."""
+    kinds = [device_kind] + (["cuda"] if device_kind != "cuda" else [])
+    seen: dict[str, Question] = {}
+    for kind in kinds:
+        for q in questions_for(lesson_key, kind):
+            seen.setdefault(q.key, q)
+    return tuple(seen.values())
+
+
 def skipped_for(lesson_key: str, device_kind: str) -> tuple[tuple[Question, str], ...]:
     """The lesson's GPU questions a CPU run cannot answer, each with why (said on the page)."""
     return tuple((q, f"needs a GPU run: {q.why_gpu}") for q in QUESTIONS
