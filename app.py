@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 
 import streamlit as st
+from streamlit.runtime import Runtime
 
 from lab.access import RateLimiter
 from lab.core import HostSettings
@@ -29,6 +30,7 @@ from ui import (
     upload,
     views,
 )
+from ui.early_read import EarlyReads
 from ui.run import await_worker, open_recording, run_lesson, run_submitted, settle_interrupted
 from ui.widgets import labels_from
 
@@ -66,6 +68,16 @@ def get_readers(_settings: HostSettings) -> ReaderPool:
 
 
 @st.cache_resource(show_spinner=False)
+def get_early_reads(_readers: ReaderPool, _settings: HostSettings) -> EarlyReads:
+    """Uploads' reads begun when their bytes arrive, before the page run that brings them
+    (``ui.early_read``): installed once per server on Streamlit's file store."""
+    early = EarlyReads(_readers, _settings)
+    if Runtime.exists():  # a server's page (AppTest runs the script without one: reads begin on the page)
+        early.install(Runtime.instance().uploaded_file_mgr)
+    return early
+
+
+@st.cache_resource(show_spinner=False)
 def get_limiter() -> RateLimiter:
     """The per-visitor rate limits' counts, one per server, shared (behind a lock) by every session."""
     return RateLimiter()
@@ -75,6 +87,7 @@ def get_limiter() -> RateLimiter:
 settings = access.checked_settings(get_settings)
 service = get_service(settings)
 readers = get_readers(settings)
+early_reads = get_early_reads(readers, settings)
 limiter = get_limiter()
 # Without a passcode or login set, everyone is let in (and is the host); else a visitor who has
 # not signed in sees only the sign-in page: the script stops here. Workers warm up meanwhile.
@@ -127,7 +140,7 @@ if sweep_click:
     room.run_sweep(service, device, room.alone_sweep_shapes(device), settings=settings, limiter=limiter)
 room.instructor_view(device)
 
-waiting_upload = upload.upload_box(settings, readers, limiter=limiter)
+waiting_upload = upload.upload_box(settings, readers, limiter=limiter, early=early_reads)
 waiting_dir = tracedir.trace_dir_box(settings, readers, limiter=limiter)  # PROFILER_LAB_TRACE_DIR's traces
 # A file that came with this page run is read now, before "Showing": once read, this run shows it.
 waiting_upload = upload.await_new_upload(waiting_upload, readers)

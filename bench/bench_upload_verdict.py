@@ -82,8 +82,12 @@ UPLOAD_TIMING_JS = """() => performance.getEntriesByType("resource")
 # Breakdown segments: (label, from, to); points are page ("page:…") or server stamps.
 SEGMENTS = (
     ("transfer (browser → server, Streamlit stores the file)", "page:chosen", "page:upload_end"),
-    ("Streamlit: rerun with the file, page top → upload box", "page:upload_end", "accept"),
-    ("hand-off: digest, queue, the bytes to a reader", "accept", "stage:parsing"),
+    # The read's start: begun on the file's arrival (ui.early_read), it does not wait for the page
+    # run below, and this row is ~0 (or below 0: the reader began before the browser's request ended).
+    ("upload stored → reader parsing (on the path: rerun, page top, digest, queue)", "page:upload_end",
+     "stage:parsing"),
+    ("· Streamlit: rerun with the file, page top → upload box", "page:upload_end", "accept"),
+    ("· hand-off: read queued → reader parsing", "submitted", "stage:parsing"),
     ("decode (load_trace)", "stage:parsing", "stage:analysing"),
     ("analysis (analyze + find_insights)", "stage:analysing", "stage:sending"),
     ("result's way back (pack, pipe, unpickle)", "stage:sending", "received"),

@@ -6,8 +6,9 @@ the first one wraps a few functions (once per server) so that each writes ``{"t"
 machine, hence one wall clock, so the bench lines these up with the page's ``Date.now()``:
 
     run_start / run_end   a page run (the script thread) begins / ends (a rerun ends one too)
+    arrived               ``ui.early_read.EarlyReads.on_file``: the server stored the file (its PUT)
     accept                ``ui.upload.accept_upload`` is called: the script holds the upload's bytes
-    submitted             ``ReaderPool.submit`` returned: the read is queued
+    submitted             ``ReaderPool.submit`` returned: the read is queued (on arrival, or by the page)
     stage:<s>             a reader's Progress arrived (parsing: it holds the trace; analysing: the
                           Trace is built; sending: analyses and insights done, packing the result)
     received              the result's frames are received and unpickled in the server
@@ -77,10 +78,12 @@ def _install() -> None:
     from lab.read import ReaderPool
     from lab.read.queue import ReadQueue
     from ui import upload, views
+    from ui.early_read import EarlyReads
 
     for module, name in PARTS:
         _wrap(importlib.import_module(module), name, before=f"{module}.{name}:start", after=f"{module}.{name}:end")
 
+    _wrap(EarlyReads, "on_file", before="arrived")
     _wrap(upload, "accept_upload", before="accept")
     _wrap(ReaderPool, "submit", after="submitted")
     _wrap(upload, "_settle", after="settled")

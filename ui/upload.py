@@ -33,6 +33,7 @@ from lab.access import RateLimiter
 from lab.core import HostSettings
 from lab.read import Job, JobInput, JobKind, ReaderPool, ReadFailed, ReadFailureKind, ReadState, ReadStatus, ReadTicket
 from ui import access, messages, state
+from ui.early_read import EarlyRead, EarlyReads
 
 UPLOADER_KEY = "upload"
 _REJECTED = "rejected_uploads"  # session_state: digest (or "file:<id>") → message
@@ -83,10 +84,13 @@ class Waiting:
     queued_now: bool = False
 
 
-def upload_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimiter) -> Waiting | None:
+def upload_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimiter,
+               early: EarlyReads | None = None) -> Waiting | None:
     """The "open your own trace" expander; a new upload's read is queued and returned, to be
     awaited at the end of the page (``await_upload``). Several files (or a .zip of them) are
-    one job's ranks: read each, then open them together (``accept_group``)."""
+    one job's ranks: read each, then open them together (``accept_group``). ``early``: the
+    server's reads begun when a file arrived (``ui.early_read``), claimed here in place of
+    queueing one."""
     with st.expander("Open your own trace (.json or .json.gz from torch.profiler)", expanded=False):
         uploads = st.file_uploader(
             "Trace file", type=["json", "gz", "zip"], key=UPLOADER_KEY, max_upload_size=settings.max_upload_mb,
@@ -104,7 +108,7 @@ def upload_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimi
         st.session_state[_HELD] = len(uploads)
         # A file refused before stays refused, said once, and is set aside: the files added
         # beside it open on their own (it used to make them a group that could never open).
-        refused = [(f, why) for f in files if (why := _known_refusal(f, settings)) is not None]
+        refused = [(f, why) for f in files if (why := _known_refusal(f, settings, early)) is not None]
         for _, why in refused:
             messages.error(why)
         files = [f for f in files if all(f is not bad for bad, _ in refused)]
@@ -112,12 +116,13 @@ def upload_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimi
             return None
         in_flight = {*st.session_state.get(_PENDING, {}), *st.session_state.get(_GROUP_PENDING, {})}
         if len(files) > 1 or files[0].name.lower().endswith(".zip"):
-            outcome: str | _Pending | _Group | None = accept_group(files, settings, readers, limiter=limiter)
+            outcome: str | _Pending | _Group | None = accept_group(files, settings, readers, limiter=limiter,
+                                                                   early=early)
         else:
             upload = files[0]
             _cancel_groups()
             outcome = accept_upload(upload.name, upload.getvalue(), settings, readers, file_id=upload.file_id,
-                                    limiter=limiter)
+                                    limiter=limiter, early=early)
         if isinstance(outcome, str):
             messages.error(outcome)
             return None
@@ -127,7 +132,7 @@ def upload_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimi
         return Waiting(outcome, line, queued_now=key not in in_flight)
 
 
-def _known_refusal(upload, settings: HostSettings) -> str | None:
+def _known_refusal(upload, settings: HostSettings, early: EarlyReads | None = None) -> str | None:
     """Why a file in the uploader was refused already (remembered by its digest or this upload
     of it, or too large), or None: a file that is still to be read, or was read fine."""
     rejected: dict[str, str] = st.session_state.get(_REJECTED, {})
@@ -138,19 +143,20 @@ def _known_refusal(upload, settings: HostSettings) -> str | None:
     data = upload.getvalue()
     if len(data) > settings.max_upload_mb * 2**20:
         return _size_refusal(upload.name, len(data), settings)
-    return rejected.get(_digest(data, upload.file_id))
+    return rejected.get(_digest(data, upload.file_id, early))
 
 
-def _digest(data: bytes, file_id: str | None) -> str:
+def _digest(data: bytes, file_id: str | None, early: EarlyReads | None = None) -> str:
     """``state.digest_of(data)``, once per upload of a file (``file_id``): every page run while
     the uploader holds a file asks for it, twice in the run that reads it (0.1 s each on a
-    114.8 MB JSON)."""
+    114.8 MB JSON); a file whose read began on arrival was digested then (``ui.early_read``)."""
     if file_id is None:
         return state.digest_of(data)
     known: dict[str, str] = st.session_state.setdefault(_DIGESTS, {})
     key = f"{file_id}:{len(data)}"  # a .zip's one member comes under the zip's file_id
     if key not in known:
-        known[key] = state.digest_of(data)
+        begun = early.digest(_session_id(), file_id, len(data)) if early is not None else None
+        known[key] = begun if begun is not None else state.digest_of(data)
         while len(known) > MAX_RANK_FILES + 1:  # the files the uploader can hold at once
             known.pop(next(iter(known)))
     return known[key]
@@ -162,30 +168,57 @@ def _size_refusal(name: str, size_bytes: int, settings: HostSettings) -> str:
 
 
 def accept_upload(name: str, data: bytes, settings: HostSettings, readers: ReaderPool, *,
-                  limiter: RateLimiter, file_id: str | None = None) -> str | _Pending | None:
+                  limiter: RateLimiter, file_id: str | None = None,
+                  early: EarlyReads | None = None) -> str | _Pending | None:
     """Queue a read of ``data`` unless it is refused at once (the reason, for the user), already
     open (None) or already being read (its pending read). A read past the visitor's uploads per
     minute is refused with the wait and not remembered: the uploader still holds the file, and
-    a page run after the wait reads it."""
+    a page run after the wait reads it. A read of these bytes begun on their arrival (``early``)
+    is claimed instead of queueing another, and cancelled on every other outcome."""
     limit_bytes = settings.max_upload_mb * 2**20
     if len(data) > limit_bytes:
         return _size_refusal(name, len(data), settings)
-    digest = _digest(data, file_id)
-    rejected: dict[str, str] = st.session_state.setdefault(_REJECTED, {})
-    for key in (digest, f"file:{file_id}"):
-        if key in rejected:
-            return rejected[key]
-    if state.has_upload(digest):
+    digest = _digest(data, file_id, early)
+    claimed = _claim(early, file_id, data)
+    try:
+        rejected: dict[str, str] = st.session_state.setdefault(_REJECTED, {})
+        for key in (digest, f"file:{file_id}"):
+            if key in rejected:
+                return rejected[key]
+        if state.has_upload(digest):
+            return None
+        pending: dict[str, _Pending] = st.session_state.setdefault(_PENDING, {})
+        for other in [d for d in pending if d != digest]:  # the uploader now holds another file
+            pending.pop(other).ticket.cancel()
+        if digest not in pending:
+            if (why := access.refusal("upload", settings, limiter)) is not None:
+                return why
+            ticket, claimed = _ticket(name, data, digest, claimed, settings, readers)
+            pending[digest] = _Pending(name=name, digest=digest, file_id=file_id, ticket=ticket)
+        return pending[digest]
+    finally:
+        EarlyReads.release(claimed)
+
+
+def _session_id() -> str | None:
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else None
+
+
+def _claim(early: EarlyReads | None, file_id: str | None, data: bytes) -> EarlyRead | None:
+    """This session's early read of ``file_id``, now this page run's to use or release."""
+    if early is None or file_id is None or (session_id := _session_id()) is None:
         return None
-    pending: dict[str, _Pending] = st.session_state.setdefault(_PENDING, {})
-    for other in [d for d in pending if d != digest]:  # the uploader now holds another file
-        pending.pop(other).ticket.cancel()
-    if digest not in pending:
-        if (why := access.refusal("upload", settings, limiter)) is not None:
-            return why
-        ticket = readers.submit(data, settings=settings, label=name, session=state.owner())
-        pending[digest] = _Pending(name=name, digest=digest, file_id=file_id, ticket=ticket)
-    return pending[digest]
+    return early.take(session_id, file_id, len(data))
+
+
+def _ticket(name: str, data: bytes, digest: str, claimed: EarlyRead | None, settings: HostSettings,
+            readers: ReaderPool) -> tuple[ReadTicket, EarlyRead | None]:
+    """The read of ``data``: the early one if it read these bytes (then nothing is left to
+    release), else a new one queued now (and ``claimed`` is left to release)."""
+    if claimed is not None and claimed.digest == digest:
+        return claimed.ticket, None
+    return readers.submit(data, settings=settings, label=name, session=state.owner()), claimed
 
 
 def describe_read(status: ReadStatus, name: str) -> str:
@@ -377,8 +410,8 @@ def _group_files(files, limit_bytes: int) -> list[tuple[str, bytes, str | None]]
     return out
 
 
-def accept_group(files, settings: HostSettings, readers: ReaderPool, *,
-                 limiter: RateLimiter) -> str | _Pending | _Group | None:
+def accept_group(files, settings: HostSettings, readers: ReaderPool, *, limiter: RateLimiter,
+                 early: EarlyReads | None = None) -> str | _Pending | _Group | None:
     """Several files (or a .zip): each queued for a reader, to open together as one job's ranks
     once all are read; a .zip of one trace opens as that trace. The reason if refused at once,
     None if this group is already open. A group is one upload for the visitor's uploads per
@@ -390,11 +423,24 @@ def accept_group(files, settings: HostSettings, readers: ReaderPool, *,
     if len(entries) == 1:
         _cancel_groups()
         name, data, file_id = entries[0]
-        return accept_upload(name, data, settings, readers, file_id=file_id, limiter=limiter)
+        return accept_upload(name, data, settings, readers, file_id=file_id, limiter=limiter, early=early)
     for name, data, _ in entries:
         if len(data) > limit_bytes:
             return accept_upload(name, data, settings, readers, limiter=limiter)  # the size refusal, as for one file
-    digests = [state.digest_of(data) for _, data, _ in entries]
+    claims = [_claim(early, file_id, data) for _, data, file_id in entries]  # what began on arrival
+    try:
+        return _accept_entries(entries, claims, settings, readers, limiter=limiter)
+    finally:
+        for claimed in claims:
+            EarlyReads.release(claimed)
+
+
+def _accept_entries(entries: list[tuple[str, bytes, str | None]], claims: list[EarlyRead | None],
+                    settings: HostSettings, readers: ReaderPool, *,
+                    limiter: RateLimiter) -> str | _Pending | _Group | None:
+    """``accept_group`` for two or more files within the size; a claim it uses is set to None."""
+    digests = [c.digest if c is not None else state.digest_of(data) for (_, data, _), c in zip(entries, claims,
+                                                                                                 strict=True)]
     key = state.ranks_key(digests)
     rejected: dict[str, str] = st.session_state.setdefault(_REJECTED, {})
     for seen in (key, *(f"file:{file_id}" for _, _, file_id in entries)):
@@ -411,10 +457,11 @@ def accept_group(files, settings: HostSettings, readers: ReaderPool, *,
     if key not in groups:
         if (why := access.refusal("upload", settings, limiter)) is not None:
             return why
-        groups[key] = _Group(key=key, members=tuple(
-            _Pending(name=name, digest=digest, file_id=file_id,
-                     ticket=readers.submit(data, settings=settings, label=name, session=state.owner()))
-            for (name, data, file_id), digest in zip(entries, digests, strict=True)))
+        members = []
+        for i, ((name, data, file_id), digest) in enumerate(zip(entries, digests, strict=True)):
+            ticket, claims[i] = _ticket(name, data, digest, claims[i], settings, readers)
+            members.append(_Pending(name=name, digest=digest, file_id=file_id, ticket=ticket))
+        groups[key] = _Group(key=key, members=tuple(members))
     return groups[key]
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from lab.core.config import RunConfig
 from lab.core.devices import DevicePeak
 from lab.core.settings import HostSettings
-from lab.pool import ABANDONED_TICKET_S, ChildPool, pack
+from lab.pool import ABANDONED_TICKET_S, ChildPool, ChildState, pack
 from lab.read.jobs import Job, JobInput
 from lab.read.limits import (
     MIB,
@@ -155,6 +155,14 @@ class ReaderPool:
                 ticket.cancel()
 
     # ------------------------------------------------------------------ status
+
+    def has_idle_reader(self) -> bool:
+        """Whether a read queued now would start at once: a reader is idle and nothing waits.
+        An upload's early read (``ui.early_read``) is queued only then, so it never stands in
+        line before a read somebody is waiting for."""
+        queue = self._queue
+        with queue.lock:
+            return not queue.pending and any(r.state == ChildState.IDLE for r in queue.readers)
 
     def health(self) -> PoolHealth:
         queue = self._queue
