@@ -329,9 +329,12 @@ def test_the_page_status_line_says_position_and_stage():
 
     queued = ReadStatus(id=3, state="queued", stage=None, queue_position=3, elapsed_s=4.04, reader=None, lane="large")
     assert describe_read(queued, "big.json.gz") == (
-        "big.json.gz: waiting for a trace reader — position 3 (2 uploads ahead) · 4.0 s")
+        "big.json.gz: waiting for a trace reader — position 3 (2 uploads ahead) · 4 s")
     first = ReadStatus(id=3, state="queued", stage=None, queue_position=1, elapsed_s=1.0, reader=None, lane="large")
     assert "position 1 (next to be read)" in describe_read(first, "a")
     reading = ReadStatus(id=3, state="reading", stage="analysing", queue_position=None, elapsed_s=9.5, reader=1,
                          lane="large")
-    assert describe_read(reading, "big.json.gz") == "big.json.gz: analysing on reader 1 · 9.5 s"
+    assert describe_read(reading, "big.json.gz") == "big.json.gz: analysing on reader 1 · 9 s"
+    just_begun = ReadStatus(id=3, state="reading", stage="parsing", queue_position=None, elapsed_s=0.4, reader=1,
+                            lane="small")
+    assert describe_read(just_begun, "a.json") == "a.json: parsing on reader 1"  # no "0 s" in the first second

@@ -169,11 +169,13 @@ def await_dir(waiting: Waiting | JobWaiting | None, readers: ReaderPool) -> None
     if isinstance(waiting, Waiting):
         await_upload(waiting, readers)
         return
-    job = waiting.pending
+    job, shown = waiting.pending, None
     while not all(t.done() for t in job.tickets):
         done = sum(t.done() for t in job.tickets)
         busy = [describe_read(t.poll(), n) for t, n in zip(job.tickets, job.names, strict=True) if not t.done()]
-        waiting.line.text("\n".join([f"{done} of {len(job.tickets)} ranks read", *busy[:4]]))
+        if (words := "\n".join([f"{done} of {len(job.tickets)} ranks read", *busy[:4]])) != shown:
+            waiting.line.text(words)  # redrawn only when its words change (describe_read)
+            shown = words
         time.sleep(POLL_S)
     refusal = _settle_job(job, readers)
     if refusal is None:

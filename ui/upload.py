@@ -222,15 +222,19 @@ def _ticket(name: str, data: bytes, digest: str, claimed: EarlyRead | None, sett
 
 
 def describe_read(status: ReadStatus, name: str) -> str:
-    """One status line for an upload's read: its place in the queue, or its stage, and the time so far."""
+    """One status line for an upload's read: its place in the queue, or its stage, and the time
+    so far in whole seconds (none in the first second). The line is redrawn only when these
+    words change (``_await_settled``): every redraw is a page render in the browser (~50 ms of
+    its CPU on the 2-core box), and tenths of a second redrew it every ``POLL_S``."""
+    since = f" · {int(status.elapsed_s)} s" if status.elapsed_s >= 1 else ""
     if status.state == ReadState.QUEUED:
         pos = status.queue_position
         ahead = "next to be read" if pos == 1 else f"{pos - 1} uploads ahead" if pos else "waiting"
-        return f"{name}: waiting for a trace reader — position {pos} ({ahead}) · {status.elapsed_s:.1f} s"
+        return f"{name}: waiting for a trace reader — position {pos} ({ahead}){since}"
     if status.state == ReadState.READING:
         stage = STAGE_TEXT.get(status.stage or "", status.stage or "reading")
-        return f"{name}: {stage} on reader {status.reader} · {status.elapsed_s:.1f} s"
-    return f"{name}: {status.state} · {status.elapsed_s:.1f} s"
+        return f"{name}: {stage} on reader {status.reader}{since}"
+    return f"{name}: {status.state}{since}"
 
 
 def await_new_upload(waiting: Waiting | None, readers: ReaderPool) -> Waiting | None:
@@ -242,8 +246,9 @@ def await_new_upload(waiting: Waiting | None, readers: ReaderPool) -> Waiting | 
     Awaited at the end instead, a new upload cost a second page run from the top once read
     (sidebar, panels, "Showing", the tabs again: 0.1-0.2 s of server time on the 2-core box at
     load 3-5, bench/bench_upload_verdict.py --timeline) and the browser a second redraw. A click
-    meanwhile still ends this run at the next status line (each ``POLL_S`` at most); the next
-    run finds the read queued by an earlier one and draws the page before waiting.
+    meanwhile still ends this run at the next status line drawn (within a second: the line's
+    words change each whole second); the next run finds the read queued by an earlier one and
+    draws the page before waiting.
     """
     if waiting is None or not waiting.queued_now:
         return waiting
@@ -274,9 +279,11 @@ def _await_settled(waiting: Waiting, readers: ReaderPool) -> str | None:
     session (None) or the reason it cannot (remembered, ``_settle``)."""
     if isinstance(waiting.pending, _Group):
         return await_group(waiting.pending, waiting.line, readers)
-    ticket = waiting.pending.ticket
+    ticket, shown = waiting.pending.ticket, None
     while not ticket.done():
-        waiting.line.text(describe_read(ticket.poll(), waiting.pending.name))
+        if (words := describe_read(ticket.poll(), waiting.pending.name)) != shown:
+            waiting.line.text(words)
+            shown = words
         _wait_settled(ticket)
     return _settle(waiting.pending, readers)
 
@@ -468,8 +475,11 @@ def _accept_entries(entries: list[tuple[str, bytes, str | None]], claims: list[E
 def await_group(group: _Group, line, readers: ReaderPool) -> str | None:
     """``_await_settled`` for a group: every member's progress until all settle, then the job;
     None once it joined the session, else why it cannot."""
+    shown = None
     while not all(m.ticket.done() for m in group.members):
-        line.text("\n".join(describe_read(m.ticket.poll(), m.name) for m in group.members))
+        if (words := "\n".join(describe_read(m.ticket.poll(), m.name) for m in group.members)) != shown:
+            line.text(words)
+            shown = words
         time.sleep(POLL_S)
     return _settle_group(group, readers)
 
