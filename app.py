@@ -72,7 +72,8 @@ def get_early_reads(_readers: ReaderPool, _settings: HostSettings) -> EarlyReads
     """Uploads' reads begun when their bytes arrive, before the page run that brings them
     (``ui.early_read``): installed once per server on Streamlit's file store."""
     early = EarlyReads(_readers, _settings)
-    if Runtime.exists():  # a server's page (AppTest runs the script without one: reads begin on the page)
+    # A server's page (AppTest runs the script without one: reads begin on the page), if the host lets it.
+    if _settings.early_reads and Runtime.exists():
         early.install(Runtime.instance().uploaded_file_mgr)
     return early
 

@@ -22,12 +22,15 @@ server and Chromium have started, so A and the reader's work compete alike with 
 of a shared box; the server and the browser keep their own. Prints a Markdown table and the
 per-round figures as JSON lines. ``--browser-cpu N`` gives Chromium CPU N alone (a visitor's
 browser draws on the visitor's machine; on one 2-core box it otherwise takes 0.8–1.9 CPU-s per
-upload from the reader's cores) and the server, the readers and A the other CPUs.
+upload from the reader's cores) and the server, the readers and A the other CPUs. ``--ab-early``
+adds a second server with ``PROFILER_LAB_EARLY_READS=0`` (reads queued by the page run, as before
+``ui.early_read``) and sends each round's upload to both, in turn.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -188,6 +191,18 @@ def segments(points: dict[str, float]) -> dict[str, float | None]:
     return out
 
 
+def _pin_children(pids: list[int], cpu: int) -> None:
+    """Every process the servers started (readers, profiling workers, their spares) onto ``cpu``."""
+    import psutil
+
+    for pid in pids:
+        for child in psutil.Process(pid).children(recursive=True):
+            try:
+                child.cpu_affinity([cpu])
+            except psutil.Error:
+                pass
+
+
 def _median(values: list) -> float | None:
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
@@ -204,6 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--browser-cpu", type=int, default=None,
                     help="run Chromium on this CPU alone and the server, its readers and the in-process contender on "
                          "the others (a visitor's browser runs on the visitor's machine, not the server's)")
+    ap.add_argument("--reader-cpu", type=int, default=None,
+                    help="the servers' child processes (readers, workers) and the in-process contender on this CPU "
+                         "alone, the servers and Chromium on the others: a read with a core of its own, as on a "
+                         "many-core host whose visitors' browsers are elsewhere (set after the warm-up upload, "
+                         "once the readers exist)")
+    ap.add_argument("--ab-early", action="store_true",
+                    help="A/B of ui.early_read: a second server (port + 1) with PROFILER_LAB_EARLY_READS=0, each "
+                         "round's uploads to both, in turn (which goes first alternates)")
     ap.add_argument("--log", type=Path, default=Path("/tmp/profiler_lab_bench/upload_verdict_server.log"))
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
@@ -211,15 +234,27 @@ def main(argv: list[str] | None = None) -> int:
     from lab.read.limits import READER_NICE
 
     args.log.parent.mkdir(parents=True, exist_ok=True)
-    stamps = args.log.with_suffix(".stamps.jsonl")
-    stamps.write_text("")
-    env = {"PROFILER_LAB_STAMPS": str(stamps)}
+    variants = ["early", "on the page"] if args.ab_early else ["as set"]
+    extra = {"early": {"PROFILER_LAB_EARLY_READS": "1"}, "on the page": {"PROFILER_LAB_EARLY_READS": "0"},
+             "as set": {}}
+    stamps = {v: args.log.with_name(f"{args.log.stem}.{i}.stamps.jsonl") for i, v in enumerate(variants)}
+    for path in stamps.values():
+        path.write_text("")
     load = os.getloadavg()
     everyone = os.sched_getaffinity(0)
     server_cpus = everyone - {args.browser_cpu} if args.browser_cpu is not None else everyone
     os.sched_setaffinity(0, server_cpus)  # the server and its readers inherit it
-    results: dict[str, dict[str, list]] = {str(p): {"in_process": [], "upload": []} for p in args.traces}
-    with streamlit_server(args.log, port=args.port, env=env, script="bench/timed_app.py") as (url, _):
+    cols = [(str(p), v) for p in args.traces for v in variants]
+    results: dict[tuple[str, str], dict[str, list]] = {c: {"in_process": [], "upload": []} for c in cols}
+    if args.reader_cpu is not None:
+        server_cpus = everyone - {args.reader_cpu}
+        os.sched_setaffinity(0, server_cpus)
+    with contextlib.ExitStack() as servers:
+        started = {v: servers.enter_context(streamlit_server(
+                       args.log.with_name(f"{args.log.stem}.{i}.log"), port=args.port + i,
+                       env={"PROFILER_LAB_STAMPS": str(stamps[v]), **extra[v]}, script="bench/timed_app.py"))
+                   for i, v in enumerate(variants)}
+        urls = {v: url for v, (url, _) in started.items()}
         if args.browser_cpu is not None:
             os.sched_setaffinity(0, {args.browser_cpu})  # Playwright's driver, and Chromium from it
         with sync_playwright() as pw:
@@ -227,44 +262,54 @@ def main(argv: list[str] | None = None) -> int:
             os.sched_setaffinity(0, server_cpus)
             os.nice(READER_NICE)  # after the browser started: it keeps the server's priority
             copies = Path(tempfile.mkdtemp(prefix="upload_verdict_"))
+            n = iter(range(1, 1_000_000))
             try:
-                # Warm-up: page code, readers (bytes of its own: no round finds its results kept).
-                upload_once(browser, url, unique_copy(args.traces[0], copies, 1), stamps, args.timeout)
+                # Warm-up: page code, readers (bytes of their own: no round finds its results kept).
+                for v in variants:
+                    upload_once(browser, urls[v], unique_copy(args.traces[0], copies, next(n)), stamps[v],
+                                args.timeout)
+                if args.reader_cpu is not None:
+                    _pin_children([process.pid for _, process in started.values()], args.reader_cpu)
+                    os.sched_setaffinity(0, {args.reader_cpu})  # A, in this process, beside the readers
                 for trace in args.traces:
                     in_process(trace.read_bytes())
                 for r in range(args.rounds):
-                    for i, trace in enumerate(args.traces):
-                        copy = unique_copy(trace, copies, 2 + r * len(args.traces) + i)
-                        a = in_process(copy.read_bytes())
-                        points = upload_once(browser, url, copy, stamps, args.timeout)
-                        copy.unlink()
-                        b = segments(points)
-                        if args.timeline:
-                            for t, ev in timeline(stamps, points):
-                                print(f"  {t:8.3f}  {ev}")
-                        results[str(trace)]["in_process"].append(a)
-                        results[str(trace)]["upload"].append(b)
-                        print(json.dumps({"round": r, "trace": trace.name, "in_process_s": a, **b}), flush=True)
+                    for trace in args.traces:
+                        order = variants if r % 2 == 0 else variants[::-1]
+                        for v in order:
+                            copy = unique_copy(trace, copies, next(n))
+                            a = in_process(copy.read_bytes())
+                            points = upload_once(browser, urls[v], copy, stamps[v], args.timeout)
+                            copy.unlink()
+                            b = segments(points)
+                            if args.timeline:
+                                for t, ev in timeline(stamps[v], points):
+                                    print(f"  {t:8.3f}  {ev}")
+                            results[(str(trace), v)]["in_process"].append(a)
+                            results[(str(trace), v)]["upload"].append(b)
+                            print(json.dumps({"round": r, "trace": trace.name, "variant": v, "in_process_s": a, **b}),
+                                  flush=True)
             finally:
                 browser.close()
                 shutil.rmtree(copies, ignore_errors=True)
     where = (f"Chromium on CPU {args.browser_cpu}, the rest on {sorted(server_cpus)}" if args.browser_cpu is not None
-             else "all on every CPU")
+             else f"readers and A on CPU {args.reader_cpu}, servers and Chromium on {sorted(server_cpus)}"
+             if args.reader_cpu is not None else "all on every CPU")
     print(f"\n{where}; load average at start: {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}; "
           f"at end: {' / '.join(f'{x:.2f}' for x in os.getloadavg())}; rounds: {args.rounds}\n")
-    names = [str(p) for p in args.traces]
-    print("| step (median s) | " + " | ".join(Path(n).name for n in names) + " |")
-    print("|---|" + "---:|" * len(names))
-    labels = list(results[names[0]]["upload"][0].keys())
+    heads = [Path(t).name if v == "as set" else f"{Path(t).name}, read {v}" for t, v in cols]
+    print("| step (median s) | " + " | ".join(heads) + " |")
+    print("|---|" + "---:|" * len(cols))
+    labels = list(results[cols[0]]["upload"][0].keys())
     for label in labels:
-        cells = [_median([u[label] for u in results[n]["upload"]]) for n in names]
-        print(f"| {label} | " + " | ".join("—" if c is None else f"{c:.3f}" for c in cells) + " |")
-    cells = [_median(results[n]["in_process"]) for n in names]
-    print("| in-process load_trace + analyze + find_insights | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
+        cells = [_median([u[label] for u in results[c]["upload"]]) for c in cols]
+        print(f"| {label} | " + " | ".join("—" if x is None else f"{x:.3f}" for x in cells) + " |")
+    cells = [_median(results[c]["in_process"]) for c in cols]
+    print("| in-process load_trace + analyze + find_insights | " + " | ".join(f"{x:.3f}" for x in cells) + " |")
     ratios = []
-    for n in names:
+    for c in cols:
         pairs = [u["total: file chosen → verdict on screen"] / a
-                 for u, a in zip(results[n]["upload"], results[n]["in_process"], strict=True)]
+                 for u, a in zip(results[c]["upload"], results[c]["in_process"], strict=True)]
         ratios.append(statistics.median(pairs))
     print("| **upload → verdict ÷ in-process** (median of per-round ratios) | "
           + " | ".join(f"**{x:.2f}×**" for x in ratios) + " |")

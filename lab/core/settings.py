@@ -67,6 +67,10 @@ class HostSettings:
     # A read (parse + analysis) past this is killed and its reader replaced. A 1 GB JSON trace
     # takes ~25 s of one free core; 240 s leaves room for a 2-core box that is also serving pages.
     read_timeout_s: float = 240.0
+    # 1: an upload's read starts when Streamlit stores the file, before the page run that brings
+    # it (ui.early_read: 0.03-0.07 s sooner on a quiet 2-core box); 0: when that page run
+    # reaches the upload box. The early read wraps Streamlit's file store, so a host can turn it off.
+    early_reads: int = 1
     # Parsed uploads the server keeps for their sessions, all sessions together; the oldest is
     # released past it. 0 = a quarter of the machine's memory.
     uploads_held_mb: int = 0
