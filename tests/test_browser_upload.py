@@ -10,6 +10,7 @@ port is ``PROFILER_LAB_TEST_PORT`` when set, else a free one).
 from __future__ import annotations
 
 import gzip
+import re
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,38 @@ def test_refused_file_removed_with_x_then_good_one_opens(visitor, tmp_path, play
     playwright_api.expect(main(visitor).locator('[data-testid="stSelectbox"]').filter(has_text="Showing")
                           .locator("input")).to_have_value(f"Upload: {GOOD.name}", timeout=RUN_S * 1000)
     assert alerts(visitor) == []
+
+
+def _reader_counts(page) -> tuple[int, int, int]:
+    """(traces read, refused or failed, reader restarts) from the host's Server status, as the
+    last page run drew it (a visitor of a server without a passcode is its host)."""
+    side = page.locator('[data-testid="stSidebar"]')
+    status = side.locator('[data-testid="stText"]').filter(has_text="traces read")
+    if not status.is_visible():
+        side.get_by_text("Server status (for the host)").click()
+    text = status.inner_text(timeout=UI_S * 1000)
+    served, failed = map(int, re.search(r"traces read: (\d+) \(refused or failed: (\d+)\)", text).groups())
+    return served, failed, sum(int(n) for n in re.findall(r"(\d+) restarts", text))
+
+
+def test_an_upload_is_read_once_by_the_read_begun_on_its_arrival(browser, server, playwright_api, tmp_path):
+    """ui.early_read in the real server: the file's PUT queues the read, the page run that brings
+    the file claims it. Claimed under another session's id (or not at all), the page would read
+    the file a second time and cancel the first read (a reader killed: a restart), or count two
+    reads; one upload must cost one read and the own-trace lesson's one job, nothing refused."""
+    page = open_app_ready(playwright_api, browser, server, width=1280, height=1400, ui_s=UI_S, run_s=RUN_S)
+    try:
+        before = _reader_counts(page)
+        own = tmp_path / "own_step.json.gz"  # bytes of its own: no result kept from another test's upload
+        own.write_bytes(gzip.compress(gzip.decompress(GOOD.read_bytes()) + b"\n"))
+        add_file(page, own)
+        playwright_api.expect(main(page).locator('[data-testid="stSelectbox"]').filter(has_text="Showing")
+                              .locator("input")).to_have_value(f"Upload: {own.name}", timeout=RUN_S * 1000)
+        wait_page_idle(page, RUN_S)
+        page.locator("body").press("r")  # a page run after the read, so the status is drawn anew
+        wait_page_idle(page, RUN_S)
+        served, failed, restarts = _reader_counts(page)
+        assert (served - before[0], failed - before[1], restarts - before[2]) == (2, 0, 0), (before, served, failed,
+                                                                                           restarts)
+    finally:
+        page.context.close()
