@@ -63,6 +63,7 @@ def test_a_stored_trace_is_read_at_once_and_claimed_with_its_digest(pool):
     manager = MemoryUploadedFileManager("/_stcore/upload_file")
     early = EarlyReads(pool, pool.settings)
     assert early.install(manager)
+    early.admit("s1")
     manager.add_file(session_id="s1", file=_file("f1", data))
     assert [f.data for f in manager.get_files("s1", ["f1"])] == [data]  # Streamlit still holds the file
     assert early.pending() == 1
@@ -82,6 +83,7 @@ def test_what_the_upload_box_would_not_read_as_one_trace_is_left_to_the_page(poo
     manager = MemoryUploadedFileManager("/_stcore/upload_file")
     early = EarlyReads(pool, HostSettings(reader_count=1, max_upload_mb=1))
     early.install(manager)
+    early.admit("s")
     manager.add_file(session_id="s", file=_file("zip", data, name="ranks.zip"))  # unpacked by the page first
     manager.add_file(session_id="s", file=_file("big", b" " * (2 * 2**20), name="big.json"))  # over the host's MB
     assert early.pending() == 0
@@ -97,15 +99,29 @@ def test_no_early_read_while_every_reader_is_busy(pool):
         assert time.monotonic() < deadline and not busy.done()
         time.sleep(0.001)
     early = EarlyReads(pool, pool.settings)
+    early.admit("s")
     assert early.on_file("s", _file("f", data)) is False
     assert early.pending() == 0
     busy.result(timeout=START_S)
+
+
+def test_a_session_never_shown_the_upload_box_gets_no_early_read(pool):
+    """A host with a passcode: a browser that has not signed in never ran the page past the gate,
+    so its PUTs (made by hand) are stored by Streamlit as ever but read by nobody."""
+    _idle(pool)
+    data = SEED.read_bytes()
+    early = EarlyReads(pool, pool.settings)
+    assert early.on_file("stranger", _file("f", data)) is False
+    early.admit("member")
+    assert early.on_file("stranger", _file("f", data)) is False and early.pending() == 0
+    assert early.on_file("member", _file("f", data)) is True
 
 
 def test_a_newer_file_of_the_session_replaces_its_early_read_and_unclaimed_ones_are_cancelled(pool):
     _idle(pool)
     data = SEED.read_bytes()
     early = EarlyReads(pool, pool.settings, claim_within_s=0.5)
+    early.admit("s")
     assert early.on_file("s", _file("old", data))
     first = early._entries[("s", "old")].future.result(timeout=START_S)
     _settled(first.ticket)  # read (nobody claimed it); the reader is free again
@@ -173,6 +189,7 @@ def _page():
             time.sleep(0.01)
         early = EarlyReads(pool, settings)
         early.install(ctx.uploaded_file_mgr)
+        early.admit(ctx.session_id)  # as upload_box does once the page shows the uploader
         limiter = RateLimiter()
         if st.session_state.get("over_the_limit"):  # this visitor's one upload a minute is spent
             assert access.refusal("upload", settings, limiter) is None
@@ -221,6 +238,7 @@ def test_a_refused_upload_cancels_the_read_begun_on_arrival():
 def test_a_released_early_read_is_cancelled_at_once(pool):
     _idle(pool)
     early = EarlyReads(pool, pool.settings)
+    early.admit("s")
     assert early.on_file("s", _file("f", SEED.read_bytes()))
     claimed = early.take("s", "f", len(SEED.read_bytes()))
     assert claimed is not None and not claimed.ticket.done()  # read on arrival, still under way

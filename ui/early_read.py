@@ -15,8 +15,10 @@ visitor's uploads per minute); one it does not claim is cancelled, and so is one
 ``CLAIM_WITHIN_S``. Nothing else changes: the read is the one the upload box would have queued,
 with the same settings, and the page waits for it and shows it as before.
 
-Bounds: one early read per browser session (a newer file replaces it) and at most one per reader
-in all, so a client sending files without the page costs the readers no more than an idle moment.
+Bounds: only for a session the page has shown the upload box to (``admit``: past the host's
+sign-in, if any), one early read per session (a newer file replaces it) and at most one per
+reader in all, so a client sending files without the page costs the readers no more than an idle
+moment, and one that has not signed in nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -34,7 +37,7 @@ from lab.core import HostSettings
 from lab.read import ReaderPool, ReadTicket
 from ui.state import digest_of
 
-__all__ = ["CLAIM_WITHIN_S", "EARLY_SUFFIXES", "EarlyRead", "EarlyReads"]
+__all__ = ["CLAIM_WITHIN_S", "EARLY_SUFFIXES", "MAX_ADMITTED", "EarlyRead", "EarlyReads"]
 
 # The page run that brings a file follows its PUT within ~0.1 s on a quiet box and ~1 s at load
 # 12; a read unclaimed after this is one no page run will ask for (the tab closed mid-upload).
@@ -45,6 +48,9 @@ EARLY_SUFFIXES = (".json", ".json.gz", ".gz")
 # JSON: ~0.15 s, what the page run would otherwise spend on them itself).
 _CLAIM_WAIT_S = 10.0
 _ATTR = "_profiler_lab_early_reads"  # on the file manager: the EarlyReads its add_file reports to
+# Sessions remembered as admitted, the oldest forgotten first (then it is admitted again by its
+# next page run): a workshop room is a few hundred; 4096 ids are ~0.3 MB.
+MAX_ADMITTED = 4096
 
 _LOG = logging.getLogger(__name__)
 
@@ -71,6 +77,7 @@ class EarlyReads:
         self._readers, self._settings, self._claim_within_s = readers, settings, claim_within_s
         self._lock = threading.Lock()
         self._entries: dict[tuple[str, str], _Entry] = {}
+        self._admitted: OrderedDict[str, None] = OrderedDict()  # sessions shown the upload box
         # One thread: digests and queueing happen one upload at a time, off the event loop.
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="profiler-lab-early-read")
 
@@ -103,6 +110,9 @@ class EarlyReads:
         try:
             if not file.name.lower().endswith(EARLY_SUFFIXES) or len(file.data) > self._settings.max_upload_mb * 2**20:
                 return False
+            with self._lock:
+                if session_id not in self._admitted:  # not shown the upload box: not signed in, say
+                    return False
             if not self._readers.has_idle_reader():
                 return False
             with self._lock:
@@ -123,6 +133,17 @@ class EarlyReads:
         return EarlyRead(digest=digest_of(data), ticket=ticket, size_bytes=len(data))
 
     # ------------------------------------------------------------------ the page's side
+
+    def admit(self, session_id: str | None) -> None:
+        """This session's page shows the upload box (so it is past the host's sign-in): files it
+        sends from now on may be read on arrival."""
+        if session_id is None:
+            return
+        with self._lock:
+            self._admitted[session_id] = None
+            self._admitted.move_to_end(session_id)
+            while len(self._admitted) > MAX_ADMITTED:
+                self._admitted.popitem(last=False)
 
     def take(self, session_id: str, file_id: str, size_bytes: int) -> EarlyRead | None:
         """The early read of this session's file, now the caller's (claim it or ``release`` it),

@@ -91,6 +91,8 @@ def upload_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimi
     one job's ranks: read each, then open them together (``accept_group``). ``early``: the
     server's reads begun when a file arrived (``ui.early_read``), claimed here in place of
     queueing one."""
+    if early is not None:
+        early.admit(_session_id())  # this session is shown the uploader: its files may be read on arrival
     with st.expander("Open your own trace (.json or .json.gz from torch.profiler)", expanded=False):
         uploads = st.file_uploader(
             "Trace file", type=["json", "gz", "zip"], key=UPLOADER_KEY, max_upload_size=settings.max_upload_mb,
