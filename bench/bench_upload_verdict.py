@@ -313,6 +313,15 @@ def main(argv: list[str] | None = None) -> int:
         ratios.append(statistics.median(pairs))
     print("| **upload → verdict ÷ in-process** (median of per-round ratios) | "
           + " | ".join(f"**{x:.2f}×**" for x in ratios) + " |")
+    if args.ab_early:  # paired: the same round's two uploads of a trace, a minute apart at most
+        print()
+        for trace in args.traces:
+            total = "total: file chosen → verdict on screen"
+            diffs = [e[total] - p[total] for e, p in zip(results[(str(trace), "early")]["upload"],
+                                                          results[(str(trace), "on the page")]["upload"], strict=True)]
+            sooner = sum(d < 0 for d in diffs)
+            print(f"{trace.name}: early − on the page, per round (s): {', '.join(f'{d:+.3f}' for d in diffs)}; "
+                  f"median {statistics.median(diffs):+.3f}; early sooner in {sooner} of {len(diffs)}")
     return 0
 
 
