@@ -2,9 +2,10 @@
 
 A file that cannot be read is refused with one message and never enters the "Showing" list,
 so the rest of the page keeps showing what it showed. The read runs in a reader process
-(``lab.read``), queued behind other visitors' uploads when every reader is busy. The page run
-that the file came with waits for it before "Showing" (``await_new_upload``), a status line
-saying where the read is, and shows the opened trace itself; a click meanwhile ends that run,
+(``lab.read``), queued behind other visitors' uploads when every reader is busy; with a reader
+idle it began when the file arrived, and the page run claims that read (``ui.early_read``).
+The page run that the file came with waits for it before "Showing" (``await_new_upload``), a
+status line saying where the read is, and shows the opened trace itself; a click meanwhile ends that run,
 and the next one draws the page first and waits at its end (``await_upload``), so the click is
 answered at once and the wait picks up again.
 Once opened, the upload's bytes are let go, Streamlit's own copies included: the session keeps
