@@ -42,8 +42,9 @@ __all__ = ["CLAIM_WITHIN_S", "EARLY_SUFFIXES", "MAX_ADMITTED", "EarlyRead", "Ear
 # The page run that brings a file follows its PUT within ~0.1 s on a quiet box and ~1 s at load
 # 12; a read unclaimed after this is one no page run will ask for (the tab closed mid-upload).
 CLAIM_WITHIN_S = 30.0
-# What the upload box reads as one trace (a .zip is unpacked by the page first: not early).
-EARLY_SUFFIXES = (".json", ".json.gz", ".gz")
+# What the upload box reads as one trace (".gz" covers ".json.gz"; a .zip is unpacked by the page
+# first: not early).
+EARLY_SUFFIXES = (".json", ".gz")
 # The page run waits this long at most for the digest and queueing begun on the PUT (114.8 MB of
 # JSON: ~0.15 s, what the page run would otherwise spend on them itself).
 _CLAIM_WAIT_S = 10.0
@@ -188,15 +189,9 @@ class EarlyReads:
             early.ticket.cancel()
 
     def pending(self) -> int:
-        """Early reads not yet claimed (for tests and the host's status)."""
+        """Early reads not yet claimed (what the tests look at)."""
         with self._lock:
             return len(self._entries)
-
-    def shutdown(self) -> None:
-        with self._lock:
-            for key in list(self._entries):
-                self._drop_locked(key)
-        self._worker.shutdown(wait=False)
 
     # ------------------------------------------------------------------ (lock held)
 

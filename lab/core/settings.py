@@ -68,8 +68,10 @@ class HostSettings:
     # takes ~25 s of one free core; 240 s leaves room for a 2-core box that is also serving pages.
     read_timeout_s: float = 240.0
     # 1: an upload's read starts when Streamlit stores the file, before the page run that brings
-    # it (ui.early_read: 0.03-0.07 s sooner on a quiet 2-core box); 0: when that page run
-    # reaches the upload box. The early read wraps Streamlit's file store, so a host can turn it off.
+    # it (ui.early_read: the reader starts 0.04-0.09 s sooner; the verdict comes sooner where the
+    # read has a core to itself, not when the browser shares the server's 2 cores, BENCHMARKS.md);
+    # 0: when that page run reaches the upload box. It wraps Streamlit's file store, so a host can
+    # turn it off.
     early_reads: int = 1
     # Parsed uploads the server keeps for their sessions, all sessions together; the oldest is
     # released past it. 0 = a quarter of the machine's memory.
