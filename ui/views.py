@@ -47,6 +47,8 @@ def sample_note(sample: Sample, device: DeviceInfo | None) -> None:
 def summary_view(subject: Subject, loaded: Loaded) -> None:
     timing = subject.sample.timing if subject.sample else None
     s = summarize(loaded.trace, loaded.analysis, loaded.insights, run=subject.run, timing=timing)
+    if loaded.explanation is not None and loaded.judgement is not None:
+        explained_summary(loaded)
     st.text(f"Device: {s.device}")
     if s.config:
         st.text(f"Ran: {s.config}")
@@ -58,11 +60,64 @@ def summary_view(subject: Subject, loaded: Loaded) -> None:
         for metric in s.metrics:
             st.metric(metric.label, metric.value, delta=metric.delta, delta_color="off", delta_arrow="off",
                       help=md_escape(metric.help), border=True, width=METRIC_CARD_PX)  # help quotes trace text
-    st.markdown("**Verdict**")
-    st.text(s.verdict)
-    if s.top_insight:
+    if loaded.judgement is None:
+        st.markdown("**Verdict**")
+        st.text(s.verdict)
+    else:
+        st.caption(f"GPU use: {s.verdict}")
+    if s.top_insight and loaded.judgement is None:
         st.markdown("**Top insight**")
         insight_card(s.top_insight)
+
+
+def explained_summary(loaded: Loaded) -> None:
+    """The Summary's lead: the verdict, where each step's time went, and the findings by saving."""
+    explanation, judgement = loaded.explanation, loaded.judgement
+    if explanation is None or judgement is None:
+        return
+    st.markdown("**Verdict**")
+    st.text(judgement.verdict)
+    a = explanation.attribution
+    where = {"ProfilerStep": "per ProfilerStep", "annotation": "per repeated record_function",
+             "window": "over the whole trace (no steps)"}.get(a.source, a.source)
+    st.markdown(f"**Where the time went** · step {fmt_us(a.step_us)} (median), {where}")
+    st.altair_chart(lv.attribution_chart(explanation), width="stretch", key="sum_attribution")
+    for note in a.unknown:
+        st.caption(f":material/help: {note}")
+    if judgement.findings:
+        st.markdown("**Findings, largest saving first**")
+        for finding in judgement.findings[:3]:
+            finding_card(finding)
+
+
+def finding_card(finding) -> None:
+    when = "per step" if finding.scope == "per step" else "once, in the window"
+    with st.container(border=True):
+        st.markdown(f"{SEVERITY_ICON.get(finding.severity, '')} **{md_escape(finding.title)}** · "
+                    f"saves {fmt_us(finding.saving_us)} {when} ({finding.saving_pct:.0f} %)")
+        st.text(finding.evidence)
+        st.caption(f"Premise: {finding.premise}")
+        st.markdown(f"**Try:** {md_escape(finding.suggestion)}")
+
+
+def roof_view(loaded: Loaded) -> None:
+    """Each op that ran on the GPU against its roof: achieved rate, % of roof, bound."""
+    explanation = loaded.explanation
+    if explanation is None:
+        return
+    peak = explanation.peak
+    roof = (f"{peak.model}: HBM {peak.memory_bandwidth_gbs:,.0f} GB/s, compute by dtype ({peak.source})"
+            if peak is not None else "no datasheet peak for this device: rates without a roof")
+    st.markdown("**Ops against their roof** (FLOPs and bytes from the recorded shapes, over each op's GPU time)")
+    st.caption(roof)
+    table = lv.roof_table(explanation)
+    config = {"Name": st.column_config.TextColumn("Name", width=TABLE_NAME_PX),
+              "GPU time (µs)": st.column_config.NumberColumn("GPU time (µs)", format="%.1f"),
+              "Per call (µs)": st.column_config.NumberColumn("Per call (µs)", format="%.1f"),
+              "TFLOP/s": st.column_config.NumberColumn("TFLOP/s", format="%.2f"),
+              "GB/s": st.column_config.NumberColumn("GB/s", format="%,.0f"),
+              "% of roof": st.column_config.NumberColumn("% of roof", format="%.0f %%")}
+    st.dataframe(table, hide_index=True, width="stretch", column_config=config, key="tbl_roofs")
 
 
 def insight_card(insight: Insight) -> None:
@@ -142,6 +197,8 @@ def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
                 config[figure] = st.column_config.NumberColumn(
                     figure, format=kernels.column_formats.get(figure, fmt), width=KERNEL_FIGURE_PX)
         st.dataframe(kernels.data, hide_index=True, width="stretch", column_config=config)
+    if loaded.explanation is not None and len(loaded.explanation.roofs):
+        roof_view(loaded)
 
 
 def _time_window(subject: Subject, loaded: Loaded, prefix: str) -> tuple[float, float]:

@@ -133,7 +133,9 @@ def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | No
         hi = float(end.max()) if len(ts) else 0.0
         win_start, win_end, names, source = np.array([lo]), np.array([hi]), ["whole trace"], "window"
     on_host = np.flatnonzero(ev["lane_order"].to_numpy() == host_lane) if host_lane >= 0 else np.array([], int)
-    bounds = np.unique(np.concatenate([win_start, win_end, ts[gpu_rows], end[gpu_rows], ts[on_host], end[on_host]]))
+    syncs = on_host[mask_in(ev["name"], SYNC_NAMES)[on_host]] if len(on_host) else on_host
+    bounds = np.unique(np.concatenate([win_start, win_end, ts[gpu_rows], end[gpu_rows], ts[on_host], end[on_host],
+                                       end[syncs] + dur[syncs]]))
     bounds = bounds[(bounds >= win_start.min()) & (bounds <= win_end.max())]
     if len(bounds) < 2:
         bounds = np.array([float(win_start.min()), float(win_end.max())])
@@ -151,7 +153,7 @@ def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | No
     label[~busy] = host[~busy]
     sources: dict[str, float] = {}
     if len(gpu_rows):
-        _drained_by_sync(trace, on_host, seg_lo, seg_hi, busy, label, ts, end, links, sources)
+        _drained_by_sync(trace, syncs, seg_lo, seg_hi, busy, label, ts, end, links, sources)
     return Attribution(
         steps=_per_window(seg_lo, seg_hi, label, win_start, win_end, names),
         source=source, host_lane=int(host_lane), has_gpu=bool(len(gpu_rows)),
@@ -235,28 +237,29 @@ def _host_labels(trace: Trace, on_host: np.ndarray, mid: np.ndarray, ts: np.ndar
     return label
 
 
-def _drained_by_sync(trace: Trace, on_host: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray,
+def _drained_by_sync(trace: Trace, syncs: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray,
                      busy: np.ndarray, label: np.ndarray, ts: np.ndarray, end: np.ndarray, links: Links,
                      sources: dict[str, float]) -> None:
-    """Relabel as "sync" the launch / dispatch / Python time of idle stretches that began while
-    the host was blocked in a synchronize (the queue drained because the host waited), and
+    """Relabel as "sync" the launch / dispatch / Python time of an idle stretch that began while
+    the host was blocked in a synchronize, for as long as the sync waited: without the wait, that
+    host work would have run that much earlier, while the GPU worked through its queue (the
+    what-if: remove the sync, and the host's timeline moves earlier by the wait, no more). Then
     total the sync time by the op that called the sync."""
     ev = trace.events
-    syncs = on_host[mask_in(ev["name"], SYNC_NAMES)[on_host]] if len(on_host) else on_host
     if not len(syncs):
         return
-    order = np.argsort(end[syncs], kind="stable")
-    syncs = syncs[order]
-    sync_end = end[syncs]
-    # Start of the idle stretch each segment belongs to.
+    syncs = syncs[np.argsort(end[syncs], kind="stable")]
+    sync_end, sync_wait = end[syncs], end[syncs] - ts[syncs]
     idle = ~busy
     new_gap = idle & np.concatenate(([True], busy[:-1]))
     gap_id = np.cumsum(new_gap) - 1
     gap_start = seg_lo[new_gap][np.maximum(gap_id, 0)]
     k = np.searchsorted(sync_end, seg_lo, side="right") - 1
     last_end = np.where(k >= 0, sync_end[np.maximum(k, 0)], -np.inf)
+    last_wait = np.where(k >= 0, sync_wait[np.maximum(k, 0)], 0.0)
     movable = np.isin(label, [_INDEX["launch"], _INDEX["dispatch"], _INDEX["python"]])
-    drained = idle & movable & (last_end >= gap_start - SYNC_DRAIN_TOLERANCE_US)
+    drained = (idle & movable & (last_end >= gap_start - SYNC_DRAIN_TOLERANCE_US)
+               & (seg_hi <= last_end + last_wait + 1e-9))
     label[drained] = _INDEX["sync"]
     # By source: the op that called the latest sync begun at or before each sync segment
     # (syncs on one thread do not overlap, so ordered by end they are ordered by start).
