@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
+from tracebuild import annotation, build, kernel, launch, op
 
 from lab.explain import CAUSES, attribute, explain
 from lab.trace import load_trace
-from tracebuild import annotation, build, kernel, launch, op
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = sorted((REPO / "tests" / "data" / "groundtruth").glob("*/*.json.gz")) + sorted(

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import pytest
+from tracebuild import H200_PROPS, annotation, build, kernel, launch, op
 
 from lab.analysis.gemm.analyze import peak_for
 from lab.explain import explain
@@ -16,7 +17,6 @@ from lab.judge import Finding, judge
 from lab.judge.finding import MATERIAL_PCT
 from lab.judge.rules import RULES
 from lab.trace import load_trace
-from tracebuild import H200_PROPS, annotation, build, kernel, launch, op
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "lab" / "samples"
