@@ -35,6 +35,7 @@ from lab.analysis.diagnoses.steps import StepSpans, step_spans
 from lab.analysis.gemm.kinds import is_gemm_kernel, is_gemm_op
 from lab.analysis.intervals import merge_intervals
 from lab.analysis.operators import Links, build_links
+from lab.analysis.steps import step_windows
 from lab.explain.classes import (
     CAUSES,
     COMPILE_PATTERN,
@@ -46,7 +47,7 @@ from lab.explain.classes import (
 from lab.trace import Trace
 from lab.vocab import GPU_ACTIVITY_CATS, LAUNCH_CATS, SYNC_NAMES
 
-__all__ = ["CAUSE_COLUMNS", "SYNC_DRAIN_TOLERANCE_US", "Attribution", "attribute", "step_windows", "work_classes"]
+__all__ = ["CAUSE_COLUMNS", "SYNC_DRAIN_TOLERANCE_US", "Attribution", "attribute", "work_classes"]
 
 CAUSE_COLUMNS = tuple(f"{c.key}_us" for c in CAUSES)
 _INDEX = {c.key: i for i, c in enumerate(CAUSES)}
@@ -124,7 +125,7 @@ def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | No
     host_lane = spans.lane_order if len(spans) else _busiest_cpu_lane(trace)
     gpu_rows = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
     if len(spans):
-        win_start, win_end = step_windows(spans, gpu_rows, ts, end, links)
+        win_start, win_end = step_windows(trace, spans, links)
         names = (list(texts(ev["name"], spans.rows)) if spans.source == "ProfilerStep"
                  else [f"{spans.name} #{i + 1}" for i in range(len(spans))])
         source = spans.source
@@ -160,25 +161,6 @@ def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | No
         unknown=_unknowns(trace, gpu_rows, host_lane),
         sync_sources=tuple(sorted(sources.items(), key=lambda kv: -kv[1])),
     )
-
-
-def step_windows(spans: StepSpans, gpu_rows: np.ndarray, ts: np.ndarray, end: np.ndarray,
-                 links: Links) -> tuple[np.ndarray, np.ndarray]:
-    """Each step's window: from the previous step's completion to its own, where a step
-    completes when both its host period (to the next step's start) and the GPU work it
-    launched have ended. The windows tile the steps without overlap, and each is the step's
-    marginal time: the GPU's share of it when the GPU runs behind the host (the host queues
-    three 2.7 ms GEMMs in 0.6 ms), the host's when the GPU waits."""
-    start, period_end = spans.start_us, spans.period_end_us
-    done = period_end.astype(float).copy()
-    launched = gpu_rows[links.launch[gpu_rows] >= 0]
-    if len(launched):
-        at = ts[links.launch[launched]]
-        k = np.searchsorted(start, at, side="right") - 1
-        ok = (k >= 0) & (at < period_end[np.maximum(k, 0)])
-        np.maximum.at(done, k[ok], end[launched[ok]])
-    done = np.maximum.accumulate(done)
-    return np.concatenate(([start[0]], done[:-1])), done
 
 
 def _covered(mid: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
