@@ -32,6 +32,9 @@ TABLE_NAME_PX = 240
 KERNEL_NAME_PX = 220
 KERNEL_FIGURE_PX = 100  # Total (µs) and GPU share: their headers are ~65 px at 14 px ("Share of GPU time" was 106)
 METRIC_CARD_PX = 276  # three cards and their gaps in the ~880 px main column at 1280 px
+TRACE_TABLE_NOTE = ("A trace file has no key_averages: this table rebuilds it from the trace's events with torch's "
+                    "own rules (python frames are call stacks, not ops; same-name nesting counted once; device time "
+                    "through the launch links) — equal to key_averages() on the lab's ground-truth corpus.")
 SEVERITY_ICON = {"critical": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 
 
@@ -46,7 +49,8 @@ def sample_note(sample: Sample, device: DeviceInfo | None) -> None:
 
 def summary_view(subject: Subject, loaded: Loaded) -> None:
     timing = subject.sample.timing if subject.sample else None
-    s = summarize(loaded.trace, loaded.analysis, loaded.insights, run=subject.run, timing=timing)
+    s = summarize(loaded.trace, loaded.analysis, loaded.insights, run=subject.run, timing=timing,
+                  explanation=loaded.explanation)
     if loaded.explanation is not None and loaded.judgement is not None:
         explained_summary(loaded)
     st.text(f"Device: {s.device}")
@@ -144,7 +148,8 @@ def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
     has_device = loaded.trace.has_gpu or (run is not None and run.device.kind == "cuda")
     sort_keys = [k for k in SORT_KEYS if has_device or not is_device_sort(k)]
     c1, c2, c3 = st.columns([2, 1, 2], vertical_alignment="bottom")
-    sort_label: str = chosen(c1.selectbox("Sort by", sort_keys, key="tbl_sort"))
+    first = sort_keys.index(lv.default_table_sort(loaded.judgement, sort_keys))  # by what the verdict blames
+    sort_label: str = chosen(c1.selectbox("Sort by", sort_keys, index=first, key="tbl_sort"))
     row_limit = int(c2.number_input("Rows", 1, 500, 15, key="tbl_rows"))
     by_shape = c3.toggle("Group by input shape", key="tbl_shape",
                          help="key_averages(group_by_input_shape=True): one row per op and input shapes.")
@@ -156,10 +161,7 @@ def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
     else:
         memory = ("Memory columns come from its [memory] events, as torch sums them." if loaded.trace.has_memory
                   else "Memory columns need [memory] events (profile_memory=True); this trace has none.")
-        st.caption("A trace file has no key_averages: this table rebuilds it from the trace's events with "
-                   "torch's own rules (python frames are call stacks, not ops; same-name nesting counted once; "
-                   "device time through the launch links) — equal to key_averages() on the lab's ground-truth "
-                   f"corpus. {memory}")
+        st.caption(f"{TRACE_TABLE_NOTE} {memory}")
         # Grouped by shape: computed on the first toggle, in a reader (``jobs``), like the rest.
         grouped = jobs(Job(kind=JobKind.BY_SHAPE), [subject], [loaded]) if by_shape else None
         if by_shape and grouped is None:
@@ -284,11 +286,12 @@ def trace_view(subject: Subject, loaded: Loaded, perfetto_origin: str) -> None:
     counts = category_counts(loaded.trace).rename(columns={"total_us": "total time (µs)"})
     st.dataframe(counts, hide_index=True,
                  column_config={"total time (µs)": st.column_config.NumberColumn("total time (µs)", format="%.1f")})
+    perfetto = ("*Open in Perfetto* above opens ui.perfetto.dev in a new tab with this trace; or go to "
+                "ui.perfetto.dev → *Open trace file* → pick the downloaded file" if data else
+                "go to ui.perfetto.dev → *Open trace file* → pick the file you uploaded, from your own disk")
     st.markdown(
-        "**Open it in Perfetto:** *Open in Perfetto* above opens ui.perfetto.dev in a new tab with this "
-        "trace; or go to ui.perfetto.dev → *Open trace file* → pick the downloaded file (`.json.gz` works "
-        "as is). Use W/S to zoom, A/D to pan; click a kernel and follow its flow arrow back to the CPU "
-        "launch.\n\n"
+        f"**Open it in Perfetto:** {perfetto} (`.json.gz` works as is). Use W/S to zoom, A/D to pan; click a "
+        "kernel and follow its flow arrow back to the CPU launch.\n\n"
         "**Analyze it with HTA:** `pip install HolisticTraceAnalysis`, put the file in a folder, then "
         "`from hta.trace_analysis import TraceAnalysis; TraceAnalysis(trace_dir=folder).get_temporal_breakdown()`.\n\n"
         "**Or here:** `python -m lab analyze FILE` prints the same summary as this page.")

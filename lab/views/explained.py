@@ -7,12 +7,12 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from lab.explain import CAUSE_COLUMNS, CAUSES, Explanation
+from lab.explain import CAUSE_COLUMNS, CAUSES, HOST_CAUSES, Explanation
 from lab.judge import Judgement
 from lab.units import fmt_us
 
-__all__ = ["MAX_BAR_STEPS", "attribution_chart", "attribution_frame", "explanation_dict", "explanation_text",
-           "roof_table"]
+__all__ = ["MAX_BAR_STEPS", "attribution_chart", "attribution_frame", "default_table_sort", "explanation_dict",
+           "explanation_text", "roof_table"]
 
 # The stacked bar draws at most this many steps (the slowest are always among them): a trace of
 # thousands of steps would otherwise send thousands × causes marks (Altair slows past ~10k).
@@ -52,6 +52,15 @@ def attribution_chart(explanation: Explanation) -> alt.Chart:
     ).transform_calculate(
         cause_order=f"indexof({[c.label for c in used]!r}, datum.cause)"
     ).properties(height=220)
+
+
+def default_table_sort(judgement: Judgement | None, sort_keys: list[str]) -> str:
+    """The Table's first sort: by what the verdict blames. A host cause (the input pipeline,
+    compilation, Python, the optimizer's loop) is found by CPU total, where a device-time sort
+    hides it; anything else by the first key (device total on a GPU trace)."""
+    finding = judgement.verdict_finding if judgement is not None else None
+    host_led = finding is not None and finding.cause in {c.key for c in HOST_CAUSES}
+    return "CPU total" if host_led and "CPU total" in sort_keys else sort_keys[0]
 
 
 def roof_table(explanation: Explanation) -> pd.DataFrame:
