@@ -26,6 +26,7 @@ So the causes are disjoint and sum to each window's wall time by construction.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -33,7 +34,6 @@ import pandas as pd
 from lab.analysis.columns import mask_in, mask_where, texts
 from lab.analysis.diagnoses.steps import StepSpans, step_spans
 from lab.analysis.gemm.kinds import is_gemm_kernel, is_gemm_op
-from lab.analysis.intervals import merge_intervals
 from lab.analysis.operators import Links, build_links
 from lab.analysis.steps import step_windows
 from lab.explain.classes import (
@@ -79,13 +79,17 @@ class Attribution:
         """The one step time: the median wall time of the steps (the window's, without steps)."""
         return float(self.steps["wall_us"].median()) if len(self.steps) else 0.0
 
-    def median_us(self) -> pd.Series:
-        """Per cause, the median over the steps (µs), indexed by cause key."""
+    @cached_property
+    def _median(self) -> pd.Series:
         if not len(self.steps):
             return pd.Series(0.0, index=[c.key for c in CAUSES])
         med = self.steps[list(CAUSE_COLUMNS)].median()
         med.index = [c.key for c in CAUSES]
         return med
+
+    def median_us(self) -> pd.Series:
+        """Per cause, the median over the steps (µs), indexed by cause key (a copy: computed once)."""
+        return self._median.copy()
 
     def total_us(self) -> pd.Series:
         """Per cause, the sum over the steps (µs), indexed by cause key."""
@@ -115,8 +119,10 @@ def work_classes(trace: Trace, links: Links) -> np.ndarray:
     return out
 
 
-def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | None = None) -> Attribution:
-    """Attribute each step's wall time (the whole window's without steps) to causes."""
+def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | None = None,
+              classes: np.ndarray | None = None) -> Attribution:
+    """Attribute each step's wall time (the whole window's without steps) to causes. ``classes``:
+    ``work_classes(trace, links)`` when the caller has it."""
     ev = trace.events
     links = links if links is not None else build_links(trace)
     spans = spans if spans is not None else step_spans(trace)
@@ -141,16 +147,15 @@ def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | No
     if len(bounds) < 2:
         bounds = np.array([float(win_start.min()), float(win_end.max())])
     seg_lo, seg_hi = bounds[:-1], bounds[1:]
-    mid = (seg_lo + seg_hi) / 2
-    label = np.full(len(mid), _INDEX["unrecorded"], dtype=np.int64)
-    classes = work_classes(trace, links)
-    busy = np.zeros(len(mid), dtype=bool)
+    label = np.full(len(seg_lo), _INDEX["unrecorded"], dtype=np.int64)
+    classes = classes if classes is not None else work_classes(trace, links)
+    busy = np.zeros(len(seg_lo), dtype=bool)
     for idx in sorted(set(classes[gpu_rows].tolist()), reverse=True):  # the first class in WORK_CLASSES wins
         rows = gpu_rows[classes[gpu_rows] == idx]
-        hit = _covered(mid, ts[rows], end[rows])
+        hit = _covered(bounds, ts[rows], end[rows])
         label[hit] = idx
         busy |= hit
-    host = _host_labels(trace, on_host, mid, ts, end, links, has_gpu=bool(len(gpu_rows)))
+    host = _host_labels(trace, on_host, bounds, ts, end, has_gpu=bool(len(gpu_rows)))
     label[~busy] = host[~busy]
     sources: dict[str, float] = {}
     if len(gpu_rows):
@@ -163,13 +168,17 @@ def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | No
     )
 
 
-def _covered(mid: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Which segment midpoints lie inside the union of [starts, ends)."""
+def _covered(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Which segments (between consecutive ``bounds``) lie inside the union of [starts, ends).
+    Every start and end is one of the bounds (or outside them), so each interval covers a run of
+    whole segments: counted with one cumulative sum, not a search per segment."""
+    n = len(bounds)
     if not len(starts):
-        return np.zeros(len(mid), dtype=bool)
-    ms, me = merge_intervals(starts, ends)
-    k = np.searchsorted(ms, mid, side="right") - 1
-    return (k >= 0) & (mid < me[np.maximum(k, 0)])
+        return np.zeros(n - 1, dtype=bool)
+    lo = np.searchsorted(bounds, starts, side="left")
+    hi = np.searchsorted(bounds, ends, side="left")
+    depth = np.cumsum(np.bincount(lo, minlength=n + 1)[:n] - np.bincount(hi, minlength=n + 1)[:n])
+    return depth[:-1] > 0
 
 
 def _innermost(mid: np.ndarray, rows: np.ndarray, ts: np.ndarray, end: np.ndarray, depth: np.ndarray) -> np.ndarray:
@@ -185,11 +194,11 @@ def _innermost(mid: np.ndarray, rows: np.ndarray, ts: np.ndarray, end: np.ndarra
     return out
 
 
-def _host_labels(trace: Trace, on_host: np.ndarray, mid: np.ndarray, ts: np.ndarray, end: np.ndarray,
-                 links: Links, *, has_gpu: bool) -> np.ndarray:
+def _host_labels(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, ts: np.ndarray, end: np.ndarray, *,
+                 has_gpu: bool) -> np.ndarray:
     """Each segment's host cause from the host thread's events (``HOST_CAUSES``, first wins)."""
     ev = trace.events
-    label = np.full(len(mid), _INDEX["unrecorded"], dtype=np.int64)
+    label = np.full(len(bounds) - 1, _INDEX["unrecorded"], dtype=np.int64)
     if not len(on_host):
         return label
     cat = ev["cat"]
@@ -208,10 +217,10 @@ def _host_labels(trace: Trace, on_host: np.ndarray, mid: np.ndarray, ts: np.ndar
     host_mask[on_host] = True
     for key, mask in kinds:
         rows = np.flatnonzero(mask & host_mask)
-        label[_covered(mid, ts[rows], end[rows])] = _INDEX[key]
+        label[_covered(bounds, ts[rows], end[rows])] = _INDEX[key]
     if not has_gpu:  # a CPU trace: an op's own time is its work, by the innermost op's class
         ops = np.flatnonzero(mask_in(cat, ("cpu_op",)) & host_mask)
-        inner = _innermost(mid, ops, ts, end, ev["depth"].to_numpy())
+        inner = _innermost((bounds[:-1] + bounds[1:]) / 2, ops, ts, end, ev["depth"].to_numpy())
         at = np.flatnonzero((label == _INDEX["dispatch"]) & (inner >= 0))
         op_names = texts(name, inner[at])
         cls = {n: _INDEX[op_class(n, is_gemm=is_gemm_op(n))] for n in set(op_names.tolist())}

@@ -12,7 +12,7 @@ from lab.analysis.columns import mask_in, mask_where, texts
 from lab.analysis.diagnoses.steps import StepSpans, step_spans
 from lab.analysis.operators import Links, build_links
 from lab.core.devices import DevicePeak
-from lab.explain.attribution import Attribution, attribute
+from lab.explain.attribution import Attribution, attribute, work_classes
 from lab.explain.classes import OPTIMIZER_PATTERN
 from lab.explain.outliers import Outlier, outlier_steps
 from lab.explain.roofs import op_roofs
@@ -50,9 +50,11 @@ def explain(trace: Trace, *, links: Links | None = None, spans: StepSpans | None
             peak: DevicePeak | None = None) -> Explanation:
     links = links if links is not None else build_links(trace)
     spans = spans if spans is not None else step_spans(trace)
-    attribution = attribute(trace, links=links, spans=spans)
+    classes = work_classes(trace, links)
+    attribution = attribute(trace, links=links, spans=spans, classes=classes)
     return Explanation(attribution=attribution, outliers=outlier_steps(attribution),
-                       roofs=op_roofs(trace, links=links, peak=peak), launches=_launch_facts(trace, links), peak=peak)
+                       roofs=op_roofs(trace, links=links, peak=peak, classes=classes),
+                       launches=_launch_facts(trace, links), peak=peak)
 
 
 def _launch_facts(trace: Trace, links: Links) -> LaunchFacts:

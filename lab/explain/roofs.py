@@ -26,7 +26,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from lab.analysis.columns import mask_in, texts
+from lab.analysis.columns import codes, mask_in
 from lab.analysis.gemm.bound import (
     LATENCY_BOUND,
     LATENCY_FRACTION,
@@ -58,33 +58,47 @@ _NO_RATE = {"convolution": "convolution: stride, padding and groups are not in t
             "other_work": "op the roofline model does not know"}
 
 
-def op_roofs(trace: Trace, *, links: Links, peak: DevicePeak | None) -> pd.DataFrame:
-    """One row per op (name, shapes, types) that owns GPU work, longest GPU time first."""
+def op_roofs(trace: Trace, *, links: Links, peak: DevicePeak | None, classes: np.ndarray | None = None
+             ) -> pd.DataFrame:
+    """One row per op (name, shapes, types) that owns GPU work, longest GPU time first.
+    ``classes``: ``work_classes(trace, links)`` when the caller has it."""
     ev = trace.events
     gpu = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
     owned = gpu[links.owner[gpu] >= 0]
     if not len(owned):
         return pd.DataFrame({c: [] for c in ROOF_COLUMNS})
-    classes = work_classes(trace, links)
+    classes = classes if classes is not None else work_classes(trace, links)
     owner = links.owner[owned]
+    keys = ("name", "input_dims", "input_type")
+    cats = {k: codes(ev[k]) for k in keys}  # integer codes: grouping on them, not on strings
+    kernel_codes, kernel_names = codes(ev["name"])
     frame = pd.DataFrame({
-        "owner": owner, "name": texts(ev["name"], owner), "input_dims": texts(ev["input_dims"], owner),
-        "input_type": texts(ev["input_type"], owner), "dur": ev["dur_us"].to_numpy()[owned],
-        "kernel": texts(ev["name"], owned), "cls": classes[owned],
-        "copy_bytes": ev["copy_bytes"].to_numpy()[owned],
+        "owner": owner, **{k: cats[k][0][owner] for k in keys}, "dur": ev["dur_us"].to_numpy()[owned],
+        "kernel": kernel_codes[owned], "cls": classes[owned], "copy_bytes": ev["copy_bytes"].to_numpy()[owned],
     })
-    grouped = frame.groupby(["name", "input_dims", "input_type"], sort=False, observed=True)
+    frame["group"] = frame.groupby(list(keys), sort=False).ngroup()
+    by = frame.groupby("group", sort=False)
+    agg = by.agg(name=("name", "first"), input_dims=("input_dims", "first"), input_type=("input_type", "first"),
+                 calls=("owner", "nunique"), gpu_us=("dur", "sum"),
+                 copy_bytes=("copy_bytes", "sum"), copies_known=("copy_bytes", "count"))
+    per_class = frame.groupby(["group", "cls"], sort=False)["dur"].sum().reset_index()
+    agg["cls"] = per_class.loc[per_class.groupby("group")["dur"].idxmax()].set_index("group")["cls"]  # by GPU time
+    agg.loc[agg["copies_known"] == 0, "copy_bytes"] = np.nan
+    for k in keys:
+        agg[k] = cats[k][1][agg[k].to_numpy()]
+    per_kernel = frame.groupby(["group", "kernel"], sort=False)["dur"].sum().reset_index()
+    main = per_kernel.loc[per_kernel.groupby("group")["dur"].idxmax()].set_index("group")["kernel"]
+    main = pd.Series(kernel_names[main.to_numpy()], index=main.index)
     rows = []
-    for (name, dims, types), g in grouped:
-        calls = int(g["owner"].nunique())
-        cls = CAUSES[int(g["cls"].mode().iloc[0])].key
-        main_kernel = str(g.groupby("kernel")["dur"].sum().idxmax())
-        flops, nbytes, dtype, note = _flops_bytes(str(name), str(dims), str(types), cls, main_kernel)
-        if cls == "copy" and g["copy_bytes"].notna().any():
-            nbytes, note = float(np.nansum(g["copy_bytes"].to_numpy())) / calls, ""
-        rows.append({"name": name, "input_dims": dims, "input_type": types, "op_class": cls, "dtype": dtype,
-                     "calls": calls, "gpu_us": float(g["dur"].sum()), "flops": flops * calls, "bytes": nbytes * calls,
-                     "kernel": main_kernel, "note": note})
+    for g, r in agg.iterrows():
+        cls, calls, kernel = CAUSES[int(r["cls"])].key, int(r["calls"]), str(main[g])
+        flops, nbytes, dtype, note = _flops_bytes(str(r["name"]), str(r["input_dims"]), str(r["input_type"]), cls,
+                                                  kernel)
+        if cls == "copy" and np.isfinite(r["copy_bytes"]):
+            nbytes, note = float(r["copy_bytes"]) / calls, ""
+        rows.append({"name": r["name"], "input_dims": r["input_dims"], "input_type": r["input_type"], "op_class": cls,
+                     "dtype": dtype, "calls": calls, "gpu_us": float(r["gpu_us"]), "flops": flops * calls,
+                     "bytes": nbytes * calls, "kernel": kernel, "note": note})
     out = pd.DataFrame(rows)
     out["us_per_call"] = out["gpu_us"] / out["calls"]
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -43,7 +43,7 @@ def attribution_chart(explanation: Explanation) -> alt.Chart:
                       scale=alt.Scale(domain=[c.label for c in used], range=[c.color for c in used]),
                       legend=alt.Legend(orient="bottom", columns=3, labelLimit=260))
     return alt.Chart(data).mark_bar().encode(
-        x=alt.X("step:O", title="Step"),
+        x=alt.X("step:O", title="Step", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("us:Q", title="Time (µs)", stack="zero"),
         color=color,
         order=alt.Order("cause_order:Q"),
