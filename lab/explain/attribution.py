@@ -65,6 +65,7 @@ class Attribution:
     or "window" (no steps: the whole trace). ``host_lane``: the thread whose activity explains
     the GPU's idle time. ``unknown``: what this trace cannot tell (said, not guessed).
     ``sync_sources``: µs attributed to synchronisation, by the op that called the sync.
+    ``dispatch_sources``: µs of op dispatch, by the innermost op, with that op's calls.
     """
 
     steps: pd.DataFrame
@@ -73,6 +74,8 @@ class Attribution:
     has_gpu: bool
     unknown: tuple[str, ...] = ()
     sync_sources: tuple[tuple[str, float], ...] = ()
+    # Dispatch time (the host side of ops, GPU idle) by the innermost op: (name, µs, calls), largest first.
+    dispatch_sources: tuple[tuple[str, float, int], ...] = ()
 
     @property
     def step_us(self) -> float:
@@ -165,6 +168,7 @@ def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | No
         source=source, host_lane=int(host_lane), has_gpu=bool(len(gpu_rows)),
         unknown=_unknowns(trace, gpu_rows, host_lane),
         sync_sources=tuple(sorted(sources.items(), key=lambda kv: -kv[1])),
+        dispatch_sources=_dispatch_sources(trace, on_host, bounds, label, ts, end, win_start[0], win_end[-1]),
     )
 
 
@@ -263,6 +267,23 @@ def _drained_by_sync(trace: Trace, syncs: np.ndarray, seg_lo: np.ndarray, seg_hi
     per = pd.Series(seg_hi[is_sync] - seg_lo[is_sync]).groupby(who).sum()
     for w, us in per.items():
         sources[str(w)] = sources.get(str(w), 0.0) + float(us)
+
+
+def _dispatch_sources(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, label: np.ndarray, ts: np.ndarray,
+                      end: np.ndarray, lo: float, hi: float) -> tuple[tuple[str, float, int], ...]:
+    """Dispatch time by the innermost op around it, with each op's calls inside the windows."""
+    ev = trace.events
+    at = np.flatnonzero(label == _INDEX["dispatch"])
+    if not len(at) or not len(on_host):
+        return ()
+    ops = on_host[mask_in(ev["cat"], ("cpu_op",))[on_host]]
+    inner = _innermost((bounds[at] + bounds[at + 1]) / 2, ops, ts, end, ev["depth"].to_numpy())
+    ok = inner >= 0
+    names = texts(ev["name"], inner[ok])
+    per = pd.Series(bounds[at + 1][ok] - bounds[at][ok]).groupby(names).sum().sort_values(ascending=False)
+    inside = ops[(ts[ops] >= lo) & (ts[ops] < hi)]
+    calls = pd.Series(texts(ev["name"], inside)).value_counts()
+    return tuple((str(n), float(us), int(calls.get(n, 0))) for n, us in per.head(10).items())
 
 
 def _per_window(seg_lo: np.ndarray, seg_hi: np.ndarray, label: np.ndarray, win_start: np.ndarray,

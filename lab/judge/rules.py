@@ -9,6 +9,7 @@ below its roof saves the difference to the roof.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 
 import numpy as np
@@ -19,11 +20,22 @@ from lab.explain.outliers import OUTLIER_FACTOR
 from lab.judge.finding import MATERIAL_PCT, Finding
 from lab.units import fmt_us
 
-__all__ = ["AT_ROOF_PCT", "BELOW_ROOF_PCT", "PINNED_COPY_GBS", "RULES", "TINY_KERNEL_US"]
+__all__ = ["AT_ROOF_PCT", "BELOW_ROOF_PCT", "PINNED_COPY_GBS", "RULES", "SLOW_HOST_OP_US", "TINY_KERNEL_US"]
 
 # A kernel under 20 µs is within a few launch latencies (~5 µs each, plus Python and dispatch):
 # a loop of such kernels is launch-bound. The lab's 64³ GEMM runs 1.9 µs, a 256² add ~2 µs.
 TINY_KERNEL_US = 20.0
+# An op whose host side takes ≥ 100 µs a call is doing work of its own there: dispatching an
+# aten op costs ~5–20 µs on the H200 host (the lab's samples: aten::mm 15–30 µs with its launch).
+SLOW_HOST_OP_US = 100.0
+# Attention score matrices from this length on (shorter ones fit on chip either way).
+ATTENTION_MIN_LEN = 128
+# A fused attention kernel's share of the dense peak, forward and backward together: cuDNN SDPA
+# on the H200 ran a 8×16×2048×64 bf16 causal layer at 74 % (forward) and 25 % (backward) of its
+# roof (tests/data/explain attention_sdpa), about half overall.
+SDPA_REACHABLE_PCT = 50.0
+# The backward pass of fused attention does 2.5× the forward's FLOPs (it recomputes the scores).
+SDPA_BACKWARD_FLOPS = 2.5
 # Ops under 60 % of their roof have room: tuned kernels reach 76–85 % of the bf16 roof
 # (4096³ on the H200: 788–817 of 989 TFLOP/s) and ~90 % of HBM (an 8192² add: 4.3 of 4.8 TB/s).
 BELOW_ROOF_PCT = 60.0
@@ -38,6 +50,13 @@ PINNED_COPY_GBS = 54.8
 # TF32 keeps the fp32 GEMM's share of its roof: the 4096³ fp32 GEMM ran at 76 % of 67 TFLOP/s,
 # the same program with TF32 at 334 µs ≈ 83 % of 494 (lab/samples). Bounded to stay sane.
 _EFFICIENCY_RANGE = (0.3, 0.9)
+
+
+def _literal(text: str):
+    try:
+        return ast.literal_eval(text) if text else None
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
+        return None
 
 
 def _step(ex: Explanation) -> float:
@@ -93,12 +112,14 @@ def slow_step(ex: Explanation) -> Finding | None:
     """A step far slower than the median. The first step is its own case: it pays one-time costs
     (CUDA context and library handles, kernel loading, the caching allocator's first blocks, a
     first compile) that every later step skips, so the fix is a warm-up, not a change to the loop."""
-    if not ex.outliers:
+    # A step slow because torch.compile compiled in it is the compilation finding's, not this one's.
+    slow = [o for o in ex.outliers if o.extra_us - dict(o.extra_by_cause).get("compile", 0.0) >= o.median_us]
+    if not slow:
         return None
-    o = ex.outliers[0]
+    o = slow[0]
     window = float(ex.attribution.steps["wall_us"].sum())
     where = ", ".join(f"{cause(k).label} +{fmt_us(us)}" for k, us in o.extra_by_cause[:3])
-    others = f" ({len(ex.outliers) - 1} more such steps)" if len(ex.outliers) > 1 else ""
+    others = f" ({len(slow) - 1} more such steps)" if len(slow) > 1 else ""
     first = o.step == 0
     if first:
         title, fix = (f"The first step pays one-time costs: {o.name}",
@@ -113,7 +134,8 @@ def slow_step(ex: Explanation) -> Finding | None:
         premise=f"a step over {OUTLIER_FACTOR:g}× the median of ≥ 3 steps",
         evidence=f"{o.name} took {fmt_us(o.wall_us)} against a median of {fmt_us(o.median_us)}; its extra time: "
                  f"{where}{others}",
-        suggestion=fix, saving_us=sum(x.extra_us for x in ex.outliers), base_us=window, scope="once")
+        suggestion=fix, saving_us=sum(x.extra_us - dict(x.extra_by_cause).get("compile", 0.0) for x in slow),
+        base_us=window, scope="once")
 
 
 def sync_waits(ex: Explanation) -> Finding | None:
@@ -152,9 +174,39 @@ def optimizer_loop(ex: Explanation) -> Finding | None:
         saving_us=us, base_us=step, learn_more="https://pytorch.org/docs/stable/optim.html#algorithms")
 
 
+def _slow_host_op(ex: Explanation) -> tuple[str, float, int] | None:
+    """The op whose host side, per call, is far above dispatch cost, with its µs per step."""
+    n_steps = max(len(ex.attribution.steps), 1)
+    for name, us, calls in ex.attribution.dispatch_sources:
+        if calls and us / calls >= SLOW_HOST_OP_US:
+            return name, us / n_steps, calls
+    return None
+
+
+def slow_host_op(ex: Explanation) -> Finding | None:
+    found = _slow_host_op(ex)
+    step = _step(ex)
+    if found is None or not _material(found[1], step):
+        return None
+    name, us, calls = found
+    n_steps = max(len(ex.attribution.steps), 1)
+    per_call = us * n_steps / calls
+    return Finding(
+        "slow_host_op", "dispatch", f"{name} is slow on the host",
+        premise=f"one op spends ≥ {SLOW_HOST_OP_US:.0f} µs per call on the host with the GPU idle (an op's host "
+                "side is usually 5–20 µs)",
+        evidence=f"{name}: {fmt_us(per_call)} of host time per call over {calls:,} calls, {fmt_us(us)} of the "
+                 f"{fmt_us(step)} step with the GPU idle",
+        suggestion="Find what the op does on the host (with_stack=True, or the op's children in the Timeline): "
+                   "a library building a plan for each new shape (cuDNN attention with a growing length: pick "
+                   "another SDPA backend or pad to a few lengths), a CPU fallback, or a copy to the host.",
+        saving_us=us, base_us=step)
+
+
 def launch_bound(ex: Explanation) -> Finding | None:
     med = ex.attribution.median_us()
-    us, step = float(med["launch"] + med["dispatch"] + med["python"]), _step(ex)
+    slow = _slow_host_op(ex)
+    us, step = float(med["launch"] + med["dispatch"] + med["python"]) - (slow[1] if slow else 0.0), _step(ex)
     tiny = ex.launches.median_kernel_us
     if not ex.attribution.has_gpu or not _material(us, step) or not (tiny < TINY_KERNEL_US):
         return None
@@ -256,6 +308,61 @@ def below_roof(ex: Explanation) -> Finding | None:
         saving_us=us, base_us=step)
 
 
+def _scores_shape(dims_text: str) -> tuple[int, int, int] | None:
+    """(batch×heads, L, S) of a softmax input that is an attention score matrix, else None."""
+    dims = _literal(dims_text)
+    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) or len(dims[0]) < 3:
+        return None
+    first = dims[0]
+    if not all(isinstance(x, int) for x in first) or min(first[-2:]) < ATTENTION_MIN_LEN:
+        return None
+    return int(np.prod(first[:-2])), first[-2], first[-1]
+
+
+def _has_scores(dims_text: str, ls: tuple[int, int]) -> bool:
+    dims = _literal(dims_text)
+    return isinstance(dims, list) and any(isinstance(d, list) and len(d) >= 2 and tuple(d[-2:]) == ls for d in dims)
+
+
+def attention_written_out(ex: Explanation) -> Finding | None:
+    """Attention as matmul → softmax → matmul materialises the L×S score matrix and reads and
+    writes it once per op of the chain; a fused kernel (SDPA) keeps it on chip."""
+    r, peak = ex.roofs, ex.peak
+    if not len(r) or peak is None or (r["op_class"] == "attention").any():
+        return None
+    soft = r[(r["op_class"] == "softmax") & ~r["name"].str.contains("backward")]
+    shapes = [s for s in (_scores_shape(d) for d in soft["input_dims"]) if s is not None]
+    if not shapes:
+        return None
+    bh, length, keys = shapes[0]
+    chain = r[[_has_scores(d, (length, keys)) for d in r["input_dims"]]]
+    head_dim = next((d[1][-1] for d in map(_literal, r.loc[r["op_class"] == "gemm", "input_dims"])
+                     if isinstance(d, list) and len(d) >= 2 and isinstance(d[0], list) and isinstance(d[1], list)
+                     and len(d[0]) >= 2 and tuple(d[0][-2:]) == (length, keys) and len(d[1]) >= 2), None)
+    dtype = next((d for d in r.loc[r["op_class"] == "gemm", "dtype"] if d), "")
+    rate = peak.peak_tflops(dtype) if dtype else None
+    n_steps, step = max(len(ex.attribution.steps), 1), _step(ex)
+    if head_dim is None or not rate:
+        return None
+    training = r["name"].str.contains("softmax_backward").any()
+    flops = 4.0 * bh * length * keys * head_dim * (1 + SDPA_BACKWARD_FLOPS if training else 1)
+    fused_us = flops / (SDPA_REACHABLE_PCT / 100 * rate * 1e6)
+    chain_us = float(chain["gpu_us"].sum()) / n_steps
+    if not _material(chain_us - fused_us, step):
+        return None
+    return Finding(
+        "attention_written_out", "attention", "Attention written out: the score matrix is materialised",
+        premise=f"a softmax over a {length}×{keys} score matrix between GEMMs, no fused attention op, and the "
+                f"chain's GPU time ≥ {MATERIAL_PCT:.0f} % of the step above a fused kernel's",
+        evidence=f"{len(chain)} ops touch the {bh}×{length}×{keys} scores: {fmt_us(chain_us)} per step; fused "
+                 f"attention would need about {fmt_us(fused_us)} ({'forward and backward, ' if training else ''}"
+                 f"at {SDPA_REACHABLE_PCT:.0f} % of {rate:g} TFLOP/s {dtype})",
+        suggestion="Use torch.nn.functional.scaled_dot_product_attention (flash / cuDNN / memory-efficient "
+                   "kernels keep the scores on chip; is_causal=True for a causal mask).",
+        saving_us=chain_us - fused_us, base_us=step,
+        learn_more="https://pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html")
+
+
 def host_unrecorded(ex: Explanation) -> Finding | None:
     us, step = _cause_us(ex, "unrecorded"), _step(ex)
     if not _material(us, step):
@@ -304,6 +411,7 @@ def at_roof(ex: Explanation) -> Finding | None:
 
 
 RULES: tuple[Callable[[Explanation], Finding | None], ...] = (
-    input_pipeline, compilation, slow_step, sync_waits, optimizer_loop, launch_bound, pageable_copies, tf32_gemms,
+    input_pipeline, compilation, slow_step, sync_waits, optimizer_loop, slow_host_op, launch_bound, pageable_copies,
+    tf32_gemms, attention_written_out,
     below_roof, host_unrecorded, profiler_cost, at_roof,
 )
