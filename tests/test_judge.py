@@ -42,7 +42,8 @@ def _rules(path: Path) -> list[str]:
     (SAMPLES / "small_ops_256x256x16_bfloat16_cuda.json.gz", "launch_bound"),
     (SAMPLES / "matmul_add_4096x4096x4096_float32_cuda.json.gz", "tf32_gemms"),
     (SAMPLES / "chain_item_2048x2048x8_bfloat16_cuda.json.gz", "sync_waits"),
-    (SAMPLES / "attention_naive_4096x64x16_bfloat16_cuda.json.gz", "below_roof"),
+    (SAMPLES / "attention_naive_4096x64x16_bfloat16_cuda.json.gz", "attention_written_out"),
+    (SAMPLES / "geglu_mlp_4096x4096x8192_bfloat16_cuda.json.gz", "below_roof"),
     (SAMPLES / "matmul_chain_4096x4096x4_bfloat16_cuda.json.gz", "at_roof"),
     (CPU / "module_dataloader.json.gz", "input_pipeline"),
 ], ids=lambda v: v.name if isinstance(v, Path) else v)
