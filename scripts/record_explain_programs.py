@@ -689,7 +689,8 @@ def step_durations(path: Path) -> dict:
     steps = sorted((e for e in events if (str(e.get("name", "")).startswith("ProfilerStep#")
                     or e.get("name") == "step") and e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
     ms = [round(float(e["dur"]) / 1e3, 4) for e in steps]
-    return dict(steps={f"{e['name']}@{k}": m for k, (e, m) in enumerate(zip(steps, ms))},
+    # ProfilerStep#N names are unique; a plain profile's "step" labels are numbered: step@0, ...
+    return dict(steps={e["name"] if e["name"] != "step" else f"step@{k}": m for k, (e, m) in enumerate(zip(steps, ms))},
                 median_step_ms=round(statistics.median(ms), 4) if ms else None)
 
 

@@ -357,7 +357,8 @@ def _overhead_inside_ops() -> list:
         if not csv_path.exists():
             continue
         with open(csv_path, newline="") as f:
-            self_cpu = {r["name"]: float(r["self_cpu_us"]) for r in csv.DictReader(f) if r["device_type"].endswith("CPU")}
+            self_cpu = {r["name"]: float(r["self_cpu_us"])
+                        for r in csv.DictReader(f) if r["device_type"].endswith("CPU")}
         events = [e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"] if e.get("ph") == "X"]
         ops = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation")]
         for o in (e for e in events if e.get("cat") == "overhead"):
