@@ -16,7 +16,7 @@ from lab.trace import load_trace
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = sorted((REPO / "tests" / "data" / "groundtruth").glob("*/*.json.gz")) + sorted(
-    (REPO / "lab" / "samples").glob("*.json.gz"))
+    (REPO / "lab" / "samples").glob("*.json.gz")) + sorted((REPO / "tests" / "data" / "explain").glob("*.json.gz"))
 # The plain-loop labelling is O(segments × events): traces up to this many events.
 BRUTE_MAX_EVENTS = 4000
 
