@@ -62,3 +62,44 @@ def test_the_slow_step_is_named_with_its_cause_as_recorded():
     slowest = max(steps, key=lambda e: e["dur"])
     finding = next(f for f in _judged("slow_step").findings if f.rule == "slow_step")
     assert slowest["name"] in finding.title
+
+
+OP_NAMES = {"layer_norm": "aten::native_layer_norm", "softmax": "aten::_softmax", "gelu": "aten::gelu",
+            "add": "aten::add", "row_sum": "aten::sum"}
+
+
+def _explained(stem: str):
+    trace = load_trace((DATA / f"{stem}.json.gz").read_bytes())
+    return explain(trace, peak=peak_for(trace))
+
+
+def _entry(stem: str) -> dict:
+    return next(e for e in MANIFEST["entries"] if e["stem"] == stem)
+
+
+def test_memory_bound_rates_equal_hand_counted_bytes_over_kernel_time():
+    """Each op's GB/s: the bytes counted by hand (the manifest) over its kernels' time in the raw trace."""
+    import gzip
+
+    raw = json.loads(gzip.decompress((DATA / "memory_bound_ops.json.gz").read_bytes()))["traceEvents"]
+    roofs = _explained("memory_bound_ops").roofs
+    for op, nbytes in _entry("memory_bound_ops")["program"]["bytes_per_op"].items():
+        calls = [e for e in raw if e.get("ph") == "X" and e.get("name") == OP_NAMES[op]
+                 and e.get("cat") == "cpu_op"]
+        ids = {e["args"]["External id"] for e in calls}
+        kernel_us = sum(e["dur"] for e in raw if e.get("cat") == "kernel" and e["args"].get("External id") in ids)
+        row = roofs[roofs["name"] == OP_NAMES[op]].iloc[0]
+        assert row["gbs"] == pytest.approx(len(calls) * nbytes / kernel_us / 1e3, rel=0.05), op
+        assert row["bound"] == "memory-bound"
+
+
+@pytest.mark.parametrize("stem", ["fp32_gemm", "fp32_gemm_tf32"])
+def test_gemm_rates_are_within_5_pct_of_cuda_events(stem):
+    mm = _explained(stem).roofs.iloc[0]
+    assert mm["tflops"] == pytest.approx(_entry(stem)["truth"]["ops"]["mm"]["tflops"], rel=0.05)
+
+
+def test_the_add_at_its_roof_is_not_advice_and_the_softmax_below_it_is():
+    judged = _judged("memory_bound_ops")
+    below = next(f for f in judged.findings if f.rule == "below_roof")
+    assert "_softmax" in below.evidence and "add " not in below.evidence
