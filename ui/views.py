@@ -135,10 +135,19 @@ def insight_card(insight: Insight) -> None:
 
 
 def insights_view(loaded: Loaded) -> None:
+    findings = loaded.judgement.findings if loaded.judgement is not None else ()
+    if findings:
+        st.markdown("**Findings, largest saving first** (each checked its premise; the saving is what the fix "
+                    "would recover, from the time attribution)")
+        for finding in findings:
+            finding_card(finding)
     if not loaded.insights:
-        st.success("No rule fired on this trace: no obvious overhead, idle GPU or unfused work.")
+        if not findings:
+            st.success("No rule fired on this trace: no obvious overhead, idle GPU or unfused work.")
         return
-    st.caption(f"{len(loaded.insights)} findings, most severe first. Each cites the numbers that triggered it.")
+    if findings:
+        st.markdown("**Observations**")
+    st.caption(f"{len(loaded.insights)} observations, most severe first. Each cites the numbers that triggered it.")
     for insight in loaded.insights:
         insight_card(insight)
 
