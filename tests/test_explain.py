@@ -185,6 +185,7 @@ def test_a_trace_without_steps_is_one_window_that_says_what_it_cannot_know():
     assert att.source == "window" and len(att.steps) == 1
     assert att.steps["wall_us"].iloc[0] == pytest.approx(70)
     assert any("no GPU activity" in u for u in att.unknown)
+    assert any("no steps" in u for u in att.unknown) and any("record_shapes=True" in u for u in att.unknown)
 
 
 def test_explain_survives_a_trace_with_no_events_of_interest():

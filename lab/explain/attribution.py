@@ -166,7 +166,7 @@ def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | No
     return Attribution(
         steps=_per_window(seg_lo, seg_hi, label, win_start, win_end, names),
         source=source, host_lane=int(host_lane), has_gpu=bool(len(gpu_rows)),
-        unknown=_unknowns(trace, gpu_rows, host_lane),
+        unknown=_unknowns(trace, gpu_rows, host_lane, has_steps=bool(len(spans))),
         sync_sources=tuple(sorted(sources.items(), key=lambda kv: -kv[1])),
         dispatch_sources=_dispatch_sources(trace, on_host, bounds, label, ts, end, win_start[0], win_end[-1]),
     )
@@ -312,8 +312,13 @@ def _busiest_cpu_lane(trace: Trace) -> int:
     return int(totals.idxmax())
 
 
-def _unknowns(trace: Trace, gpu_rows: np.ndarray, host_lane: int) -> tuple[str, ...]:
+def _unknowns(trace: Trace, gpu_rows: np.ndarray, host_lane: int, *, has_steps: bool) -> tuple[str, ...]:
     out = []
+    if not has_steps:
+        out.append("no steps: the whole trace is one window (profile with a schedule and prof.step(), or wrap each "
+                   "iteration in one record_function, for a bar per step)")
+    if len(trace.events) and not (trace.events["input_dims"].astype(str) != "").any():
+        out.append("no shapes recorded: ops cannot be put against their roof (profile with record_shapes=True)")
     if host_lane < 0:
         out.append("no CPU thread recorded: the GPU's idle time cannot be explained")
     if not len(gpu_rows) and trace.meta.device_properties:
