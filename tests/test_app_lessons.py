@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from lab.core.lessons_workshop import WORKSHOP_LESSONS
-from lab.teach.questions import questions_for
+from lab.lessons import questions_for
+from tests import recording_brute
 from tests.test_app import assert_healthy, at, plain  # noqa: F401 - ``at`` is the page fixture
-from tests.test_lessons_workshop import recording
+from tests.test_lesson_recordings import recording
 
 pytestmark = pytest.mark.timeout(600)
 
 
-@pytest.mark.parametrize("key", [lesson.key for lesson in WORKSHOP_LESSONS])
+@pytest.mark.parametrize("key", recording_brute.LESSON_KEYS)
 def test_workshop_lesson_recording_opens_and_the_reveal_answers(at, key):  # noqa: F811
     at.selectbox(key="lesson_key").set_value(key)
     at.run()

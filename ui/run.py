@@ -9,7 +9,6 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from lab.access import RateLimiter
 from lab.core import (
-    LESSONS,
     ConfigError,
     DeviceInfo,
     HostSettings,
@@ -18,8 +17,8 @@ from lab.core import (
     check_device,
     check_limits,
     check_memory,
-    lesson_configs,
 )
+from lab.lessons import LESSONS, lesson_configs
 from lab.run import (
     STAGE_TEXT,
     WORKER_START_TIMEOUT_S,

@@ -1,6 +1,6 @@
 """Predict, then reveal: a lesson's questions before its runs open, the answers once they have.
 
-The questions and their answers come from ``lab.teach`` (computed from the traces that opened);
+The questions and their answers come from ``lab.lessons`` (computed from the traces that opened);
 this module lays them out, keeps the session's predictions and score in ``st.session_state`` and,
 in a room, sends predictions and reveals to it (``ui.room``).
 """
@@ -10,9 +10,8 @@ from __future__ import annotations
 import streamlit as st
 
 from lab import views as lv
-from lab.core import LESSONS
+from lab.lessons import LESSONS, Answer, Question, answer_questions, asked_on, questions_for, skipped_for
 from lab.read import Job, JobKind
-from lab.teach import Answer, Question, asked_on, questions_for, skipped_for
 from ui import room, state
 from ui.messages import md_escape
 
@@ -59,7 +58,7 @@ def where_text(answer: Answer, names: list[str]) -> str:
 
 def _open_timeline(subject_key: str, digest: str, step: int | None) -> None:
     # The Timeline view's own window: its "Zoom to" picker on the step the reveal's window is
-    # (ui.views._time_window gives a step the same window as lab.teach.questions).
+    # (ui.views._time_window gives a step the same window as lab.lessons.answers).
     st.session_state["subject"] = subject_key
     st.session_state[f"tl_focus_{digest}"] = "whole trace" if step is None else f"step {step + 1}"
     st.session_state["view"] = "Timeline"
@@ -114,7 +113,7 @@ def reveal(subjects, load, jobs) -> None:
     names = [r.name for r in lesson.runs]  # the runs (``lab.analysis.Run``) are built in the reader job
     kind = "cuda" if all(x.trace.has_gpu for x in loaded) else "cpu"
     check_key = opened.subject_keys
-    job = Job(kind=JobKind.ANSWERS, lesson=opened.key, device_kind=kind, names=tuple(names),
+    job = Job(kind=JobKind.ANSWERS, lesson=opened.key, device_kind=kind, names=tuple(names), code=answer_questions,
               timings=tuple(state.subject_timing(s) for s in opened.subjects))
     answers = jobs(job, opened.subjects, loaded)  # measured in a reader
     if answers is None:

@@ -13,7 +13,8 @@ import streamlit as st
 
 from lab import views as lv
 from lab.analysis import TOTAL_METRICS, Insight, step_window
-from lab.core import LESSONS, DeviceInfo
+from lab.core import DeviceInfo
+from lab.lessons import LESSONS, lesson_signals
 from lab.read import Job, JobKind
 from lab.samples import Sample
 from lab.views import SORT_KEYS, TORCH_SORT_KEYS, category_counts, comparison_totals, fmt_us, is_device_sort, summarize
@@ -423,7 +424,7 @@ def lesson_check(subjects: list[Subject], load, jobs) -> None:
         return
     lesson = LESSONS[opened.key]
     names = [r.name for r in lesson.runs]
-    signals = jobs(Job(kind=JobKind.SIGNALS, lesson=opened.key, names=tuple(names),
+    signals = jobs(Job(kind=JobKind.SIGNALS, lesson=opened.key, names=tuple(names), code=lesson_signals,
                        timings=tuple(subject_timing(s) for s in opened.subjects)), opened.subjects, opened.loaded)
     if signals is None:
         return
