@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lab.analysis.bundle import Run
+from lab.core.workloads import Attention
 from lab.lessons.answers import FEWER, ONE_KERNEL, fewer_than
 from lab.lessons.checks import fewer_per_step
 from lab.lessons.schema import CPU_RUN, Lesson, Question, Signal, claim_between, claim_equals, lesson_run, question
@@ -63,8 +64,10 @@ LESSON = Lesson(
                      device=CPU_RUN),
     ),
     runs=(
-        lesson_run("written out", "attention_naive", "attention", (4096, 64, 16), (512, 64, 8)),
-        lesson_run("sdpa", "attention_sdpa", "attention_sdpa", (4096, 64, 16), (512, 64, 8)),
+        lesson_run("written out", "attention_naive", "attention", gpu=Attention(tokens=4096, head_dim=64, heads=16),
+                   cpu=Attention(tokens=512, head_dim=64, heads=8)),
+        lesson_run("sdpa", "attention_sdpa", "attention_sdpa", gpu=Attention(tokens=4096, head_dim=64, heads=16),
+                   cpu=Attention(tokens=512, head_dim=64, heads=8)),
     ),
     check=_attention,
     questions=QUESTIONS,

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from lab.analysis import figures as fig
 from lab.analysis.bundle import Run
+from lab.core.workloads import Rows
 from lab.lessons.answers import labels, step_time_ratio, table_row
 from lab.lessons.schema import (
     ANY_DEVICE,
@@ -28,7 +29,8 @@ __all__ = ["LESSON", "ROW_LOOP"]
 
 # The row loop (the profiler-overhead lesson runs it too). active=3: few recorded steps, since the
 # loop launches hundreds of kernels a step and the samples stay small.
-ROW_LOOP = lesson_run("python loop", "row_loop", "rows", (64, 4096, 1), (64, 256, 1), active=3)
+ROW_LOOP = lesson_run("python loop", "row_loop", "rows", gpu=Rows(rows=64, columns=4096),
+                      cpu=Rows(rows=64, columns=256), active=3)
 
 
 def _calls(runs: list[Run]) -> list[Signal]:
@@ -89,7 +91,8 @@ LESSON = Lesson(
     look_for="the ops whose # of Calls grows with the number of rows; the step time of both runs",
     runs=(
         ROW_LOOP,
-        lesson_run("vectorized", "row_vectorized", "rows_vectorized", (64, 4096, 1), (64, 256, 1), active=3),
+        lesson_run("vectorized", "row_vectorized", "rows_vectorized", gpu=Rows(rows=64, columns=4096),
+                   cpu=Rows(rows=64, columns=256), active=3),
     ),
     explain=(
         "Per loop step, `aten::select` runs 192 times (x[i], s[i] and out[i] for each of the 64 "

@@ -8,6 +8,7 @@ import numpy as np
 
 from lab.analysis.bundle import Run
 from lab.analysis.figures import first_step_ratio, first_step_share_pct
+from lab.core.workloads import GemmShape
 from lab.lessons.answers import cat_rows, where_window
 from lab.lessons.schema import GPU, Answer, Band, Lesson, Question, Signal, band_of, claim_between, lesson_run, question
 
@@ -121,10 +122,10 @@ LESSON = Lesson(
         claim_between("a few times its later ones, not ninety", "first_step_ratio", "warm", 1.0, 5.0),
     ),
     runs=(
-        lesson_run("cold", "matmul_add", "matmul_add", (1024, 1024, 1024), (256, 256, 256),
-                   gpu_dtype="float32", **_COLD),
-        lesson_run("warm", "matmul_add", "matmul_add", (1024, 1024, 1024), (256, 256, 256),
-                   gpu_dtype="float32", **_WARM),
+        lesson_run("cold", "matmul_add", "matmul_add", gpu=GemmShape(m=1024, k=1024, n=1024),
+                   cpu=GemmShape(m=256, k=256, n=256), gpu_dtype="float32", **_COLD),
+        lesson_run("warm", "matmul_add", "matmul_add", gpu=GemmShape(m=1024, k=1024, n=1024),
+                   cpu=GemmShape(m=256, k=256, n=256), gpu_dtype="float32", **_WARM),
     ),
     check=_cold_vs_warm,
     questions=QUESTIONS,

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from lab.analysis import figures as fig
 from lab.analysis.bundle import Run
+from lab.core.workloads import SmallOps
 from lab.lessons.answers import banded, kernels_where, labels, step_time_ratio, table_row
 from lab.lessons.checks import all_on_gpu
 from lab.lessons.schema import (
@@ -116,8 +117,11 @@ LESSON = Lesson(
     ),
     look_for="the runtime calls per step in each run; what the GPU lane shows under a replay",
     runs=(
-        lesson_run("eager", "small_ops", "small_ops", (256, 256, 16), (64, 64, 16)),
-        lesson_run("graphed", "small_ops_graphed", "small_ops_graphed", (256, 256, 16), (64, 64, 16)),
+        lesson_run("eager", "small_ops", "small_ops", gpu=SmallOps(rows=256, columns=256, iterations=16),
+                   cpu=SmallOps(rows=64, columns=64, iterations=16)),
+        lesson_run("graphed", "small_ops_graphed", "small_ops_graphed",
+                   gpu=SmallOps(rows=256, columns=256, iterations=16),
+                   cpu=SmallOps(rows=64, columns=64, iterations=16)),
     ),
     explain=(
         "Eager, each step calls 32 operators (`aten::mul` and `aten::add` per iteration) and makes 32 "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lab.analysis.bundle import Run
+from lab.core.workloads import GemmShape
 from lab.lessons.answers import NEEDS_KERNELS, ONE_KERNEL, YES_NO, kernels_per_step, still_calls
 from lab.lessons.checks import ADD_KERNEL, cpu_ops, kernel_events, name_set
 from lab.lessons.schema import (
@@ -96,9 +97,10 @@ LESSON = Lesson(
                      args=("aten::addmm",), device=CPU_RUN),
     ),
     runs=(
-        lesson_run("eager", "matmul_add", "matmul_add", (4096, 4096, 4096), (512, 512, 512)),
-        lesson_run("compiled", "matmul_add", "matmul_add_compiled", (4096, 4096, 4096), (512, 512, 512),
-                   compile=True),
+        lesson_run("eager", "matmul_add", "matmul_add", gpu=GemmShape(m=4096, k=4096, n=4096),
+                   cpu=GemmShape(m=512, k=512, n=512)),
+        lesson_run("compiled", "matmul_add", "matmul_add_compiled", gpu=GemmShape(m=4096, k=4096, n=4096),
+                   cpu=GemmShape(m=512, k=512, n=512), compile=True),
     ),
     check=_eager_vs_compile,
     questions=QUESTIONS,

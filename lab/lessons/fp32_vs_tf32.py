@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from lab.analysis.bundle import Run
 from lab.analysis.figures import gemm_kernel_us, top_self_cpu_row
 from lab.analysis.gemm.kinds import is_gemm_kernel
+from lab.core.workloads import GemmShape
 from lab.lessons.answers import cat_rows
 from lab.lessons.checks import kernel_events, name_set
 from lab.lessons.schema import (
@@ -130,8 +131,10 @@ LESSON = Lesson(
         claim_equals("In both tables the", "top_self_cpu_row", "tf32", "cudaDeviceSynchronize"),
     ),
     runs=(
-        lesson_run("float32", "matmul_add", "matmul_add", (4096, 4096, 4096), None, gpu_dtype="float32"),
-        lesson_run("tf32", "matmul_add", "matmul_add", (4096, 4096, 4096), None, gpu_dtype="tf32"),
+        lesson_run("float32", "matmul_add", "matmul_add", gpu=GemmShape(m=4096, k=4096, n=4096), cpu=None,
+                   gpu_dtype="float32"),
+        lesson_run("tf32", "matmul_add", "matmul_add", gpu=GemmShape(m=4096, k=4096, n=4096), cpu=None,
+                   gpu_dtype="tf32"),
     ),
     cpu_refusal=(
         "TF32 is a tensor-core mode of NVIDIA GPUs (Ampere or newer); this host has none. "

@@ -6,6 +6,7 @@ import re
 
 from lab.analysis.bundle import Run
 from lab.analysis.steps import per_iteration_us
+from lab.core.workloads import Mlp
 from lab.lessons.answers import NEEDS_KERNELS, YES_NO, kernels_per_step, still_calls
 from lab.lessons.checks import cpu_ops, fewer_per_step, kernel_events, name_set
 from lab.lessons.schema import (
@@ -110,9 +111,10 @@ LESSON = Lesson(
                      device=CPU_RUN),
     ),
     runs=(
-        lesson_run("eager", "geglu_mlp", "geglu", (4096, 4096, 8192), (256, 256, 512)),
-        lesson_run("compiled", "geglu_mlp", "geglu_compiled", (4096, 4096, 8192), (256, 256, 512),
-                   compile=True),
+        lesson_run("eager", "geglu_mlp", "geglu", gpu=Mlp(rows=4096, model_dim=4096, hidden_dim=8192),
+                   cpu=Mlp(rows=256, model_dim=256, hidden_dim=512)),
+        lesson_run("compiled", "geglu_mlp", "geglu_compiled", gpu=Mlp(rows=4096, model_dim=4096, hidden_dim=8192),
+                   cpu=Mlp(rows=256, model_dim=256, hidden_dim=512), compile=True),
     ),
     check=_geglu,
     questions=QUESTIONS,

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from lab.analysis import figures as fig
 from lab.analysis.bundle import Run
+from lab.core.workloads import MatmulChain
 from lab.lessons.answers import banded, labels, step_time_ratio, table_row
 from lab.lessons.checks import all_on_gpu
 from lab.lessons.schema import (
@@ -132,8 +133,10 @@ LESSON = Lesson(
     ),
     look_for="the gaps in the GPU lane of each run; the cudaStreamSynchronize calls per step",
     runs=(
-        lesson_run("item() each matmul", "chain_item", "item_each", (2048, 2048, 8), (128, 128, 8)),
-        lesson_run("read once", "chain_item_once", "item_once", (2048, 2048, 8), (128, 128, 8)),
+        lesson_run("item() each matmul", "chain_item", "item_each", gpu=MatmulChain(rows=2048, width=2048, matmuls=8),
+                   cpu=MatmulChain(rows=128, width=128, matmuls=8)),
+        lesson_run("read once", "chain_item_once", "item_once", gpu=MatmulChain(rows=2048, width=2048, matmuls=8),
+                   cpu=MatmulChain(rows=128, width=128, matmuls=8)),
     ),
     explain=(
         "The `.item()` step makes 8 `cudaStreamSynchronize` calls and 8 device→host copies; the "

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from lab.analysis import figures as fig
 from lab.analysis.bundle import Run
+from lab.core.workloads import MatmulChain
 from lab.lessons.answers import HALF_BANDS, banded, kernels_where, labels, op_share, table_row
 from lab.lessons.checks import all_on_gpu
 from lab.lessons.schema import (
@@ -132,8 +133,10 @@ LESSON = Lesson(
     look_for="how the launch delay changes from step to step in each run; which row holds the synced "
     "run's Self CPU",
     runs=(
-        lesson_run("no sync", "matmul_chain", "chain", (4096, 4096, 4), (256, 256, 4)),
-        lesson_run("sync each step", "matmul_chain_sync", "chain_sync", (4096, 4096, 4), (256, 256, 4)),
+        lesson_run("no sync", "matmul_chain", "chain", gpu=MatmulChain(rows=4096, width=4096, matmuls=4),
+                   cpu=MatmulChain(rows=256, width=256, matmuls=4)),
+        lesson_run("sync each step", "matmul_chain_sync", "chain_sync",
+                   gpu=MatmulChain(rows=4096, width=4096, matmuls=4), cpu=MatmulChain(rows=256, width=256, matmuls=4)),
     ),
     explain=(
         "Without a sync the first kernel of each step waits longer every step: 14 µs in the first, "

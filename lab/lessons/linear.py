@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lab.analysis.bundle import Run
+from lab.core.workloads import GemmShape
 from lab.lessons.answers import YES_NO, ka_row, named_rows
 from lab.lessons.checks import ADD_KERNEL, cpu_ops, kernel_events, name_set
 from lab.lessons.schema import CPU_RUN, GPU, Answer, Lesson, Question, Signal, Where, claim_equals, lesson_run, question
@@ -88,7 +89,8 @@ LESSON = Lesson(
                      args=("aten::addmm", "aten::copy_"), device=CPU_RUN),
     ),
     runs=(
-        lesson_run("linear", "linear", "linear", (4096, 4096, 4096), (512, 512, 512)),
+        lesson_run("linear", "linear", "linear", gpu=GemmShape(m=4096, k=4096, n=4096),
+                   cpu=GemmShape(m=512, k=512, n=512)),
     ),
     check=_linear,
     questions=QUESTIONS,

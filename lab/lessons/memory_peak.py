@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from lab.analysis import figures as fig
 from lab.analysis.bundle import Run
+from lab.core.workloads import Mlp
 from lab.lessons.answers import banded, labels, table_row
 from lab.lessons.schema import (
     ANY_DEVICE,
@@ -84,7 +85,8 @@ LESSON = Lesson(
     ),
     look_for="the allocations inside each label; the curve's highest point in a step",
     runs=(
-        lesson_run("memory", "memory_mlp", "mlp", (4096, 8192, 8192), (256, 512, 512), profile_memory=True),
+        lesson_run("memory", "memory_mlp", "mlp", gpu=Mlp(rows=4096, model_dim=8192, hidden_dim=8192),
+                   cpu=Mlp(rows=256, model_dim=512, hidden_dim=512), profile_memory=True),
     ),
     explain=(
         "The peak comes in `down`, on the GPU and on a CPU: `h` is still alive (nothing freed it), "

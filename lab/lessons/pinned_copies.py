@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from lab.analysis import figures as fig
 from lab.analysis.bundle import Run
+from lab.core.workloads import HostCopy
 from lab.lessons.answers import HALF_BANDS, banded, kernels_where, labels, op_share
 from lab.lessons.checks import all_on_gpu
 from lab.lessons.schema import (
@@ -108,9 +109,10 @@ LESSON = Lesson(
     ),
     look_for="the Memcpy rows' durations; cudaMemcpyAsync's CPU time against its copy's",
     runs=(
-        lesson_run("pageable", "copy_pageable", "copy_pageable", (4096, 4096, 1), (1024, 1024, 1),
-                   gpu_dtype="float32"),
-        lesson_run("pinned", "copy_pinned", "copy_pinned", (4096, 4096, 1), (1024, 1024, 1), gpu_dtype="float32"),
+        lesson_run("pageable", "copy_pageable", "copy_pageable", gpu=HostCopy(rows=4096, columns=4096, copies=1),
+                   cpu=HostCopy(rows=1024, columns=1024, copies=1), gpu_dtype="float32"),
+        lesson_run("pinned", "copy_pinned", "copy_pinned", gpu=HostCopy(rows=4096, columns=4096, copies=1),
+                   cpu=HostCopy(rows=1024, columns=1024, copies=1), gpu_dtype="float32"),
     ),
     explain=(
         "On the H200 recording the pageable copy runs at about 7 GB/s and `cudaMemcpyAsync` "

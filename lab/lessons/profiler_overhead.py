@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from lab.analysis import figures as fig
 from lab.analysis.bundle import Run
+from lab.core.workloads import GemmShape
 from lab.lessons.answers import labels, table_row
 from lab.lessons.calls import ROW_LOOP
 from lab.lessons.checks import all_on_gpu
@@ -90,7 +91,8 @@ LESSON = Lesson(
     look_for="profiled vs unprofiled time per step of each run (the Summary)",
     runs=(
         replace(ROW_LOOP, name="row loop"),
-        lesson_run("one GEMM", "matmul_add", "matmul_add", (4096, 4096, 4096), (512, 512, 512)),
+        lesson_run("one GEMM", "matmul_add", "matmul_add", gpu=GemmShape(m=4096, k=4096, n=4096),
+                   cpu=GemmShape(m=512, k=512, n=512)),
     ),
     explain=(
         "The row loop records 512 operators a step, the GEMM 3 on the H200, and the cost follows "

@@ -5,7 +5,8 @@ A lesson is one module of ``lab/lessons/`` that defines ``LESSON``, a ``Lesson``
 - its **text** (``title``, ``text``: what a learner reads before predicting: the task and where
   to look, never the answer) and what is shown once its runs opened (``look_for``, ``explain``);
 - its **runs** (``LessonRun``: one run, or two to compare), each a workload with the lab's
-  ``RunConfig`` on a GPU and on a CPU (None: the run needs a GPU);
+  ``RunConfig`` on a GPU and on a CPU (None: the run needs a GPU), written with the workload's own
+  typed sizes (``lesson_run``: ``Rows(rows=64, columns=4096)``, never a bare m/k/n);
 - its **check** (``Check``): a pure function of the opened runs (``Run``: name, Trace, Analysis,
   in the lesson's order) returning ``Signal``s, each a yes/no with the numbers behind it;
 - its **questions** (``Question``, one to three per device): asked before the runs open, each
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 
 from lab.analysis.bundle import Run
 from lab.core.config import ConfigError, RunConfig
+from lab.core.workloads import WORKLOADS, Sizes
 
 __all__ = [
     "ANY_DEVICE", "CPU", "CPU_RUN", "GPU", "GPU_RECORDING", "MAX_QUESTIONS", "Answer", "Band", "Check", "Claim",
@@ -200,18 +202,24 @@ def lesson_configs(lesson: Lesson, device_kind: str) -> tuple[tuple[str, RunConf
     return tuple((r.name, r.cpu) for r in lesson.runs if r.cpu is not None)
 
 
-def lesson_run(name: str, workload: str, label: str, gpu: tuple[int, int, int], cpu: tuple[int, int, int] | None,
-               *, gpu_dtype: str = "bfloat16", **both) -> LessonRun:
-    """One run of a lesson from one row of its table: the workload and its step label, the (m, k, n)
-    on a GPU and on a CPU (None: the run needs a GPU), the GPU's dtype (the CPU's is the default
-    float32), and keywords for both configs (``profile_memory=True``, ``active=3``)."""
-    m, k, n = gpu
+def lesson_run(name: str, workload: str, label: str, *, gpu: Sizes, cpu: Sizes | None, gpu_dtype: str = "bfloat16",
+               **both) -> LessonRun:
+    """One run of a lesson: its name, the workload and its step label, the workload's sizes on a GPU
+    and on a CPU (``lab.core.workloads.sizes``, the type the workload names; ``cpu=None``: the run
+    needs a GPU), the GPU's dtype (the CPU's is the default float32), and keywords for both configs
+    (``profile_memory=True``, ``active=3``). The sizes become the ``RunConfig``'s ``m``, ``k``, ``n``."""
+    wanted = WORKLOADS[workload].sizes
+    for sizes in (gpu, cpu):
+        if sizes is not None and type(sizes) is not wanted:
+            raise TypeError(f"the run '{name}' gives {type(sizes).__name__} sizes; '{workload}' takes "
+                            f"{wanted.__name__}({', '.join(wanted.names())})")
+    m, k, n = gpu.dims()
     gpu_config = RunConfig(device="auto", workload=workload, m=m, k=k, n=n, dtype=gpu_dtype, step_label=label, **both)
     if cpu is None:
         return LessonRun(name, gpu_config, None)
-    cm, ck, cn = cpu
-    return LessonRun(name, gpu_config, RunConfig(device="cpu", workload=workload, m=cm, k=ck, n=cn, step_label=label,
-                                                 **both))
+    m, k, n = cpu.dims()
+    cpu_config = RunConfig(device="cpu", workload=workload, m=m, k=k, n=n, step_label=label, **both)
+    return LessonRun(name, gpu_config, cpu_config)
 
 
 def schema_problems(lesson: Lesson, recordings: Sequence[str] | None = None) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lab.analysis.bundle import Run
+from lab.core.workloads import Attention
 from lab.lessons.answers import FEWER, NEEDS_KERNELS, ONE_KERNEL, fewer_than, kernels_per_step
 from lab.lessons.checks import fewer_per_step
 from lab.lessons.schema import (
@@ -79,8 +80,10 @@ LESSON = Lesson(
                      args=("aten::_safe_softmax",), device=CPU_RUN),
     ),
     runs=(
-        lesson_run("math", "attention_math", "sdpa_math", (4096, 64, 16), (512, 64, 8)),
-        lesson_run("flash", "attention_flash", "sdpa_flash", (4096, 64, 16), (512, 64, 8)),
+        lesson_run("math", "attention_math", "sdpa_math", gpu=Attention(tokens=4096, head_dim=64, heads=16),
+                   cpu=Attention(tokens=512, head_dim=64, heads=8)),
+        lesson_run("flash", "attention_flash", "sdpa_flash", gpu=Attention(tokens=4096, head_dim=64, heads=16),
+                   cpu=Attention(tokens=512, head_dim=64, heads=8)),
     ),
     check=_sdpa_backends,
     questions=QUESTIONS,

@@ -8,6 +8,7 @@ import numpy as np
 
 from lab.analysis import figures as fig
 from lab.analysis.bundle import Run
+from lab.core.workloads import GemmShape
 from lab.lessons.answers import banded, labels, table_row
 from lab.lessons.schema import (
     ANY_DEVICE,
@@ -90,7 +91,8 @@ LESSON = Lesson(
         "Self and Total, then the by-shape rows of aten::mm."
     ),
     look_for="aten::matmul's Self against its Total; aten::mm's rows by shape",
-    runs=(lesson_run("shapes", "matmul_shapes", "shapes", (4096, 4096, 4096), (256, 256, 256)),),
+    runs=(lesson_run("shapes", "matmul_shapes", "shapes", gpu=GemmShape(m=4096, k=4096, n=4096),
+                     cpu=GemmShape(m=256, k=256, n=256)),),
     explain=(
         "aten::matmul's Self CPU is about 5 % of its total on the H200 host (under 15 % on either "
         "device): it only dispatches, and `aten::mm` holds the rest. By shape, the 16384×256 @ "

@@ -8,6 +8,7 @@ import numpy as np
 
 from lab.analysis.bundle import Run
 from lab.analysis.figures import gemm_op_share_pct, launch_delay_share_pct
+from lab.core.workloads import GemmShape
 from lab.lessons.answers import cat_rows, ka_row, named_rows, where_window
 from lab.lessons.schema import (
     CPU,
@@ -169,8 +170,10 @@ LESSON = Lesson(
     runs=(
         # Ten active steps: tiny steps cost microseconds, and medians over ten shrug off
         # the odd step stalled by a busy machine.
-        lesson_run("tiny", "matmul_add", "matmul_add", (64, 64, 64), (64, 64, 64), active=10),
-        lesson_run("large", "matmul_add", "matmul_add", (4096, 4096, 4096), (1024, 1024, 1024)),
+        lesson_run("tiny", "matmul_add", "matmul_add", gpu=GemmShape(m=64, k=64, n=64),
+                   cpu=GemmShape(m=64, k=64, n=64), active=10),
+        lesson_run("large", "matmul_add", "matmul_add", gpu=GemmShape(m=4096, k=4096, n=4096),
+                   cpu=GemmShape(m=1024, k=1024, n=1024)),
     ),
     check=_tiny_vs_large,
     questions=QUESTIONS,

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from lab.analysis import figures as fig
 from lab.analysis.bundle import Run
+from lab.core.workloads import Mlp
 from lab.lessons.answers import labels, table_row, where_window
 from lab.lessons.schema import (
     ANY_DEVICE,
@@ -103,7 +104,8 @@ LESSON = Lesson(
         "of each phase and the time between the labels. Which gradients does the first layer need?"
     ),
     look_for="the matrix multiplications in each phase; the time of each phase",
-    runs=(lesson_run("train step", "train_mlp", "train", (4096, 2048, 8192), (128, 64, 256)),),
+    runs=(lesson_run("train step", "train_mlp", "train", gpu=Mlp(rows=4096, model_dim=2048, hidden_dim=8192),
+                     cpu=Mlp(rows=128, model_dim=64, hidden_dim=256)),),
     explain=(
         "A step runs 5 GEMMs: 2 forward, each an `aten::addmm` with the bias applied by cuBLAS "
         "on the GPU, and 3 backward — the second layer needs the gradients of its weight and of "
