@@ -18,6 +18,7 @@ from lab.lessons import LESSONS, lesson_signals
 from lab.read import Job, JobKind
 from lab.samples import Sample
 from lab.views import SORT_KEYS, TORCH_SORT_KEYS, category_counts, comparison_totals, fmt_us, is_device_sort, summarize
+from ui import teach
 from ui.cache import Loaded
 from ui.messages import md_escape
 from ui.state import Subject, opened_lesson, subject_timing
@@ -428,7 +429,9 @@ def lesson_check(subjects: list[Subject], load, jobs) -> None:
                        timings=tuple(subject_timing(s) for s in opened.subjects)), opened.subjects, opened.loaded)
     if signals is None:
         return
-    with st.container(border=True):
+    # The check's evidence and the explanation state the lesson's figures: its predictions lock.
+    teach.lesson_seen(opened.key)
+    with teach.lesson_box(opened, f"Lesson check — {lesson.title}"):
         st.markdown(f"**Lesson check — {md_escape(lesson.title)}**")
         recorded = all(s.kind == "sample" for s in opened.subjects)
         where = "the H200 recording" if recorded else "your run" + ("s" if len(opened.subjects) > 1 else "")
