@@ -40,7 +40,7 @@ st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layo
 # "Ranks" is shown only for a group of one job's ranks (several traces uploaded together).
 # "TensorBoard": the removed TensorBoard plugin's step-time breakdown, Kernel and Module views.
 # "Roofline": this session's size-sweep runs on the roofline, listed once a sweep ran (and opened
-# by it); above "Showing" it sat over every view of every run (issue 26).
+# by it); above "Showing" it sat over every view of every run.
 VIEWS = ("Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "TensorBoard", "Compare", "Roofline",
          "Ranks")
 

@@ -1,6 +1,6 @@
-"""The workshop lessons (issue 23) on the page, through AppTest: each one's H200 recording opens
-after the predictions are locked in, its lesson check lists its signals and the reveal answers
-every question it asked, with no exception or warning."""
+"""The lessons of ``tests/recording_brute.LESSON_KEYS`` on the page, through AppTest: each one's
+H200 recording opens after the predictions are locked in, its lesson check lists its signals and
+the reveal answers every question it asked, with no exception or warning."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.mark.parametrize("key", recording_brute.LESSON_KEYS)
-def test_workshop_lesson_recording_opens_and_the_reveal_answers(at, key):  # noqa: F811
+def test_lesson_recording_opens_and_the_reveal_answers(at, key):  # noqa: F811
     at.selectbox(key="lesson_key").set_value(key)
     at.run()
     asked = questions_for(key, "cuda")

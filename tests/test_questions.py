@@ -25,7 +25,7 @@ from tests import recording_brute
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 CPU_LESSONS = [k for k, lesson in LESSONS.items() if lesson.cpu_refusal is None]
-WORKSHOP_LESSONS = set(recording_brute.LESSON_KEYS)
+BRUTE_LESSONS = set(recording_brute.LESSON_KEYS)  # their twins are in tests/recording_brute.py
 
 
 # --------------------------------------------------------------------------- the raw JSON, by hand
@@ -161,7 +161,7 @@ def fewer(a: float, b: float) -> str:
 def expected(key: str, evs: list[list[dict]], datas: list[dict] = (), timings: list = ()) -> tuple[str, float]:
     """(right choice, measured number) of question ``key``, from the runs' raw events (``datas``: the
     whole JSON, for [memory] records; ``timings``: per run (profiled µs, unprofiled µs) lists)."""
-    if key.split(".", 1)[0] in WORKSHOP_LESSONS:
+    if key.split(".", 1)[0] in BRUTE_LESSONS:
         return recording_brute.expected(key, list(datas), list(timings))
     first, last = evs[0], evs[-1]
     if key == "tiny_vs_large.self_cpu_vs_cuda":

@@ -344,7 +344,7 @@ SHARED_SCALE_MAX_RATIO = 10.0
 # Compare's diff tables: 9 columns in a ~466 px (800 px window, sidebar open) to ~880 px (1280 px)
 # main column. The name, then what is compared (A, B, B − A, B / A: sized to their numbers, ~70 px
 # each), then the rest at fixed widths: at 800 px the name's 160 px and cat's 100 px before them
-# pushed B − A and B / A out of view (issue 26). A 300-character kernel name is whole in its tooltip.
+# pushed B − A and B / A out of view (seen in a browser). A 300-character kernel name is whole in its tooltip.
 DIFF_COLUMN_PX = {"name": 140, "status": 64, "A calls": 64, "B calls": 64, "cat": 90}
 # The diff tables' display order (after DIFF_LABELS): the comparison first after the name.
 DIFF_ORDER = ("name", "A (µs)", "B (µs)", "B − A (µs)", "B / A", "status", "A calls", "B calls", "cat")

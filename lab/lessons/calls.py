@@ -1,5 +1,9 @@
-"""The lesson “# of Calls: a Python loop of tiny ops vs one vectorized op”: its text, runs, check, questions and
-claims."""
+"""The lesson “# of Calls: a Python loop of tiny ops vs one vectorized op”, whole: its text and
+explanation, its runs (in the workload's own sizes), its check (``_calls``: what the lab looks for
+in the runs, a pure function of their analyses), its questions (``QUESTIONS``: each answer computed
+from the runs) and its claims (each checked on the H200 recording or a CPU run by
+tests/test_claims.py).
+"""
 
 from __future__ import annotations
 

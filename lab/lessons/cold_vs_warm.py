@@ -1,4 +1,8 @@
-"""The lesson “Cold vs warm: why the first step is slow”: its text, runs, check, questions and claims."""
+"""The lesson “Cold vs warm: why the first step is slow”, whole: its text and explanation, its runs (in
+the workload's own sizes), its check (``_cold_vs_warm``: what the lab looks for in the runs, a pure
+function of their analyses), its questions (``QUESTIONS``: each answer computed from the runs) and
+its claims (each checked on the H200 recording or a CPU run by tests/test_claims.py).
+"""
 
 from __future__ import annotations
 

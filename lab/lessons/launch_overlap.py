@@ -1,5 +1,9 @@
-"""The lesson “Launch delay and CPU/GPU overlap, and what a sync does to the table”: its text, runs, check,
-questions and claims."""
+"""The lesson “Launch delay and CPU/GPU overlap, and what a sync does to the table”, whole: its text
+and explanation, its runs (in the workload's own sizes), its check (``_launch_overlap``: what the
+lab looks for in the runs, a pure function of their analyses), its questions (``QUESTIONS``: each
+answer computed from the runs) and its claims (each checked on the H200 recording or a CPU run by
+tests/test_claims.py).
+"""
 
 from __future__ import annotations
 
