@@ -88,9 +88,9 @@ def subject_key(subject: Subject) -> str:
 
 
 @st.cache_resource(max_entries=MAX_CACHED_JOBS, show_spinner=False)
-def _job(job: Job, code: str, keys: tuple[str, ...], _job: Job, _given: JobInput, _readers: ReaderPool):
+def _job(job: Job, code: str, keys: tuple[str, ...], _with_code: Job, _given: JobInput, _readers: ReaderPool):
     # Kept by the job without its code (a function, which the cache cannot hash) and the code's name.
-    return _readers.run_job(_job, _given)
+    return _readers.run_job(_with_code, _given)
 
 
 def job_result(job: Job, subjects: Sequence[Subject], loaded: Sequence[Loaded], readers: ReaderPool):
