@@ -94,3 +94,16 @@ def test_the_scan_refuses_a_module_whose_lesson_lacks_a_check(tmp_path, monkeypa
     (package / "no_check.py").write_text("from lab.lessons import LESSONS\nLESSON = LESSONS['linear']\n")
     sys.modules.pop("scanned_lessons.no_check", None)
     assert list(scan_lessons("scanned_lessons")) == ["linear"]
+
+
+def test_a_run_takes_its_workloads_own_sizes():
+    """A lesson's run is written in the workload's typed sizes, which become the worker's
+    RunConfig m, k, n; sizes of another workload's type are refused with the type it takes."""
+    from lab.core.workloads import GemmShape, Rows
+    from lab.lessons.schema import lesson_run
+
+    run = lesson_run("loop", "row_loop", "rows", gpu=Rows(rows=64, columns=4096), cpu=Rows(rows=8, columns=256))
+    assert (run.gpu.m, run.gpu.k, run.gpu.n) == (64, 4096, 1) and (run.cpu.m, run.cpu.k, run.cpu.n) == (8, 256, 1)
+    assert Rows.of(run.gpu) == Rows(rows=64, columns=4096)
+    with pytest.raises(TypeError, match=r"'row_loop' takes Rows\(rows, columns\)"):
+        lesson_run("loop", "row_loop", "rows", gpu=GemmShape(m=64, k=4096, n=1), cpu=None)
