@@ -143,7 +143,8 @@ if sweep_click:
 room.instructor_view(device)
 
 waiting_upload = upload.upload_box(settings, readers, limiter=limiter, early=early_reads)
-waiting_dir = tracedir.trace_dir_box(settings, readers, limiter=limiter)  # PROFILER_LAB_TRACE_DIR's traces
+waiting_dir = tracedir.trace_dir_box(  # PROFILER_LAB_TRACE_DIR's traces, folded once the visitor has their own
+    settings, readers, limiter=limiter, expanded=waiting_upload is None and not state.has_own_subjects())
 # A file that came with this page run is read now, before "Showing": once read, this run shows it.
 waiting_upload = upload.await_new_upload(waiting_upload, readers)
 

@@ -194,7 +194,8 @@ def analyze_main(path: str, *, as_json: bool, settings: HostSettings | None = No
         parsed = _read(readers, path)
     if parsed is None:
         return EXIT_BAD_INPUT
-    report = build_report(parsed.trace, analysis=parsed.analysis, insights=parsed.insights)
+    report = build_report(parsed.trace, analysis=parsed.analysis, insights=parsed.insights,
+                          explanation=parsed.explanation, judgement=parsed.judgement)
     _print(report, format_report(report) + "\n", as_json=as_json)
     return 0
 

@@ -68,12 +68,24 @@ def share_pct(ev, name: str, cats=("cpu_op",)) -> float:
 
 
 def step_us(ev) -> float:
-    """Per step the longer of its CPU window and the GPU work launched in it; the median."""
+    """The median step: from one step's completion to the next, a step completing when the next
+    step has begun and the GPU work launched from inside its host period has ended."""
     windows = step_windows(ev)
-    gpu = [0.0] * len(windows)
-    for g, _, i in launched(ev, GPU_CATS):
-        gpu[i] += g["dur"]
-    return statistics.median(max(b - a, t) for (a, b), t in zip(windows, gpu))
+    starts = [a for a, _ in windows]
+    period_end = starts[1:] + [windows[-1][1]]
+    calls = {e["args"]["correlation"]: e for e in ev
+             if e.get("cat") in LAUNCH_CATS and "correlation" in e.get("args", {})}
+    done = list(period_end)
+    for g in (e for e in ev if e.get("cat") in GPU_CATS):
+        call = calls.get(g.get("args", {}).get("correlation"))
+        if call is None:
+            continue
+        for i, (a, b) in enumerate(zip(starts, period_end)):
+            if a <= call["ts"] < b:
+                done[i] = max(done[i], g["ts"] + g["dur"])
+    for i in range(1, len(done)):
+        done[i] = max(done[i], done[i - 1])
+    return statistics.median(b - a for a, b in zip([starts[0]] + done[:-1], done))
 
 
 def first_kernel_delays(ev) -> list[float]:

@@ -180,16 +180,21 @@ LAYERS: dict[str, frozenset[str]] = {
     "samples": _LEAVES,
     "trace": _LEAVES | {"core"},
     "analysis": _LEAVES | {"core", "trace"},
+    # Where each step's time went and each op against its roof, read from the analysis' measures.
+    "explain": _LEAVES | {"core", "trace", "analysis"},
+    "judge": _LEAVES | {"core", "trace", "analysis", "explain"},  # findings with their savings, the verdict
     "pool": _LEAVES | {"core"},  # one process pool for workers and readers (branch "pool")
     "run": _LEAVES | {"core", "pool"},
-    "read": _LEAVES | {"core", "pool", "trace", "analysis", "samples"},  # lesson code comes in the job (Job.code)
-    "views": _LEAVES | {"core", "trace", "analysis"},
-    "lessons": _LEAVES | {"core", "trace", "analysis"},  # one module per lesson: text, runs, check, questions
+    # Lesson code reaches the readers in the job the page hands them (lab.read.Job.code).
+    "read": _LEAVES | {"core", "pool", "trace", "analysis", "explain", "judge", "samples"},
+    "views": _LEAVES | {"core", "trace", "analysis", "explain", "judge"},
+    # One module per lesson: its text, runs, check, questions and claims; checks read the measures.
+    "lessons": _LEAVES | {"core", "trace", "analysis", "explain", "judge"},
     "teach": _LEAVES | {"core", "trace", "analysis", "samples", "lessons"},  # giveaway reads the recordings' titles
     "access": _LEAVES | {"core", "run", "read"},
     "tracedir": _LEAVES | {"core"},  # the host's trace directories: names, listing, safe paths (issue 25)
     "serve": _LEAVES | {"core"},  # `profiler-lab serve`: streamlit run of the installed page
-    "cli": _LEAVES | {"core", "trace", "analysis", "run", "read", "views", "tracedir", "serve"},
+    "cli": _LEAVES | {"core", "trace", "analysis", "explain", "judge", "run", "read", "views", "tracedir", "serve"},
     "__main__": frozenset({"cli"}),
 }  # fmt: skip
 # Imports across layers that stand until the pool layer lands (branch "pool", issue 24): the

@@ -397,11 +397,17 @@ def pipeline_mutations():
 def _pipeline(payload: bytes) -> None:
     from lab.analysis import analyze, find_insights, trace_key_averages
     from lab.analysis.memory import memory_series
+    from lab.explain import explain
+    from lab.judge import judge
+    from lab.views.explained import attribution_frame, explanation_dict, explanation_text
     from lab.views.torch_table import torch_table_text
 
     trace = load_trace(payload)
     analysis = analyze(trace)
     find_insights(trace, analysis)
+    explanation = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
+    explanation_text(explanation_dict(explanation, judge(explanation)))
+    attribution_frame(explanation)
     for by_shape in (False, True):
         torch_table_text(trace_key_averages(trace, group_by_input_shape=by_shape), sort_by="self_cpu_time_total",
                          row_limit=-1)

@@ -162,6 +162,11 @@ def all_subjects() -> list[Subject]:
             *reversed(_session_list("uploads")), *sample_subjects()]
 
 
+def has_own_subjects() -> bool:
+    """Whether this visitor has a run, an upload or a job of their own (not only the samples)."""
+    return any(_session_list(name) for name in ("runs", "rank_groups", "uploads"))
+
+
 def current_subject(subjects: list[Subject]) -> Subject | None:
     """The subject the "Showing" box points at; on a first visit, the default sample.
 

@@ -47,13 +47,14 @@ class JobWaiting:
     line: DeltaGenerator
 
 
-def trace_dir_box(settings: HostSettings, readers: ReaderPool, *,
-                  limiter: RateLimiter) -> Waiting | JobWaiting | None:
+def trace_dir_box(settings: HostSettings, readers: ReaderPool, *, limiter: RateLimiter,
+                  expanded: bool = True) -> Waiting | JobWaiting | None:
     """The "Traces on this server" expander (only when the host set directories); a pick's reads
-    are queued and returned, to be awaited at the end of the page."""
+    are queued and returned, to be awaited at the end of the page. Folded (``expanded=False``)
+    once the visitor has something of their own open, so its verdict is not pushed out of view."""
     if not settings.trace_dirs:
         return None
-    with st.expander("Traces on this server (the host's trace directories)", expanded=True):
+    with st.expander("Traces on this server (the host's trace directories)", expanded=expanded):
         _listing(settings.trace_dirs)
         line = st.empty()
         pick = st.session_state.pop(_OPEN, None)

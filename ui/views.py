@@ -34,6 +34,9 @@ TABLE_NAME_PX = 240
 KERNEL_NAME_PX = 220
 KERNEL_FIGURE_PX = 100  # Total (µs) and GPU share: their headers are ~65 px at 14 px ("Share of GPU time" was 106)
 METRIC_CARD_PX = 276  # three cards and their gaps in the ~880 px main column at 1280 px
+TRACE_TABLE_NOTE = ("A trace file has no key_averages: this table rebuilds it from the trace's events with torch's "
+                    "own rules (python frames are call stacks, not ops; same-name nesting counted once; device time "
+                    "through the launch links) — equal to key_averages() on the lab's ground-truth corpus.")
 SEVERITY_ICON = {"critical": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 
 
@@ -48,7 +51,10 @@ def sample_note(sample: Sample, device: DeviceInfo | None) -> None:
 
 def summary_view(subject: Subject, loaded: Loaded) -> None:
     timing = subject.sample.timing if subject.sample else None
-    s = summarize(loaded.trace, loaded.analysis, loaded.insights, run=subject.run, timing=timing)
+    s = summarize(loaded.trace, loaded.analysis, loaded.insights, run=subject.run, timing=timing,
+                  explanation=loaded.explanation)
+    if loaded.explanation is not None and loaded.judgement is not None:
+        explained_summary(loaded)
     st.text(f"Device: {s.device}")
     if s.config:
         st.text(f"Ran: {s.config}")
@@ -60,11 +66,64 @@ def summary_view(subject: Subject, loaded: Loaded) -> None:
         for metric in s.metrics:
             st.metric(metric.label, metric.value, delta=metric.delta, delta_color="off", delta_arrow="off",
                       help=md_escape(metric.help), border=True, width=METRIC_CARD_PX)  # help quotes trace text
-    st.markdown("**Verdict**")
-    st.text(s.verdict)
-    if s.top_insight:
+    if loaded.judgement is None:
+        st.markdown("**Verdict**")
+        st.text(s.verdict)
+    else:
+        st.caption(f"GPU use: {s.verdict}")
+    if s.top_insight and loaded.judgement is None:
         st.markdown("**Top insight**")
         insight_card(s.top_insight)
+
+
+def explained_summary(loaded: Loaded) -> None:
+    """The Summary's lead: the verdict, where each step's time went, and the findings by saving."""
+    explanation, judgement = loaded.explanation, loaded.judgement
+    if explanation is None or judgement is None:
+        return
+    st.markdown("**Verdict**")
+    st.text(judgement.verdict)
+    a = explanation.attribution
+    where = {"ProfilerStep": "per ProfilerStep", "annotation": "per repeated record_function",
+             "window": "over the whole trace (no steps)"}.get(a.source, a.source)
+    st.markdown(f"**Where the time went** · step {fmt_us(a.step_us)} (median), {where}")
+    st.altair_chart(lv.attribution_chart(explanation), width="stretch", key="sum_attribution")
+    for note in a.unknown:
+        st.caption(f":material/help: {note}")
+    if judgement.findings:
+        st.markdown("**Findings, largest saving first**")
+        for finding in judgement.findings[:3]:
+            finding_card(finding)
+
+
+def finding_card(finding) -> None:
+    when = "per step" if finding.scope == "per step" else "once, in the window"
+    with st.container(border=True):
+        st.markdown(f"{SEVERITY_ICON.get(finding.severity, '')} **{md_escape(finding.title)}** · "
+                    f"saves {fmt_us(finding.saving_us)} {when} ({finding.saving_pct:.0f} %)")
+        st.text(finding.evidence)
+        st.caption(f"Premise: {finding.premise}")
+        st.markdown(f"**Try:** {md_escape(finding.suggestion)}")
+
+
+def roof_view(loaded: Loaded) -> None:
+    """Each op that ran on the GPU against its roof: achieved rate, % of roof, bound."""
+    explanation = loaded.explanation
+    if explanation is None:
+        return
+    peak = explanation.peak
+    roof = (f"{peak.model}: HBM {peak.memory_bandwidth_gbs:,.0f} GB/s, compute by dtype ({peak.source})"
+            if peak is not None else "no datasheet peak for this device: rates without a roof")
+    st.markdown("**Ops against their roof** (FLOPs and bytes from the recorded shapes, over each op's GPU time)")
+    st.caption(roof)
+    table = lv.roof_table(explanation)
+    config = {"Name": st.column_config.TextColumn("Name", width=TABLE_NAME_PX),
+              "GPU time (µs)": st.column_config.NumberColumn("GPU time (µs)", format="%.1f"),
+              "Per call (µs)": st.column_config.NumberColumn("Per call (µs)", format="%.1f"),
+              "TFLOP/s": st.column_config.NumberColumn("TFLOP/s", format="%.2f"),
+              "GB/s": st.column_config.NumberColumn("GB/s", format="%,.0f"),
+              "% of roof": st.column_config.NumberColumn("% of roof", format="%.0f %%")}
+    st.dataframe(table, hide_index=True, width="stretch", column_config=config, key="tbl_roofs")
 
 
 def insight_card(insight: Insight) -> None:
@@ -91,7 +150,8 @@ def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
     has_device = loaded.trace.has_gpu or (run is not None and run.device.kind == "cuda")
     sort_keys = [k for k in SORT_KEYS if has_device or not is_device_sort(k)]
     c1, c2, c3 = st.columns([2, 1, 2], vertical_alignment="bottom")
-    sort_label: str = chosen(c1.selectbox("Sort by", sort_keys, key="tbl_sort"))
+    first = sort_keys.index(lv.default_table_sort(loaded.judgement, sort_keys))  # by what the verdict blames
+    sort_label: str = chosen(c1.selectbox("Sort by", sort_keys, index=first, key="tbl_sort"))
     row_limit = int(c2.number_input("Rows", 1, 500, 15, key="tbl_rows"))
     by_shape = c3.toggle("Group by input shape", key="tbl_shape",
                          help="key_averages(group_by_input_shape=True): one row per op and input shapes.")
@@ -103,10 +163,7 @@ def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
     else:
         memory = ("Memory columns come from its [memory] events, as torch sums them." if loaded.trace.has_memory
                   else "Memory columns need [memory] events (profile_memory=True); this trace has none.")
-        st.caption("A trace file has no key_averages: this table rebuilds it from the trace's events with "
-                   "torch's own rules (python frames are call stacks, not ops; same-name nesting counted once; "
-                   "device time through the launch links) — equal to key_averages() on the lab's ground-truth "
-                   f"corpus. {memory}")
+        st.caption(f"{TRACE_TABLE_NOTE} {memory}")
         # Grouped by shape: computed on the first toggle, in a reader (``jobs``), like the rest.
         grouped = jobs(Job(kind=JobKind.BY_SHAPE), [subject], [loaded]) if by_shape else None
         if by_shape and grouped is None:
@@ -144,6 +201,8 @@ def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
                 config[figure] = st.column_config.NumberColumn(
                     figure, format=kernels.column_formats.get(figure, fmt), width=KERNEL_FIGURE_PX)
         st.dataframe(kernels.data, hide_index=True, width="stretch", column_config=config)
+    if loaded.explanation is not None and len(loaded.explanation.roofs):
+        roof_view(loaded)
 
 
 def _time_window(subject: Subject, loaded: Loaded, prefix: str) -> tuple[float, float]:
@@ -229,11 +288,12 @@ def trace_view(subject: Subject, loaded: Loaded, perfetto_origin: str) -> None:
     counts = category_counts(loaded.trace).rename(columns={"total_us": "total time (µs)"})
     st.dataframe(counts, hide_index=True,
                  column_config={"total time (µs)": st.column_config.NumberColumn("total time (µs)", format="%.1f")})
+    perfetto = ("*Open in Perfetto* above opens ui.perfetto.dev in a new tab with this trace; or go to "
+                "ui.perfetto.dev → *Open trace file* → pick the downloaded file" if data else
+                "go to ui.perfetto.dev → *Open trace file* → pick the file you uploaded, from your own disk")
     st.markdown(
-        "**Open it in Perfetto:** *Open in Perfetto* above opens ui.perfetto.dev in a new tab with this "
-        "trace; or go to ui.perfetto.dev → *Open trace file* → pick the downloaded file (`.json.gz` works "
-        "as is). Use W/S to zoom, A/D to pan; click a kernel and follow its flow arrow back to the CPU "
-        "launch.\n\n"
+        f"**Open it in Perfetto:** {perfetto} (`.json.gz` works as is). Use W/S to zoom, A/D to pan; click a "
+        "kernel and follow its flow arrow back to the CPU launch.\n\n"
         "**Analyze it with HTA:** `pip install HolisticTraceAnalysis`, put the file in a folder, then "
         "`from hta.trace_analysis import TraceAnalysis; TraceAnalysis(trace_dir=folder).get_temporal_breakdown()`.\n\n"
         "**Or here:** `python -m lab analyze FILE` prints the same summary as this page.")

@@ -16,6 +16,7 @@ import pandas as pd
 
 from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.insights.rules import Insight, find_insights
+from lab.analysis.steps import per_iteration_us
 from lab.analysis.verdict import host_work_us
 from lab.trace.load import Trace
 
@@ -54,7 +55,7 @@ TOTAL_METRICS = {
     "memset_time_us": "sum of memset durations",
     "cpu_op_time_us": "self CPU time of ops, annotations and runtime calls, synchronize waits excluded",
     "launch_delay_median_us": "median GPU start − launch start",
-    "step_median_us": "median CPU time of a step",
+    "step_median_us": "median step time (lab.analysis.steps.per_iteration_us: the one step time every view shows)",
 }
 
 
@@ -98,7 +99,7 @@ def _totals(analysis: Analysis) -> dict[str, float]:
         "memset_time_us": float(by_cat.get("gpu_memset", 0.0)),
         "cpu_op_time_us": host_work_us(analysis.operators),
         "launch_delay_median_us": analysis.launches.delay_median_us,
-        "step_median_us": float(steps["cpu_us"].median()) if len(steps) else float("nan"),
+        "step_median_us": per_iteration_us(steps),
     }
 
 

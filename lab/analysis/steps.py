@@ -13,10 +13,11 @@ from lab.analysis.operators import Links, build_links
 from lab.trace.load import Trace
 from lab.vocab import GPU_ACTIVITY_CATS
 
-__all__ = ["STEP_COLUMNS", "per_iteration_us", "step_breakdown", "step_window"]
+__all__ = ["STEP_COLUMNS", "per_iteration_us", "step_breakdown", "step_window", "step_windows"]
 
 STEP_COLUMNS = ("step", "name", "source", "start_us", "end_us", "cpu_us", "first_child_gap_us",
-                "gpu_busy_us", "gpu_idle_us", "gpu_busy_pct", "launched_gpu_us", "launched_count", "window_end_us")
+                "gpu_busy_us", "gpu_idle_us", "gpu_busy_pct", "launched_gpu_us", "launched_count", "window_end_us",
+                "wall_us")
 # Passes of stretching a step's window over the GPU activity that starts inside it (each pass can
 # take in a kernel queued behind the last one; on one stream the first pass already ends it).
 _WINDOW_PASSES = 8
@@ -32,16 +33,39 @@ def step_window(steps: pd.DataFrame, index: int, span_us: float) -> tuple[float,
     return float(steps["start_us"].iloc[index]), min(float(steps["window_end_us"].iloc[index]), float(span_us))
 
 
+def step_windows(trace: Trace, spans: StepSpans, links: Links) -> tuple[np.ndarray, np.ndarray]:
+    """Each step's window, the one definition of a step's time: from the previous step's
+    completion to its own, where a step completes when both its host period (to the next step's
+    start) and the GPU work it launched have ended. The windows tile the steps without overlap, and each is the step's
+    marginal time: the GPU's share of it when the GPU runs behind the host (the host queues
+    three 2.7 ms GEMMs in 0.6 ms), the host's when the GPU waits."""
+    ev = trace.events
+    ts = ev["ts_us"].to_numpy()
+    end = ts + ev["dur_us"].to_numpy()
+    gpu_rows = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    start, period_end = spans.start_us, spans.period_end_us
+    if not len(start):
+        return start, period_end
+    done = period_end.astype(float).copy()
+    launched = gpu_rows[links.launch[gpu_rows] >= 0]
+    if len(launched):
+        at = ts[links.launch[launched]]
+        k = np.searchsorted(start, at, side="right") - 1
+        ok = (k >= 0) & (at < period_end[np.maximum(k, 0)])
+        np.maximum.at(done, k[ok], end[launched[ok]])
+    done = np.maximum.accumulate(done)
+    return np.concatenate(([start[0]], done[:-1])), done
+
+
 def per_iteration_us(steps: pd.DataFrame) -> float:
-    """One iteration's time from the trace alone (NaN without steps): per step the longer of its
-    CPU window and the GPU work it launched (a GPU step outlasts the CPU's launches when nothing
-    waits for it), the median over the steps (one stalled step must not decide it). On the H200
-    samples this is within 3 % of the step timed with CUDA events for GPU-bound steps (e.g.
-    2,734 vs 2,739 µs for 4096³ float32); on overhead-bound ones it includes the profiler's
-    per-op cost (151 vs 113 µs at 64³), as the profiled timing does."""
+    """One iteration's time from the trace alone (NaN without steps): the median of the steps'
+    ``wall_us`` (``step_windows``: from one step's completion to the next, the GPU work each step
+    launched included), the one step time every view shows. On the H200 samples this is within
+    3 % of the step timed with CUDA events for GPU-bound steps (4096³ float32: 2,743 vs 2,739 µs);
+    on overhead-bound ones it includes the profiler's per-op cost, as the profiled timing does."""
     if not len(steps):
         return float("nan")
-    return float(np.median(np.maximum(steps["cpu_us"].to_numpy(), steps["launched_gpu_us"].to_numpy())))
+    return float(np.median(steps["wall_us"].to_numpy()))
 
 
 def step_breakdown(trace: Trace, *, links: Links | None = None, utilization: GpuUtilization | None = None,
@@ -93,9 +117,11 @@ def step_breakdown(trace: Trace, *, links: Links | None = None, utilization: Gpu
         launched_us = np.bincount(kk[ok], weights=dur[gpu_rows][ok], minlength=len(rows))
         launched_n = np.bincount(kk[ok], minlength=len(rows))
         np.maximum.at(launched_end, kk[ok], (ts + dur)[gpu_rows][ok])
+    win_start, win_end = step_windows(trace, spans, links)
     return pd.DataFrame({
         **_step_rows(ev, rows, source, start, end, gap, busy, launched_us, launched_n),
         "window_end_us": _window_ends(trace, start, launched_end),
+        "wall_us": win_end - win_start,
     })
 
 

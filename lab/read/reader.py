@@ -100,6 +100,8 @@ class _Steps:
     def __init__(self):
         self.trace = importlib.import_module("lab.trace")
         self.analysis = importlib.import_module("lab.analysis")
+        self.explain = importlib.import_module("lab.explain")
+        self.judge = importlib.import_module("lab.judge")
         self.settings = importlib.import_module("lab.core.settings")
         self.jobs = importlib.import_module("lab.read.jobs")
 
@@ -120,7 +122,10 @@ class _Steps:
         if progress is not None:
             progress.stage("analysing")
         analysis = self.analysis.analyze(trace, peak=peak, config=config)
-        return Parsed(trace=trace, analysis=analysis, insights=self.analysis.find_insights(trace, analysis))
+        explanation = self.explain.explain(trace, links=analysis.links, spans=analysis.findings.steps,
+                                           peak=analysis.peak)
+        return Parsed(trace=trace, analysis=analysis, insights=self.analysis.find_insights(trace, analysis),
+                      explanation=explanation, judgement=self.judge.judge(explanation))
 
 
 class _Progress:

@@ -6,6 +6,14 @@ Nothing here imports streamlit; ``ui/`` lays these out.
 """
 
 from lab.units import fmt_us
+from lab.views.explained import (
+    attribution_chart,
+    attribution_frame,
+    default_table_sort,
+    explanation_dict,
+    explanation_text,
+    roof_table,
+)
 from lab.views.memory import (
     NO_MEMORY,
     build_memory_view,
@@ -56,4 +64,6 @@ __all__ = [
     "MAX_STACKED_RANKS", "default_picks", "heatmap_chart", "heatmap_frame", "picked",
     "kernel_by_name_table", "kernel_by_op_table", "kernel_note", "module_table", "step_time_chart", "step_time_note",
     "step_time_table",
+    "attribution_chart", "attribution_frame", "default_table_sort", "explanation_dict", "explanation_text",
+    "roof_table",
 ]  # fmt: skip

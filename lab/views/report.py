@@ -13,9 +13,12 @@ import math
 import numpy as np
 
 from lab.analysis import Analysis, Comparison, Insight, analyze, device_name, find_insights
+from lab.explain import Explanation, explain
+from lab.judge import Judgement, judge
 from lab.stats import median as _median
 from lab.trace.load import Trace
 from lab.units import fmt_pct, fmt_tflops, fmt_us
+from lab.views.explained import explanation_dict, explanation_text
 from lab.views.summary import category_counts
 from lab.vocab import PROFILER_STEP_NAME
 
@@ -48,10 +51,14 @@ def _records(frame, columns, limit=None) -> list[dict]:
 
 
 def build_report(trace: Trace, *, analysis: Analysis | None = None,
-                 insights: list[Insight] | None = None, top: int = TOP_ROWS) -> dict:
+                 insights: list[Insight] | None = None, explanation: Explanation | None = None,
+                 judgement: Judgement | None = None, top: int = TOP_ROWS) -> dict:
     """JSON-ready summary of one trace (numbers in µs, shares in %; missing values are None)."""
     analysis = analysis or analyze(trace)
     insights = insights if insights is not None else find_insights(trace, analysis)
+    if explanation is None:
+        explanation = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
+    judgement = judgement if judgement is not None else judge(explanation)
     ev = trace.events
     by_category = _by_category(trace)
     util = analysis.utilization
@@ -100,6 +107,7 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
         "insights": [{"severity": i.severity, "title": i.title, "evidence": i.evidence,
                       "suggestion": i.suggestion, "learn_more": i.learn_more, "caveat": i.caveat} for i in insights],
         "memory": _memory(analysis),
+        "explained": explanation_dict(explanation, judgement, top=top),
     }
     return _plain(report)
 
@@ -146,8 +154,9 @@ def format_report(report: dict) -> str:
     gpu = report["gpu"]
     lines = [f"Trace: {report.get('trace_name') or '(unnamed)'}"
              + (f" — {report['device']}" if report.get("device") else ""),
-             f"{report['events']:,} events, {report['flows']:,} launch→GPU links",
-             "", f"Verdict: {report['verdict']['explanation']}", ""]
+             f"{report['events']:,} events, {report['flows']:,} launch→GPU links", "",
+             explanation_text(report["explained"]), "",
+             f"GPU use: {report['verdict']['explanation']}", ""]
     if gpu["kernel_count"] or gpu["busy_us"]:
         lines += [
             "GPU",

@@ -18,6 +18,8 @@ from lab.analysis.steps import per_iteration_us
 from lab.core.config import OPTIONS
 from lab.core.result import RunResult
 from lab.core.workloads import WORKLOADS
+from lab.explain import Explanation
+from lab.judge import MATERIAL_PCT
 from lab.trace.load import Trace
 from lab.units import fmt_pct, fmt_signed_pct, fmt_tflops, fmt_us
 
@@ -40,11 +42,13 @@ class Summary:
 
 
 def summarize(trace: Trace, analysis: Analysis, insights: list[Insight], *, run: RunResult | None = None,
-              timing: dict | None = None) -> Summary:
-    """``timing`` is a sample manifest's {"profiled_median_us", "unprofiled_median_us"} when no run."""
+              timing: dict | None = None, explanation: Explanation | None = None) -> Summary:
+    """``timing`` is a sample manifest's {"profiled_median_us", "unprofiled_median_us"} when no run.
+    With the trace's ``explanation``, a card shows only where it matters to this trace: the GEMM
+    card only when GEMMs hold at least ``MATERIAL_PCT`` of the step."""
     metrics: list[Metric] = []
     metrics += _timing_metrics(run, timing) or _trace_timing_metrics(analysis)
-    metrics += _throughput_metrics(run, analysis)
+    metrics += _throughput_metrics(run, analysis, gemm_matters=_gemm_matters(explanation))
     util = analysis.utilization
     if trace.has_gpu:
         metrics.append(Metric(
@@ -128,12 +132,19 @@ def _trace_timing_metrics(analysis: Analysis) -> list[Metric]:
     source = str(steps["source"].iloc[0])
     what = "ProfilerStep spans" if source == "ProfilerStep" else f"repeated '{steps['name'].iloc[0]}' annotations"
     return [Metric("Per iteration, profiled", fmt_us(per_iter),
-                   f"From the trace: the median over its {len(steps)} steps ({what}) of each step's CPU time "
-                   "or the GPU work it launched, whichever is longer. The recording has no timing without "
-                   "the profiler.")]
+                   f"From the trace: the median over its {len(steps)} steps ({what}) of each step's time, from "
+                   "the previous step's completion to its own (the GPU work it launched included): the step time "
+                   "every view shows. The recording has no timing without the profiler.")]
 
 
-def _throughput_metrics(run: RunResult | None, analysis: Analysis) -> list[Metric]:
+def _gemm_matters(explanation: Explanation | None) -> bool:
+    if explanation is None:
+        return True
+    step = explanation.attribution.step_us
+    return step > 0 and 100.0 * float(explanation.attribution.median_us()["gemm"]) / step >= MATERIAL_PCT
+
+
+def _throughput_metrics(run: RunResult | None, analysis: Analysis, *, gemm_matters: bool = True) -> list[Metric]:
     out = []
     if run is not None and (tflops := run.step_tflops) is not None:  # a CPU run's roofline point too
         c = run.config
@@ -142,7 +153,7 @@ def _throughput_metrics(run: RunResult | None, analysis: Analysis) -> list[Metri
             "Step throughput", fmt_tflops(tflops),
             "Useful FLOPs of one step (2·M·K·N per GEMM) over its time without the profiler.",
             delta=f"{100 * tflops / peak:.0f} % of {peak:g} TFLOP/s peak" if peak else None))
-    out += _gemm_metrics(analysis)
+    out += _gemm_metrics(analysis) if gemm_matters else []
     return out
 
 

@@ -72,7 +72,9 @@ def step_time_note(st: StepTime) -> str:
     mean = fmt_us(float(st.steps["step_us"].mean()))
     if st.source == "ProfilerStep":
         n = len(st.steps)
-        what = f"{n} ProfilerStep# steps; the average step is {mean}." if n > 1 else f"1 ProfilerStep# step of {mean}."
+        what = (f"{n} ProfilerStep# steps; the average step is {mean} (the plugin's mean over its steps: the "
+                f"Summary's step time is the median, {fmt_us(float(st.steps['step_us'].median()))} here, so one "
+                "slow step moves this figure, not that one)." if n > 1 else f"1 ProfilerStep# step of {mean}.")
     else:
         what = (f"No ProfilerStep# events: the whole CPU activity is one step (\"0\") of {mean}, as the plugin "
                 "does (record with a schedule and prof.step() for one row a step).")

@@ -1,0 +1,309 @@
+"""The rules: each a pure function of an ``Explanation`` returning a ``Finding`` or None.
+
+Every rule checks a premise before it fires and says it in the finding: the symptom alone
+(a DataLoader in the trace, fp32 GEMMs, many kernels) is never enough. The saving is a
+what-if on the attribution, in the way HTA's critical path analysis asks it: a host cause is
+time the GPU sat idle waiting for it, so removing it shortens the step by that much; GPU work
+below its roof saves the difference to the roof.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from lab.explain.classes import WORK_CLASSES, cause
+from lab.explain.explanation import Explanation
+from lab.explain.outliers import OUTLIER_FACTOR
+from lab.judge.finding import MATERIAL_PCT, Finding
+from lab.units import fmt_us
+
+__all__ = ["AT_ROOF_PCT", "BELOW_ROOF_PCT", "PINNED_COPY_GBS", "RULES", "TINY_KERNEL_US"]
+
+# A kernel under 20 µs is within a few launch latencies (~5 µs each, plus Python and dispatch):
+# a loop of such kernels is launch-bound. The lab's 64³ GEMM runs 1.9 µs, a 256² add ~2 µs.
+TINY_KERNEL_US = 20.0
+# Ops under 60 % of their roof have room: tuned kernels reach 76–85 % of the bf16 roof
+# (4096³ on the H200: 788–817 of 989 TFLOP/s) and ~90 % of HBM (an 8192² add: 4.3 of 4.8 TB/s).
+BELOW_ROOF_PCT = 60.0
+# … and the fix is taken to reach these shares of it (the same measured figures).
+GEMM_REACHABLE_PCT = 80.0
+MEMORY_REACHABLE_PCT = 90.0
+# Work at ≥ 70 % of its roof has little left to gain: only doing less of it helps.
+AT_ROOF_PCT = 70.0
+# A pinned host→device copy on the H200 host: the lab's own sample (copy_pinned, 201 MB in
+# 3.67 ms) moved 54.8 GB/s; a pageable one 7.2 GB/s (copy_pageable).
+PINNED_COPY_GBS = 54.8
+# TF32 keeps the fp32 GEMM's share of its roof: the 4096³ fp32 GEMM ran at 76 % of 67 TFLOP/s,
+# the same program with TF32 at 334 µs ≈ 83 % of 494 (lab/samples). Bounded to stay sane.
+_EFFICIENCY_RANGE = (0.3, 0.9)
+
+
+def _step(ex: Explanation) -> float:
+    return ex.attribution.step_us
+
+
+def _cause_us(ex: Explanation, key: str) -> float:
+    return float(ex.attribution.median_us()[key])
+
+
+def _material(us: float, base: float) -> bool:
+    return base > 0 and 100.0 * us / base >= MATERIAL_PCT
+
+
+def input_pipeline(ex: Explanation) -> Finding | None:
+    us, step = _cause_us(ex, "input"), _step(ex)
+    if not _material(us, step):
+        return None
+    return Finding(
+        "input_pipeline", "input", "Input pipeline starves the GPU",
+        premise=f"the GPU sits idle while the step's thread waits in the DataLoader / DataPipe ≥ {MATERIAL_PCT:.0f} %"
+                " of the step",
+        evidence=f"{fmt_us(us)} of the {fmt_us(step)} step (median) waiting for the next batch, GPU idle",
+        suggestion="Load batches in parallel with the GPU: DataLoader(num_workers=N, pin_memory=True, "
+                   "persistent_workers=True, prefetch_factor=2+); move decoding/augmentation off the step's thread.",
+        saving_us=us, base_us=step,
+        learn_more="https://pytorch.org/docs/stable/data.html#multi-process-data-loading")
+
+
+def compilation(ex: Explanation) -> Finding | None:
+    steps = ex.attribution.steps
+    per = steps["compile_us"].to_numpy()
+    total, window = float(per.sum()), float(steps["wall_us"].sum())
+    if not _material(total, window):
+        return None
+    compiling = int((per > 0).sum())
+    again = compiling > 1 and ex.attribution.source != "window"
+    what = (f"torch.compile compiled in {compiling} steps (recompiles)" if again
+            else "torch.compile compiled inside the profiled window")
+    fix = ("Recompiles: mark the changing dimension dynamic (torch._dynamo.mark_dynamic) or pad inputs to a few "
+           "shapes; TORCH_LOGS=recompiles says why each one happened." if again else
+           "Warm up before profiling: call the compiled function once (per input shape) before the profiler's "
+           "window, or use schedule(wait=1, warmup=1, active=N) so the first call falls outside it.")
+    return Finding(
+        "compilation", "compile", "Compilation inside the window" if not again else "Recompiles",
+        premise=f"Dynamo/Inductor compile events hold ≥ {MATERIAL_PCT:.0f} % of the window",
+        evidence=f"{what}: {fmt_us(total)} of the {fmt_us(window)} window",
+        suggestion=fix, saving_us=total, base_us=window, scope="once",
+        learn_more="https://pytorch.org/docs/stable/torch.compiler_troubleshooting.html")
+
+
+def slow_step(ex: Explanation) -> Finding | None:
+    """A step far slower than the median. The first step is its own case: it pays one-time costs
+    (CUDA context and library handles, kernel loading, the caching allocator's first blocks, a
+    first compile) that every later step skips, so the fix is a warm-up, not a change to the loop."""
+    if not ex.outliers:
+        return None
+    o = ex.outliers[0]
+    window = float(ex.attribution.steps["wall_us"].sum())
+    where = ", ".join(f"{cause(k).label} +{fmt_us(us)}" for k, us in o.extra_by_cause[:3])
+    others = f" ({len(ex.outliers) - 1} more such steps)" if len(ex.outliers) > 1 else ""
+    first = o.step == 0
+    if first:
+        title, fix = (f"The first step pays one-time costs: {o.name}",
+                      "Warm up before profiling: run a few iterations first, or use schedule(wait=1, warmup=1, "
+                      "active=N) so the first steps fall outside the recorded window.")
+    else:
+        title, fix = (f"One slow step: {o.name}",
+                      "Look at that step in the Timeline (zoom to it): a one-off (a checkpoint, a log, a "
+                      "synchronize, garbage collection): move it out of the loop or out of the profiled window.")
+    return Finding(
+        "slow_step", o.extra_by_cause[0][0] if o.extra_by_cause else "unrecorded", title,
+        premise=f"a step over {OUTLIER_FACTOR:g}× the median of ≥ 3 steps",
+        evidence=f"{o.name} took {fmt_us(o.wall_us)} against a median of {fmt_us(o.median_us)}; its extra time: "
+                 f"{where}{others}",
+        suggestion=fix, saving_us=sum(x.extra_us for x in ex.outliers), base_us=window, scope="once")
+
+
+def sync_waits(ex: Explanation) -> Finding | None:
+    us, step = _cause_us(ex, "sync"), _step(ex)
+    if not ex.attribution.has_gpu or not _material(us, step):
+        return None
+    sources = ", ".join(f"{name} {fmt_us(t)}" for name, t in ex.attribution.sync_sources[:3])
+    return Finding(
+        "sync_waits", "sync", "The GPU drains at each synchronisation",
+        premise="the GPU idles after a host synchronize while the host catches up, "
+                f"≥ {MATERIAL_PCT:.0f} % of the step",
+        evidence=f"{fmt_us(us)} of the {fmt_us(step)} step; by caller (whole window): {sources}",
+        suggestion="Keep values on the GPU inside the loop (accumulate a loss tensor, .item() once after it); "
+                   "avoid .item(), .cpu(), .nonzero() and torch.cuda.synchronize() per step.",
+        saving_us=us, base_us=step,
+        learn_more="https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html#avoid-unnecessary-cpu-gpu-synchronization")
+
+
+def optimizer_loop(ex: Explanation) -> Finding | None:
+    us, step = _cause_us(ex, "optimizer"), _step(ex)
+    facts = ex.launches
+    if not _material(us, step) or facts.optimizer_kernels == 0:
+        return None
+    if facts.optimizer_multi_tensor >= facts.optimizer_kernels / 2:
+        return None  # already foreach / fused: the premise (a per-parameter loop) does not hold
+    n_steps = max(len(ex.attribution.steps), 1)
+    return Finding(
+        "optimizer_loop", "optimizer", "The optimizer steps one parameter at a time",
+        premise="the optimizer step's host time holds the GPU idle and most of its kernels are per-parameter "
+                "(no foreach / fused kernels)",
+        evidence=f"{fmt_us(us)} of the {fmt_us(step)} step inside the optimizer, GPU idle; "
+                 f"{facts.optimizer_kernels // n_steps:,} kernels per step, "
+                 f"{facts.optimizer_multi_tensor:,} of them multi-tensor",
+        suggestion="Use the foreach or fused implementation: torch.optim.Adam(params, foreach=True) or "
+                   "fused=True (one launch per group of tensors instead of several per parameter).",
+        saving_us=us, base_us=step, learn_more="https://pytorch.org/docs/stable/optim.html#algorithms")
+
+
+def launch_bound(ex: Explanation) -> Finding | None:
+    med = ex.attribution.median_us()
+    us, step = float(med["launch"] + med["dispatch"] + med["python"]), _step(ex)
+    tiny = ex.launches.median_kernel_us
+    if not ex.attribution.has_gpu or not _material(us, step) or not (tiny < TINY_KERNEL_US):
+        return None
+    return Finding(
+        "launch_bound", "launch", "Launch-bound: the GPU waits for the host between tiny kernels",
+        premise=f"GPU idle while the host launches, dispatches or runs Python ≥ {MATERIAL_PCT:.0f} % of the step, "
+                f"and the median kernel is under {TINY_KERNEL_US:.0f} µs",
+        evidence=f"{fmt_us(us)} of the {fmt_us(step)} step (launch {fmt_us(float(med['launch']))}, dispatch "
+                 f"{fmt_us(float(med['dispatch']))}, Python {fmt_us(float(med['python']))}); median kernel "
+                 f"{fmt_us(tiny)} over {ex.launches.gpu_activities:,} GPU activities",
+        suggestion="Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs, or "
+                   "torch.compile(mode='reduce-overhead')), fuse with torch.compile, or batch the work.",
+        saving_us=us, base_us=step, learn_more="https://pytorch.org/docs/stable/notes/cuda.html#cuda-graphs")
+
+
+def pageable_copies(ex: Explanation) -> Finding | None:
+    facts = ex.launches
+    step = _step(ex)
+    n_steps = max(len(ex.attribution.steps), 1)
+    per_step = facts.pageable_copy_us / n_steps
+    if not _material(per_step, step) or facts.pageable_copy_bytes <= 0:
+        return None
+    pinned_us = facts.pageable_copy_bytes / n_steps / (PINNED_COPY_GBS * 1e3)
+    rate = facts.pageable_copy_bytes / facts.pageable_copy_us / 1e3
+    # A pageable copy blocks the host for its whole length; pinned with non_blocking=True it runs
+    # beside the host's work. The step becomes the longer of the host's other work and the GPU's
+    # work with the copies at the pinned rate.
+    med = ex.attribution.median_us()
+    gpu_other = float(sum(med[c.key] for c in WORK_CLASSES)) - per_step
+    after = max(step - per_step, max(gpu_other, 0.0) + pinned_us)
+    return Finding(
+        "pageable_copies", "copy", "Copies from pageable host memory",
+        premise=f"host↔device copies from pageable memory take ≥ {MATERIAL_PCT:.0f} % of the step",
+        evidence=f"{fmt_us(per_step)} of the {fmt_us(step)} step at {rate:,.1f} GB/s; pinned memory moved "
+                 f"{PINNED_COPY_GBS:g} GB/s on the same host",
+        suggestion="Pin the host buffer (tensor.pin_memory(), DataLoader(pin_memory=True)) and copy with "
+                   "non_blocking=True so the copy overlaps compute.",
+        saving_us=max(step - after, 0.0), base_us=step,
+        learn_more="https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html")
+
+
+def _roof_rows(ex: Explanation, *, classes: tuple[str, ...], dtype: str | None = None):
+    r = ex.roofs
+    if not len(r) or ex.peak is None:
+        return r.iloc[0:0]
+    keep = r["op_class"].isin(classes) & np.isfinite(r["pct_of_roof"].to_numpy(float))
+    if dtype is not None:
+        keep &= r["dtype"] == dtype
+    return r[keep]
+
+
+def tf32_gemms(ex: Explanation) -> Finding | None:
+    rows = _roof_rows(ex, classes=("gemm",), dtype="float32")
+    rows = rows[rows["bound"] == "compute-bound"]
+    step, n_steps = _step(ex), max(len(ex.attribution.steps), 1)
+    peak = ex.peak
+    if not len(rows) or peak is None or not peak.peak_tflops("tf32"):
+        return None
+    us = float(rows["gpu_us"].sum()) / n_steps
+    if not _material(us, step):
+        return None
+    eff = np.clip(rows["pct_of_roof"].to_numpy(float) / 100.0, *_EFFICIENCY_RANGE)
+    after = float((rows["flops"].to_numpy(float) / (eff * peak.peak_tflops("tf32") * 1e6)).sum()) / n_steps
+    return Finding(
+        "tf32_gemms", "gemm", "FP32 GEMMs without TF32",
+        premise=f"fp32 GEMMs are compute-bound (right of the ridge) and take ≥ {MATERIAL_PCT:.0f} % of the step",
+        evidence=f"{fmt_us(us)} of the {fmt_us(step)} step in compute-bound fp32 GEMMs at "
+                 f"{rows['tflops'].max():,.1f} TFLOP/s (peak fp32 {peak.peak_tflops('float32'):g}, "
+                 f"tf32 {peak.peak_tflops('tf32'):g})",
+        suggestion="torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')) "
+                   "if 10-bit mantissa products are acceptable; or run the model in bf16.",
+        saving_us=max(us - after, 0.0), base_us=step,
+        learn_more="https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices")
+
+
+def below_roof(ex: Explanation) -> Finding | None:
+    rows = _roof_rows(ex, classes=("gemm", "attention", "normalization", "softmax", "elementwise", "reduction",
+                                   "copy"))
+    rows = rows[(rows["pct_of_roof"] < BELOW_ROOF_PCT) & rows["bound"].isin(["compute-bound", "memory-bound"])]
+    step, n_steps = _step(ex), max(len(ex.attribution.steps), 1)
+    if not len(rows) or ex.peak is None:
+        return None
+    reach = np.where(rows["bound"] == "compute-bound", GEMM_REACHABLE_PCT, MEMORY_REACHABLE_PCT)
+    gain = rows["gpu_us"].to_numpy(float) * (1 - rows["pct_of_roof"].to_numpy(float) / reach)
+    us = float(np.clip(gain, 0, None).sum()) / n_steps
+    if not _material(us, step):
+        return None
+    top = rows.assign(gain=gain).sort_values("gain", ascending=False).head(3)
+    listed = "; ".join(f"{r.name.rsplit('::', 1)[-1]} {r.bound.split('-')[0]}-bound at {r.pct_of_roof:.0f} % of roof"
+                       f" ({fmt_us(r.gpu_us / n_steps)}/step)" for r in top.itertuples())
+    return Finding(
+        "below_roof", "roof", "Ops below their roof",
+        premise=f"ops that are compute- or memory-bound (not latency) reach under {BELOW_ROOF_PCT:.0f} % of their "
+                f"roof and the gap is ≥ {MATERIAL_PCT:.0f} % of the step",
+        evidence=listed,
+        suggestion="Fuse memory-bound chains (torch.compile), use the fused kernels (F.layer_norm, "
+                   "F.scaled_dot_product_attention, fused softmax), keep tensors contiguous, and use shapes that "
+                   "are multiples of 64 for GEMMs.",
+        saving_us=us, base_us=step)
+
+
+def host_unrecorded(ex: Explanation) -> Finding | None:
+    us, step = _cause_us(ex, "unrecorded"), _step(ex)
+    if not _material(us, step):
+        return None
+    return Finding(
+        "host_unrecorded", "unrecorded", "Host time no recorded event explains",
+        premise=f"the step's thread is in no recorded op, annotation or call ≥ {MATERIAL_PCT:.0f} % of the step",
+        evidence=f"{fmt_us(us)} of the {fmt_us(step)} step with nothing recorded on the step's thread",
+        suggestion="Something outside torch runs here (time.sleep, file or network I/O, logging, NumPy, the "
+                   "GIL held by another thread): record with with_stack=True or wrap it in record_function.",
+        saving_us=us, base_us=step)
+
+
+def profiler_cost(ex: Explanation) -> Finding | None:
+    us, step = _cause_us(ex, "profiler"), _step(ex)
+    if not _material(us, step):
+        return None
+    return Finding(
+        "profiler_cost", "profiler", "The profiler's own work is in the step",
+        premise=f"the profiler's own events hold the GPU idle ≥ {MATERIAL_PCT:.0f} % of the step",
+        evidence=f"{fmt_us(us)} of the {fmt_us(step)} step in the profiler's own work",
+        suggestion="Not the program's time: it goes away unprofiled. Record fewer options (with_stack, "
+                   "profile_memory) or more steps per cycle to shrink it.",
+        saving_us=us, base_us=step)
+
+
+def at_roof(ex: Explanation) -> Finding | None:
+    """GPU-bound work already near its roof: nothing a kernel change would recover."""
+    med = ex.attribution.median_us()
+    step = _step(ex)
+    work = float(sum(med[c] for c in med.index if c in ex.roofs["op_class"].unique())) if len(ex.roofs) else 0.0
+    rows = _roof_rows(ex, classes=tuple(ex.roofs["op_class"].unique()) if len(ex.roofs) else ())
+    if not len(rows) or step <= 0 or work < 0.8 * step:
+        return None
+    near = float(rows.loc[rows["pct_of_roof"] >= AT_ROOF_PCT, "gpu_us"].sum())
+    share = 100.0 * near / float(ex.roofs["gpu_us"].sum())
+    if share < 50.0:
+        return None
+    return Finding(
+        "at_roof", "roof", "GPU-bound at the roof",
+        premise=f"GPU work fills ≥ 80 % of the step and most of it runs at ≥ {AT_ROOF_PCT:.0f} % of its roof",
+        evidence=f"{share:.0f} % of the GPU time is in ops at ≥ {AT_ROOF_PCT:.0f} % of their roof",
+        suggestion="Only less work helps: a lower precision (bf16, FP8), fewer FLOPs or bytes (fusion, smaller "
+                   "activations), or more GPUs.",
+        saving_us=0.0, base_us=step)
+
+
+RULES: tuple[Callable[[Explanation], Finding | None], ...] = (
+    input_pipeline, compilation, slow_step, sync_waits, optimizer_loop, launch_bound, pageable_copies, tf32_gemms,
+    below_roof, host_unrecorded, profiler_cost, at_roof,
+)

@@ -1,0 +1,118 @@
+"""Where the time went and what would save it, as data: the Summary's stacked bar per step, its
+findings, the Table's per-op roof columns, and the CLI's text and JSON of the same."""
+
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from lab.explain import CAUSE_COLUMNS, CAUSES, HOST_CAUSES, Explanation
+from lab.judge import Judgement
+from lab.units import fmt_us
+
+__all__ = ["MAX_BAR_STEPS", "attribution_chart", "attribution_frame", "default_table_sort", "explanation_dict",
+           "explanation_text", "roof_table"]
+
+# The stacked bar draws at most this many steps (the slowest are always among them): a trace of
+# thousands of steps would otherwise send thousands × causes marks (Altair slows past ~10k).
+MAX_BAR_STEPS = 200
+
+
+def attribution_frame(explanation: Explanation) -> pd.DataFrame:
+    """Long form for the stacked bar: one row per (step, cause) with time in it."""
+    steps = explanation.attribution.steps
+    if len(steps) > MAX_BAR_STEPS:
+        keep = np.unique(np.concatenate([np.linspace(0, len(steps) - 1, MAX_BAR_STEPS - 10).astype(int),
+                                         np.argsort(-steps["wall_us"].to_numpy())[:10]]))
+        steps = steps.iloc[keep]
+    rows = []
+    for c, col in zip(CAUSES, CAUSE_COLUMNS):
+        for step, name, us, wall in zip(steps["step"], steps["name"], steps[col], steps["wall_us"]):
+            if us > 0:
+                rows.append({"step": int(step), "step_name": str(name), "cause": c.label, "us": float(us),
+                             "pct": 100.0 * float(us) / float(wall) if wall > 0 else 0.0})
+    return pd.DataFrame(rows, columns=["step", "step_name", "cause", "us", "pct"])
+
+
+def attribution_chart(explanation: Explanation) -> alt.Chart:
+    """A bar per step stacked by cause, in the causes' colours."""
+    data = attribution_frame(explanation)
+    used = [c for c in CAUSES if c.label in set(data["cause"])]
+    color = alt.Color("cause:N", title="Cause", sort=[c.label for c in used],
+                      scale=alt.Scale(domain=[c.label for c in used], range=[c.color for c in used]),
+                      legend=alt.Legend(orient="bottom", columns=3, labelLimit=260))
+    return alt.Chart(data).mark_bar().encode(
+        x=alt.X("step:O", title="Step", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("us:Q", title="Time (µs)", stack="zero"),
+        color=color,
+        order=alt.Order("cause_order:Q"),
+        tooltip=[alt.Tooltip("step_name:N", title="Step"), alt.Tooltip("cause:N", title="Cause"),
+                 alt.Tooltip("us:Q", title="µs", format=",.1f"), alt.Tooltip("pct:Q", title="% of step", format=".1f")],
+    ).transform_calculate(
+        cause_order=f"indexof({[c.label for c in used]!r}, datum.cause)"
+    ).properties(height=220)
+
+
+def default_table_sort(judgement: Judgement | None, sort_keys: list[str]) -> str:
+    """The Table's first sort: by what the verdict blames. A host cause (the input pipeline,
+    compilation, Python, the optimizer's loop) is found by CPU total, where a device-time sort
+    hides it; anything else by the first key (device total on a GPU trace)."""
+    finding = judgement.verdict_finding if judgement is not None else None
+    host_led = finding is not None and finding.cause in {c.key for c in HOST_CAUSES}
+    return "CPU total" if host_led and "CPU total" in sort_keys else sort_keys[0]
+
+
+def roof_table(explanation: Explanation) -> pd.DataFrame:
+    """The Table's per-op roofline columns, in words with units."""
+    r = explanation.roofs
+    return pd.DataFrame({
+        "Name": r["name"], "Input shapes": r["input_dims"], "Class": r["op_class"], "Dtype": r["dtype"],
+        "Calls": r["calls"], "GPU time (µs)": r["gpu_us"], "Per call (µs)": r["us_per_call"],
+        "TFLOP/s": r["tflops"], "GB/s": r["gbs"], "% of roof": r["pct_of_roof"], "Bound": r["bound"],
+        "Note": r["note"],
+    })
+
+
+def explanation_dict(explanation: Explanation, judgement: Judgement, *, top: int = 10) -> dict:
+    """JSON-ready: the attribution (median per step, and per step), outliers, findings, roofs."""
+    a = explanation.attribution
+    med = a.median_us()
+    step = a.step_us
+    return {
+        "verdict": judgement.verdict,
+        "step_us": step,
+        "steps_source": a.source,
+        "steps": int(len(a.steps)),
+        "unknown": list(a.unknown),
+        "by_cause_median": {c.key: {"label": c.label, "us": float(med[c.key]),
+                                    "pct": 100.0 * float(med[c.key]) / step if step > 0 else 0.0}
+                            for c in CAUSES if med[c.key] > 0},
+        "per_step": a.steps.to_dict(orient="records"),
+        "outliers": [{"step": o.name, "wall_us": o.wall_us, "median_us": o.median_us,
+                      "extra_by_cause": dict(o.extra_by_cause)} for o in explanation.outliers],
+        "findings": [f.as_dict() for f in judgement.findings],
+        "roofs": explanation.roofs.head(top).to_dict(orient="records"),
+    }
+
+
+def explanation_text(data: dict) -> str:
+    """The CLI's "where the time went" and "findings" sections."""
+    step = data["step_us"]
+    source = {"ProfilerStep": "ProfilerStep#N", "annotation": "a repeated record_function",
+              "window": "no steps: the whole trace"}.get(data["steps_source"], data["steps_source"])
+    lines = [f"Verdict: {data['verdict']}", "",
+             f"Where the time went: median step {fmt_us(step)} over {data['steps']} step(s) ({source})"]
+    for item in sorted(data["by_cause_median"].values(), key=lambda v: -v["us"]):
+        lines.append(f"  {fmt_us(item['us']):>10}  {item['pct']:5.1f} %  {item['label']}")
+    lines += [f"  ({u})" for u in data["unknown"]]
+    if data["findings"]:
+        lines += ["", "Findings (largest saving first)"]
+        for f in data["findings"]:
+            when = "per step" if f["scope"] == "per step" else "once"
+            lines.append(f"  [{f['severity']}] {f['title']}: saves {fmt_us(f['saving_us'])} {when} "
+                         f"({f['saving_pct']:.0f} %)")
+            lines.append(f"      premise: {f['premise']}")
+            lines.append(f"      evidence: {f['evidence']}")
+            lines.append(f"      try: {f['suggestion']}")
+    return "\n".join(lines)
