@@ -40,7 +40,7 @@ st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layo
 # "Ranks" is shown only for a group of one job's ranks (several traces uploaded together).
 # "TensorBoard": the removed TensorBoard plugin's step-time breakdown, Kernel and Module views.
 # "Roofline": this session's size-sweep runs on the roofline, listed once a sweep ran (and opened
-# by it); above "Showing" it sat over every view of every run (issue 26).
+# by it); above "Showing" it sat over every view of every run.
 VIEWS = ("Summary", "Table", "Timeline", "Memory", "Insights", "Trace", "TensorBoard", "Compare", "Roofline",
          "Ranks")
 
@@ -101,9 +101,10 @@ with st.sidebar:
     st.divider()
     st.header("Lessons")
     lesson_click = controls.lesson_picker(device)
-    teach.predict_form(st.session_state["lesson_key"], device.kind if device else "cpu")
-    if score := teach.score_text():
-        st.caption(score)
+    # The prediction form and the score are drawn once the page is (below): what the page shows
+    # (a reveal, a lesson's explanation, a recording) may lock questions or score them first.
+    prediction_form = st.container()
+    sidebar_score = st.empty()
     st.divider()
     st.header("Room")
     seat_click = room.room_sidebar(device)
@@ -151,9 +152,10 @@ subjects = state.all_subjects()
 load = functools.partial(cache.load, settings=settings, readers=readers)
 jobs = functools.partial(cache.job_result, readers=readers)  # multi-trace work, in a reader
 views.lesson_check(subjects, load, jobs)
-teach.reveal(subjects, load, jobs)
+reveal_score = teach.reveal(subjects, load, jobs)
 room.share_runs(subjects, load)
 subject = state.current_subject(subjects)
+teach.recording_seen(subject)  # a lesson's H200 recording on show: its GPU answers can be seen
 st.selectbox("Showing", [s.key for s in subjects], key="subject",
              format_func=labels_from({s.key: s.title for s in subjects}),
              help="Your runs of this session (newest first), your uploads, and GPU traces recorded on an H200.")
@@ -186,6 +188,9 @@ if subject is not None and loaded is not None:
             with tab:
                 show[name]()
     own_trace.own_trace_lesson(own_box, subject, loaded, jobs)
+with prediction_form:
+    teach.predict_form(st.session_state["lesson_key"], device.kind if device else "cpu")
+teach.show_score(sidebar_score, reveal_score)  # one figure, after every reveal of this run scored
 
 # An upload still being read since an earlier run (a click ended it) is awaited last, once the
 # page is drawn: the click is answered first.

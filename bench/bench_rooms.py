@@ -20,7 +20,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from benchmarks_md import write_section  # noqa: E402
 
-from lab.teach import QUESTIONS, RoomSettings, RoomStore, RunSummary  # noqa: E402
+from lab.lessons import QUESTIONS  # noqa: E402
+from lab.teach import RoomSettings, RoomStore, RunSummary  # noqa: E402
 
 
 def _ms(fn, repeats: int) -> float:

@@ -11,7 +11,7 @@ replaced). Runs that fail are listed under ``"failed"`` and printed; they never 
 rest. The manifest is rewritten after every run, so a batch cut short keeps what it recorded.
 
 The grid: the seed's runs (4096³ bf16 eager and compiled), tiny and large, cold and warm,
-fp32/tf32, 8192³ bf16, and every lesson's GPU runs (``lab.core.lessons``); identical configs are
+fp32/tf32, 8192³ bf16, and every lesson's GPU runs (``lab.lessons``); identical configs are
 recorded once. ``--device cpu --quick`` runs the same grid shrunk to tiny sizes on the CPU
 (dtypes the CPU refuses land in "failed"): that is how it is tested without a GPU.
 """
@@ -40,8 +40,8 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # before torch starts a profile
 warnings.filterwarnings("ignore", message=".*Profiler won't be using warmup")
 
 from lab.core.config import RunConfig  # noqa: E402
-from lab.core.lessons import LESSONS  # noqa: E402
 from lab.core.workloads import WORKLOADS  # noqa: E402
+from lab.lessons import LESSONS  # noqa: E402
 
 DEFAULT_OUT = ROOT / "lab" / "samples"
 SEED_MANIFEST = DEFAULT_OUT / "manifest.json"

@@ -61,9 +61,8 @@ def cpu_lesson_runs(warm_cpu, host_settings):
     import torch
     from lessonruns import raw_events
 
-    from lab.analysis import analyze
-    from lab.analysis.signal_types import Run
-    from lab.core.lessons import LESSONS, lesson_configs
+    from lab.analysis import Run, analyze
+    from lab.lessons import LESSONS, lesson_configs
     from lab.run.runner import run_profile
     from lab.run.worker import cpu_worker_threads
     from lab.trace.load import load_trace

@@ -6,9 +6,8 @@ import functools
 import gzip
 import json
 
-from lab.analysis import analyze
-from lab.analysis.signal_types import Run
-from lab.core.lessons import LESSONS
+from lab.analysis import Run, analyze
+from lab.lessons import LESSONS
 from lab.samples import lesson_samples
 from lab.trace.load import load_trace
 

@@ -616,10 +616,9 @@ def test_before_the_predictions_the_page_shows_only_the_set_up(at):
     """What lab.teach.giveaway.shown_before says a learner reads before predicting is what the
     page shows: the lesson's text, then the form's questions; "look for" and the explanation come
     only with the lesson check, once the recording opened."""
-    from lab.core.lessons import LESSONS
+    from lab.lessons import LESSONS, questions_for
     from lab.samples import lesson_samples
     from lab.teach.giveaway import shown_before
-    from lab.teach.questions import questions_for
 
     key = "sdpa_backends"
     lesson = LESSONS[key]

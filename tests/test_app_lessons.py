@@ -1,21 +1,21 @@
-"""The workshop lessons (issue 23) on the page, through AppTest: each one's H200 recording opens
-after the predictions are locked in, its lesson check lists its signals and the reveal answers
-every question it asked, with no exception or warning."""
+"""The lessons of ``tests/recording_brute.LESSON_KEYS`` on the page, through AppTest: each one's
+H200 recording opens after the predictions are locked in, its lesson check lists its signals and
+the reveal answers every question it asked, with no exception or warning."""
 
 from __future__ import annotations
 
 import pytest
 
-from lab.core.lessons_workshop import WORKSHOP_LESSONS
-from lab.teach.questions import questions_for
+from lab.lessons import questions_for
+from tests import recording_brute
 from tests.test_app import assert_healthy, at, plain  # noqa: F401 - ``at`` is the page fixture
-from tests.test_lessons_workshop import recording
+from tests.test_lesson_recordings import recording
 
 pytestmark = pytest.mark.timeout(600)
 
 
-@pytest.mark.parametrize("key", [lesson.key for lesson in WORKSHOP_LESSONS])
-def test_workshop_lesson_recording_opens_and_the_reveal_answers(at, key):  # noqa: F811
+@pytest.mark.parametrize("key", recording_brute.LESSON_KEYS)
+def test_lesson_recording_opens_and_the_reveal_answers(at, key):  # noqa: F811
     at.selectbox(key="lesson_key").set_value(key)
     at.run()
     asked = questions_for(key, "cuda")

@@ -9,8 +9,10 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from lab.analysis import analyze  # noqa: E402
-from lab.analysis.signals import Run  # noqa: E402
+from lab.analysis import (
+    Run,  # noqa: E402
+    analyze,  # noqa: E402
+)
 from lab.teach import own_questions  # noqa: E402
 from lab.trace.load import load_trace  # noqa: E402
 from tests.test_app import APP, H200_TRACE, TIMEOUT_S, assert_healthy, plain  # noqa: E402

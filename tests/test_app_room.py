@@ -124,13 +124,13 @@ def test_the_reveal_outlines_its_events_and_opens_the_timeline_on_its_window(mon
     healthy(at)
     assert at.session_state["view"] == "Timeline"
     # The Timeline opens on the reveal's window: the same range on its slider.
-    from lab.teach import questions_for
+    from lab.lessons import questions_for
 
     (slider,) = [s for s in at.slider if s.label.startswith("Time window")]
     assert [f.value for f in at.selectbox if f.label == "Zoom to"] == ["step 1"]
     assert slider.value[1] > slider.value[0] > 0
     from lab.analysis import Run, analyze
-    from lab.core import LESSONS
+    from lab.lessons import LESSONS
     from lab.samples import lesson_samples
     from lab.trace import load_trace
 

@@ -13,8 +13,11 @@ pytest.importorskip("streamlit")
 import streamlit  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from lab.analysis import analyze, find_insights  # noqa: E402
-from lab.analysis.signals import Run  # noqa: E402
+from lab.analysis import (  # noqa: E402
+    Run,  # noqa: E402
+    analyze,
+    find_insights,
+)
 from lab.teach import own_questions  # noqa: E402
 from lab.trace.load import load_trace  # noqa: E402
 from lab.views.summary import summarize  # noqa: E402

@@ -1,6 +1,6 @@
 """Every claim a lesson makes about what a trace shows holds on the recording it refers to.
 
-The claims are data beside the lesson text (``Lesson.claims``, ``lab.core.claims.Claim``); this
+The claims are data beside the lesson text (``Lesson.claims``, ``lab.lessons.Claim``); this
 module iterates all of them, so a new lesson's claims are tested without a line added here:
 ``device="cuda"`` claims on the lesson's H200 recordings in lab/samples/, ``device="cpu"`` ones on
 a CPU run of the lesson made by the real engine (the session's ``cpu_lesson_runs``). Each
@@ -15,8 +15,9 @@ import pytest
 from lessonruns import h200_runs
 
 from lab.analysis.figures import FIGURES
-from lab.core.claims import Claim, claim_between, claim_equals
-from lab.core.lessons import LESSONS, SDPA_BACKEND_OPS
+from lab.lessons import LESSONS
+from lab.lessons.attention import SDPA_BACKEND_OPS
+from lab.lessons.schema import Claim, claim_between, claim_equals
 from lab.teach.claims import all_claims, check_claim
 
 CLAIMS = all_claims()

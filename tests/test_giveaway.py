@@ -1,6 +1,6 @@
 """No question's right answer can be read from the text shown before its prediction.
 
-For EVERY question of the registry (``lab.teach.questions.QUESTIONS``: a question another
+For EVERY question of the registry (``lab.lessons.QUESTIONS``: a question another
 engineer adds is checked without a line here), on every device kind it is asked for, the right
 choice is computed from the recording it refers to — the H200 samples for a GPU question, a CPU
 run of the lesson (the session's ``cpu_lesson_runs``) for a CPU one — and none of that choice's
@@ -14,9 +14,8 @@ from __future__ import annotations
 import pytest
 from lessonruns import h200_runs
 
-from lab.core.lessons import LESSONS
+from lab.lessons import LESSONS, QUESTIONS
 from lab.teach.giveaway import giveaways, key_words, shown_before
-from lab.teach.questions import QUESTIONS
 
 GPU_QUESTIONS = [q for q in QUESTIONS if "cuda" in q.devices]
 CPU_QUESTIONS = [q for q in QUESTIONS if "cpu" in q.devices and LESSONS[q.lesson].cpu_refusal is None]

@@ -27,10 +27,10 @@ MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
 # What the page may import: the stage packages (their __init__s), the shared types
 # (``lab.core``), the samples package, the trace readers (``lab.read``), who may do what
-# (``lab.access``), teaching (``lab.teach``), the host's trace directories
+# (``lab.access``), the lessons (``lab.lessons``), teaching (``lab.teach``), the host's trace directories
 # (``lab.tracedir``), and ``lab`` itself (``from lab import views``).
 PAGE_IMPORTS = {"lab", "lab.access", "lab.core", "lab.run", "lab.read", "lab.trace", "lab.analysis", "lab.views",
-                "lab.samples", "lab.teach", "lab.tracedir"}
+                "lab.samples", "lab.lessons", "lab.teach", "lab.tracedir"}
 
 
 def _module_name(path: Path) -> str:
@@ -185,9 +185,12 @@ LAYERS: dict[str, frozenset[str]] = {
     "judge": _LEAVES | {"core", "trace", "analysis", "explain"},  # findings with their savings, the verdict
     "pool": _LEAVES | {"core"},  # one process pool for workers and readers (branch "pool")
     "run": _LEAVES | {"core", "pool"},
-    "read": _LEAVES | {"core", "pool", "trace", "analysis", "explain", "judge", "samples", "teach"},
+    # Lesson code reaches the readers in the job the page hands them (lab.read.Job.code).
+    "read": _LEAVES | {"core", "pool", "trace", "analysis", "explain", "judge", "samples"},
     "views": _LEAVES | {"core", "trace", "analysis", "explain", "judge"},
-    "teach": _LEAVES | {"core", "trace", "analysis", "samples"},  # giveaway reads the recordings' titles
+    # One module per lesson: its text, runs, check, questions and claims; checks read the measures.
+    "lessons": _LEAVES | {"core", "trace", "analysis", "explain", "judge"},
+    "teach": _LEAVES | {"core", "trace", "analysis", "samples", "lessons"},  # giveaway reads the recordings' titles
     "access": _LEAVES | {"core", "run", "read"},
     "tracedir": _LEAVES | {"core"},  # the host's trace directories: names, listing, safe paths (issue 25)
     "serve": _LEAVES | {"core"},  # `profiler-lab serve`: streamlit run of the installed page

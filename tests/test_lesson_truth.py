@@ -18,11 +18,9 @@ from lessonruns import h200_runs, raw_events
 from lab.analysis import analyze, find_insights
 from lab.analysis.gemm.bound import BOUNDS, bound_of
 from lab.analysis.insights import rules as I
-from lab.analysis.signals import lesson_signals
 from lab.core.devices import lookup_peak
-from lab.core.lessons import LESSONS
+from lab.lessons import LESSONS, lesson_signals, questions_for
 from lab.samples import list_samples
-from lab.teach.questions import questions_for
 from lab.teach.roofline import Roofline, RunSummary, classify
 from lab.trace.load import load_trace
 

@@ -11,10 +11,10 @@ import statistics
 
 import pytest
 
-from lab.analysis import analyze
-from lab.analysis.signals import Run, label_first_gaps_us, lesson_signals, work_per_step
+from lab.analysis import Run, analyze
+from lab.analysis.figures import label_first_gaps_us, work_per_step
 from lab.core.config import ConfigError
-from lab.core.lessons import LESSONS, lesson_configs
+from lab.lessons import LESSONS, lesson_configs, lesson_signals
 from lab.run.runner import run_profile
 from lab.trace.load import load_trace
 

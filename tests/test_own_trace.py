@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.analysis import analyze
-from lab.analysis.signals import Run
+from lab.analysis import Run, analyze
 from lab.teach.own_trace import OWN_QUESTION_TEXTS, own_questions
 from lab.trace.load import load_trace
 

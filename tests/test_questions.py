@@ -1,6 +1,6 @@
 """Every lesson's revealed answers equal what the raw trace JSON says, computed here by brute force.
 
-The questions (``lab.teach.questions``) answer from the lab's Trace and Analysis; these tests
+The questions (``lab.lessons``) answer from the lab's Trace and Analysis; these tests
 read the same trace's JSON events directly (nesting, correlations, step windows by hand) and
 compare the right choice and the number behind it: on the lessons' CPU runs (run here, small,
 as tests/test_lessons.py runs them) and on the H200 recordings in lab/samples/.
@@ -15,20 +15,17 @@ import statistics
 import pytest
 from lessonruns import raw_events
 
-from lab.analysis import analyze
+from lab.analysis import Run, analyze
 from lab.analysis.gemm.kinds import is_gemm_kernel
-from lab.analysis.signals import Run
-from lab.core.lessons import LESSONS
-from lab.core.lessons_workshop import WORKSHOP_LESSONS as WORKSHOP
+from lab.lessons import LESSONS, QUESTIONS, band_of, questions_for, skipped_for
 from lab.samples import lesson_samples
-from lab.teach.questions import QUESTIONS, band_of, questions_for, skipped_for
 from lab.trace.load import load_trace
-from tests import workshop_brute
+from tests import recording_brute
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 CPU_LESSONS = [k for k, lesson in LESSONS.items() if lesson.cpu_refusal is None]
-WORKSHOP_LESSONS = {lesson.key for lesson in WORKSHOP}
+BRUTE_LESSONS = set(recording_brute.LESSON_KEYS)  # their twins are in tests/recording_brute.py
 
 
 # --------------------------------------------------------------------------- the raw JSON, by hand
@@ -164,8 +161,8 @@ def fewer(a: float, b: float) -> str:
 def expected(key: str, evs: list[list[dict]], datas: list[dict] = (), timings: list = ()) -> tuple[str, float]:
     """(right choice, measured number) of question ``key``, from the runs' raw events (``datas``: the
     whole JSON, for [memory] records; ``timings``: per run (profiled µs, unprofiled µs) lists)."""
-    if key.split(".", 1)[0] in WORKSHOP_LESSONS:
-        return workshop_brute.expected(key, list(datas), list(timings))
+    if key.split(".", 1)[0] in BRUTE_LESSONS:
+        return recording_brute.expected(key, list(datas), list(timings))
     first, last = evs[0], evs[-1]
     if key == "tiny_vs_large.self_cpu_vs_cuda":
         mm = named_ops(first, "aten::mm")
@@ -276,7 +273,7 @@ def test_gpu_questions_are_skipped_on_a_cpu_with_the_reason():
 
 def test_band_edges():
     q = next(q for q in QUESTIONS if q.key == "fp32_vs_tf32.speedup")
-    from lab.teach.questions import _SPEEDUP
+    from lab.lessons.fp32_vs_tf32 import _SPEEDUP
 
     assert [band_of(v, _SPEEDUP) for v in (1.99, 2.0, 5.99, 6.0, 80.0)] == [
         q.choices[0], q.choices[1], q.choices[1], q.choices[2], q.choices[2]]

@@ -16,11 +16,9 @@ import json
 
 import pytest
 
-from lab.analysis import analyze, step_window
-from lab.analysis.signals import Run
-from lab.core.lessons import LESSONS
+from lab.analysis import Run, analyze, step_window
+from lab.lessons import LESSONS, questions_for
 from lab.samples import lesson_samples
-from lab.teach.questions import questions_for
 from lab.trace.load import load_trace
 
 

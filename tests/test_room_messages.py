@@ -10,8 +10,8 @@ import statistics
 import pytest
 import tracebuild as tb
 
-from lab.analysis import analyze
-from lab.analysis.signals import Run, lesson_signals
+from lab.analysis import Run, analyze
+from lab.lessons import lesson_signals
 from lab.samples import list_samples
 from lab.trace.load import load_trace
 from lab.views import summarize

@@ -195,7 +195,7 @@ def test_with_stack_records_the_python_callers(warm_cpu):
     result = _run(RunConfig(device="cpu", m=64, k=64, n=64, with_stack=True))
     names = [e["name"] for e in _events(read_trace(result.trace_gz), cat="python_function")]
     assert any("test_runner.py" in n and "test_with_stack_records_the_python_callers" in n for n in names)
-    assert any("workloads.py" in n for n in names)  # the step itself
+    assert any("workloads/gemm.py" in n for n in names)  # the step itself (lab/core/workloads/gemm.py)
 
 
 def test_cold_run_without_warmup_iterations(warm_cpu):

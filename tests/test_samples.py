@@ -22,12 +22,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lab.analysis import analyze
+from lab.analysis import Run, analyze
 from lab.analysis.gemm.analyze import ABOVE_PEAK_NOTE, NO_SHAPE_NOTE, gemm_figures
 from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
-from lab.analysis.signals import Run, lesson_signals
 from lab.core.config import RunConfig
-from lab.core.lessons import LESSONS
+from lab.lessons import LESSONS, lesson_signals
 from lab.samples import MANIFEST, SAMPLES_DIR, Sample, list_samples, sample_for
 from lab.trace.load import load_trace
 

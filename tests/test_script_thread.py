@@ -81,7 +81,7 @@ def test_the_guard_records_a_call_on_a_script_thread_and_not_elsewhere(script_th
     maker = threading.Thread(target=lambda: Run("a", None, None), name=SCRIPT_THREAD)  # type: ignore[arg-type]
     maker.start()
     maker.join()
-    assert script_thread_calls[-1] == "lab.analysis.signal_types.Run.__init__"
+    assert script_thread_calls[-1] == "lab.analysis.bundle.Run.__init__"
     # The TensorBoard tab's views (a reader job since they left analyze): computed on the script
     # thread, they are seen too.
     views = threading.Thread(target=lambda: pytest.raises(TypeError, analysis.tensorboard_views), name=SCRIPT_THREAD)

@@ -14,6 +14,7 @@ by-shape tables, the TensorBoard tab's views) is a ``lab.read.Job`` run in a rea
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import streamlit as st
 
@@ -87,8 +88,9 @@ def subject_key(subject: Subject) -> str:
 
 
 @st.cache_resource(max_entries=MAX_CACHED_JOBS, show_spinner=False)
-def _job(job: Job, keys: tuple[str, ...], _given: JobInput, _readers: ReaderPool):
-    return _readers.run_job(job, _given)
+def _job(job: Job, code: str, keys: tuple[str, ...], _with_code: Job, _given: JobInput, _readers: ReaderPool):
+    # Kept by the job without its code (a function, which the cache cannot hash) and the code's name.
+    return _readers.run_job(_with_code, _given)
 
 
 def job_result(job: Job, subjects: Sequence[Subject], loaded: Sequence[Loaded], readers: ReaderPool):
@@ -98,7 +100,8 @@ def job_result(job: Job, subjects: Sequence[Subject], loaded: Sequence[Loaded], 
                      insights=tuple(x.insights for x in loaded))
     try:
         with st.spinner(SPINNER.get(job.kind, "Analysing…")):
-            return _job(job, tuple(subject_key(s) for s in subjects), given, readers)
+            code = f"{job.code.__module__}.{job.code.__qualname__}" if job.code is not None else ""
+            return _job(replace(job, code=None), code, tuple(subject_key(s) for s in subjects), job, given, readers)
     except ReadFailed as exc:
         messages.error(f"{', '.join(s.title for s in subjects)}: {why_unreadable(exc)}")
         return None

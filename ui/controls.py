@@ -9,7 +9,6 @@ import streamlit as st
 
 from lab.core import (
     DEVICES,
-    LESSONS,
     MAX_LABEL_CHARS,
     OPTIONS,
     WORKLOADS,
@@ -21,8 +20,8 @@ from lab.core import (
     RunConfig,
     describe_kinds,
     dtype_refusal,
-    lesson_configs,
 )
+from lab.lessons import LESSONS, lesson_configs
 from lab.run import DTYPES
 from lab.samples import lesson_samples
 from ui.widgets import chosen, labels_from

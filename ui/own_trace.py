@@ -15,6 +15,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from lab.read import Job, JobKind
+from lab.teach import own_answers
 from ui import room
 from ui.cache import Loaded
 from ui.messages import md_escape
@@ -50,7 +51,7 @@ def own_trace_lesson(box: OwnBox, subject: Subject, loaded: Loaded, jobs) -> Non
     """Fill ``box`` (after the views): the questions this trace can answer, then their answers
     (both measured in a reader: ``JobKind.OWN``); none to ask, the box goes."""
     with box.notes:
-        asked = jobs(Job(kind=JobKind.OWN, names=(subject.title,)), [subject], [loaded])
+        asked = jobs(Job(kind=JobKind.OWN, names=(subject.title,), code=own_answers), [subject], [loaded])
     if not asked:
         box.holder.empty()
         return

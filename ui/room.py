@@ -21,11 +21,11 @@ import streamlit as st
 from lab import views as lv
 from lab.access import RateLimiter
 from lab.core import DeviceInfo, HostSettings
+from lab.lessons import QUESTIONS
 from lab.run import ProfileService
 from lab.teach import (
     ALONE_SWEEP,
     OWN_QUESTION_TEXTS,
-    QUESTIONS,
     Membership,
     RoomKeys,
     RoomNotFound,

@@ -9,7 +9,6 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from lab.access import RateLimiter
 from lab.core import (
-    LESSONS,
     ConfigError,
     DeviceInfo,
     HostSettings,
@@ -18,8 +17,8 @@ from lab.core import (
     check_device,
     check_limits,
     check_memory,
-    lesson_configs,
 )
+from lab.lessons import LESSONS, lesson_configs
 from lab.run import (
     STAGE_TEXT,
     WORKER_START_TIMEOUT_S,
@@ -225,10 +224,14 @@ def open_recording(lesson_key: str) -> None:
 
 def open_lesson(lesson_key: str, subject_keys: list[str]) -> None:
     """Open a lesson's results: a pair in Compare (A, B set), one run in Summary; check its signals."""
-    st.session_state["lesson_check"] = {"lesson": lesson_key, "subjects": subject_keys}
+    st.session_state["lesson_check"] = {"lesson": lesson_key, "subjects": subject_keys, "arrivals": state.arrivals()}
     st.session_state["subject"] = subject_keys[-1]
     if len(subject_keys) == 2:
         st.session_state["cmp_a"], st.session_state["cmp_b"] = subject_keys
+        # Compare puts a newer run of the session against the previous one (ui.views.compare_view):
+        # the runs there are now older than this pair, which stays.
+        runs = st.session_state.get("runs", [])
+        st.session_state["_cmp_newest_run"] = runs[-1].key if runs else None
         st.session_state["view"] = "Compare"
     else:
         st.session_state["view"] = "Summary"

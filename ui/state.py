@@ -195,6 +195,12 @@ class OpenedLesson:
     subject_keys: tuple[str, ...]
     subjects: list[Subject]
     loaded: list
+    finished: bool = False  # a newer run or upload arrived since it opened: its boxes fold away
+
+
+def arrivals() -> int:
+    """How many runs, uploads and groups of ranks this session has added so far."""
+    return int(st.session_state.get("_subject_counter", 0))
 
 
 def opened_lesson(subjects: list[Subject], load) -> OpenedLesson | None:
@@ -211,4 +217,5 @@ def opened_lesson(subjects: list[Subject], load) -> OpenedLesson | None:
     if any(x is None for x in loaded):
         return None
     return OpenedLesson(key=check["lesson"], subject_keys=tuple(check["subjects"]),
-                        subjects=[s for s in chosen if s is not None], loaded=loaded)
+                        subjects=[s for s in chosen if s is not None], loaded=loaded,
+                        finished=arrivals() > check.get("arrivals", arrivals()))

@@ -13,10 +13,12 @@ import streamlit as st
 
 from lab import views as lv
 from lab.analysis import TOTAL_METRICS, Insight, step_window
-from lab.core import LESSONS, DeviceInfo
+from lab.core import DeviceInfo
+from lab.lessons import LESSONS, lesson_signals
 from lab.read import Job, JobKind
 from lab.samples import Sample
 from lab.views import SORT_KEYS, TORCH_SORT_KEYS, category_counts, comparison_totals, fmt_us, is_device_sort, summarize
+from ui import teach
 from ui.cache import Loaded
 from ui.messages import md_escape
 from ui.state import Subject, opened_lesson, subject_timing
@@ -411,7 +413,7 @@ SHARED_SCALE_MAX_RATIO = 10.0
 # Compare's diff tables: 9 columns in a ~466 px (800 px window, sidebar open) to ~880 px (1280 px)
 # main column. The name, then what is compared (A, B, B − A, B / A: sized to their numbers, ~70 px
 # each), then the rest at fixed widths: at 800 px the name's 160 px and cat's 100 px before them
-# pushed B − A and B / A out of view (issue 26). A 300-character kernel name is whole in its tooltip.
+# pushed B − A and B / A out of view (seen in a browser). A 300-character kernel name is whole in its tooltip.
 DIFF_COLUMN_PX = {"name": 140, "status": 64, "A calls": 64, "B calls": 64, "cat": 90}
 # The diff tables' display order (after DIFF_LABELS): the comparison first after the name.
 DIFF_ORDER = ("name", "A (µs)", "B (µs)", "B − A (µs)", "B / A", "status", "A calls", "B calls", "cat")
@@ -492,11 +494,13 @@ def lesson_check(subjects: list[Subject], load, jobs) -> None:
         return
     lesson = LESSONS[opened.key]
     names = [r.name for r in lesson.runs]
-    signals = jobs(Job(kind=JobKind.SIGNALS, lesson=opened.key, names=tuple(names),
+    signals = jobs(Job(kind=JobKind.SIGNALS, lesson=opened.key, names=tuple(names), code=lesson_signals,
                        timings=tuple(subject_timing(s) for s in opened.subjects)), opened.subjects, opened.loaded)
     if signals is None:
         return
-    with st.container(border=True):
+    # The check's evidence and the explanation state the lesson's figures: its predictions lock.
+    teach.lesson_seen(opened.key)
+    with teach.lesson_box(opened, f"Lesson check — {lesson.title}"):
         st.markdown(f"**Lesson check — {md_escape(lesson.title)}**")
         recorded = all(s.kind == "sample" for s in opened.subjects)
         where = "the H200 recording" if recorded else "your run" + ("s" if len(opened.subjects) > 1 else "")

@@ -1,20 +1,20 @@
-"""Stage 3 of the pipeline: a ``Trace`` → analyses (operators, kernels, GPU use, steps, GEMMs,
-the verdict), insights (rules that cite numbers), lesson signals and comparisons.
+"""Stage 3 of the pipeline: a ``Trace`` → analyses (operators, kernels, GPU use, steps, GEMMs, the
+verdict), insights (rules that cite numbers) and comparisons; ``Run`` (a named trace with its
+analysis) is what a lesson's check and questions read (``lab.lessons``).
 
 Each analysis is a pure function of a ``Trace`` returning plain data, one concern per module or
-sub-package. Sub-packages (each with its facade ``__init__``): ``table`` (torch's key_averages
-table derived from the trace), ``diagnoses`` (what bounds the trace), ``gemm`` (efficiency
-against the device's peak), ``memory`` (profile_memory's allocations over time), ``ranks`` (a
-job's ranks together), ``insights`` (the record and the rules). Top level: ``bundle`` is the
-facade (``analyze`` → ``Analysis``), ``operators`` (launch links, the operator and kernel
-tables), ``gpu`` (utilization, idle gaps, launch delays), ``steps``, ``verdict``, ``signals``
-(lesson signals), ``compare``; the TensorBoard plugin's views: ``step_time`` (its step-time
-breakdown), ``kernels`` (its Kernel view) with ``tensor_cores`` (both Tensor-Core rules),
-``modules`` (its Module view), and ``tensorboard`` (the three together, on demand: not part of
-``analyze``); ``columns`` and ``intervals`` hold helpers they share.
+sub-package. Sub-packages (each with its facade ``__init__``): ``table`` (torch's key_averages table
+derived from the trace), ``diagnoses`` (what bounds the trace), ``gemm`` (efficiency against the
+device's peak), ``memory`` (profile_memory's allocations over time), ``ranks`` (a job's ranks
+together), ``insights`` (the record and the rules). Top level: ``bundle`` is the facade (``analyze``
+→ ``Analysis``), ``operators`` (launch links, the operator and kernel tables), ``gpu`` (utilization,
+idle gaps, launch delays), ``steps``, ``verdict``, ``compare``; the TensorBoard plugin's views:
+``step_time`` (its step-time breakdown), ``kernels`` (its Kernel view) with ``tensor_cores`` (both
+Tensor-Core rules), ``modules`` (its Module view), and ``tensorboard`` (the three together, on
+demand: not part of ``analyze``); ``columns`` and ``intervals`` hold helpers they share.
 """
 
-from lab.analysis.bundle import Analysis, analyze
+from lab.analysis.bundle import Analysis, Run, analyze
 from lab.analysis.compare import TOTAL_METRICS, Comparison, compare_analyses, compare_traces
 from lab.analysis.gemm.analyze import device_name
 from lab.analysis.insights import Insight
@@ -36,15 +36,14 @@ from lab.analysis.ranks import (
     rank_insights,
     rank_summary,
 )
-from lab.analysis.signals import Run, Signal, lesson_signals
 from lab.analysis.step_time import STEP_TIME_CATEGORIES, StepTime, step_time
 from lab.analysis.steps import step_window
 from lab.analysis.table import trace_key_averages
 from lab.analysis.tensorboard import TensorBoardViews, tensorboard_views
 
 __all__ = [
-    "MEMORY_RULES", "TOTAL_METRICS", "Analysis", "Comparison", "Insight", "MemoryAnalysis", "Run", "Signal",
-    "analyze", "compare_analyses", "compare_traces", "device_name", "find_insights", "lesson_signals",
+    "MEMORY_RULES", "TOTAL_METRICS", "Analysis", "Comparison", "Insight", "MemoryAnalysis", "Run",
+    "analyze", "compare_analyses", "compare_traces", "device_name", "find_insights",
     "memory_analysis", "memory_series", "step_window", "trace_key_averages",
     "STEP_TIME_CATEGORIES", "KernelView", "ModuleView", "StepTime", "kernel_view", "module_view", "step_time",
     "TensorBoardViews", "tensorboard_views",

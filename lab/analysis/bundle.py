@@ -31,7 +31,7 @@ from lab.core.config import RunConfig
 from lab.core.devices import DevicePeak
 from lab.trace.load import Trace
 
-__all__ = ["Analysis", "analyze"]
+__all__ = ["Analysis", "Run", "analyze"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,19 @@ def _analysed(analysis: Analysis) -> Trace:
     if analysis.trace is None:
         raise ValueError("this Analysis was built without its trace; call analyze(trace)")
     return analysis.trace
+
+
+@dataclass(frozen=True)
+class Run:
+    """One named trace with its analysis: what a lesson's check, its questions and the figures
+    (``lab.analysis.figures``) read, one per run of the lesson, in its order."""
+
+    name: str
+    trace: Trace
+    analysis: Analysis
+    # (profiled, unprofiled) median µs per iteration, from the run or the sample's manifest;
+    # None where unknown (an upload). Only the profiler-overhead lesson reads it.
+    timing: tuple[float, float] | None = None
 
 
 def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig | None = None) -> Analysis:

@@ -9,13 +9,18 @@ TensorBoard tab's views), is a ``Job``: the server sends the traces and analyses
 analysis. Results:
 
     RANKS     → ``RanksResult``              (``analyze_ranks`` and ``rank_insights``; ``JobRefused`` with its words)
-    RANK_SUMMARIES → ``RanksResult``         (``combine_ranks`` of a directory job's ``RankSummary``s, issue 25)
+    RANK_SUMMARIES → ``RanksResult``         (``combine_ranks`` of a directory job's ``RankSummary``s)
     COMPARE   → ``Comparison``               (``compare_analyses``, A = first, B = second)
-    SIGNALS   → ``tuple[Signal, ...]``       (``lesson_signals`` of ``lesson``)
-    ANSWERS   → ``tuple[tuple[str, Answer], ...]``  (question key, answer) of ``lesson`` on ``device_kind``
+    SIGNALS   → ``tuple[Signal, ...]``       (``code(lesson, runs)``: the lesson's check)
+    ANSWERS   → ``tuple[tuple[str, Answer], ...]``  (``code(lesson, device_kind, runs)``: question key, answer)
     BY_SHAPE  → ``ByShape``                  (key_averages and operators grouped by input shape)
     TENSORBOARD → ``TensorBoardViews``       (``tensorboard_views`` of the one trace: step time, kernels, modules)
-    OWN       → ``tuple[tuple[Question, Answer], ...]``  the one trace's own questions, answered
+    OWN       → ``tuple[tuple[Question, Answer], ...]``  (``code(runs)``: the one trace's own questions, answered)
+
+The lesson and teaching code of SIGNALS, ANSWERS and OWN is handed by the page in ``Job.code``
+(``lab.lessons.lesson_signals``, ``lab.lessons.answer_questions``,
+``lab.teach.own_trace.own_answers``): a module-level function, which pickle sends by reference, so
+the reader runs the page's registry and ``lab.read`` imports no lesson or teaching code.
 
 Run in the reader by ``run_job``; nothing here imports pandas or the analysis at import time.
 """
@@ -23,6 +28,7 @@ Run in the reader by ``run_job``; nothing here imports pandas or the analysis at
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +65,8 @@ class Job:
     labels: tuple[str, str] = ("A", "B")  # compare's labels
     # One per trace (signals, answers): (profiled, unprofiled) µs per iteration, or None.
     timings: tuple[tuple[float, float] | None, ...] = ()
+    # SIGNALS, ANSWERS, OWN: the function the page hands the reader (the module doc names them).
+    code: Callable[..., Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -116,12 +124,12 @@ def run_job(job: Job, given: JobInput) -> Any:
     timings = job.timings or (None,) * len(job.names)
     runs = [analysis.Run(n, t, a, timing=tm)
             for n, t, a, tm in zip(job.names, given.traces, given.analyses, timings, strict=True)]
+    if job.code is None:
+        raise ValueError(f"a {job.kind} job needs the code to run (Job.code), handed by the page")
     if job.kind == JobKind.SIGNALS:
-        return tuple(analysis.lesson_signals(job.lesson, runs))
+        return tuple(job.code(job.lesson, runs))
     if job.kind == JobKind.ANSWERS:
-        questions = importlib.import_module("lab.teach.questions")
-        return tuple((q.key, q.answer(runs)) for q in questions.questions_for(job.lesson, job.device_kind))
+        return tuple(job.code(job.lesson, job.device_kind, runs))
     if job.kind == JobKind.OWN:
-        own = importlib.import_module("lab.teach.own_trace")
-        return tuple((q, q.answer(runs)) for q in own.own_questions(runs[0]))
+        return tuple(job.code(runs))
     raise ValueError(f"unknown job kind {job.kind!r}")

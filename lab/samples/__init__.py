@@ -20,7 +20,7 @@ class Sample:
     torch: str = ""
     recorded: str = ""
     note: str = ""
-    lesson: str = ""  # key of the lesson (lab.core.lessons) this sample illustrates, if any
+    lesson: str = ""  # key of the lesson (lab.lessons) this sample illustrates, if any
     lessons: tuple = ()  # every lesson whose run this sample is (a config can serve several)
     cuda: str = ""
     config: dict = field(default_factory=dict)

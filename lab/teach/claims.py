@@ -1,4 +1,4 @@
-"""Checking a lesson's claims (``lab.core.claims.Claim``) on the runs they refer to.
+"""Checking a lesson's claims (``lab.lessons.Claim``) on the runs they refer to.
 
 ``check_claim`` reads the claim's figure (``lab.analysis.figures.FIGURES``) from the named run —
 of this lesson, or of another one (``"<lesson>:<run>"``) — divides by the same figure of
@@ -13,8 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lab.analysis.figures import FIGURES, Run
-from lab.core.claims import Claim
-from lab.core.lessons import LESSONS, Lesson
+from lab.lessons import LESSONS, Claim, Lesson
 
 __all__ = ["ClaimCheck", "all_claims", "check_claim", "claim_value"]
 

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import re
 
-from lab.core.lessons import LESSONS
 from lab.core.workloads import WORKLOADS
+from lab.lessons import LESSONS, Question, asked_on
 from lab.samples import lesson_samples
-from lab.teach.questions import Question, asked_on
 
 __all__ = ["GENERIC_LABELS", "giveaways", "key_words", "shown_before"]
 

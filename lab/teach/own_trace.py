@@ -1,6 +1,6 @@
 """Your own trace as a lesson: predict-then-reveal questions that any trace's data can answer.
 
-A lesson's questions (``lab.teach.questions``) are written for its runs; these are asked of
+A lesson's questions (``lab.lessons``) are written for its runs; these are asked of
 whatever trace the page shows — an upload, a sample, a run — and only where its data can
 answer them: which op dominates self CPU time, whether the GPU is busy more or less than half
 of its active window, the biggest kernel's share of GPU time, launch- or GPU-bound, and which
@@ -16,13 +16,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lab.analysis.signals import Run
+from lab.analysis import Run
 from lab.analysis.verdict import GPU_BOUND_BUSY_PCT
-from lab.teach.questions import Answer, Band, Question, Where, band_of
+from lab.lessons.schema import Answer, Band, Question, Where, band_of
 from lab.units import fmt_mem_bytes, fmt_pct, fmt_us
 from lab.vocab import PROFILER_STEP_PREFIX
 
-__all__ = ["OWN_LESSON", "OWN_QUESTION_TEXTS", "own_questions"]
+__all__ = ["OWN_LESSON", "OWN_QUESTION_TEXTS", "own_answers", "own_questions"]
 
 OWN_LESSON = "own"
 # Candidates offered for "which op": the top few by the measure, shown alphabetically. Four
@@ -183,3 +183,8 @@ def _memory_peak_owner(runs: Sequence[Run]) -> Answer:
                                                                           else "")),
                   where=_where_rows(run, holding, f"the Memory view's ▼ peak; in the Timeline, {at.op} at that moment",
                                     window=window))
+
+
+def own_answers(runs: Sequence[Run]) -> tuple[tuple[Question, Answer], ...]:
+    """The one trace's own questions, each with its answer: what a reader's OWN job returns."""
+    return tuple((q, q.answer(runs)) for q in own_questions(runs[0]))

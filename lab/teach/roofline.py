@@ -114,7 +114,7 @@ def device_roofline(device: DeviceInfo, dtype: str) -> Roofline | None:
 
 def roof_over(roof: Roofline, points: Sequence[RunSummary]) -> Roofline:
     """The roof to draw with ``points``: never below a rate they reached. A roof measured at the
-    worker's warm-up on a busy host can sit under the runs' own rates (issue 26: on a shared 2-core
+    worker's warm-up on a busy host can sit under the runs' own rates (seen: on a shared 2-core
     box the sweep's points were drawn above their roof), and a point above the roof reads as a run
     faster than the machine. The peak is raised to the best run,
     the bandwidth to the fastest rate per byte among them; ``raised`` says so with the figures

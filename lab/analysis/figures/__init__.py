@@ -1,8 +1,7 @@
-"""One definition per figure a lesson, a question or an insight quotes about a trace (issue 23).
+"""One definition per figure a lesson, a question or an insight quotes about a trace.
 
-A lesson's check (``lab.analysis.signals`` and ``workshop_detectors``), its questions' reveals
-(``lab.teach.questions`` and ``questions_workshop``) and the claims its text makes
-(``Lesson.claims``, checked by ``lab.teach.claims``) read the same numbers from here, so a check
+A lesson's check and its questions' reveals (each lesson's module in ``lab.lessons``) and the
+claims its text makes (``Lesson.claims``, checked by ``lab.teach.claims``) read the same numbers from here, so a check
 and a reveal can never disagree again (they did: the check counted every kernel in the trace, the
 reveal only those of the active steps — GeGLU 5 vs 4, SDPA math 17 vs 14 — because a schedule's
 warm-up step leaves its last kernels in the trace).
@@ -25,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from lab.analysis.bundle import Run
 from lab.analysis.figures.copies import (
     copy_bytes_per_step,
     copy_call_ratio,
@@ -93,7 +93,6 @@ from lab.analysis.figures.table import (
     top_self_cpu_row,
     top_shape,
 )
-from lab.analysis.signal_types import Run
 
 __all__ = [
     "CALL_CATS", "FIGURES", "GPU_WORK_CATS", "Run", "call_mean_us", "call_share_pct", "calls_per_step",

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lab.analysis.bundle import Run
 from lab.analysis.figures.steps import kernel_step_index
-from lab.analysis.signal_types import Run
 
 __all__ = [
     "copy_bytes_per_step", "copy_call_ratio", "copy_gb_per_s", "copy_kinds", "copy_names",

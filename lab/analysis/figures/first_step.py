@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lab.analysis.bundle import Run
 from lab.analysis.figures.steps import event_rows, in_steps
-from lab.analysis.signal_types import Run
 from lab.trace.load import Trace
 
 __all__ = [

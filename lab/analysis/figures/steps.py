@@ -13,8 +13,8 @@ import re
 
 import numpy as np
 
+from lab.analysis.bundle import Run
 from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
-from lab.analysis.signal_types import Run
 from lab.analysis.steps import per_iteration_us
 
 __all__ = [

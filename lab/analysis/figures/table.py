@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from lab.analysis.bundle import Run
 from lab.analysis.figures.steps import event_rows, in_steps, step_count
-from lab.analysis.signal_types import Run
 
 __all__ = [
     "child_calls_per_step", "child_op", "on_other_thread", "op_device_us", "ops_present", "self_cuda_over_self_cpu",

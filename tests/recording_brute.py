@@ -1,6 +1,7 @@
-"""The workshop lessons' figures and answers (issue 23), computed by brute force from the raw trace
-JSON: events, correlations, nesting and [memory] records read by hand, no lab code. Used by
-tests/test_questions.py (each question's twin) and tests/test_lessons_workshop.py (each claim).
+"""Lesson figures and answers computed by brute force from the raw trace JSON of the lessons' H200
+recordings: events, correlations, nesting and [memory] records read by hand, no lab code. Used by
+tests/test_questions.py (each question's twin) and tests/test_lesson_recordings.py (each claim),
+for the lessons of ``LESSON_KEYS`` (tests/test_questions.py computes the others' twins itself).
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import statistics
 
 from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
 
+# The lessons whose questions ``expected`` answers from the raw JSON.
+LESSON_KEYS = ("launch_overlap", "calls", "host_sync", "cuda_graphs", "training_step", "pinned_copies", "memory_peak",
+               "profiler_overhead", "self_total_shapes")
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 
@@ -203,7 +207,7 @@ def choice_of(value: float, edges: list[float], labels) -> str:
 
 
 def expected(key: str, datas: list[dict], timings: list) -> tuple[str, float]:
-    """(right choice, measured number) of workshop question ``key`` from the runs' raw JSON."""
+    """(right choice, measured number) of question ``key`` (a lesson of ``LESSON_KEYS``) from the runs' raw JSON."""
     evs = [xs(d) for d in datas]
     first, last = evs[0], evs[-1]
     if key == "launch_overlap.delay_trend":

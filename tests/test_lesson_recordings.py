@@ -1,6 +1,7 @@
-"""The workshop lessons (issue 23): every claim their texts and checks make, tested on their H200
-recordings by brute force from the raw JSON (tests/workshop_brute.py); the lab's figures equal
-those brute-force figures; and no question's right answer can be read before its prediction.
+"""The lessons of ``tests/recording_brute.LESSON_KEYS``: every claim their texts and checks make,
+tested on their H200 recordings by brute force from the raw JSON (tests/recording_brute.py); the
+lab's figures equal those brute-force figures; and no question's right answer can be read before
+its prediction.
 
 Claim → test (lesson text, or the check's title shown after the run opens):
 - launch_overlap "four 4096³ bf16 matmuls a step", "each launch has an arrow to its kernel":
@@ -32,17 +33,14 @@ import statistics
 
 import pytest
 
-from lab.analysis import analyze, figures
+from lab.analysis import Run, analyze, figures
 from lab.analysis.gemm.kinds import is_gemm_kernel
-from lab.analysis.signals import Run
-from lab.core.lessons import LESSONS
-from lab.core.lessons_workshop import WORKSHOP_LESSONS
+from lab.lessons import LESSONS, questions_for
 from lab.samples import lesson_samples
-from lab.teach.questions import questions_for
 from lab.trace.load import load_trace
-from tests import workshop_brute as b
+from tests import recording_brute as b
 
-KEYS = [lesson.key for lesson in WORKSHOP_LESSONS]
+KEYS = list(b.LESSON_KEYS)
 MIB = 2**20
 
 
@@ -63,15 +61,6 @@ def recording(key: str) -> tuple[list[dict], list[Run]]:
 
 def events(key: str) -> list[list[dict]]:
     return [b.xs(d) for d in recording(key)[0]]
-
-
-def test_the_lesson_and_question_counts():
-    assert len(WORKSHOP_LESSONS) == 9 and len(LESSONS) == 17
-    asked = {q.key for key in KEYS for kind in ("cuda", "cpu") for q in questions_for(key, kind)}
-    assert len(asked) == 22
-    for key in KEYS:
-        for kind in ("cuda", "cpu"):
-            assert 1 <= len(questions_for(key, kind)) <= 3, (key, kind)
 
 
 def test_every_recording_is_small_and_from_the_h200():
