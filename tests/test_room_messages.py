@@ -34,19 +34,27 @@ def test_nearest_stop_is_nearest_on_the_log_scale():
                                                                                    16384, 1024]
 
 
-def _step_windows(doc: dict, name: str) -> list[tuple[float, float, float]]:
-    """(start, end, GPU time it launched) per step annotation ``name``, from the raw JSON."""
+def _step_windows(doc: dict, name: str) -> list[tuple[float, float]]:
+    """Each step's window per step annotation ``name``, from the raw JSON: from the previous step's
+    completion to its own, a step completing when the next has begun and the GPU work launched
+    from inside its host period (to the next step's start) has ended."""
     events = doc["traceEvents"]
     launches = {e["args"]["correlation"]: e["ts"] for e in events
                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
     gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
                    if e.get("ph") == "X" and e.get("name") == name and e.get("cat") in ("user_annotation", "cpu_op"))
-    out = []
-    for start, end in steps:
-        launched = sum(k["dur"] for k in gpu if start <= launches.get(k["args"].get("correlation"), -1) <= end)
-        out.append((start, end, launched))
-    return out
+    starts = [a for a, _ in steps]
+    period_end = starts[1:] + [steps[-1][1]]
+    done = list(period_end)
+    for k in gpu:
+        at = launches.get(k["args"].get("correlation"))
+        for i, (a, b) in enumerate(zip(starts, period_end)):
+            if at is not None and a <= at < b:
+                done[i] = max(done[i], k["ts"] + k["dur"])
+    for i in range(1, len(done)):
+        done[i] = max(done[i], done[i - 1])
+    return list(zip([starts[0]] + done[:-1], done))
 
 
 def test_a_sample_without_timings_shows_its_per_iteration_time_from_the_trace():
@@ -58,7 +66,7 @@ def test_a_sample_without_timings_shows_its_per_iteration_time_from_the_trace():
     doc = json.loads(gzip.decompress(data))
     step_name = str(analysis.steps["name"].iloc[0])
     windows = _step_windows(doc, step_name)
-    expected = statistics.median(max(end - start, launched) for start, end, launched in windows)
+    expected = statistics.median(end - start for start, end in windows)
     metric = metrics["Per iteration, profiled"]
     from lab.units import fmt_us
 
@@ -71,7 +79,7 @@ def _cpu_run(name: str, step_us: list[float]) -> tuple[Run, list[float]]:
     for i, dur in enumerate(step_us):
         events.append(tb.op(f"ProfilerStep#{i}", ts, dur, cat="user_annotation"))
         events.append(tb.op("aten::mm", ts + 5, dur * 0.6))
-        ts += dur + 50
+        ts += dur  # back to back: a step runs to the next one's start
     trace = tb.build(events)
     return Run(name, trace, analyze(trace)), step_us
 

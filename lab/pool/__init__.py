@@ -9,6 +9,16 @@ cancel, abandoned tickets) and the counters; ``protocol`` the states and the one
 message records; ``frames`` large objects as pickle-5 frames; ``child`` the child's end of the
 pipe; ``pool`` the lifecycle. A client (``client.PoolClient``) says what its children run, their
 limits and its words. Nothing here imports another package of the lab, torch or pandas.
+
+Why by hand: pebble's ``ProcessPool`` (5.2) and loky were looked at first. Both start children
+through multiprocessing contexts (spawn re-imports ``__main__``, the Streamlit page: each worker
+started its own service; fork copies a threaded server), and neither sets a child's environment
+before its interpreter starts (``CUDA_VISIBLE_DEVICES`` for GPU pinning), sends messages while a
+task runs (a run's stages, a read's progress), passes results as pickle-5 frames (a 509 MB-JSON
+trace's result is 236 MB: one pickle would add a copy on each side), keeps a queue that is not
+FIFO (per-session fair turns, lanes so a small read never waits behind a large one), or keeps
+warm spares (torch's import and CUPTI's start-up are 10–30 s). One restart back-off cap, 30 s:
+each retry costs an interpreter start, ~2 s of a core.
 """
 
 from lab.pool.child import ChildPipe, child_entry
