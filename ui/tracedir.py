@@ -115,7 +115,7 @@ def _request(pick: tuple[str, str, int, str]) -> None:
 
 @dataclass(frozen=True)
 class _DirJob:
-    """A span's workers read at once, each sending back its rank's summary (issue 25)."""
+    """A span's workers read at once, each sending back its rank's summary."""
 
     title: str
     names: tuple[str, ...]

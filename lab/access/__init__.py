@@ -1,4 +1,4 @@
-"""Who may use a hosted lab (issue 19): attendee sign-in, the host role, per-visitor limits.
+"""Who may use a hosted lab: attendee sign-in, the host role, per-visitor limits.
 
 ``roles`` holds the pure checks (the passcode and host token in constant time, the OIDC host
 list, the ``[auth]`` setup a ``login=oidc`` host needs, failure messages worded for

@@ -27,7 +27,7 @@ def step_window(steps: pd.DataFrame, index: int, span_us: float) -> tuple[float,
     """The window (µs since the trace's start) that shows step ``index`` whole: from its start to
     ``window_end_us`` — the next step's start, and the end of all GPU work that starts before that
     (the GPU runs behind the CPU). The reveal's window and the Timeline's "Zoom to: step N" are this
-    one (issue 26: a step's window cut at the next step's start clipped its last GEMM kernel)."""
+    one (a step's window cut at the next step's start clipped its last GEMM kernel)."""
     if not len(steps):
         return 0.0, float(span_us)
     return float(steps["start_us"].iloc[index]), min(float(steps["window_end_us"].iloc[index]), float(span_us))

@@ -80,7 +80,7 @@ document.getElementById("open").addEventListener("click", () => {{
 
 # The frame is a document of its own: Streamlit's fonts (@font-face in the page's stylesheets)
 # are not in it, so the button fell back to the system's sans-serif, in another size than the
-# Download buttons beside it (issue 26). This copies the page's @font-face rules (URLs made
+# Download buttons beside it. This copies the page's @font-face rules (URLs made
 # absolute) and a Streamlit button's font, size, weight, radius and padding (same origin).
 _MATCH_PAGE_JS = r"""
 (() => {

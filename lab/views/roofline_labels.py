@@ -1,5 +1,5 @@
 """Where the roofline's words go: each point's shape label and the region names, placed so that
-no two overlap and none covers a point (issue 26: labels of near points and the region names
+no two overlap and none covers a point (labels of near points and the region names
 were drawn over each other).
 
 The chart's height is fixed (``ROOFLINE_HEIGHT_PX``) and its width is the container's, so

@@ -97,7 +97,7 @@ def _timing_metrics(run: RunResult | None, timing: dict | None) -> list[Metric]:
 def overhead_noise_pct(timing) -> float:
     """How far the overhead figure moves with run-to-run noise alone: the half-ranges of the
     profiled and the unprofiled iterations, added in quadrature, over the unprofiled median (%).
-    Identical 1024³ CPU runs gave badges from −0 % to +30 % (issue 26): this says so on the badge."""
+    Identical 1024³ CPU runs gave badges from −0 % to +30 %: this says so on the badge."""
     base = timing.unprofiled_median_us
     if base <= 0 or len(timing.unprofiled_us) < 2 or len(timing.profiled_us) < 2:
         return float("nan")

@@ -25,7 +25,7 @@ GPU_ANNOTATION_NOTE = "annotation: excluded from totals, % may exceed 100"
 CPU_ANNOTATION_NOTE = "annotation: its CPU total includes the ops inside it"
 # The Table shows a short mark in its Note column and the note whole under the table: as a
 # column of sentences it was the 16th column, scrolled out of view at 1280 px and cut in its
-# cell (issue 26). Marks are numbered in the order the rows shown use them.
+# cell. Marks are numbered in the order the rows shown use them.
 NOTE_MARK = "label"
 NOTE_FOOTNOTES = {
     GPU_ANNOTATION_NOTE: "A record_function label's GPU row: torch leaves labels out of the device totals, "
@@ -35,7 +35,7 @@ NOTE_FOOTNOTES = {
 }
 _SUPERSCRIPTS = "¹²³⁴⁵⁶⁷⁸⁹"
 # The Table's GPU kernel list (``Analysis.kernels``) as a reader names its columns: its raw field
-# names (total_us, share_pct, registers_per_thread) read like data, not a table (issue 26).
+# names (total_us, share_pct, registers_per_thread) read like data, not a table.
 KERNEL_LABELS = {
     "name": "Kernel", "cat": "Kind", "count": "Calls", "total_us": "Total (µs)", "mean_us": "Mean (µs)",
     "min_us": "Min (µs)", "max_us": "Max (µs)", "share_pct": "GPU share", "grid": "Grid", "block": "Block",
@@ -174,7 +174,7 @@ def _note_marks(notes: pd.Series) -> tuple[np.ndarray, list[str]]:
 
 
 # What the kernel list is read for, first: at 800 px with the sidebar open its grid is ~466 px
-# wide, and Total and Share (the 4th and 8th columns before) were scrolled out of view (issue 26).
+# wide, and Total and Share (the 4th and 8th columns before) were scrolled out of view.
 KERNEL_FIRST = ("Kernel", "Total (µs)", "GPU share")
 
 

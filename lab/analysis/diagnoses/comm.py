@@ -45,7 +45,7 @@ COMM_OP_PREFIXES = ("c10d::", "gloo:", "nccl:", "record_param_comms", "ProcessGr
 # half of it overlapped is a warning: HTA's overlap docs call a high comp/comm overlap desirable
 # (what does not overlap, the GPU waits for), and DDP's 25 MB gradient buckets (bucket_cap_mb)
 # exist to overlap all-reduce with backward. ≥ 30 % makes the verdict "communication-bound"
-# (issue 11's DDP trace: 55 %; the H200 corpus's 2-rank gloo DDP: 80–84 % of GPU busy time).
+# (a user's DDP trace: 55 %; the H200 corpus's 2-rank gloo DDP: 80–84 % of GPU busy time).
 COMM_WARN_PCT = 20.0
 COMM_LOW_OVERLAP_PCT = 50.0
 COMM_BOUND_PCT = 30.0

@@ -34,7 +34,7 @@ from lab.vocab import ELEMENT_BYTES, INPUT_TYPE_DTYPES
 __all__ = ["COPY_BOUND_PCT", "PAGEABLE_MIN_PCT", "PAGEABLE_WARN_PCT", "PageableCopies", "find_pageable_copies"]
 
 # Share of GPU busy time spent in pageable copies: ≥ 1 % is worth a line (info), ≥ 10 % a
-# warning, ≥ 50 % means the copies *are* the run ("copy-bound": issue 11's trace spent 226 of
+# warning, ≥ 50 % means the copies *are* the run ("copy-bound": a user's trace spent 226 of
 # 243 ms of GPU busy time, 93 %, in them) and the verdict says so.
 PAGEABLE_MIN_PCT = 1.0
 PAGEABLE_WARN_PCT = 10.0

@@ -1,4 +1,4 @@
-"""Diagnoses that name the cause (issue 11): each a pure function of a ``Trace`` returning a
+"""Diagnoses that name the cause: each a pure function of a ``Trace`` returning a
 frozen finding with its numbers, or None when the problem is absent.
 
 =========================  ==============================  =====================================

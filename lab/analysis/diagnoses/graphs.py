@@ -2,7 +2,7 @@
 
 Every kernel of a replay carries the graph launch's correlation id, so a per-kernel "launch
 delay" (kernel start − launch start) grows along the replay — 222–406 µs for kernels that
-were never individually launched (issue 11). The meaningful delay is per replay: the first
+were never individually launched. The meaningful delay is per replay: the first
 kernel's start − the cudaGraphLaunch start. ``graph_replay_rows`` names the GPU rows that
 belong to replays so per-kernel launch statistics can leave them out.
 """

@@ -26,7 +26,7 @@ from lab.vocab import OPERATOR_CATS, PROFILER_STEP_NAME, PROFILER_STEP_PREFIX
 
 __all__ = ["STEP_MIN_COVER_PCT", "StepSpans", "step_spans"]
 
-# "Cover most of the trace" (issue 11): at least half of the operator events on the thread must
+# "Cover most of the trace": at least half of the operator events on the thread must
 # start inside a step annotation's instances. Real step labels hold 92–100 % (the seed's
 # 'matmul_add' 96–98 %, gemm_fp32 97 %, the .item() loop's 'forward' 92 %: tests/data and the
 # H200 corpus); a label around one phase holds a small share or meets the phase rule above.

@@ -386,7 +386,7 @@ def typical_gemm(gemm: pd.DataFrame) -> pd.Series | None:
     ones (kernel ≥ ``GEMM_MIN_KERNEL_US``), else among all rated ones (the upper middle of an even
     count). One real row, so its rate, % of peak, intensity and shape belong together. The Summary
     card, the roofline point and the below-peak insight's caveat all quote it: three medians over
-    three populations said 42.1, 36.5 and 36.5 TFLOP/s of one sdpa_backends trace (issue 26)."""
+    three populations said 42.1, 36.5 and 36.5 TFLOP/s of one sdpa_backends trace."""
     if gemm.empty:
         return None
     rated = gemm[np.isfinite(gemm["tflops"].to_numpy(dtype=float))]
