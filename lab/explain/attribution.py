@@ -65,7 +65,7 @@ class Attribution:
     or "window" (no steps: the whole trace). ``host_lane``: the thread whose activity explains
     the GPU's idle time. ``unknown``: what this trace cannot tell (said, not guessed).
     ``sync_sources``: µs attributed to synchronisation, by the op that called the sync.
-    ``dispatch_sources``: µs of op dispatch, by the innermost op, with that op's calls.
+    ``dispatch_sources``: op dispatch by the innermost op: the median µs and calls per step.
     """
 
     steps: pd.DataFrame
@@ -74,8 +74,9 @@ class Attribution:
     has_gpu: bool
     unknown: tuple[str, ...] = ()
     sync_sources: tuple[tuple[str, float], ...] = ()
-    # Dispatch time (the host side of ops, GPU idle) by the innermost op: (name, µs, calls), largest first.
-    dispatch_sources: tuple[tuple[str, float, int], ...] = ()
+    # Dispatch time (the host side of ops, GPU idle) by the innermost op: (name, median µs per step,
+    # median calls per step), largest first.
+    dispatch_sources: tuple[tuple[str, float, float], ...] = ()
 
     @property
     def step_us(self) -> float:
@@ -168,7 +169,7 @@ def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | No
         source=source, host_lane=int(host_lane), has_gpu=bool(len(gpu_rows)),
         unknown=_unknowns(trace, gpu_rows, host_lane, has_steps=bool(len(spans))),
         sync_sources=tuple(sorted(sources.items(), key=lambda kv: -kv[1])),
-        dispatch_sources=_dispatch_sources(trace, on_host, bounds, label, ts, end, win_start[0], win_end[-1]),
+        dispatch_sources=_dispatch_sources(trace, on_host, bounds, label, ts, end, win_start, win_end),
     )
 
 
@@ -270,8 +271,10 @@ def _drained_by_sync(trace: Trace, syncs: np.ndarray, seg_lo: np.ndarray, seg_hi
 
 
 def _dispatch_sources(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, label: np.ndarray, ts: np.ndarray,
-                      end: np.ndarray, lo: float, hi: float) -> tuple[tuple[str, float, int], ...]:
-    """Dispatch time by the innermost op around it, with each op's calls inside the windows."""
+                      end: np.ndarray, win_start: np.ndarray, win_end: np.ndarray
+                      ) -> tuple[tuple[str, float, float], ...]:
+    """Dispatch time by the innermost op around it: per op, the median over the windows of its µs
+    and of its calls (a cold first step, cuBLAS's first call, does not make an op slow)."""
     ev = trace.events
     at = np.flatnonzero(label == _INDEX["dispatch"])
     if not len(at) or not len(on_host):
@@ -279,11 +282,22 @@ def _dispatch_sources(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, lab
     ops = on_host[mask_in(ev["cat"], ("cpu_op",))[on_host]]
     inner = _innermost((bounds[at] + bounds[at + 1]) / 2, ops, ts, end, ev["depth"].to_numpy())
     ok = inner >= 0
-    names = texts(ev["name"], inner[ok])
-    per = pd.Series(bounds[at + 1][ok] - bounds[at][ok]).groupby(names).sum().sort_values(ascending=False)
-    inside = ops[(ts[ops] >= lo) & (ts[ops] < hi)]
-    calls = pd.Series(texts(ev["name"], inside)).value_counts()
-    return tuple((str(n), float(us), int(calls.get(n, 0))) for n, us in per.head(10).items())
+    n_win = len(win_start)
+
+    def window_of(t: np.ndarray) -> np.ndarray:
+        w = np.searchsorted(win_start, t, side="right") - 1
+        return np.where((w >= 0) & (t < win_end[np.maximum(w, 0)]), w, -1)
+
+    seg = pd.DataFrame({"name": texts(ev["name"], inner[ok]), "w": window_of(bounds[at][ok]),
+                        "us": bounds[at + 1][ok] - bounds[at][ok]})
+    seg = seg[seg["w"] >= 0]
+    calls = pd.DataFrame({"name": texts(ev["name"], ops), "w": window_of(ts[ops])})
+    calls = calls[calls["w"] >= 0]
+    us = seg.groupby(["name", "w"])["us"].sum().unstack(fill_value=0.0).reindex(columns=range(n_win), fill_value=0.0)
+    n = calls.groupby(["name", "w"]).size().unstack(fill_value=0).reindex(columns=range(n_win), fill_value=0)
+    med_us = us.median(axis=1).sort_values(ascending=False).head(10)
+    med_calls = n.median(axis=1)
+    return tuple((str(name), float(v), float(med_calls.get(name, 0.0))) for name, v in med_us.items() if v > 0)
 
 
 def _per_window(seg_lo: np.ndarray, seg_hi: np.ndarray, label: np.ndarray, win_start: np.ndarray,

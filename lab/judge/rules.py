@@ -174,12 +174,12 @@ def optimizer_loop(ex: Explanation) -> Finding | None:
         saving_us=us, base_us=step, learn_more="https://pytorch.org/docs/stable/optim.html#algorithms")
 
 
-def _slow_host_op(ex: Explanation) -> tuple[str, float, int] | None:
-    """The op whose host side, per call, is far above dispatch cost, with its µs per step."""
-    n_steps = max(len(ex.attribution.steps), 1)
+def _slow_host_op(ex: Explanation) -> tuple[str, float, float] | None:
+    """The op whose host side, per call, is far above dispatch cost: (name, µs per step, calls
+    per step), medians over the steps."""
     for name, us, calls in ex.attribution.dispatch_sources:
         if calls and us / calls >= SLOW_HOST_OP_US:
-            return name, us / n_steps, calls
+            return name, us, calls
     return None
 
 
@@ -189,14 +189,13 @@ def slow_host_op(ex: Explanation) -> Finding | None:
     if found is None or not _material(found[1], step):
         return None
     name, us, calls = found
-    n_steps = max(len(ex.attribution.steps), 1)
-    per_call = us * n_steps / calls
+    per_call = us / calls
     return Finding(
         "slow_host_op", "dispatch", f"{name} is slow on the host",
         premise=f"one op spends ≥ {SLOW_HOST_OP_US:.0f} µs per call on the host with the GPU idle (an op's host "
                 "side is usually 5–20 µs)",
-        evidence=f"{name}: {fmt_us(per_call)} of host time per call over {calls:,} calls, {fmt_us(us)} of the "
-                 f"{fmt_us(step)} step with the GPU idle",
+        evidence=f"{name}: {fmt_us(per_call)} of host time per call, {calls:g} calls and {fmt_us(us)} of the "
+                 f"{fmt_us(step)} step with the GPU idle (medians over the steps)",
         suggestion="Find what the op does on the host (with_stack=True, or the op's children in the Timeline): "
                    "a library building a plan for each new shape (cuDNN attention with a growing length: pick "
                    "another SDPA backend or pad to a few lengths), a CPU fallback, or a copy to the host.",
