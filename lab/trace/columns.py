@@ -15,13 +15,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.trace.records import EMPTY_ARGS, FLOAT_ARGS, INT_ARGS, MEMORY_ARGS, TEXT_ARGS, Event
+from lab.trace.records import COLLECTIVE_ARGS, EMPTY_ARGS, FLOAT_ARGS, INT_ARGS, MEMORY_ARGS, TEXT_ARGS, Event
 from lab.trace.values import MAX_ABS_US, MAX_MEMORY_BYTES, id_str, short_repr
 from lab.vocab import FLOW_CAT, MEMORY_EVENT_NAME, OOM_EVENT_NAME
 
 __all__ = ["CATEGORY_PARTS", "EventParts", "FlowParts", "MemoryParts", "grouped_keys"]
 
-CATEGORY_PARTS = ("name", "cat", "pid", "tid") + TEXT_ARGS
+CATEGORY_PARTS = ("name", "cat", "pid", "tid") + TEXT_ARGS + COLLECTIVE_ARGS
+_COLL_NAME_OF = attrgetter("coll_name")
+_COLL_OF = attrgetter(*COLLECTIVE_ARGS)
 _INT_OF = attrgetter(*INT_ARGS)
 _FLOAT_OF = attrgetter(*FLOAT_ARGS)
 _TEXT_OF = attrgetter(*TEXT_ARGS)
@@ -178,6 +180,11 @@ class EventParts:
         }
         for attr, values in zip(TEXT_ARGS, zip(*map(_TEXT_OF, args))):
             part[attr] = _narrow(_text_codes(values))
+        if any(map(_COLL_NAME_OF, args)):  # a batch with collectives: their metadata
+            for attr, values in zip(COLLECTIVE_ARGS, zip(*map(_COLL_OF, args))):
+                part[attr] = _narrow(_text_codes(values))
+        else:
+            part.update({attr: (np.zeros(n, dtype=np.int8), [""]) for attr in COLLECTIVE_ARGS})
         self.parts.append(part)
         self.n += n
 

@@ -29,7 +29,7 @@ from lab.trace.flows import build_flows
 from lab.trace.lanes import Lane, lanes_for, metadata_names, trace_meta
 from lab.trace.memory import memory_frame
 from lab.trace.model import EVENT_COLUMNS, Trace, TraceError, TraceMeta
-from lab.trace.records import FLOAT_ARGS, INT_ARGS, Event
+from lab.trace.records import COLLECTIVE_ARGS, FLOAT_ARGS, INT_ARGS, Event
 from lab.trace.values import MAX_SPAN_US, id_str, relative_us
 from lab.vocab import GPU_ACTIVITY_CATS, GPU_LANE_CATS, LAUNCH_CATS
 
@@ -244,6 +244,8 @@ def _events_frame(order: np.ndarray, cats: dict, cols: dict, lane_cols: dict, so
         "input_type": category("input_type"),
         "concrete_inputs": category("concrete_inputs"),
         "copy_bytes": taken("copy_bytes"),
+        **{column: category(attr) for column, attr in zip(EVENT_COLUMNS[-len(COLLECTIVE_ARGS):], COLLECTIVE_ARGS,
+                                                          strict=True)},
     }
     sorted_cols.clear()
     return pd.DataFrame(frame, columns=list(EVENT_COLUMNS), copy=False)

@@ -31,6 +31,12 @@ input_dims             category  "[[1024, 1024], [1024, 1024]]" style text, "" i
 input_type             category  "['float', 'float']" style text, "" if none
 concrete_inputs        category  "['', '', '[1, 1]']" style text ("Concrete Inputs"), "" if none
 copy_bytes             float64   bytes of a gpu_memcpy / gpu_memset ("bytes"), NaN if none
+collective             category  a collective's "Collective name" ("allreduce", …), "" if none;
+                                 beside it, as text ("" if none): ``collective_dtype``
+                                 ("dtype"), ``in_msg_nelems``, ``out_msg_nelems``,
+                                 ``group_size``, ``process_group`` ("Process Group Name") and
+                                 ``collective_seq`` ("Seq"): record_param_comms's metadata,
+                                 on that CPU op and (Kineto) on NCCL kernels
 =====================  ========  ===========================================================
 
 ``Trace.flows`` — one row per CPU launch ↔ GPU activity pair:
@@ -71,7 +77,8 @@ EVENT_COLUMNS = (
     "name", "cat", "pid", "tid", "lane", "lane_kind", "lane_order", "ts_us", "dur_us", "depth",
     "correlation", "external_id", "device", "stream", "grid", "block", "registers_per_thread",
     "shared_memory_bytes", "blocks_per_sm", "warps_per_sm", "occupancy_pct", "input_dims",
-    "input_type", "concrete_inputs", "copy_bytes",
+    "input_type", "concrete_inputs", "copy_bytes", "collective", "collective_dtype", "in_msg_nelems",
+    "out_msg_nelems", "group_size", "process_group", "collective_seq",
 )  # fmt: skip
 
 MEMORY_COLUMNS = ("ts_us", "bytes", "addr", "total_allocated_bytes", "total_reserved_bytes", "device_type",

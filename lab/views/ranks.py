@@ -156,7 +156,12 @@ def ranks_dict(ranks: RanksAnalysis, insights: Sequence[Insight]) -> dict:
                   for i, r in enumerate(ranks.ranks)],
         "straggler": None if s is None else {
             "rank": s.rank, "late_median_us": s.late_median_us, "matched_calls": s.matched_calls,
-            "call_name": s.call_name, "per_step_deltas_us": dict(s.deltas_us), "op_deltas_us": dict(s.op_deltas_us)},
+            "call_name": s.call_name, "per_step_deltas_us": dict(s.deltas_us), "op_deltas_us": dict(s.op_deltas_us),
+            "cause": None if s.cause is None else {k: _plain(v) for k, v in vars(s.cause).items()},
+            "wait_per_step_us": _plain(s.wait_us), "others_wait_per_step_us": _plain(s.others_wait_us)},
+        "same_work": ranks.same_work, "work_note": ranks.work_note,
+        "collectives": [] if ranks.collectives is None else [
+            {k: _plain(v) for k, v in row.items()} for row in ranks.collectives.to_dict("records")],
         "insights": [vars(i) for i in insights],
         "warnings": list(ranks.warnings),
     }

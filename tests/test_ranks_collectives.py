@@ -1,0 +1,249 @@
+"""Collectives matched across ranks (lab.analysis.ranks.collectives) and the straggler's cause.
+
+Hand-made NCCL jobs, one per collective kind, carry Kineto's collective args on their kernels;
+the expected skew, waits, transfer, size, algbw and busbw are computed here from the events and
+from NCCL's formulas (nccl-tests doc/PERFORMANCE.md), written out again in this file.
+
+The real recordings (tests/data/ranks/gloo_straggler_{2,4}: scripts/record_gloo_straggler.py,
+DDP over gloo on this host's CPUs, one rank sleeping in ``load_batch``) are read from their raw
+JSON with plain loops: the gloo:all_reduce ranges on the job's clock, the ops by shape.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lab.analysis import analyze, analyze_ranks, rank_insights
+from lab.analysis.ranks.insights import IMBALANCE_TITLE, STRAGGLER_TITLE
+from lab.trace import load_trace
+from tests import tracebuild as tb
+
+ROOT = Path(__file__).resolve().parents[1]
+JOBS = ROOT / "tests" / "data" / "ranks"
+PLANT_TOLERANCE = 0.15  # the others' waits equal the planted sleep within 15 %
+
+# NCCL's bus bandwidth factors, from nccl-tests doc/PERFORMANCE.md, and the bytes of Kineto's dtypes.
+BUS = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
+       "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
+       "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0}
+DTYPE_BYTES = {"Float": 4, "BFloat16": 2, "Half": 2}
+KERNELS = {"allreduce": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "allgather": "ncclDevKernel_AllGather_RING_LL",
+           "reduce_scatter": "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL",
+           "all_to_all": "ncclDevKernel_SendRecv", "broadcast": "ncclDevKernel_Broadcast_RING_LL",
+           "reduce": "ncclDevKernel_Reduce_Sum_f32_RING_LL"}
+
+
+def nccl_kernel(kind: str, ts: float, dur: float, corr: int, *, seq: int | None, n: int, nelems: tuple[int, int],
+                dtype: str = "Float", group: str = "0") -> dict:
+    e = tb.kernel(KERNELS[kind], ts, dur, corr)
+    e["args"].update({"Collective name": kind, "dtype": dtype, "In msg nelems": nelems[0],
+                      "Out msg nelems": nelems[1], "Group size": n, "Process Group Name": group,
+                      "Process Group Ranks": str(list(range(n)))})
+    if seq is not None:
+        e["args"]["Seq"] = seq
+    return e
+
+
+def job(per_rank_events: list[list[dict]]) -> list[dict]:
+    docs = []
+    for rank, events in enumerate(per_rank_events):
+        doc = tb.document([tb.annotation("ProfilerStep#1", 0, 20_000), *events])
+        doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": len(per_rank_events)}
+        doc["baseTimeNanoseconds"] = 1_700_000_000_000_000_000
+        docs.append(doc)
+    return docs
+
+
+def ranks_of(docs: list[dict]):
+    traces = [load_trace(json.dumps(d).encode()) for d in docs]
+    return analyze_ranks(traces, [f"rank{r}.json" for r in range(len(docs))])
+
+
+def kernel_times(doc: dict) -> list[tuple[float, float, dict]]:
+    return sorted((e["ts"], e["ts"] + e["dur"], e["args"]) for e in doc["traceEvents"]
+                  if e.get("cat") == "kernel" and "Collective name" in e.get("args", {}))
+
+
+# Per kind: (in nelems, out nelems) as torch records them for 4 ranks (all_gather: out = n × in;
+# reduce_scatter: in = n × out), and the dtype.
+SHAPES = {"allreduce": ((1 << 20, 1 << 20), "Float"), "allgather": ((1 << 18, 1 << 20), "BFloat16"),
+          "reduce_scatter": ((1 << 20, 1 << 18), "BFloat16"), "all_to_all": ((1 << 20, 1 << 20), "Float"),
+          "broadcast": ((1 << 19, 1 << 19), "Half"), "reduce": ((1 << 19, 1 << 19), "Float")}
+
+
+@pytest.mark.parametrize("kind", list(SHAPES))
+def test_each_collective_kind_gets_skew_waits_transfer_size_and_nccls_bandwidths(kind):
+    n = 4
+    nelems, dtype = SHAPES[kind]
+    starts = [(100.0, 900.0), (340.0, 1_000.0), (120.0, 1_500.0), (200.0, 950.0)]  # (1st, 2nd) start per rank
+    ends = [(1_300.0, 2_000.0), (1_320.0, 2_050.0), (1_310.0, 2_600.0), (1_305.0, 2_020.0)]
+    docs = job([[nccl_kernel(kind, s, e - s, 10 + k, seq=k + 1, n=n, nelems=nelems, dtype=dtype)
+                 for k, (s, e) in enumerate(zip(starts[r], ends[r], strict=True))] for r in range(n)])
+    ranks = ranks_of(docs)
+    table = ranks.collectives
+    assert table is not None and len(table) == 2
+    for k in range(2):
+        got = table.iloc[k]
+        s = [kernel_times(d)[k][0] for d in docs]
+        e = [kernel_times(d)[k][1] for d in docs]
+        last = max(s)
+        transfer = statistics.median(max(0.0, x - last) for x in e)
+        size = max(nelems) * DTYPE_BYTES[dtype]
+        algbw = size / transfer / 1e3  # bytes per µs → GB/s
+        assert got["start_skew_us"] == pytest.approx(last - min(s))
+        assert got["transfer_us"] == pytest.approx(transfer)
+        assert got["size_bytes"] == size
+        assert got["algbw_gbs"] == pytest.approx(algbw)
+        assert got["busbw_gbs"] == pytest.approx(algbw * BUS[kind](n))
+        assert got["last_rank"] == s.index(last) and got["first_rank"] == s.index(min(s))
+        waits = ranks.waits[ranks.waits["collective"] == got["collective"]].set_index("rank")["wait_us"]
+        assert waits.to_dict() == pytest.approx({r: last - s[r] for r in range(n)})
+    for r, row in enumerate(ranks.ranks):  # the rank's wait: summed over its collectives
+        s = [t[0] for t in kernel_times(docs[r])]
+        lasts = [max(kernel_times(d)[k][0] for d in docs) for k in range(2)]
+        assert row.comm_wait_us == pytest.approx(sum(x - y for x, y in zip(lasts, s, strict=True)))
+
+
+def test_sequence_numbers_match_collectives_that_order_would_mismatch():
+    """Rank 1's profile missed the first collective: by order its first would meet the others'
+    first; by Seq it meets their second."""
+    n = 3
+
+    def ar(ts, seq, corr):
+        return nccl_kernel("allreduce", ts, 200, corr, seq=seq, n=n, nelems=(1024, 1024))
+
+    docs = job([[ar(100, 1, 1), ar(1_000, 2, 2)], [ar(1_050, 2, 2)], [ar(130, 1, 1), ar(1_010, 2, 2)]])
+    ranks = ranks_of(docs)
+    table = ranks.collectives
+    assert list(table["seq"].astype(float)) == [1.0, 2.0]
+    assert list(table["ranks"]) == [2, 3]
+    assert table.iloc[1]["start_skew_us"] == pytest.approx(1_050 - 1_000)
+    assert table.iloc[1]["last_rank"] == 1
+
+
+def test_without_sequence_numbers_collectives_match_by_order_within_each_process_group():
+    """Two groups whose collectives interleave differently on each rank: matched per group."""
+    def ar(ts, group, corr):
+        return nccl_kernel("allreduce", ts, 100, corr, seq=None, n=2, nelems=(256, 256), group=group)
+
+    docs = job([[ar(100, "tp", 1), ar(300, "dp", 2), ar(500, "tp", 3)],
+                [ar(150, "dp", 1), ar(320, "tp", 2), ar(600, "tp", 3)]])
+    table = ranks_of(docs).collectives.set_index(["group", "start_us"]).sort_index()
+    by_group = {g: list(t["start_skew_us"]) for g, t in table.groupby(level="group")}
+    assert by_group["tp"] == pytest.approx([320 - 100, 600 - 500])
+    assert by_group["dp"] == pytest.approx([300 - 150])
+
+
+# ---------------------------------------------------------------- real gloo recordings
+
+
+def recording(name: str) -> tuple[dict, list[dict]]:
+    folder = JOBS / name
+    facts = json.loads((folder / "facts.json").read_text())
+    docs = [json.loads(gzip.decompress(p.read_bytes())) for p in sorted(folder.glob("rank*.pt.trace.json.gz"))]
+    return facts, sorted(docs, key=lambda d: d["distributedInfo"]["rank"])
+
+
+def steps_of(doc: dict) -> list[tuple[float, float]]:
+    steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"]
+                   if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#"))
+    return [(s, steps[i + 1][0] if i + 1 < len(steps) else e) for i, (s, e) in enumerate(steps)]
+
+
+def clock(doc: dict, ts: float) -> float:
+    return doc["baseTimeNanoseconds"] / 1e3 + ts
+
+
+def brute_waits(docs: list[dict]) -> list[float]:
+    """Per rank, its wait per step: the i-th gloo:all_reduce of every rank is one collective."""
+    calls = [sorted(clock(d, e["ts"]) for e in d["traceEvents"] if e.get("name") == "gloo:all_reduce") for d in docs]
+    n = min(map(len, calls))
+    total = [0.0] * len(docs)
+    for k in range(n):
+        last = max(c[k] for c in calls)
+        for r, c in enumerate(calls):
+            (s0, _), (_, s1) = steps_of(docs[r])[0], steps_of(docs[r])[-1]
+            if clock(docs[r], s0) <= c[k] < clock(docs[r], s1):
+                total[r] += last - c[k]
+    return [t / len(steps_of(d)) for t, d in zip(total, docs, strict=True)]
+
+
+def brute_work(doc: dict) -> Counter:
+    (s0, _), (_, s1) = steps_of(doc)[0], steps_of(doc)[-1]
+    return Counter((e["name"], json.dumps(e.get("args", {}).get("Input Dims"))) for e in doc["traceEvents"]
+                   if e.get("cat") == "cpu_op" and s0 <= e["ts"] < s1)
+
+
+@pytest.fixture(scope="module", params=["gloo_straggler_2", "gloo_straggler_4"])
+def real(request):
+    facts, docs = recording(request.param)
+    folder = JOBS / request.param
+    paths = sorted(folder.glob("rank*.pt.trace.json.gz"))
+    traces = [load_trace(p) for p in paths]
+    ranks = analyze_ranks(traces, [p.name for p in paths], analyses=[analyze(t) for t in traces])
+    return facts, docs, ranks, rank_insights(ranks)
+
+
+def test_real_recordings_name_the_straggler_by_its_planted_cause(real):
+    facts, docs, ranks, insights = real
+    plant_us = facts["sleep_ms"] * 1e3
+    s = ranks.straggler
+    assert s is not None and s.rank == facts["straggler"]
+    assert s.cause is not None and s.cause.name == facts["range"] and s.cause.precedes == "its forward"
+    # The range's own time per step, from the JSON: the straggler's load_batch holds the sleep.
+    me = docs[s.rank]
+    (s0, _), (_, s1) = steps_of(me)[0], steps_of(me)[-1]
+    mine = sum(e["dur"] for e in me["traceEvents"] if e.get("name") == facts["range"] and s0 <= e["ts"] < s1)
+    assert s.cause.mine_us == pytest.approx(mine / len(steps_of(me)))
+    assert abs(s.cause.extra_us - plant_us) <= PLANT_TOLERANCE * plant_us
+    (hit,) = [i for i in insights if i.title == STRAGGLER_TITLE]
+    assert hit.evidence.startswith(f"Rank {s.rank} spends ") and "'load_batch' before its forward" in hit.evidence
+
+
+def test_real_recordings_waits_the_straggler_none_the_others_the_plant(real):
+    facts, docs, ranks, _ = real
+    plant_us = facts["sleep_ms"] * 1e3
+    expected = brute_waits(docs)
+    for r, row in enumerate(ranks.ranks):
+        assert row.comm_wait_us / row.steps == pytest.approx(expected[r], rel=1e-6, abs=1.0)
+        if r == facts["straggler"]:
+            assert expected[r] < 0.05 * plant_us
+        else:
+            assert abs(expected[r] - plant_us) <= PLANT_TOLERANCE * plant_us, (r, expected[r])
+
+
+def test_real_recordings_equal_work_is_never_called_an_imbalance(real):
+    _, docs, ranks, insights = real
+    works = [brute_work(d) for d in docs]
+    assert all(w == works[0] for w in works)  # the premise, from the JSON: same ops, same shapes
+    assert ranks.same_work is True
+    assert IMBALANCE_TITLE not in {i.title for i in insights}
+
+
+def test_real_recordings_all_reduce_size_is_the_models_gradients(real):
+    facts, docs, ranks, _ = real
+    dims = {json.dumps(e["args"]["Input Dims"]) for d in docs for e in d["traceEvents"]
+            if e.get("name") == "gloo:all_reduce"}
+    (only,) = dims
+    (elements,) = json.loads(only)[0]
+    assert set(ranks.collectives["size_bytes"]) == {elements * 4}  # float32 gradients in one bucket
+    n = facts["ranks"]
+    assert (ranks.collectives["busbw_gbs"] == ranks.collectives["algbw_gbs"] * 2 * (n - 1) / n).all()
+
+
+def test_cli_reads_a_recorded_job_directory_and_names_the_cause():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROFILER_LAB_")} | {"KINETO_LOG_LEVEL": "6"}
+    proc = subprocess.run([sys.executable, "-m", "lab", "ranks", str(JOBS / "gloo_straggler_4")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "skipped 1 file that is not a trace: facts.json" in proc.stderr
+    assert "Rank 2 spends " in proc.stdout and "'load_batch' before its forward" in proc.stdout
