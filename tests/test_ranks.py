@@ -23,6 +23,7 @@ from lab.analysis.ranks.insights import IMBALANCE_TITLE, LOW_OVERLAP_TITLE, SCHE
 from lab.analysis.ranks.job import rank_from_name
 from lab.trace import load_trace
 from lab.views import build_ranks_timeline, rank_table
+from lab.views.ranks_tables import table_headers
 from tests import tracebuild as tb
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -322,8 +323,9 @@ def test_stacked_timeline_puts_each_rank_on_the_jobs_clock(job):
 
 def test_rank_table_and_cli(job, tmp_path):
     table = rank_table(job["cpu"][2])
-    assert list(table["rank"]) == [0, 1] and table["comm_ms"].gt(0).all()
-    assert "gpu_busy_ms" not in table and rank_table(job["cuda"][2])["gpu_busy_ms"].gt(0).all()
+    h = table_headers(True)
+    assert list(table[h["rank"]]) == [0, 1] and table[h["comm"]].gt(0).all()
+    assert h["gpu_busy"] not in table and rank_table(job["cuda"][2])[h["gpu_busy"]].gt(0).all()
     out = subprocess.run([sys.executable, "-m", "lab", "ranks", "--json", *map(str, paths("cpu"))],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
@@ -381,8 +383,9 @@ def test_gloo_comm_and_compute_are_the_work_launched_in_the_steps(job, kind):
             compute = cpu_compute(doc, started=lambda e, d=doc: in_steps(d, e["ts"]))
         assert row.compute_us == pytest.approx(total(compute), rel=1e-9, abs=0.01) and row.compute_us > 0
         assert row.comm_us >= row.comm_in_window_us - 0.01
-    table = rank_table(ranks)
-    assert table["comm_in_window_ms"].tolist() == pytest.approx([r.comm_in_window_us / 1000 for r in ranks.ranks])
+    table = rank_table(ranks)  # per step: each rank's total over its steps ÷ its steps
+    assert table[table_headers(True)["comm_in_window"]].tolist() == pytest.approx(
+        [r.comm_in_window_us / r.steps / 1000 for r in ranks.ranks])
 
 
 def nccl_job(n_steps: int = 2, *, tail_us: float = 900.0) -> list[dict]:

@@ -247,3 +247,53 @@ def test_cli_reads_a_recorded_job_directory_and_names_the_cause():
     assert proc.returncode == 0, proc.stderr
     assert "skipped 1 file that is not a trace: facts.json" in proc.stderr
     assert "Rank 2 spends " in proc.stdout and "'load_batch' before its forward" in proc.stdout
+
+
+# ---------------------------------------------------------------- the view: per step, in words, every lane
+
+
+def test_rank_table_is_per_step_in_words_with_waits_and_transfers(real):
+    from lab.views import rank_table
+    from lab.views.ranks_tables import table_headers
+
+    _, docs, ranks, _ = real
+    table = rank_table(ranks)
+    h = table_headers(True)
+    assert not any("_" in c for c in table.columns)
+    expected = brute_waits(docs)
+    assert table[h["wait"]].tolist() == pytest.approx([w / 1e3 for w in expected], abs=1e-3)
+    for row, (_, got) in zip(ranks.ranks, table.iterrows(), strict=True):
+        assert got[h["compute"]] == pytest.approx(row.compute_us / row.steps / 1e3)
+        assert got[h["idle"]] == pytest.approx(row.idle_us / row.steps / 1e3)
+        assert got[h["compute"]] < got[h["step"]] * 1.01  # per step, so never above the step itself
+
+
+def test_an_open_jobs_summary_leads_with_the_straggler_and_its_cause(real):
+    from lab.views import job_summary
+
+    facts, _, ranks, insights = real
+    job = job_summary(ranks, insights)
+    assert job.headline.startswith(f"{facts['ranks']} ranks of a world of {facts['ranks']} over gloo")
+    assert job.straggler.startswith(f"Straggler: rank {facts['straggler']} spends ")
+    assert "'load_batch' before its forward" in job.straggler
+    assert job.top_insight is not None and job.top_insight.title == STRAGGLER_TITLE
+    assert "all_reduce" in job.collectives and "busbw" in job.collectives
+
+
+def test_stacked_timeline_labels_every_lane(real):
+    import math
+
+    from lab.views import build_ranks_timeline, timeline_chart
+    from lab.views.timeline_chart import LANE_LABEL_MIN_PX
+
+    _, _, ranks, _ = real
+    traces = [load_trace(p) for p in sorted((JOBS / f"gloo_straggler_{len(ranks.ranks)}").glob("rank*.gz"))]
+    data = build_ranks_timeline(traces, ranks)
+    spec = timeline_chart(data).to_dict()
+    axis = spec["layer"][0]["encoding"]["y"]["axis"]
+    assert axis["labelOverlap"] is False  # Vega-Lite would hide every other label
+    assert len(axis["values"]) == len(data.lanes) == len(data.lane_rows)
+    assert all(json.dumps(lane)[1:-1] in axis["labelExpr"] for lane in data.lanes)
+    rows = sum(n for _, _, n in data.lane_rows)
+    thinnest = min(n for _, _, n in data.lane_rows)
+    assert math.floor(spec["height"] / rows * thinnest) >= LANE_LABEL_MIN_PX  # room for each label

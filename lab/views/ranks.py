@@ -26,19 +26,13 @@ from lab.views.timeline import DEFAULT_MAX_MARKS, DEFAULT_WIDTH_PX, TimelineData
 from lab.views.timeline_lod import empty_marks
 
 __all__ = [
-    "LANE_ORDER_STRIDE", "RANK_TABLE_COLUMNS", "TEXT_SORTS", "build_ranks_timeline", "rank_lane", "rank_table",
+    "LANE_ORDER_STRIDE", "TEXT_SORTS", "build_ranks_timeline", "rank_lane",
     "ranks_dict", "ranks_span_us", "ranks_text",
 ]  # fmt: skip
 
 # lane_order of rank r's lanes = r × this + the lane's own order: rank 0's lanes first, and no
 # trace has a million lanes.
 LANE_ORDER_STRIDE = 1_000_000
-_MS = 1e-3
-RANK_TABLE_COLUMNS = (
-    "rank", "steps", "step_ms", "gpu_busy_ms", "compute_ms", "comm_ms", "comm_in_window_ms", "overlap_ms",
-    "overlap_pct", "idle_ms",
-    "launch_delay_us", "collective_calls", "comm_source", "name",
-)
 
 
 def rank_lane(rank: int, lane: str) -> str:
@@ -118,24 +112,6 @@ def build_ranks_timeline(traces: Sequence[Trace], ranks: RanksAnalysis, *, start
                              for i in range(n) for lane in parts[i].profiler_lanes),
         hidden_profiler_events=sum(d.hidden_profiler_events for d in datas),
     )
-
-
-def rank_table(ranks: RanksAnalysis) -> pd.DataFrame:
-    """The per-rank table as the page shows it (ms, %, µs for launch delays; without the GPU
-    columns when no rank has a GPU)."""
-    rows = []
-    for r in ranks.ranks:
-        rows.append({
-            "rank": r.rank, "steps": r.steps, "step_ms": r.step_us * _MS, "gpu_busy_ms": r.gpu_busy_us * _MS,
-            "compute_ms": r.compute_us * _MS, "comm_ms": r.comm_us * _MS,
-            "comm_in_window_ms": r.comm_in_window_us * _MS, "overlap_ms": r.overlap_us * _MS,
-            "overlap_pct": r.overlap_pct, "idle_ms": r.idle_us * _MS, "launch_delay_us": r.launch_delay_us,
-            "collective_calls": r.collective_calls, "comm_source": r.comm_source, "name": r.name,
-        })
-    table = pd.DataFrame(rows, columns=list(RANK_TABLE_COLUMNS))
-    if not table["gpu_busy_ms"].any() and table["launch_delay_us"].isna().all():
-        table = table.drop(columns=["gpu_busy_ms", "launch_delay_us"])  # a CPU-only job: no GPU to show
-    return table
 
 
 def _plain(value):
