@@ -297,3 +297,24 @@ def test_stacked_timeline_labels_every_lane(real):
     rows = sum(n for _, _, n in data.lane_rows)
     thinnest = min(n for _, _, n in data.lane_rows)
     assert math.floor(spec["height"] / rows * thinnest) >= LANE_LABEL_MIN_PX  # room for each label
+
+
+def test_host_ranges_borrow_record_param_comms_args_in_order():
+    """gloo's ranges carry no collective args; the rank's record_param_comms ops do (torch's
+    metadata): matched in order, their Seq, group and size go to the ranges."""
+    from lab.analysis.ranks.collectives import rank_collectives
+
+    events, doc_args = [], []
+    for k, ts in enumerate((100.0, 900.0)):
+        args = {"Collective name": "allreduce", "dtype": "BFloat16", "In msg nelems": 1000 * (k + 1),
+                "Out msg nelems": 1000 * (k + 1), "Group size": 2, "Process Group Name": "7", "Seq": 40 + k}
+        doc_args.append(args)
+        events += [tb.op("record_param_comms", ts, 5, **args), tb.annotation("gloo:all_reduce", ts + 10, 300)]
+    trace = load_trace(json.dumps(tb.document([tb.annotation("ProfilerStep#1", 0, 2_000), *events])).encode())
+    rows = trace.collective_args
+    assert set(trace.events["name"].take(rows["row"]).astype(str)) == {"record_param_comms"}
+    got = rank_collectives(trace)
+    assert list(got["seq"]) == [a["Seq"] for a in doc_args] and set(got["group"]) == {"7"}
+    assert list(got["size_bytes"]) == [a["In msg nelems"] * 2 for a in doc_args]  # bf16: 2 bytes
+    first = 0.0  # the ProfilerStep's start: the trace's first event, where ts_us counts from
+    assert list(got["start_us"]) == [e["ts"] - first for e in events if e["name"] == "gloo:all_reduce"]

@@ -174,9 +174,7 @@ def test_columns_and_dtypes_follow_the_contract(real):
         "registers_per_thread": "float64", "shared_memory_bytes": "float64",
         "blocks_per_sm": "float64", "warps_per_sm": "float64", "occupancy_pct": "float64",
         "input_dims": "category", "input_type": "category", "concrete_inputs": "category",
-        "copy_bytes": "float64", "collective": "category", "collective_dtype": "category",
-        "in_msg_nelems": "category", "out_msg_nelems": "category", "group_size": "category",
-        "process_group": "category", "collective_seq": "category",
+        "copy_bytes": "float64",
     }  # fmt: skip
     assert {c: str(t) for c, t in ev.dtypes.items()} == expected
     assert list(tr.flows.columns) == ["correlation", "launch_row", "gpu_row", "delay_us"]

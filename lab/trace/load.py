@@ -28,7 +28,7 @@ from lab.trace.decode import Source, decode, read_json_bytes, too_deep
 from lab.trace.flows import build_flows
 from lab.trace.lanes import Lane, lanes_for, metadata_names, trace_meta
 from lab.trace.memory import memory_frame
-from lab.trace.model import EVENT_COLUMNS, Trace, TraceError, TraceMeta
+from lab.trace.model import COLLECTIVE_ARG_COLUMNS, EVENT_COLUMNS, Trace, TraceError, TraceMeta
 from lab.trace.records import COLLECTIVE_ARGS, FLOAT_ARGS, INT_ARGS, Event
 from lab.trace.values import MAX_SPAN_US, id_str, relative_us
 from lab.vocab import GPU_ACTIVITY_CATS, GPU_LANE_CATS, LAUNCH_CATS
@@ -119,13 +119,15 @@ def _build(src: Source, source_bytes: int) -> Trace:
         "correlation": sorted_cols["correlation"],
     }  # fmt: skip
     del cat_codes, cat_uniques
+    collective_args = _collective_frame(order, cats)  # pops the collective args' codes
     events = _events_frame(order, cats, cols, lane_cols, sorted_cols, lanes)  # empties the four dicts
     del cats, cols, lane_cols, sorted_cols
     by_key = {(ln.pid, ln.tid): ln for ln in lanes}
     flow_frame, flow_skipped = build_flows(flow_cols, flow_parts.columns(), start_ts, by_key)
     meta = trace_meta(src.top, names_meta, start_ts, span_us)
     return Trace(events=events, flows=flow_frame, meta=meta, skipped_events=skipped + flow_skipped,
-                 source_bytes=source_bytes, memory=memory_frame(memory_parts.columns(), start_ts, by_key),
+                 source_bytes=source_bytes, collective_args=collective_args,
+                 memory=memory_frame(memory_parts.columns(), start_ts, by_key),
                  out_of_memory=memory_frame(memory_parts.columns(out_of_memory=True), start_ts, by_key))
 
 
@@ -203,6 +205,19 @@ def _assign_lanes(cats: dict, cols: dict, names_meta: dict) -> tuple[list[Lane],
     return lanes, out
 
 
+def _collective_frame(order: np.ndarray, cats: dict) -> pd.DataFrame:
+    """``Trace.collective_args``: the events that carry a "Collective name" (their rows in
+    ``events``, i.e. after the sort ``order``) and their collective args as text."""
+    codes = {attr: cats.pop(attr) for attr in COLLECTIVE_ARGS}
+    name_codes = codes["coll_name"][0][order]
+    rows = np.flatnonzero(name_codes > 0)  # code 0: the arg is absent
+    out = {"row": rows.astype(np.int64)}
+    for column, attr in zip(COLLECTIVE_ARG_COLUMNS, COLLECTIVE_ARGS, strict=True):
+        c, uniques = codes[attr]
+        out[column] = np.asarray(uniques, dtype=object)[c[order][rows]] if len(rows) else np.array([], dtype=object)
+    return pd.DataFrame(out, columns=["row", *COLLECTIVE_ARG_COLUMNS])
+
+
 def _events_frame(order: np.ndarray, cats: dict, cols: dict, lane_cols: dict, sorted_cols: dict,
                   lanes: list[Lane]) -> pd.DataFrame:
     """``Trace.events``: every column in ``order`` (the sort by lane, start, longer first).
@@ -244,8 +259,6 @@ def _events_frame(order: np.ndarray, cats: dict, cols: dict, lane_cols: dict, so
         "input_type": category("input_type"),
         "concrete_inputs": category("concrete_inputs"),
         "copy_bytes": taken("copy_bytes"),
-        **{column: category(attr) for column, attr in zip(EVENT_COLUMNS[-len(COLLECTIVE_ARGS):], COLLECTIVE_ARGS,
-                                                          strict=True)},
     }
     sorted_cols.clear()
     return pd.DataFrame(frame, columns=list(EVENT_COLUMNS), copy=False)

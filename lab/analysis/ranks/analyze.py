@@ -150,24 +150,27 @@ def _straggler(rows: list[RankRow], times: list[RankSummary], offsets: list[floa
                      others_wait_us=float(np.median(others_wait)) if others_wait else float("nan"))
 
 
-def _per_step_map(row: RankRow, values: pd.Series) -> dict[str, float]:
-    return {str(name): _per_step(row, float(v)) for name, v in values.items()}
+def _per_step_map(row: RankRow, names, values) -> dict[str, float]:
+    scale = 1.0 / row.steps if row.steps else 1.0
+    return {str(n): float(v) * scale for n, v in zip(names, values, strict=True)}
 
 
 def _cause(rows: list[RankRow], times: list[RankSummary], k: int, late_us: float) -> Cause | None:
     """Rank ``k``'s labelled range (else op) that outgrew the other ranks' median, per step."""
     others = [i for i in range(len(rows)) if i != k]
-    ranges = [t.ranges.set_index("name") if len(t.ranges) else None for t in times]
-    mine_ranges = ranges[k]
-    if mine_ranges is not None:
+    mine = times[k].ranges
+    if len(mine):
         found = straggler_cause(
-            _per_step_map(rows[k], mine_ranges["total_us"]),
-            [_per_step_map(rows[i], r["total_us"]) if (r := ranges[i]) is not None else {} for i in others],
-            late_us=late_us, precedes=mine_ranges["precedes"].astype(str).to_dict())
+            _per_step_map(rows[k], mine["name"], mine["total_us"]),
+            [_per_step_map(rows[i], times[i].ranges["name"], times[i].ranges["total_us"])
+             if len(times[i].ranges) else {} for i in others],
+            late_us=late_us, precedes=dict(zip(mine["name"].astype(str), mine["precedes"].astype(str), strict=True)))
         if found is not None:
             return found
-    return straggler_cause(_per_step_map(rows[k], times[k].op_totals_us),
-                           [_per_step_map(rows[i], times[i].op_totals_us) for i in others], late_us=late_us, kind="op")
+    return straggler_cause(
+        _per_step_map(rows[k], times[k].op_totals_us.index, times[k].op_totals_us.to_numpy()),
+        [_per_step_map(rows[i], times[i].op_totals_us.index, times[i].op_totals_us.to_numpy()) for i in others],
+        late_us=late_us, kind="op")
 
 
 def _with_collectives(rows: list[RankRow], times: list[RankSummary],
@@ -179,11 +182,10 @@ def _with_collectives(rows: list[RankRow], times: list[RankSummary],
     table, waits = match_collectives(frames, [r.rank for r in rows], offsets)
     if not len(table):
         return rows, None, None
-    out = []
-    for r in rows:
-        mine = waits[(waits["rank"] == r.rank) & waits["in_window"]]
-        out.append(replace(r, comm_wait_us=float(mine["wait_us"].sum()),
-                           comm_transfer_us=float(mine["transfer_us"].sum())))
+    sums = waits[waits["in_window"].astype(bool)].groupby("rank")[["wait_us", "transfer_us"]].sum()
+    wait, transfer = sums["wait_us"].to_dict(), sums["transfer_us"].to_dict()
+    out = [replace(r, comm_wait_us=float(wait.get(r.rank, 0.0)), comm_transfer_us=float(transfer.get(r.rank, 0.0)))
+           for r in rows]
     return out, table, waits
 
 

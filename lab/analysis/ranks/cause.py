@@ -107,18 +107,22 @@ def rank_ranges(trace: Trace, spans: StepSpans, comm_starts_us: np.ndarray) -> p
 
 
 def rank_work(trace: Trace, spans: StepSpans) -> pd.Series:
-    """The rank's work in its steps: (op name | input shapes) and (kernel name) → count."""
+    """The rank's work in its steps: "op name | input shapes" and kernel names → count (by
+    categorical codes: the names are made for the distinct pairs only)."""
     ev = trace.events
     is_op = mask_in(ev["cat"], ("cpu_op",))
-    is_kernel = mask_in(ev["cat"], ("kernel",))
     ts = ev["ts_us"].to_numpy(dtype=float)
-    rows = np.flatnonzero(is_op | is_kernel)
+    rows = np.flatnonzero(is_op | mask_in(ev["cat"], ("kernel",)))
     if len(spans):
         rows = rows[(ts[rows] >= spans.start_us[0]) & (ts[rows] < spans.period_end_us[-1])]
-    names = ev["name"].astype(str).to_numpy()[rows]
-    dims = ev["input_dims"].astype(str).to_numpy()[rows]
-    keys = np.where(is_op[rows], np.char.add(np.char.add(names.astype(str), " | "), dims.astype(str)), names)
-    return pd.Series(keys).value_counts().sort_index()
+    names, dims = ev["name"].cat, ev["input_dims"].cat
+    width = len(dims.categories) + 1
+    pair = names.codes.to_numpy()[rows].astype(np.int64) * width + np.where(
+        is_op[rows], dims.codes.to_numpy()[rows].astype(np.int64) + 1, 0)
+    uniq, counts = np.unique(pair, return_counts=True)
+    keys = [str(names.categories[u // width]) + (f" | {dims.categories[u % width - 1]}" if u % width else "")
+            for u in uniq.tolist()]
+    return pd.Series(counts, index=keys, dtype="int64").sort_index()
 
 
 def same_work(works: Sequence[pd.Series], ranks: Sequence[int]) -> tuple[bool, str]:

@@ -94,10 +94,10 @@ def element_bytes(dtype: str) -> float:
     return float(size) if size else float("nan")
 
 
-def _number(text: str) -> float:
+def _number(text) -> float:
     try:
-        return float(text)
-    except ValueError:
+        return float(text) if text != "" else float("nan")
+    except (TypeError, ValueError):
         return float("nan")
 
 
@@ -134,42 +134,61 @@ def _timing_rows(trace: Trace) -> np.ndarray:
         mask = cpu & mask_where(ev["name"], lambda n, p=prefix: n.startswith(p))
         found = np.flatnonzero(mask)
         if len(found):
-            outer = found[ancestor_in(parents(trace), mask, found) < 0]
+            outer = found[ancestor_in(parents(trace), mask, found) < 0] if _nested(trace, found) else found
             return outer[np.argsort(ts[outer], kind="stable")]
     return np.array([], dtype=np.int64)
 
 
+def _nested(trace: Trace, rows: np.ndarray) -> bool:
+    """Whether any of ``rows`` starts inside another on its lane (events are sorted by lane, then start)."""
+    ev = trace.events
+    lane, ts = ev["lane_order"].to_numpy()[rows], ev["ts_us"].to_numpy()[rows]
+    end = ts + ev["dur_us"].to_numpy()[rows]
+    return bool(((lane[1:] == lane[:-1]) & (ts[1:] < np.maximum.accumulate(end)[:-1])).any())
+
+
 def _meta_rows(trace: Trace, timing: np.ndarray) -> np.ndarray:
-    """For each timing row, the row whose collective args describe it: its own when it has them,
-    else the rank's record_param_comms ops in order (when both count the same), else -1."""
-    coll = trace.events["collective"].astype(str).to_numpy()
-    if len(timing) and (coll[timing] != "").all():
+    """For each timing row, the row whose collective args describe it (``Trace.collective_args``):
+    its own when it has them, else the rank's record_param_comms ops in order (when both count
+    the same), else -1."""
+    described = trace.collective_args["row"].to_numpy(dtype=np.int64)
+    if not len(described):
+        return np.full(len(timing), -1)
+    if len(timing) and np.isin(timing, described).all():
         return timing
-    described = np.flatnonzero((coll != "") & mask_where(trace.events["name"], lambda n: n == "record_param_comms"))
+    names = trace.events["name"].take(described).astype(str).to_numpy()
+    described = described[names == "record_param_comms"]
     if len(described) == len(timing):
         return described[np.argsort(trace.events["ts_us"].to_numpy()[described], kind="stable")]
     return np.full(len(timing), -1)
 
 
+def _meta(trace: Trace, m: int) -> tuple[str, str, float, float, float]:
+    """(kind, process group, Seq, size in bytes, group size) from the collective args of row ``m``."""
+    args = trace.collective_args
+    a = args.iloc[int(np.flatnonzero(args["row"].to_numpy() == m)[0])]
+    elements = np.nanmax([_number(a["in_msg_nelems"]), _number(a["out_msg_nelems"]), -1.0])
+    size = elements * element_bytes(str(a["collective_dtype"])) if elements >= 0 else float("nan")
+    return (collective_kind(str(a["collective"])), str(a["process_group"]), _number(a["collective_seq"]), size,
+            _number(a["group_size"]))
+
+
 def rank_collectives(trace: Trace) -> pd.DataFrame:
     """One row per collective this rank took part in (``RANK_COLLECTIVE_COLUMNS``; own clock, µs)."""
     timing = _timing_rows(trace)
+    if not len(timing):
+        return pd.DataFrame(columns=list(RANK_COLLECTIVE_COLUMNS))
     ev = trace.events
     meta = _meta_rows(trace, timing)
-    text = {c: ev[c].astype(str).to_numpy() for c in ("name", "collective", "collective_dtype", "in_msg_nelems",
-                                                      "out_msg_nelems", "group_size", "process_group",
-                                                      "collective_seq", "input_dims", "input_type")}
+    text = {c: ev[c].take(timing).astype(str).to_numpy() for c in ("name", "input_dims", "input_type")}
     rows = []
     ts, dur = ev["ts_us"].to_numpy(dtype=float), ev["dur_us"].to_numpy(dtype=float)
-    for t, m in zip(timing.tolist(), meta.tolist(), strict=True):
+    for i, (t, m) in enumerate(zip(timing.tolist(), meta.tolist(), strict=True)):
         if m >= 0:
-            elements = np.nanmax([_number(text["in_msg_nelems"][m]), _number(text["out_msg_nelems"][m]), -1.0])
-            size = elements * element_bytes(text["collective_dtype"][m]) if elements >= 0 else float("nan")
-            kind = collective_kind(text["collective"][m])
-            group, seq, n = text["process_group"][m], _number(text["collective_seq"][m]), _number(text["group_size"][m])
+            kind, group, seq, size, n = _meta(trace, m)
         else:
-            kind, group, seq, n = collective_kind(text["name"][t]), "", float("nan"), float("nan")
-            size = _shape_bytes(text["input_dims"][t], text["input_type"][t])
+            kind, group, seq, n = collective_kind(text["name"][i]), "", float("nan"), float("nan")
+            size = _shape_bytes(text["input_dims"][i], text["input_type"][i])
         rows.append((kind, group, seq, ts[t], ts[t] + dur[t], size, n, m < 0))
     return pd.DataFrame(rows, columns=list(RANK_COLLECTIVE_COLUMNS))
 
@@ -177,13 +196,15 @@ def rank_collectives(trace: Trace) -> pd.DataFrame:
 def _keyed(frames: Sequence[pd.DataFrame], ranks: Sequence[int], offsets: Sequence[float]) -> pd.DataFrame:
     """Every rank's collectives on the job's clock, with the key they are matched by."""
     by_seq = all(len(f) and f["seq"].notna().all() for f in frames)
-    parts = []
-    for f, rank, off in zip(frames, ranks, offsets, strict=True):
-        g = f.assign(rank=rank, start_us=f["start_us"] + off, end_us=f["end_us"] + off)
-        g["order"] = g.groupby("group").cumcount()
-        g["key"] = g["seq"] if by_seq else g["order"].astype(float)
-        parts.append(g)
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    kept = [(f, rank, off) for f, rank, off in zip(frames, ranks, offsets, strict=True) if len(f)]
+    rows = pd.concat([f for f, _, _ in kept], ignore_index=True)
+    sizes = [len(f) for f, _, _ in kept]
+    rows["rank"] = np.repeat([r for _, r, _ in kept], sizes)
+    shift = np.repeat([o for _, _, o in kept], sizes)
+    rows["start_us"] = rows["start_us"].to_numpy(dtype=float) + shift
+    rows["end_us"] = rows["end_us"].to_numpy(dtype=float) + shift
+    rows["key"] = rows["seq"] if by_seq else rows.groupby(["rank", "group"]).cumcount().astype(float)
+    return rows
 
 
 def match_collectives(frames: Sequence[pd.DataFrame], ranks: Sequence[int],
