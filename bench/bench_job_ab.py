@@ -99,7 +99,7 @@ def report(before: list[dict], after: list[dict], *, base: str, n: int, disk_mb:
         f"| insights | {'; '.join(before[0]['insights'])} | {'; '.join(after[0]['insights'])} |", "",
         f"After / before: {wall_a / wall_b:.2f}× the wall time, {med(after, 'cpu_ms') / med(before, 'cpu_ms'):.2f}× "
         "the CPU time of one rank. What the after adds per rank: the collective "
-        "args read from the trace (seven text columns, only in batches that hold a collective), its collectives, "
+        "args read from the trace (kept only for the events that carry them), its collectives, "
         "labelled ranges and work counts in the summary; on the server the matching across ranks.", "",
     ])
 
