@@ -29,7 +29,7 @@ from lab.trace.flows import build_flows
 from lab.trace.lanes import Lane, lanes_for, metadata_names, trace_meta
 from lab.trace.memory import memory_frame
 from lab.trace.model import COLLECTIVE_ARG_COLUMNS, EVENT_COLUMNS, Trace, TraceError, TraceMeta
-from lab.trace.records import COLLECTIVE_ARGS, FLOAT_ARGS, INT_ARGS, Event
+from lab.trace.records import FLOAT_ARGS, INT_ARGS, Event
 from lab.trace.values import MAX_SPAN_US, id_str, relative_us
 from lab.vocab import GPU_ACTIVITY_CATS, GPU_LANE_CATS, LAUNCH_CATS
 
@@ -105,6 +105,7 @@ def _build(src: Source, source_bytes: int) -> Trace:
     cols.update({a: floats[:, i] for i, a in enumerate(FLOAT_ARGS)})
     del ints, floats
     cats = {key: parts.categorical(key, as_text=id_str if key in ("pid", "tid") else None) for key in CATEGORY_PARTS}
+    collectives = parts.collective_rows, parts.collective_values
     del parts
 
     names_meta = metadata_names(metas)
@@ -119,7 +120,7 @@ def _build(src: Source, source_bytes: int) -> Trace:
         "correlation": sorted_cols["correlation"],
     }  # fmt: skip
     del cat_codes, cat_uniques
-    collective_args = _collective_frame(order, cats)  # pops the collective args' codes
+    collective_args = _collective_frame(order, collectives)
     events = _events_frame(order, cats, cols, lane_cols, sorted_cols, lanes)  # empties the four dicts
     del cats, cols, lane_cols, sorted_cols
     by_key = {(ln.pid, ln.tid): ln for ln in lanes}
@@ -205,17 +206,17 @@ def _assign_lanes(cats: dict, cols: dict, names_meta: dict) -> tuple[list[Lane],
     return lanes, out
 
 
-def _collective_frame(order: np.ndarray, cats: dict) -> pd.DataFrame:
+def _collective_frame(order: np.ndarray, collectives: tuple[list[int], list[tuple[str, ...]]]) -> pd.DataFrame:
     """``Trace.collective_args``: the events that carry a "Collective name" (their rows in
     ``events``, i.e. after the sort ``order``) and their collective args as text."""
-    codes = {attr: cats.pop(attr) for attr in COLLECTIVE_ARGS}
-    name_codes = codes["coll_name"][0][order]
-    rows = np.flatnonzero(name_codes > 0)  # code 0: the arg is absent
-    out = {"row": rows.astype(np.int64)}
-    for column, attr in zip(COLLECTIVE_ARG_COLUMNS, COLLECTIVE_ARGS, strict=True):
-        c, uniques = codes[attr]
-        out[column] = np.asarray(uniques, dtype=object)[c[order][rows]] if len(rows) else np.array([], dtype=object)
-    return pd.DataFrame(out, columns=["row", *COLLECTIVE_ARG_COLUMNS])
+    stored, values = collectives
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order))
+    rows = position[np.asarray(stored, dtype=np.int64)] if stored else np.zeros(0, dtype=np.int64)
+    out: dict = {"row": rows}
+    for k, column in enumerate(COLLECTIVE_ARG_COLUMNS):
+        out[column] = np.array([v[k] for v in values], dtype=object)
+    return pd.DataFrame(out, columns=["row", *COLLECTIVE_ARG_COLUMNS]).sort_values("row", ignore_index=True)
 
 
 def _events_frame(order: np.ndarray, cats: dict, cols: dict, lane_cols: dict, sorted_cols: dict,

@@ -79,8 +79,9 @@ FLOAT_ARGS = ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "oc
 # 48-bit address) are exact, and a record missing one is told apart from a 0.
 MEMORY_ARGS = ("mem_bytes", "mem_addr", "mem_allocated", "mem_reserved", "mem_device_type", "mem_device_id")
 TEXT_ARGS = ("grid", "block", "input_dims", "input_type", "concrete_inputs")
-# Kept as text too (numbers among them: "4160"), and only read in batches that hold a collective
-# ("Collective name" set on some event): a batch without one costs a single pass of any().
+# Read as raw JSON like TEXT_ARGS, but kept only for the events that carry a "Collective name"
+# (``Trace.collective_args``, as text: numbers as written, "4160"): a batch without one costs a
+# single pass of any(), and ``events`` gets no column for them.
 COLLECTIVE_ARGS = ("coll_name", "coll_dtype", "coll_in_nelems", "coll_out_nelems", "coll_group_size", "coll_group",
                    "coll_seq")
 _NAN = float("nan")
