@@ -111,6 +111,9 @@ def report(before: list[dict], after: list[dict], *, base: str, n: int, disk_mb:
         "the CPU time of one rank. What the after adds per rank: the collective "
         "args read from the trace (kept only for the events that carry them), its collectives, "
         "labelled ranges and work counts in the summary; on the server the matching across ranks.", "",
+        "Reading: on 2 cores shared with other engineers' jobs the wall times of one configuration vary 2–4× "
+        "from round to round, more than the two checkouts differ; the CPU times, measured in one process, are "
+        "the comparable figures.", "",
     ])
 
 
