@@ -78,7 +78,8 @@ def collective_table(ranks: RanksAnalysis) -> pd.DataFrame:
         return pd.DataFrame(columns=list(COLLECTIVE_TABLE_COLUMNS))
     return pd.DataFrame({
         "Collective": c["kind"].astype(str), "Process group": c["group"].astype(str).replace("", "—"),
-        "Seq": c["seq"], "Ranks": c["ranks"], "Start skew (ms)": c["start_skew_us"] * _MS,
+        "Seq": [f"{v:.0f}" if np.isfinite(v) else "—" for v in c["seq"].astype(float)], "Ranks": c["ranks"],
+        "Start skew (ms)": c["start_skew_us"] * _MS,
         "Slowest to arrive": [f"rank {r}" for r in c["last_rank"]], "Transfer (ms)": c["transfer_us"] * _MS,
         "Size (KB)": c["size_bytes"] * _KB, "algbw (GB/s)": c["algbw_gbs"], "busbw (GB/s)": c["busbw_gbs"],
     }, columns=list(COLLECTIVE_TABLE_COLUMNS))

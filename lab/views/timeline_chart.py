@@ -82,7 +82,9 @@ def timeline_chart(data: TimelineData) -> alt.LayerChart:
         .encode(
             x=alt.X("start_us:Q", scale=x_scale, title="time (µs since trace start)"),
             x2="draw_end_us:Q",
-            y=alt.Y("y_top:Q", scale=y_scale, title=None),
+            # The lane axis on every layer: Vega-Lite merges the layers' axes, and a layer left
+            # with the default (labelOverlap on) hid every other lane's label in the browser.
+            y=alt.Y("y_top:Q", scale=y_scale, axis=_lane_axis(data)),
             y2="y_bottom:Q",
             color=alt.Color(
                 "kind:N",
@@ -122,7 +124,7 @@ def outline_layer(data: TimelineData, marks: pd.DataFrame, *, color: str, stroke
             x=alt.X("start_us:Q", scale=alt.Scale(domain=list(data.window), nice=False, zero=False)),
             x2="draw_end_us:Q",
             y=alt.Y("y_top:Q", scale=alt.Scale(domain=[0, n_rows], reverse=True, nice=False, zero=False),
-                    title=None),
+                    axis=_lane_axis(data)),
             y2="y_bottom:Q",
             tooltip=[alt.Tooltip("name:N", title=title)],
         )
@@ -164,7 +166,7 @@ def _link_rules(data: TimelineData, x_scale: alt.Scale, y_scale: alt.Scale) -> a
         .encode(
             x=alt.X("launch_x_us:Q", scale=x_scale),
             x2="gpu_x_us:Q",
-            y=alt.Y("launch_y:Q", scale=y_scale, title=None),
+            y=alt.Y("launch_y:Q", scale=y_scale, axis=_lane_axis(data)),
             y2="gpu_y:Q",
             tooltip=list(_LINK_TOOLTIPS),
         )
