@@ -321,3 +321,46 @@ def test_host_ranges_borrow_record_param_comms_args_in_order():
     assert list(got["size_bytes"]) == [a["In msg nelems"] * 2 for a in doc_args]  # bf16: 2 bytes
     first = 0.0  # the ProfilerStep's start: the trace's first event, where ts_us counts from
     assert list(got["start_us"]) == [e["ts"] - first for e in events if e["name"] == "gloo:all_reduce"]
+
+
+# ---------------------------------------------------------------- the cause and the premise, by hand
+
+
+def test_straggler_cause_names_the_largest_excess_and_never_noise():
+    from lab.analysis.ranks.cause import CAUSE_MIN_SHARE, straggler_cause
+
+    others = [{"load_batch": 100.0, "forward": 5_000.0}, {"load_batch": 120.0, "forward": 5_300.0},
+              {"load_batch": 90.0, "forward": 4_900.0}]
+    mine = {"load_batch": 60_100.0, "forward": 5_400.0, "logging": 300.0}
+    cause = straggler_cause(mine, others, late_us=59_000.0, precedes={"load_batch": "its forward"})
+    assert cause is not None and cause.name == "load_batch" and cause.precedes == "its forward"
+    assert cause.extra_us == pytest.approx(60_100.0 - statistics.median([100.0, 120.0, 90.0]))
+    assert cause.text == "'load_batch' before its forward"
+    # An excess under CAUSE_MIN_SHARE of the lateness is not named: scheduling noise, not a cause.
+    small = {"load_batch": 100.0 + 0.9 * CAUSE_MIN_SHARE * 59_000.0, "forward": 5_000.0}
+    assert straggler_cause(small, others, late_us=59_000.0) is None
+
+
+def _ranked(events_per_rank: list[list[dict]]):
+    docs = []
+    for rank, events in enumerate(events_per_rank):
+        doc = tb.document(events)
+        doc["distributedInfo"] = {"backend": "gloo", "rank": rank, "world_size": len(events_per_rank)}
+        doc["baseTimeNanoseconds"] = 1_700_000_000_000_000_000
+        docs.append(doc)
+    traces = [load_trace(json.dumps(d).encode()) for d in docs]
+    return analyze_ranks(traces, [f"rank{r}.json" for r in range(len(docs))])
+
+
+def test_compute_imbalance_is_reported_when_the_work_differs_and_says_where():
+    """Rank 1 runs twice the matmuls: the premise fails (different work), so it is an imbalance."""
+    def rank(n_mm: int) -> list[dict]:
+        events = [tb.annotation("ProfilerStep#1", 0, 10_000)]
+        events += [tb.op("aten::mm", 100 + 1_000 * k, 900, **{"Input Dims": [[64, 64], [64, 64]]}) for k in range(n_mm)]
+        events.append(tb.op("c10d::allreduce_", 9_000, 500))
+        return events
+
+    ranks = _ranked([rank(3), rank(6)])
+    assert ranks.same_work is False and "aten::mm" in ranks.work_note
+    titles = {i.title: i for i in rank_insights(ranks)}
+    assert IMBALANCE_TITLE in titles and "the ranks' work differs" in titles[IMBALANCE_TITLE].evidence
