@@ -22,6 +22,7 @@ from lab.analysis.insights.record import Insight
 from lab.analysis.ranks.analyze import RanksAnalysis
 from lab.trace import Trace
 from lab.units import fmt_us
+from lab.views.ranks_tables import job_summary
 from lab.views.timeline import DEFAULT_MAX_MARKS, DEFAULT_WIDTH_PX, TimelineData, build_timeline
 from lab.views.timeline_lod import empty_marks
 
@@ -155,6 +156,13 @@ def _text_rows(ranks: RanksAnalysis, sort: str, top: int | None) -> list:
     return rows[:top] if top else rows
 
 
+def _each(r, value: float, per_step: bool) -> str:
+    """A rank's figure as the text table shows it: per step when every rank has steps."""
+    if not math.isfinite(value):
+        return "—"
+    return fmt_us(value / r.steps if per_step and r.steps else value)
+
+
 def ranks_text(ranks: RanksAnalysis, insights: Sequence[Insight], *, sort: str = "rank", top: int | None = None) -> str:
     """``python -m lab ranks``: the table (by ``sort``, a ``TEXT_SORTS`` key; the first ``top``
     rows), the straggler (marked ``*``) and the insights as text."""
@@ -165,22 +173,33 @@ def ranks_text(ranks: RanksAnalysis, insights: Sequence[Insight], *, sort: str =
     if len(rows) < len(ranks.ranks) or sort != "rank":
         lines.append(f"{len(rows)} of {len(ranks.ranks)} ranks, by {sort}" + (" (largest first)" if sort != "rank"
                                                                               else ""))
-    lines.append(f"{'rank':>5}  {'step':>10}  {'GPU busy':>10}  {'compute':>10}  {'comm':>10}  {'overlap':>8}  "
-                 f"{'idle':>10}  {'launch':>9}  calls  file")
+    per_step = all(r.steps > 0 for r in ranks.ranks)
+    lines.append(f"{'rank':>5}  {'step':>10}  {'GPU busy':>10}  {'compute':>10}  {'comm':>10}  {'wait':>10}  "
+                 f"{'overlap':>8}  {'idle':>10}  {'launch':>9}  calls  file")
     late = ranks.straggler.rank if ranks.straggler is not None else None
     for r in rows:
         overlap = "—" if r.overlap_pct is None else f"{r.overlap_pct:.0f} %"
         launch = "—" if not math.isfinite(r.launch_delay_us) else fmt_us(r.launch_delay_us)
         mark = "*" if r.rank == late else " "
         lines.append(f"{r.rank:>4}{mark}  {fmt_us(r.step_us) if math.isfinite(r.step_us) else '—':>10}  "
-                     f"{fmt_us(r.gpu_busy_us):>10}  {fmt_us(r.compute_us):>10}  {fmt_us(r.comm_us):>10}  "
-                     f"{overlap:>8}  {fmt_us(r.idle_us):>10}  {launch:>9}  {r.collective_calls:>5}  {r.name}")
-    lines.append(f"communication: {ranks.ranks[0].comm_source} (compute and comm: the work each rank's steps launched, "
-                 "wherever it ran; overlap and idle: inside the steps' window; unions of intervals)")
+                     f"{_each(r, r.gpu_busy_us, per_step):>10}  {_each(r, r.compute_us, per_step):>10}  "
+                     f"{_each(r, r.comm_us, per_step):>10}  {_each(r, r.comm_wait_us, per_step):>10}  "
+                     f"{overlap:>8}  {_each(r, r.idle_us, per_step):>10}  {launch:>9}  {r.collective_calls:>5}  "
+                     f"{r.name}")
+    each = "per step (each rank's total over its steps ÷ its steps)" if per_step else "over the whole trace"
+    lines.append(f"communication: {ranks.ranks[0].comm_source}; GPU busy, compute, comm, wait and idle {each} "
+                 "(compute and comm: the work each rank's steps launched, wherever it ran; wait: at the matched "
+                 "collectives, until the last rank arrives; overlap and idle: inside the steps' window; unions of "
+                 "intervals)")
     s = ranks.straggler
     lines.append("straggler: none (no collective calls to match)" if s is None else
                  f"straggler: rank {s.rank} (marked *), late by {fmt_us(s.late_median_us)} (median of "
                  f"{s.matched_calls} matched {s.call_name})")
+    job = job_summary(ranks, insights)
+    if s is not None:
+        lines.append(f"why: {job.straggler.removeprefix('Straggler: ')}")
+    if job.collectives:
+        lines.append(job.collectives)
     for i in insights:
         lines += [f"[{i.severity}] {i.title}", f"  {i.evidence}", f"  try: {i.suggestion}"]
     return "\n".join(lines) + "\n"
