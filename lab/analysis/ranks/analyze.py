@@ -9,7 +9,11 @@ same collective, since every rank of a job issues them in one order. On the job'
 (``baseTimeNanoseconds`` + the event's ``ts``) each call's lateness is its start minus the
 earliest rank's start of that call; the straggler is the rank with the largest median
 lateness, and "where its extra time goes" is its per-step compute, communication and idle time
-against the median of the other ranks, and the ops whose time grew most.
+against the median of the other ranks, and the ops whose time grew most; its cause
+(``cause.straggler_cause``: the labelled range, else the op, that outgrew the others' median per
+step) and the waits it costs the others (``collectives.match_collectives``: each collective's
+skew, waits, transfer, size and bandwidths, by Seq or by order per process group). Whether the
+ranks ran the same work (``cause.same_work``) is the compute-imbalance rule's premise.
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
 """One rank of a job as the job's views need it, computed where the trace is read (issue 25).
 
 ``rank_summary(trace, name, analysis)`` runs in a reader (or a Ray task) next to the parsed
-trace and returns only what ``analyze_ranks`` combines across ranks: the rank's place in its
-job (``RankInfo``, or the refusal when the trace names no rank), its row of the per-rank table,
-its collective calls' starts (for the straggler), its ops' totals, and a row per step for the
-heat map (step time, compute, communication and idle inside each step: unions of intervals,
-``ranks.comm``'s definitions). A few KB to a few hundred KB a rank, where the parsed trace is
-hundreds of MB: the server's memory holds a 64-rank job's summaries plus the ranks opened in
-full, not every rank's frames. ``combine_ranks`` is the server's half: the checks of
-``ranks.job``, the rows by rank, the straggler.
+trace and returns only what ``analyze_ranks`` combines across ranks: the rank's place in its job
+(``RankInfo``, or the refusal when the trace names no rank), its row of the per-rank table, its
+collective calls' starts (for the straggler), its collectives with their metadata
+(``collectives.rank_collectives``), its labelled ranges and work counts (``cause``), its ops'
+totals, and a row per step for the heat map (step time, compute, communication and idle inside
+each step: unions of intervals, ``ranks.comm``'s definitions). A few KB to a few hundred KB a
+rank, where the parsed trace is hundreds of MB: the server's memory holds a 64-rank job's
+summaries plus the ranks opened in full, not every rank's frames. ``combine_ranks`` is the
+server's half: the checks of ``ranks.job``, the rows by rank, the straggler.
 """
 
 from __future__ import annotations
