@@ -284,6 +284,7 @@ def test_rank_insights_fire_on_the_cpu_job_and_stay_quiet_where_it_is_even(job):
     assert works[0] == works[1]
     assert set(cpu) == {LOW_OVERLAP_TITLE, STRAGGLER_TITLE, SCHEDULING_TITLE}
     assert IMBALANCE_TITLE not in cpu and "the same work" in cpu[STRAGGLER_TITLE].evidence
+    assert "cores of its own" in cpu[STRAGGLER_TITLE].suggestion  # a host-scheduling straggler: give it cores
     assert "Rank 1 starts its collectives last" in cpu[STRAGGLER_TITLE].evidence
     assert "bucket_cap_mb" in cpu[LOW_OVERLAP_TITLE].suggestion and "no_sync" in cpu[LOW_OVERLAP_TITLE].suggestion
     # The H200 pair: 0.4 ms apart in 48.5 ms steps, compute within 0.2 %; gloo hides 1 % of its comm.

@@ -108,7 +108,7 @@ def low_overlap(ranks: RanksAnalysis) -> Insight | None:
 
 def _lead(ranks: RanksAnalysis) -> str:
     """Why the straggler is late, when its own events say it: a range or op that outgrew the
-    others', or the same work run slower (host scheduling); "" when neither."""
+    others', or the same work run slower (``_host_scheduled``); "" when neither."""
     s = ranks.straggler
     assert s is not None
     if s.cause is not None:
@@ -116,11 +116,20 @@ def _lead(ranks: RanksAnalysis) -> str:
         what = f"in {c.text}" if c.kind == "range" else f"in {c.name} (op time)"
         return (f"rank {s.rank} spends {fmt_us(c.mine_us)} per step {what} (the other ranks' median: "
                 f"{fmt_us(c.others_us)})")
-    compute = dict(s.deltas_us).get("compute", 0.0)
-    if ranks.same_work and compute > 0 and compute >= max(d for _, d in s.deltas_us):
+    if _host_scheduled(ranks):
+        compute = dict(s.deltas_us)["compute"]
         return (f"rank {s.rank} runs the same work as the others but its compute takes {fmt_us(compute)} longer per "
                 "step: the host's scheduling (CPU contention), not the program")
     return ""
+
+
+def _host_scheduled(ranks: RanksAnalysis) -> bool:
+    """The straggler has no cause of its own but ran the others' work slower: its compute grew most."""
+    s = ranks.straggler
+    if s is None or s.cause is not None or not ranks.same_work:
+        return False
+    compute = dict(s.deltas_us).get("compute", 0.0)
+    return compute > 0 and compute >= max(d for _, d in s.deltas_us)
 
 
 def _waits(s) -> str:
@@ -165,9 +174,13 @@ def straggler(ranks: RanksAnalysis) -> Insight | None:
     if waits:
         sentences.append(waits)
     evidence = ". ".join(x[0].upper() + x[1:] for x in sentences)
-    look = (f"Shorten or overlap what rank {s.rank} does in {s.cause.text}" if s.cause is not None and
-            s.cause.kind == "range" else f"Look at what rank {s.rank} does before each collective (the stacked "
-            "timeline)")
+    if s.cause is not None and s.cause.kind == "range":
+        look = f"Shorten or overlap what rank {s.rank} does in {s.cause.text}"
+    elif _host_scheduled(ranks):
+        look = (f"Give rank {s.rank} cores of its own (taskset or numactl, OMP_NUM_THREADS = its cores) and keep "
+                "other work off them")
+    else:
+        look = f"Look at what rank {s.rank} does before each collective (the stacked timeline)"
     return Insight(
         severity="warning" if one_clock else "info", title=STRAGGLER_TITLE,
         evidence=f"{evidence}. Per step against the other ranks' median: {where}{ops}.{clock}",
