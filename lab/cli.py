@@ -140,14 +140,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _rank_paths(traces: list[str], span: int | None) -> list[str]:
-    """``ranks``' files: the traces given, or one directory's span (``lab.tracedir.job_paths``)."""
+    """``ranks``' files: the traces given, or one directory's span (``lab.tracedir.job_files``);
+    the directory's files that are not traces are named on stderr, as skipped."""
     if len(traces) == 1 and Path(traces[0]).is_dir():
-        from lab.tracedir import job_paths
+        from lab.tracedir import job_files
 
         try:
-            return job_paths(traces[0], span)
+            job = job_files(traces[0], span)
         except ValueError as exc:
             raise _UsageError(str(exc)) from None
+        if job.skipped:
+            what = "file that is not a trace" if len(job.skipped) == 1 else "files that are not traces"
+            print(f"skipped {len(job.skipped)} {what}: {', '.join(job.skipped)}", file=sys.stderr)
+        return list(job.paths)
     if span is not None:
         raise _UsageError("--span picks a span of a directory: give one directory, not files")
     return traces

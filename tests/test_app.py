@@ -485,7 +485,8 @@ def assert_ranks_view(at, n_calls: int) -> None:
     assert at.session_state["subject"].startswith("ranks:")
     assert [t.label for t in at.tabs][-1] == "Ranks" and at.session_state["view"] == "Ranks"
     table = at.dataframe[0].value
-    assert list(table["rank"]) == [0, 1] and list(table["collective_calls"]) == [n_calls, n_calls]
+    assert list(table["Rank"]) == [0, 1] and list(table["Collective calls (total)"]) == [n_calls, n_calls]
+    assert not any("_" in c for c in table.columns)  # headers in words
     (chart,) = charts(at)
     lanes = chart_lanes(chart)
     assert any(lane.startswith("rank 0 · ") for lane in lanes) and any(lane.startswith("rank 1 · ") for lane in lanes)
@@ -498,8 +499,12 @@ def test_two_file_upload_opens_the_ranks_view_with_both_ranks(at):
     assert_healthy(at)
     assert_ranks_view(at, n_calls=4)  # each rank's c10d::allreduce_ calls in the raw JSON
     assert any("Straggler: rank 1" in t.value for t in at.text)
-    open_view(at, "Summary")  # the single-trace views show the lowest rank's trace
+    open_view(at, "Summary")  # the job first (its straggler), then the lowest rank's own trace
     assert errors(at) == []
+    assert any(m.value.startswith("**The job: 2 ranks of a world of 2 over gloo") for m in at.markdown)
+    texts = [t.value for t in at.text]
+    assert texts[0].startswith("Straggler: rank 1 runs the same work as the others")
+    assert any(m.value == "**Rank 0 on its own**" for m in at.markdown)
     open_view(at, "Ranks")
     # From the Ranks view to a single trace: no Ranks tab, and the page falls back to Summary.
     at.selectbox(key="subject").set_value("sample:matmul_add_4096_bf16.json.gz")

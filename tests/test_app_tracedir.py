@@ -63,8 +63,8 @@ def test_directory_lists_the_run_and_its_two_workers_and_opens_the_job_in_ranks(
     assert [e.value for e in at.error] == []
     assert at.session_state["subject"].startswith("ranks:")
     assert at.session_state["view"] == "Ranks" and [t.label for t in at.tabs][-1] == "Ranks"
-    (table,) = [d.value for d in at.dataframe if "collective_calls" in d.value.columns]
-    assert list(table["rank"]) == [0, 1] and list(table["collective_calls"]) == [4, 4]
+    (table,) = [d.value for d in at.dataframe if "Collective calls (total)" in d.value.columns]
+    assert list(table["Rank"]) == [0, 1] and list(table["Collective calls (total)"]) == [4, 4]
     assert any("Straggler: rank 1" in t.value for t in at.text)
 
 
@@ -90,8 +90,9 @@ def test_a_64_rank_job_shows_the_heat_map_and_the_straggler(monkeypatch, tmp_pat
     assert not at.exception, [e.value for e in at.exception]
     assert [e.value for e in at.error] == []
     assert at.session_state["view"] == "Ranks"
-    (table,) = [d.value for d in at.dataframe if "collective_calls" in d.value.columns]
-    assert list(table["rank"]) == list(range(64))
+    (table,) = [d.value for d in at.dataframe if "Collective calls (total)" in d.value.columns]
+    assert list(table["Rank"]) == list(range(64))
+    assert "Compute per step (ms)" in table and "compute_ms" not in table  # per step, in words
     assert any("Straggler: rank 37" in t.value for t in at.text)
     specs = [c.proto.spec for c in at.get("vega_lite_chart")]
     assert any('"hconcat"' in s and "communication (ms)" in s for s in specs)  # the heat map

@@ -180,5 +180,28 @@ def test_a_64_rank_synthetic_job_read_from_its_directory_finds_the_planted_strag
     insights = {i["title"]: i["evidence"] for i in job["insights"]}
     assert all(len(e) < 600 for e in insights.values()), insights
     assert "64 of 64 ranks (ranks 0–63)" in insights["Communication barely overlaps compute"]
-    assert "across ranks 0–63" in insights["Compute is imbalanced across ranks"]
+    # Every rank is the same trace stretched: the same work, run slower: the host's scheduling, no imbalance.
+    assert "Compute is imbalanced across ranks" not in insights
+    assert "across ranks 0–63" in insights["The ranks run the same work at different speeds: host scheduling"]
     assert "rank 37" in insights["A straggler rank: the others wait for it"]
+
+
+def test_cli_ranks_skips_what_is_not_a_trace_and_says_so(tmp_path):
+    """A run's folder as users have it: the ranks' traces beside a facts.json, a log and a config."""
+    job = tmp_path / "job"
+    for r in (0, 1):
+        torch_exports(job, r, worker=f"node_{r}")
+    (job / "facts.json").write_text('{"ranks": 2, "lr": 0.1}')  # JSON, but no traceEvents
+    (job / "train.log").write_text("step 1 loss 0.5\n")
+    (job / "config.json.gz").write_bytes(__import__("gzip").compress(b'{"model": "mlp"}'))
+    (job / ".hidden.json").write_text("{}")
+    (run,) = list_runs([str(tmp_path)], MetaCache())
+    assert run.skipped == ("job/config.json.gz", "job/facts.json", "job/train.log")
+    assert all(len(s.files) == 2 for s in run.spans) and set(run.workers) == {"node_0", "node_1"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROFILER_LAB_")} | {"KINETO_LOG_LEVEL": "6"}
+    proc = subprocess.run([sys.executable, "-m", "lab", "ranks", str(job)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("2 ranks of a world of 2, gloo")
+    assert "skipped 3 files that are not traces: config.json.gz, facts.json, train.log" in proc.stderr
+    assert ".hidden" not in proc.stderr

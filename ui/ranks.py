@@ -17,16 +17,21 @@ from ui.views import insight_card
 
 __all__ = ["ranks_view"]
 
-_TABLE_FORMATS = {"overlap_pct": "%.1f", "launch_delay_us": "%.1f"}
 
-
-def _straggler_text(ranks) -> str:
+def _straggler_text(ranks, insights) -> str:
     s = ranks.straggler
     if s is None:
         return "No straggler: the ranks made no collective calls to match."
     where = ", ".join(f"{what} {'+' if d >= 0 else '−'}{lv.fmt_us(abs(d))}" for what, d in s.deltas_us)
+    why = lv.job_summary(ranks, insights).straggler.removeprefix("Straggler: ")
     return (f"Straggler: rank {s.rank} starts its collectives last, by {lv.fmt_us(s.late_median_us)} (median over "
-            f"{s.matched_calls} matched {s.call_name}). Per step against the other ranks' median: {where}.")
+            f"{s.matched_calls} matched {s.call_name}). Why: {why} Per step against the other ranks' median: {where}.")
+
+
+def _number_formats(table) -> dict:
+    """Two decimals for ms and µs, one for percentages; integers and text as they are."""
+    return {c: st.column_config.NumberColumn(format="%.1f" if "%" in c or "µs" in c else "%.2f")
+            for c in table.columns if table[c].dtype.kind == "f"}
 
 
 def _rank_traces(subject: Subject, readers: ReaderPool, ids: list[int]):
@@ -67,16 +72,26 @@ def ranks_view(subject: Subject, readers: ReaderPool) -> None:
                 f"{ranks.ranks[0].comm_source}")
     for warning in ranks.warnings:
         st.warning(warning, icon=":material/warning:")
-    st.text(_straggler_text(ranks))
+    st.text(_straggler_text(ranks, subject.ranks_insights))
     table = lv.rank_table(ranks)
     st.dataframe(table, hide_index=True, width="stretch", key=f"ranks_table_{subject.digest}",
-                 column_config={c: st.column_config.NumberColumn(format=_TABLE_FORMATS.get(c, "%.3f"))
-                                for c in table.columns if c.endswith(("_ms", "_us", "_pct"))})
-    st.caption("Per rank, over its profiled steps (click a column to sort): times are unions of intervals (each "
-               "instant once). Compute and comm are the work the steps launched, wherever it ran (NCCL kernels often "
-               "end after the CPU step); comm in window, overlap and idle are clipped to the steps' window. Overlap "
-               "is communication time during which compute ran (HTA's comp/comm overlap); idle is the window minus "
-               "busy time (GPU activity, or compute and communication on a CPU-only rank).")
+                 column_config=_number_formats(table))
+    st.caption("Per rank, per profiled step (its total over its steps ÷ its steps; click a column to sort): times "
+               "are unions of intervals (each instant once). Compute and communication are the work the steps "
+               "launched, wherever it ran (NCCL kernels often end after the CPU step); communication in window, "
+               "overlap and idle are clipped to the steps' window. Waiting for the last rank and transfer split "
+               "the matched collectives: from the rank's own start until the last rank arrives, then to its end. "
+               "Overlap is communication time during which compute ran (HTA's comp/comm overlap); idle is the "
+               "window minus busy time (GPU activity, or compute and communication on a CPU-only rank).")
+    collectives = lv.collective_table(ranks)
+    if len(collectives):
+        st.dataframe(collectives, hide_index=True, width="stretch", key=f"ranks_collectives_{subject.digest}",
+                     column_config=_number_formats(collectives))
+        st.caption("One row a collective, matched across ranks by sequence number where the trace has one, else by "
+                   "order within its process group. Start skew: the last rank's start − the first's. Transfer: from "
+                   "the last arrival to the end (median over ranks). algbw = size ÷ transfer; busbw = algbw × NCCL's "
+                   "factor (all_reduce 2(n−1)/n; all_gather, reduce_scatter, all_to_all (n−1)/n; broadcast, reduce "
+                   "1: nccl-tests' PERFORMANCE.md).")
     if ranks.per_step is not None and len(ranks.ranks) > 2:
         st.altair_chart(lv.heatmap_chart(ranks), width="content", key=f"ranks_heat_{subject.digest}")
         st.caption("One row a rank, one column a step; each panel has its own scale (darker = more). The straggler's "

@@ -49,7 +49,24 @@ def sample_note(sample: Sample, device: DeviceInfo | None) -> None:
             icon=":material/science:")
 
 
+def _job_lead(subject: Subject) -> None:
+    """An open job's Summary starts with the job: its ranks, its straggler and why, the insight to read first."""
+    ranks = subject.ranks_analysis
+    if ranks is None:
+        return
+    job = lv.job_summary(ranks, subject.ranks_insights)
+    st.markdown(f"**The job: {job.headline}**")
+    st.text(job.straggler)
+    if job.collectives:
+        st.text(job.collectives)
+    if job.top_insight is not None:
+        insight_card(job.top_insight)
+    st.caption("The Ranks tab has every rank side by side. Below: the lowest rank's own trace.")
+    st.markdown(f"**Rank {ranks.ranks[0].rank} on its own**")
+
+
 def summary_view(subject: Subject, loaded: Loaded) -> None:
+    _job_lead(subject)
     timing = subject.sample.timing if subject.sample else None
     s = summarize(loaded.trace, loaded.analysis, loaded.insights, run=subject.run, timing=timing,
                   explanation=loaded.explanation)

@@ -15,13 +15,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.trace.records import EMPTY_ARGS, FLOAT_ARGS, INT_ARGS, MEMORY_ARGS, TEXT_ARGS, Event
+from lab.trace.records import COLLECTIVE_ARGS, EMPTY_ARGS, FLOAT_ARGS, INT_ARGS, MEMORY_ARGS, TEXT_ARGS, Event
 from lab.trace.values import MAX_ABS_US, MAX_MEMORY_BYTES, id_str, short_repr
 from lab.vocab import FLOW_CAT, MEMORY_EVENT_NAME, OOM_EVENT_NAME
 
 __all__ = ["CATEGORY_PARTS", "EventParts", "FlowParts", "MemoryParts", "grouped_keys"]
 
 CATEGORY_PARTS = ("name", "cat", "pid", "tid") + TEXT_ARGS
+_COLL_NAME_OF = attrgetter("coll_name")
+_COLL_OF = attrgetter(*COLLECTIVE_ARGS)
 _INT_OF = attrgetter(*INT_ARGS)
 _FLOAT_OF = attrgetter(*FLOAT_ARGS)
 _TEXT_OF = attrgetter(*TEXT_ARGS)
@@ -77,6 +79,17 @@ def _text_codes(values) -> tuple[np.ndarray, list[str]]:
     return codes[1:], texts
 
 
+def _raw_text(raw) -> str:
+    """One raw JSON arg as text: a string as itself, a number as written, "" when absent."""
+    if not raw:
+        return ""
+    try:
+        value = json.loads(bytes(raw))
+    except (ValueError, RecursionError):
+        return bytes(raw).decode("utf-8", "replace")
+    return "" if value is None else value if isinstance(value, str) else short_repr(value)
+
+
 def _floats(records: list, getter, n: int) -> np.ndarray:
     """One float field of every record; None (allowed by typed decoding) becomes NaN."""
     try:
@@ -123,6 +136,10 @@ class EventParts:
     def __init__(self) -> None:
         self.parts: list[dict] = []
         self.n = 0
+        # The few events that carry a collective's args (COLLECTIVE_ARGS): their positions among
+        # the stored events and their values, kept apart from the per-event columns.
+        self.collective_rows: list[int] = []
+        self.collective_values: list[tuple[str, ...]] = []
 
     def add(self, records: list[Event], metas: list[Event], flow_parts: FlowParts, memory: MemoryParts) -> int:
         """Sort a batch's records into X / M / flow / "[memory]" events; store the X columns.
@@ -178,6 +195,11 @@ class EventParts:
         }
         for attr, values in zip(TEXT_ARGS, zip(*map(_TEXT_OF, args))):
             part[attr] = _narrow(_text_codes(values))
+        if any(map(_COLL_NAME_OF, args)):  # a batch with collectives: their rows and metadata, as text
+            for i, a in enumerate(args):
+                if a.coll_name:
+                    self.collective_rows.append(self.n + i)
+                    self.collective_values.append(tuple(_raw_text(v) for v in _COLL_OF(a)))
         self.parts.append(part)
         self.n += n
 

@@ -28,7 +28,7 @@ from lab.trace.decode import Source, decode, read_json_bytes, too_deep
 from lab.trace.flows import build_flows
 from lab.trace.lanes import Lane, lanes_for, metadata_names, trace_meta
 from lab.trace.memory import memory_frame
-from lab.trace.model import EVENT_COLUMNS, Trace, TraceError, TraceMeta
+from lab.trace.model import COLLECTIVE_ARG_COLUMNS, EVENT_COLUMNS, Trace, TraceError, TraceMeta
 from lab.trace.records import FLOAT_ARGS, INT_ARGS, Event
 from lab.trace.values import MAX_SPAN_US, id_str, relative_us
 from lab.vocab import GPU_ACTIVITY_CATS, GPU_LANE_CATS, LAUNCH_CATS
@@ -105,6 +105,7 @@ def _build(src: Source, source_bytes: int) -> Trace:
     cols.update({a: floats[:, i] for i, a in enumerate(FLOAT_ARGS)})
     del ints, floats
     cats = {key: parts.categorical(key, as_text=id_str if key in ("pid", "tid") else None) for key in CATEGORY_PARTS}
+    collectives = parts.collective_rows, parts.collective_values
     del parts
 
     names_meta = metadata_names(metas)
@@ -119,13 +120,15 @@ def _build(src: Source, source_bytes: int) -> Trace:
         "correlation": sorted_cols["correlation"],
     }  # fmt: skip
     del cat_codes, cat_uniques
+    collective_args = _collective_frame(order, collectives)
     events = _events_frame(order, cats, cols, lane_cols, sorted_cols, lanes)  # empties the four dicts
     del cats, cols, lane_cols, sorted_cols
     by_key = {(ln.pid, ln.tid): ln for ln in lanes}
     flow_frame, flow_skipped = build_flows(flow_cols, flow_parts.columns(), start_ts, by_key)
     meta = trace_meta(src.top, names_meta, start_ts, span_us)
     return Trace(events=events, flows=flow_frame, meta=meta, skipped_events=skipped + flow_skipped,
-                 source_bytes=source_bytes, memory=memory_frame(memory_parts.columns(), start_ts, by_key),
+                 source_bytes=source_bytes, collective_args=collective_args,
+                 memory=memory_frame(memory_parts.columns(), start_ts, by_key),
                  out_of_memory=memory_frame(memory_parts.columns(out_of_memory=True), start_ts, by_key))
 
 
@@ -201,6 +204,19 @@ def _assign_lanes(cats: dict, cols: dict, names_meta: dict) -> tuple[list[Lane],
         value = cols.pop(attr)  # the last use of the args column: its memory goes now
         out[attr] = np.where(is_gpu, np.where(value >= 0, value, lane_value), -1)
     return lanes, out
+
+
+def _collective_frame(order: np.ndarray, collectives: tuple[list[int], list[tuple[str, ...]]]) -> pd.DataFrame:
+    """``Trace.collective_args``: the events that carry a "Collective name" (their rows in
+    ``events``, i.e. after the sort ``order``) and their collective args as text."""
+    stored, values = collectives
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order))
+    rows = position[np.asarray(stored, dtype=np.int64)] if stored else np.zeros(0, dtype=np.int64)
+    out: dict = {"row": rows}
+    for k, column in enumerate(COLLECTIVE_ARG_COLUMNS):
+        out[column] = np.array([v[k] for v in values], dtype=object)
+    return pd.DataFrame(out, columns=["row", *COLLECTIVE_ARG_COLUMNS]).sort_values("row", ignore_index=True)
 
 
 def _events_frame(order: np.ndarray, cats: dict, cols: dict, lane_cols: dict, sorted_cols: dict,

@@ -33,6 +33,14 @@ concrete_inputs        category  "['', '', '[1, 1]']" style text ("Concrete Inpu
 copy_bytes             float64   bytes of a gpu_memcpy / gpu_memset ("bytes"), NaN if none
 =====================  ========  ===========================================================
 
+``Trace.collective_args`` — one row per event that carries a collective's metadata
+(record_param_comms's args, on that CPU op and, written by Kineto, on NCCL kernels): ``row``
+(int64, its position in ``events``) and, as text ("" when absent), ``collective`` ("Collective
+name": "allreduce", …), ``collective_dtype`` ("dtype"), ``in_msg_nelems``, ``out_msg_nelems``,
+``group_size``, ``process_group`` ("Process Group Name") and ``collective_seq`` ("Seq"). Kept
+apart from ``events``: a handful of events hold them, and every copy of ``events`` would carry
+seven more columns.
+
 ``Trace.flows`` — one row per CPU launch ↔ GPU activity pair:
 ``correlation`` (int64), ``launch_row`` and ``gpu_row`` (int64 positions in ``events``),
 ``delay_us`` (GPU start − launch start).
@@ -65,14 +73,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-__all__ = ["EVENT_COLUMNS", "MEMORY_COLUMNS", "Trace", "TraceError", "TraceMeta", "empty_memory"]
+__all__ = ["COLLECTIVE_ARG_COLUMNS", "EVENT_COLUMNS", "MEMORY_COLUMNS", "Trace", "TraceError", "TraceMeta",
+           "empty_memory"]
 
 EVENT_COLUMNS = (
     "name", "cat", "pid", "tid", "lane", "lane_kind", "lane_order", "ts_us", "dur_us", "depth",
     "correlation", "external_id", "device", "stream", "grid", "block", "registers_per_thread",
     "shared_memory_bytes", "blocks_per_sm", "warps_per_sm", "occupancy_pct", "input_dims",
     "input_type", "concrete_inputs", "copy_bytes",
-)  # fmt: skip
+)
+COLLECTIVE_ARG_COLUMNS = ("collective", "collective_dtype", "in_msg_nelems", "out_msg_nelems", "group_size",
+                          "process_group", "collective_seq")  # fmt: skip
 
 MEMORY_COLUMNS = ("ts_us", "bytes", "addr", "total_allocated_bytes", "total_reserved_bytes", "device_type",
                   "device_id", "lane_order")
@@ -122,6 +133,8 @@ class Trace:
     memory: pd.DataFrame = field(default_factory=empty_memory)  # profile_memory's records
     # profile_memory's "[OutOfMemory]" records, the memory columns ("bytes" = the size asked for)
     out_of_memory: pd.DataFrame = field(default_factory=empty_memory)
+    collective_args: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        {"row": np.zeros(0, dtype=np.int64), **{c: np.array([], dtype=object) for c in COLLECTIVE_ARG_COLUMNS}}))
 
     @property
     def has_memory(self) -> bool:

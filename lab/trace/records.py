@@ -32,8 +32,9 @@ from lab.trace.values import (
 from lab.vocab import FLOW_CAT, MEMORY_EVENT_NAME, OOM_EVENT_NAME
 
 __all__ = [
-    "ARG_KEYS", "EMPTY_ARGS", "EVENT_DECODER", "FLOAT_ARGS", "INT_ARGS", "LIST_DECODER", "MEMORY_ARGS",
-    "RAW_DOC_DECODER", "RAW_LIST_DECODER", "TEXT_ARGS", "Args", "Event", "RawDoc", "checked", "typed_or_python",
+    "ARG_KEYS", "COLLECTIVE_ARGS", "EMPTY_ARGS", "EVENT_DECODER", "FLOAT_ARGS", "INT_ARGS", "LIST_DECODER",
+    "MEMORY_ARGS", "RAW_DOC_DECODER", "RAW_LIST_DECODER", "TEXT_ARGS", "Args", "Event", "RawDoc", "checked",
+    "typed_or_python",
 ]  # fmt: skip
 
 ARG_KEYS = {  # attribute -> key in the event's "args"
@@ -52,6 +53,16 @@ ARG_KEYS = {  # attribute -> key in the event's "args"
     "input_type": "Input type",
     "concrete_inputs": "Concrete Inputs",  # conv2d stride/padding/… for torch's FLOP formulas
     "copy_bytes": "bytes",  # gpu_memcpy / gpu_memset size
+    # A collective's metadata, as torch's record_param_comms writes it on the CPU op and Kineto
+    # copies it onto NCCL kernels (torch/csrc/profiler/util.h: kCommsName, kDtype, kInMsgNelems,
+    # kOutMsgNelems, kGroupSize, kProcessGroupName, kSeqNum)
+    "coll_name": "Collective name",
+    "coll_dtype": "dtype",
+    "coll_in_nelems": "In msg nelems",
+    "coll_out_nelems": "Out msg nelems",
+    "coll_group_size": "Group size",
+    "coll_group": "Process Group Name",
+    "coll_seq": "Seq",
     "name": "name",  # metadata events: process/thread name
     "labels": "labels",  # metadata events: process label ("GPU 0", "CPU")
     # profile_memory's "[memory]" instants (c10's reportMemoryUsage, written by Kineto)
@@ -68,6 +79,11 @@ FLOAT_ARGS = ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "oc
 # 48-bit address) are exact, and a record missing one is told apart from a 0.
 MEMORY_ARGS = ("mem_bytes", "mem_addr", "mem_allocated", "mem_reserved", "mem_device_type", "mem_device_id")
 TEXT_ARGS = ("grid", "block", "input_dims", "input_type", "concrete_inputs")
+# Read as raw JSON like TEXT_ARGS, but kept only for the events that carry a "Collective name"
+# (``Trace.collective_args``, as text: numbers as written, "4160"): a batch without one costs a
+# single pass of any(), and ``events`` gets no column for them.
+COLLECTIVE_ARGS = ("coll_name", "coll_dtype", "coll_in_nelems", "coll_out_nelems", "coll_group_size", "coll_group",
+                   "coll_seq")
 _NAN = float("nan")
 _NO_TEXT = msgspec.Raw(b"")
 
@@ -94,6 +110,13 @@ class Args(msgspec.Struct, rename=ARG_KEYS, gc=False):
     input_dims: msgspec.Raw = _NO_TEXT
     input_type: msgspec.Raw = _NO_TEXT
     concrete_inputs: msgspec.Raw = _NO_TEXT
+    coll_name: msgspec.Raw = _NO_TEXT
+    coll_dtype: msgspec.Raw = _NO_TEXT
+    coll_in_nelems: msgspec.Raw = _NO_TEXT
+    coll_out_nelems: msgspec.Raw = _NO_TEXT
+    coll_group_size: msgspec.Raw = _NO_TEXT
+    coll_group: msgspec.Raw = _NO_TEXT
+    coll_seq: msgspec.Raw = _NO_TEXT
     name: Any = None
     labels: Any = None
     mem_bytes: float = _NAN
@@ -237,7 +260,7 @@ def _validate_args(args: dict) -> Args:
         value = finite(args.get(ARG_KEYS[attr]))
         if value is not None:
             values[attr] = value
-    for attr in TEXT_ARGS:
+    for attr in TEXT_ARGS + COLLECTIVE_ARGS:
         value = args.get(ARG_KEYS[attr])
         if value is not None:
             values[attr] = _raw_text(value if isinstance(value, str) else short_repr(value))

@@ -5,7 +5,10 @@ is its path under the root. A **worker** is a writer of traces (tensorboard_trac
 ``worker_name``, one per rank). A **span** is one export of every worker: the n-th file of each
 worker, in time order (each schedule cycle exports once per worker), as tb-plugin's span
 chooser had it; a span of two or more workers is one job's ranks. Runs, and spans within a
-run, come newest first. Listing costs a ``scandir`` and a ``stat`` per file; what a file holds
+run, come newest first. Files that are not traces (``names``: a name other than ``.json`` /
+``.json.gz``, or a JSON that is no Chrome trace, e.g. a run's ``facts.json``) are left out of the
+run and named in its ``skipped``, so that whoever reads the run can say what was left. Listing
+costs a ``scandir`` and a ``stat`` per file; what a file holds
 (rank, world size, steps: ``meta``) is read once per (path, mtime, size).
 
 Symlinks are followed only where they stay inside their root (``safe.inside``); a directory
@@ -24,8 +27,8 @@ from lab.tracedir.meta import FileMeta, MetaCache
 from lab.tracedir.names import parse_trace_name
 from lab.tracedir.safe import inside
 
-__all__ = ["MAX_DEPTH", "MAX_FILES", "Run", "Span", "TraceFile", "file_rows", "job_paths", "list_runs", "run_label",
-           "span_label"]
+__all__ = ["MAX_DEPTH", "MAX_FILES", "JobFiles", "Run", "Span", "TraceFile", "file_rows", "job_files", "job_paths",
+           "list_runs", "run_label", "span_label"]
 
 MAX_DEPTH = 3  # root/run/sub/sub: deeper folders are not runs of this root
 MAX_FILES = 20_000  # per root: a listing stays a fraction of a second
@@ -72,6 +75,7 @@ class Run:
     workers: tuple[str, ...]
     spans: tuple[Span, ...]  # newest first
     files: tuple[TraceFile, ...]  # newest first
+    skipped: tuple[str, ...] = ()  # its files that are not traces (relative paths, by name), hidden ones aside
 
     @property
     def key(self) -> str:
@@ -86,8 +90,10 @@ class Run:
         return max(f.time_ns for f in self.files)
 
 
-def _scan(root_index: int, root: str, cache: MetaCache) -> list[TraceFile]:
+def _scan(root_index: int, root: str, cache: MetaCache) -> tuple[list[TraceFile], list[str]]:
+    """The traces under ``root`` and the other files beside them (relative paths; hidden ones not named)."""
     out: list[TraceFile] = []
+    skipped: list[str] = []
     pending = [("", 0)]
     while pending and len(out) < MAX_FILES:
         rel_dir, depth = pending.pop()
@@ -108,13 +114,18 @@ def _scan(root_index: int, root: str, cache: MetaCache) -> list[TraceFile]:
                 if depth < MAX_DEPTH and not entry.is_symlink() and not entry.name.startswith("."):
                     pending.append((rel, depth + 1))
                 continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
             name = parse_trace_name(entry.name, st.st_mtime_ns)
-            if name is None or not stat.S_ISREG(st.st_mode):
+            meta = cache.get(real, st.st_mtime_ns, st.st_size) if name is not None else None
+            if name is None or meta is None or not meta.is_trace:
+                if not entry.name.startswith("."):
+                    skipped.append(rel)
                 continue
             out.append(TraceFile(root=root_index, relative=rel, name=entry.name, worker=name.worker,
                                  time_ns=name.time_ns, from_handler=name.from_handler, size_bytes=st.st_size,
-                                 mtime_ns=st.st_mtime_ns, meta=cache.get(real, st.st_mtime_ns, st.st_size)))
-    return out
+                                 mtime_ns=st.st_mtime_ns, meta=meta))
+    return out, skipped
 
 
 def _worker_order(f: TraceFile) -> tuple:
@@ -139,16 +150,31 @@ def list_runs(dirs: Sequence[str], cache: MetaCache) -> list[Run]:
     for index, directory in enumerate(dirs):
         root = os.path.realpath(directory)
         by_dir: dict[str, list[TraceFile]] = {}
-        for f in _scan(index, root, cache):
+        found, skipped = _scan(index, root, cache)
+        for f in found:
             by_dir.setdefault(f.relative.rpartition("/")[0] or ".", []).append(f)
         for name, files in by_dir.items():
             workers = tuple(dict.fromkeys(f.worker for f in sorted(files, key=_worker_order)))
+            others = tuple(sorted(p for p in skipped if (p.rpartition("/")[0] or ".") == name))
             runs.append(Run(root=index, name=name, workers=workers, spans=_spans(files),
-                            files=tuple(sorted(files, key=lambda f: -f.time_ns))))
+                            files=tuple(sorted(files, key=lambda f: -f.time_ns)), skipped=others))
     return sorted(runs, key=lambda r: -r.newest_ns)
 
 
+@dataclass(frozen=True)
+class JobFiles:
+    """One span of a directory's run: its traces' paths, and the directory's files that are not traces."""
+
+    paths: tuple[str, ...]
+    skipped: tuple[str, ...]  # names under the directory (Run.skipped)
+
+
 def job_paths(directory: str, span: int | None = None, cache: MetaCache | None = None) -> list[str]:
+    """The files of one span of the run at ``directory`` (``job_files``' paths)."""
+    return list(job_files(directory, span, cache).paths)
+
+
+def job_files(directory: str, span: int | None = None, cache: MetaCache | None = None) -> JobFiles:
     """The files of one span of the run at ``directory`` (the newest, or span number ``span``):
     what ``python -m lab ranks DIR`` reads. ``ValueError`` with the fix when there is none."""
     runs = [r for r in list_runs([directory], cache or MetaCache()) if r.name == "."]
@@ -161,7 +187,8 @@ def job_paths(directory: str, span: int | None = None, cache: MetaCache | None =
     if chosen is None:
         raise ValueError(f"{directory} has spans 0..{len(spans) - 1}; --span {span} is not one of them")
     root = os.path.realpath(directory)
-    return [os.path.join(root, *f.relative.split("/")) for f in chosen.files]
+    return JobFiles(paths=tuple(os.path.join(root, *f.relative.split("/")) for f in chosen.files),
+                    skipped=runs[0].skipped)
 
 
 def _clock(time_ns: int) -> str:

@@ -17,6 +17,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from lab.tracedir.names import TRACE_MARK, holds_trace
+
 __all__ = ["HEAD_MAX_BYTES", "STEP_SCAN_MAX_BYTES", "FileMeta", "MetaCache", "read_meta"]
 
 HEAD_MAX_BYTES = 1 << 20
@@ -25,7 +27,7 @@ STEP_SCAN_MAX_BYTES = 64 << 20
 _CHUNK = 1 << 20
 _STEP = re.compile(rb'"name":\s*"ProfilerStep#(\d+)"')
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*(?:\{[^{}]*\}[^{}]*|\[[^\]]*\][^{}]*)*\})')
-_MARK = b'"traceEvents"'
+_MARK = TRACE_MARK
 MAX_CACHED = 4096
 
 
@@ -36,6 +38,7 @@ class FileMeta:
     backend: str
     steps: int | None  # None: not counted (too large to scan, or unreadable)
     readable: bool = True
+    is_trace: bool = True  # False: read to its end, it is some other JSON (``names.holds_trace``)
 
 
 def _open(path: str):
@@ -59,12 +62,15 @@ def read_meta(path: str, size: int) -> FileMeta:
     """Rank, world size, backend (``distributedInfo``) and steps of the trace at ``path``."""
     try:
         with _open(path) as fh:
-            head = b""
+            head, whole = b"", False
             while _MARK not in head and len(head) < HEAD_MAX_BYTES:
                 chunk = fh.read(64 << 10)
                 if not chunk:
+                    whole = True
                     break
                 head += chunk
+            if not holds_trace(head, whole=whole):
+                return FileMeta(rank=None, world_size=None, backend="", steps=None, is_trace=False)
             info = _distributed(head[: head.find(_MARK)] if _MARK in head else head)
             steps = _count_steps(fh, head) if size <= STEP_SCAN_MAX_BYTES else None
     except (OSError, EOFError, gzip.BadGzipFile):

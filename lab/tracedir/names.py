@@ -5,7 +5,9 @@
 defaulting to ``f"{socket.gethostname()}_{os.getpid()}"`` (torch/profiler/profiler.py, read
 on torch 2.13): one file per worker per schedule cycle, the nanosecond stamp taken at export.
 Other Chrome traces (``export_chrome_trace("rank0.json.gz")``) count too: their worker is the
-name without its suffix and their time the file's mtime. Anything else is not a trace.
+name without its suffix and their time the file's mtime. Anything else is not a trace; nor is a
+``.json`` whose head shows it is some other JSON (``holds_trace``: a run's ``facts.json``, a
+config): a Chrome trace is an object with a ``traceEvents`` list or a bare list of events.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["HANDLER_NAME", "TRACE_SUFFIXES", "TraceName", "is_trace_name", "parse_trace_name"]
+__all__ = ["HANDLER_NAME", "TRACE_MARK", "TRACE_SUFFIXES", "TraceName", "holds_trace", "is_trace_name",
+           "parse_trace_name"]
 
 # worker . time_ns . pt.trace.json [.gz]; the worker may itself hold dots (a host name).
 HANDLER_NAME = re.compile(r"^(?P<worker>.+)\.(?P<time_ns>\d+)\.pt\.trace\.json(?P<gz>\.gz)?$")
 TRACE_SUFFIXES = (".json.gz", ".json")
+TRACE_MARK = b'"traceEvents"'  # the key every Chrome trace object holds
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,12 @@ class TraceName:
 def is_trace_name(name: str) -> bool:
     """A name a trace directory lists: ``.json`` or ``.json.gz``, not hidden."""
     return not name.startswith(".") and name.endswith(TRACE_SUFFIXES)
+
+
+def holds_trace(head: bytes, *, whole: bool) -> bool:
+    """Whether a file whose (inflated) start is ``head`` may be a trace: it names ``traceEvents``,
+    or is a bare list of events, or was not read to its end (``whole`` False: undecided, kept)."""
+    return TRACE_MARK in head or head.lstrip()[:1] == b"[" or not whole
 
 
 def parse_trace_name(name: str, mtime_ns: int) -> TraceName | None:

@@ -22,23 +22,18 @@ from lab.analysis.insights.record import Insight
 from lab.analysis.ranks.analyze import RanksAnalysis
 from lab.trace import Trace
 from lab.units import fmt_us
+from lab.views.ranks_tables import job_summary
 from lab.views.timeline import DEFAULT_MAX_MARKS, DEFAULT_WIDTH_PX, TimelineData, build_timeline
 from lab.views.timeline_lod import empty_marks
 
 __all__ = [
-    "LANE_ORDER_STRIDE", "RANK_TABLE_COLUMNS", "TEXT_SORTS", "build_ranks_timeline", "rank_lane", "rank_table",
+    "LANE_ORDER_STRIDE", "TEXT_SORTS", "build_ranks_timeline", "rank_lane",
     "ranks_dict", "ranks_span_us", "ranks_text",
 ]  # fmt: skip
 
 # lane_order of rank r's lanes = r × this + the lane's own order: rank 0's lanes first, and no
 # trace has a million lanes.
 LANE_ORDER_STRIDE = 1_000_000
-_MS = 1e-3
-RANK_TABLE_COLUMNS = (
-    "rank", "steps", "step_ms", "gpu_busy_ms", "compute_ms", "comm_ms", "comm_in_window_ms", "overlap_ms",
-    "overlap_pct", "idle_ms",
-    "launch_delay_us", "collective_calls", "comm_source", "name",
-)
 
 
 def rank_lane(rank: int, lane: str) -> str:
@@ -120,24 +115,6 @@ def build_ranks_timeline(traces: Sequence[Trace], ranks: RanksAnalysis, *, start
     )
 
 
-def rank_table(ranks: RanksAnalysis) -> pd.DataFrame:
-    """The per-rank table as the page shows it (ms, %, µs for launch delays; without the GPU
-    columns when no rank has a GPU)."""
-    rows = []
-    for r in ranks.ranks:
-        rows.append({
-            "rank": r.rank, "steps": r.steps, "step_ms": r.step_us * _MS, "gpu_busy_ms": r.gpu_busy_us * _MS,
-            "compute_ms": r.compute_us * _MS, "comm_ms": r.comm_us * _MS,
-            "comm_in_window_ms": r.comm_in_window_us * _MS, "overlap_ms": r.overlap_us * _MS,
-            "overlap_pct": r.overlap_pct, "idle_ms": r.idle_us * _MS, "launch_delay_us": r.launch_delay_us,
-            "collective_calls": r.collective_calls, "comm_source": r.comm_source, "name": r.name,
-        })
-    table = pd.DataFrame(rows, columns=list(RANK_TABLE_COLUMNS))
-    if not table["gpu_busy_ms"].any() and table["launch_delay_us"].isna().all():
-        table = table.drop(columns=["gpu_busy_ms", "launch_delay_us"])  # a CPU-only job: no GPU to show
-    return table
-
-
 def _plain(value):
     if isinstance(value, (np.floating, float)):
         return float(value) if math.isfinite(value) else None
@@ -156,7 +133,12 @@ def ranks_dict(ranks: RanksAnalysis, insights: Sequence[Insight]) -> dict:
                   for i, r in enumerate(ranks.ranks)],
         "straggler": None if s is None else {
             "rank": s.rank, "late_median_us": s.late_median_us, "matched_calls": s.matched_calls,
-            "call_name": s.call_name, "per_step_deltas_us": dict(s.deltas_us), "op_deltas_us": dict(s.op_deltas_us)},
+            "call_name": s.call_name, "per_step_deltas_us": dict(s.deltas_us), "op_deltas_us": dict(s.op_deltas_us),
+            "cause": None if s.cause is None else {k: _plain(v) for k, v in vars(s.cause).items()},
+            "wait_per_step_us": _plain(s.wait_us), "others_wait_per_step_us": _plain(s.others_wait_us)},
+        "same_work": ranks.same_work, "work_note": ranks.work_note,
+        "collectives": [] if ranks.collectives is None else [
+            {k: _plain(v) for k, v in row.items()} for row in ranks.collectives.to_dict("records")],
         "insights": [vars(i) for i in insights],
         "warnings": list(ranks.warnings),
     }
@@ -174,6 +156,13 @@ def _text_rows(ranks: RanksAnalysis, sort: str, top: int | None) -> list:
     return rows[:top] if top else rows
 
 
+def _each(r, value: float, per_step: bool) -> str:
+    """A rank's figure as the text table shows it: per step when every rank has steps."""
+    if not math.isfinite(value):
+        return "—"
+    return fmt_us(value / r.steps if per_step and r.steps else value)
+
+
 def ranks_text(ranks: RanksAnalysis, insights: Sequence[Insight], *, sort: str = "rank", top: int | None = None) -> str:
     """``python -m lab ranks``: the table (by ``sort``, a ``TEXT_SORTS`` key; the first ``top``
     rows), the straggler (marked ``*``) and the insights as text."""
@@ -184,22 +173,33 @@ def ranks_text(ranks: RanksAnalysis, insights: Sequence[Insight], *, sort: str =
     if len(rows) < len(ranks.ranks) or sort != "rank":
         lines.append(f"{len(rows)} of {len(ranks.ranks)} ranks, by {sort}" + (" (largest first)" if sort != "rank"
                                                                               else ""))
-    lines.append(f"{'rank':>5}  {'step':>10}  {'GPU busy':>10}  {'compute':>10}  {'comm':>10}  {'overlap':>8}  "
-                 f"{'idle':>10}  {'launch':>9}  calls  file")
+    per_step = all(r.steps > 0 for r in ranks.ranks)
+    lines.append(f"{'rank':>5}  {'step':>10}  {'GPU busy':>10}  {'compute':>10}  {'comm':>10}  {'wait':>10}  "
+                 f"{'overlap':>8}  {'idle':>10}  {'launch':>9}  calls  file")
     late = ranks.straggler.rank if ranks.straggler is not None else None
     for r in rows:
         overlap = "—" if r.overlap_pct is None else f"{r.overlap_pct:.0f} %"
         launch = "—" if not math.isfinite(r.launch_delay_us) else fmt_us(r.launch_delay_us)
         mark = "*" if r.rank == late else " "
         lines.append(f"{r.rank:>4}{mark}  {fmt_us(r.step_us) if math.isfinite(r.step_us) else '—':>10}  "
-                     f"{fmt_us(r.gpu_busy_us):>10}  {fmt_us(r.compute_us):>10}  {fmt_us(r.comm_us):>10}  "
-                     f"{overlap:>8}  {fmt_us(r.idle_us):>10}  {launch:>9}  {r.collective_calls:>5}  {r.name}")
-    lines.append(f"communication: {ranks.ranks[0].comm_source} (compute and comm: the work each rank's steps launched, "
-                 "wherever it ran; overlap and idle: inside the steps' window; unions of intervals)")
+                     f"{_each(r, r.gpu_busy_us, per_step):>10}  {_each(r, r.compute_us, per_step):>10}  "
+                     f"{_each(r, r.comm_us, per_step):>10}  {_each(r, r.comm_wait_us, per_step):>10}  "
+                     f"{overlap:>8}  {_each(r, r.idle_us, per_step):>10}  {launch:>9}  {r.collective_calls:>5}  "
+                     f"{r.name}")
+    each = "per step (each rank's total over its steps ÷ its steps)" if per_step else "over the whole trace"
+    lines.append(f"communication: {ranks.ranks[0].comm_source}; GPU busy, compute, comm, wait and idle {each} "
+                 "(compute and comm: the work each rank's steps launched, wherever it ran; wait: at the matched "
+                 "collectives, until the last rank arrives; overlap and idle: inside the steps' window; unions of "
+                 "intervals)")
     s = ranks.straggler
     lines.append("straggler: none (no collective calls to match)" if s is None else
                  f"straggler: rank {s.rank} (marked *), late by {fmt_us(s.late_median_us)} (median of "
                  f"{s.matched_calls} matched {s.call_name})")
+    job = job_summary(ranks, insights)
+    if s is not None:
+        lines.append(f"why: {job.straggler.removeprefix('Straggler: ')}")
+    if job.collectives:
+        lines.append(job.collectives)
     for i in insights:
         lines += [f"[{i.severity}] {i.title}", f"  {i.evidence}", f"  try: {i.suggestion}"]
     return "\n".join(lines) + "\n"

@@ -11,8 +11,8 @@ from lab.views.timeline_data import TimelineData
 from lab.views.timeline_lod import CAT_COLORS
 from lab.views.timeline_rows import BAR_FILL
 
-__all__ = ["LANE_LABEL_PX", "LEGEND_COLUMNS", "MAX_PLOT_HEIGHT_PX", "MIN_OPACITY", "MIN_ROW_STEP_PX",
-           "ROW_STEP_PX", "TOOLTIP_NAME_CHARS", "lane_label", "outline_layer", "timeline_chart"]
+__all__ = ["LANE_LABEL_MIN_PX", "LANE_LABEL_PX", "LEGEND_COLUMNS", "MAX_PLOT_HEIGHT_PX", "MIN_OPACITY",
+           "MIN_ROW_STEP_PX", "ROW_STEP_PX", "TOOLTIP_NAME_CHARS", "lane_label", "outline_layer", "timeline_chart"]
 
 # Tooltip names are cut: some kernel names are ~400 characters of template arguments.
 TOOLTIP_NAME_CHARS = 160
@@ -28,6 +28,11 @@ LEGEND_COLUMNS = 4
 # Lane labels are cut past this width: "CPU thread 497 (pt_autograd_0)" is ~190 px, and at an
 # 800 px viewport the plot keeps ~500 px beside them.
 LANE_LABEL_PX = 200
+# A lane label's line (11 px text): the thinnest lane gets at least this height, so that every
+# label has room and none overlaps its neighbour. (Vega-Lite hides overlapping labels by default
+# on a numeric axis, every other one: the 64-rank job's stacked timeline labelled 3 of its 6
+# lanes.) Deep lanes still shrink their rows toward MIN_ROW_STEP_PX.
+LANE_LABEL_MIN_PX = 12
 # The faintest a bar is drawn (busy share 0): still visible and hoverable on white.
 MIN_OPACITY = 0.15
 
@@ -77,7 +82,9 @@ def timeline_chart(data: TimelineData) -> alt.LayerChart:
         .encode(
             x=alt.X("start_us:Q", scale=x_scale, title="time (µs since trace start)"),
             x2="draw_end_us:Q",
-            y=alt.Y("y_top:Q", scale=y_scale, title=None),
+            # The lane axis on every layer: Vega-Lite merges the layers' axes, and a layer left
+            # with the default (labelOverlap on) hid every other lane's label in the browser.
+            y=alt.Y("y_top:Q", scale=y_scale, axis=_lane_axis(data)),
             y2="y_bottom:Q",
             color=alt.Color(
                 "kind:N",
@@ -94,6 +101,8 @@ def timeline_chart(data: TimelineData) -> alt.LayerChart:
     if len(data.links):
         layers.append(_link_rules(data, x_scale, y_scale))
     step = min(ROW_STEP_PX, max(MIN_ROW_STEP_PX, MAX_PLOT_HEIGHT_PX // n_rows))
+    thinnest = min((n for _, _, n in data.lane_rows if n > 0), default=1)
+    step = max(step, min(ROW_STEP_PX, -(-LANE_LABEL_MIN_PX // thinnest)))  # room for every lane's label
     # fit-x: the width follows the container and the height is the rows' own. Without it
     # Streamlit asks for "fit", which makes the height the whole chart's (legend and axis
     # included): 9 rows × 12 px minus a 100 px legend left no rows at all (measured in 1.67).
@@ -115,7 +124,7 @@ def outline_layer(data: TimelineData, marks: pd.DataFrame, *, color: str, stroke
             x=alt.X("start_us:Q", scale=alt.Scale(domain=list(data.window), nice=False, zero=False)),
             x2="draw_end_us:Q",
             y=alt.Y("y_top:Q", scale=alt.Scale(domain=[0, n_rows], reverse=True, nice=False, zero=False),
-                    title=None),
+                    axis=_lane_axis(data)),
             y2="y_bottom:Q",
             tooltip=[alt.Tooltip("name:N", title=title)],
         )
@@ -133,7 +142,7 @@ def _lane_axis(data: TimelineData) -> alt.Axis:
     labels = [lane_label(data, lane) for lane, _, _ in data.lane_rows]
     expr = f"{json.dumps(labels)}[indexof({json.dumps(middles)}, datum.value)]"
     return alt.Axis(title=None, values=middles, labelExpr=expr, labelLimit=LANE_LABEL_PX, grid=False, ticks=False,
-                    domain=False)
+                    domain=False, labelOverlap=False)
 
 
 def _lane_bands(data: TimelineData, y_scale: alt.Scale) -> alt.Chart:
@@ -157,7 +166,7 @@ def _link_rules(data: TimelineData, x_scale: alt.Scale, y_scale: alt.Scale) -> a
         .encode(
             x=alt.X("launch_x_us:Q", scale=x_scale),
             x2="gpu_x_us:Q",
-            y=alt.Y("launch_y:Q", scale=y_scale, title=None),
+            y=alt.Y("launch_y:Q", scale=y_scale, axis=_lane_axis(data)),
             y2="gpu_y:Q",
             tooltip=list(_LINK_TOOLTIPS),
         )

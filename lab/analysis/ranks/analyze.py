@@ -9,7 +9,11 @@ same collective, since every rank of a job issues them in one order. On the job'
 (``baseTimeNanoseconds`` + the event's ``ts``) each call's lateness is its start minus the
 earliest rank's start of that call; the straggler is the rank with the largest median
 lateness, and "where its extra time goes" is its per-step compute, communication and idle time
-against the median of the other ranks, and the ops whose time grew most.
+against the median of the other ranks, and the ops whose time grew most; its cause
+(``cause.straggler_cause``: the labelled range, else the op, that outgrew the others' median per
+step) and the waits it costs the others (``collectives.match_collectives``: each collective's
+skew, waits, transfer, size and bandwidths, by Seq or by order per process group). Whether the
+ranks ran the same work (``cause.same_work``) is the compute-imbalance rule's premise.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from lab.analysis.ranks.cause import Cause, same_work, straggler_cause
+from lab.analysis.ranks.collectives import match_collectives
 from lab.analysis.ranks.job import RankInfo, RanksError, check_infos, job_offsets_us
 from lab.analysis.ranks.summary import RankSummary, rank_summary
 from lab.trace import Trace
@@ -34,7 +40,7 @@ TOP_OP_DELTAS = 3  # ops named in "where its extra time goes"
 RANK_COLUMNS = (
     "rank", "name", "steps", "step_us", "window_us", "gpu_busy_us", "compute_us", "comm_us", "comm_source",
     "compute_in_window_us", "comm_in_window_us", "overlap_us", "overlap_pct", "idle_us", "launch_delay_us",
-    "collective_calls",
+    "collective_calls", "comm_wait_us", "comm_transfer_us",
 )
 
 
@@ -60,6 +66,10 @@ class RankRow:
     idle_us: float  # window − busy
     launch_delay_us: float  # median launch → GPU start (NaN without launches)
     collective_calls: int
+    # Over the collectives matched across ranks that start in its window (``collectives``): the
+    # time it waited for the last rank to arrive, and the time from that arrival to its end.
+    comm_wait_us: float = float("nan")
+    comm_transfer_us: float = float("nan")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +83,9 @@ class Straggler:
     # (what, its per-step µs − the other ranks' median per-step µs), largest first
     deltas_us: tuple[tuple[str, float], ...]
     op_deltas_us: tuple[tuple[str, float], ...]  # ops' total time (self CPU + device) − the others' median
+    cause: Cause | None = None  # what it does longer than the others, per step (``cause.straggler_cause``)
+    wait_us: float = float("nan")  # its wait at the matched collectives, per step
+    others_wait_us: float = float("nan")  # the other ranks' median wait, per step
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +101,12 @@ class RanksAnalysis:
     # One row per (rank, step): rank, step, start_us (job clock), ranks.summary.HEAT_COLUMNS: the heat map.
     per_step: pd.DataFrame | None = None
     span_us: float = 0.0  # the job's span on its clock: the last rank's last event end
+    # One row per collective matched across ranks (collectives.COLLECTIVE_COLUMNS), and per
+    # (collective, rank) its wait and transfer (collectives.WAIT_COLUMNS); None: none matched.
+    collectives: pd.DataFrame | None = None
+    waits: pd.DataFrame | None = None
+    same_work: bool | None = None  # every rank ran the same ops (by shape) and kernels; None: not compared
+    work_note: str = ""  # the sentence that says so, or where they differ
 
     @property
     def rank_ids(self) -> tuple[int, ...]:
@@ -128,8 +147,50 @@ def _straggler(rows: list[RankRow], times: list[RankSummary], offsets: list[floa
         diff = table.iloc[:, k] - table.drop(columns=table.columns[k]).median(axis=1)
         top = diff[diff > 0].sort_values(ascending=False).head(TOP_OP_DELTAS)
         op_deltas = tuple((str(name), float(v)) for name, v in top.items())
+    others_wait = [_per_step(r, r.comm_wait_us) for r in others if np.isfinite(r.comm_wait_us)]
     return Straggler(rank=me.rank, late_median_us=float(late[k]), matched_calls=n, call_name=times[k].call_name,
-                     deltas_us=tuple(sorted(deltas, key=lambda d: -d[1])), op_deltas_us=op_deltas)
+                     deltas_us=tuple(sorted(deltas, key=lambda d: -d[1])), op_deltas_us=op_deltas,
+                     cause=_cause(rows, times, k, float(late[k])), wait_us=_per_step(me, me.comm_wait_us),
+                     others_wait_us=float(np.median(others_wait)) if others_wait else float("nan"))
+
+
+def _per_step_map(row: RankRow, names, values) -> dict[str, float]:
+    scale = 1.0 / row.steps if row.steps else 1.0
+    return {str(n): float(v) * scale for n, v in zip(names, values, strict=True)}
+
+
+def _cause(rows: list[RankRow], times: list[RankSummary], k: int, late_us: float) -> Cause | None:
+    """Rank ``k``'s labelled range (else op) that outgrew the other ranks' median, per step."""
+    others = [i for i in range(len(rows)) if i != k]
+    mine = times[k].ranges
+    if len(mine):
+        found = straggler_cause(
+            _per_step_map(rows[k], mine["name"], mine["total_us"]),
+            [_per_step_map(rows[i], times[i].ranges["name"], times[i].ranges["total_us"])
+             if len(times[i].ranges) else {} for i in others],
+            late_us=late_us, precedes=dict(zip(mine["name"].astype(str), mine["precedes"].astype(str), strict=True)))
+        if found is not None:
+            return found
+    return straggler_cause(
+        _per_step_map(rows[k], times[k].op_totals_us.index, times[k].op_totals_us.to_numpy()),
+        [_per_step_map(rows[i], times[i].op_totals_us.index, times[i].op_totals_us.to_numpy()) for i in others],
+        late_us=late_us, kind="op")
+
+
+def _with_collectives(rows: list[RankRow], times: list[RankSummary],
+                      offsets: list[float]) -> tuple[list[RankRow], pd.DataFrame | None, pd.DataFrame | None]:
+    """The rows with their waits and transfers at the collectives matched across ranks."""
+    frames = [t.collectives for t in times]
+    if not any(len(f) for f in frames):
+        return rows, None, None
+    table, waits = match_collectives(frames, [r.rank for r in rows], offsets)
+    if not len(table):
+        return rows, None, None
+    sums = waits[waits["in_window"].astype(bool)].groupby("rank")[["wait_us", "transfer_us"]].sum()
+    wait, transfer = sums["wait_us"].to_dict(), sums["transfer_us"].to_dict()
+    out = [replace(r, comm_wait_us=float(wait.get(r.rank, 0.0)), comm_transfer_us=float(transfer.get(r.rank, 0.0)))
+           for r in rows]
+    return out, table, waits
 
 
 def analyze_ranks(traces: Sequence[Trace], names: Sequence[str], *, analyses: Sequence | None = None) -> RanksAnalysis:
@@ -165,6 +226,8 @@ def combine_ranks(summaries: Sequence[RankSummary]) -> RanksAnalysis:
                         f"{min(counts)} calls.")
     worlds = {i.world_size for i in infos if i.world_size is not None}
     backends = {i.backend for i in infos if i.backend}
+    rows, collectives, waits = _with_collectives(rows, times, offsets)
+    work_same, work_note = same_work([t.work for t in times], [r.rank for r in rows])
     per_step = pd.concat([s.steps.assign(rank=i.rank, start_us=s.steps["start_us"] + off - i.start_ts_us)
                           for s, i, off in zip(times, infos, offsets, strict=True)], ignore_index=True)
     return RanksAnalysis(
@@ -172,4 +235,5 @@ def combine_ranks(summaries: Sequence[RankSummary]) -> RanksAnalysis:
         backend=backends.pop() if backends else "", offsets_us=tuple(offsets),
         straggler=_straggler(rows, times, offsets), warnings=tuple(warnings), calls_differ=len(counts) > 1,
         per_step=per_step, span_us=max(off + s.span_us for s, off in zip(times, offsets, strict=True)),
+        collectives=collectives, waits=waits, same_work=work_same, work_note=work_note,
     )

@@ -15,8 +15,9 @@ from lab.analysis.ranks.analyze import RanksAnalysis
 from lab.units import fmt_us
 
 __all__ = [
-    "IMBALANCE_PCT", "LOW_OVERLAP_COMM_PCT", "LOW_OVERLAP_PCT", "RANK_RULES", "STRAGGLER_STEP_PCT",
-    "compute_imbalance", "low_overlap", "rank_insights", "straggler",
+    "IMBALANCE_PCT", "IMBALANCE_TITLE", "LOW_OVERLAP_COMM_PCT", "LOW_OVERLAP_PCT", "LOW_OVERLAP_TITLE", "RANK_RULES",
+    "SCHEDULING_TITLE", "STRAGGLER_STEP_PCT", "STRAGGLER_TITLE", "compute_imbalance", "low_overlap", "rank_insights",
+    "straggler", "straggler_sentence",
 ]  # fmt: skip
 
 # The single-trace diagnosis's bars (lab/analysis/diagnoses/comm.py, with their sources): communication
@@ -38,6 +39,7 @@ IMBALANCE_PCT = 10.0
 LOW_OVERLAP_TITLE = "Communication barely overlaps compute"
 STRAGGLER_TITLE = "A straggler rank: the others wait for it"
 IMBALANCE_TITLE = "Compute is imbalanced across ranks"
+SCHEDULING_TITLE = "The ranks run the same work at different speeds: host scheduling"
 DDP_DOCS = "https://pytorch.org/docs/stable/notes/ddp.html"
 HTA_OVERLAP = "https://hta.readthedocs.io/en/latest/source/features/comm_comp_overlap.html"
 HTA_STRAGGLER = "https://hta.readthedocs.io/en/latest/source/features/temporal_breakdown.html"
@@ -104,8 +106,52 @@ def low_overlap(ranks: RanksAnalysis) -> Insight | None:
     )
 
 
+def _lead(ranks: RanksAnalysis) -> str:
+    """Why the straggler is late, when its own events say it: a range or op that outgrew the
+    others', or the same work run slower (``_host_scheduled``); "" when neither."""
+    s = ranks.straggler
+    assert s is not None
+    if s.cause is not None:
+        c = s.cause
+        what = f"in {c.text}" if c.kind == "range" else f"in {c.name} (op time)"
+        return (f"rank {s.rank} spends {fmt_us(c.mine_us)} per step {what} (the other ranks' median: "
+                f"{fmt_us(c.others_us)})")
+    if _host_scheduled(ranks):
+        compute = dict(s.deltas_us)["compute"]
+        return (f"rank {s.rank} runs the same work as the others but its compute takes {fmt_us(compute)} longer per "
+                "step: the host's scheduling (CPU contention), not the program")
+    return ""
+
+
+def _host_scheduled(ranks: RanksAnalysis) -> bool:
+    """The straggler has no cause of its own but ran the others' work slower: its compute grew most."""
+    s = ranks.straggler
+    if s is None or s.cause is not None or not ranks.same_work:
+        return False
+    compute = dict(s.deltas_us).get("compute", 0.0)
+    return compute > 0 and compute >= max(d for _, d in s.deltas_us)
+
+
+def _waits(s) -> str:
+    if not (np.isfinite(s.others_wait_us) and np.isfinite(s.wait_us)):
+        return ""
+    return (f"the others wait {fmt_us(s.others_wait_us)} per step for it at the collectives (rank {s.rank}: "
+            f"{fmt_us(s.wait_us)})")
+
+
+def straggler_sentence(ranks: RanksAnalysis) -> str:
+    """The straggler in one sentence, its cause first when one is found: what the Summary leads with."""
+    s = ranks.straggler
+    if s is None:
+        return ""
+    lead = _lead(ranks) or f"rank {s.rank} starts its collectives last, by {fmt_us(s.late_median_us)}"
+    waits = _waits(s)
+    return lead + (f"; {waits}" if waits else "") + "."
+
+
 def straggler(ranks: RanksAnalysis) -> Insight | None:
-    """The rank whose collective calls start last, when it is late by a real share of a step."""
+    """The rank whose collective calls start last, when it is late by a real share of a step;
+    led by its cause (``cause.straggler_cause``) when one is found."""
     s = ranks.straggler
     if s is None:
         return None
@@ -121,14 +167,26 @@ def straggler(ranks: RanksAnalysis) -> Insight | None:
     where = ", ".join(f"{what} {'+' if d >= 0 else '−'}{fmt_us(abs(d))}" for what, d in s.deltas_us)
     ops = ("; ops with the most extra time: " + ", ".join(f"{n} +{fmt_us(d)}" for n, d in s.op_deltas_us)
            if s.op_deltas_us else "")
+    late = (f"rank {s.rank} starts its collectives last: by {fmt_us(s.late_median_us)} at the median of "
+            f"{s.matched_calls} matched {s.call_name} ({100 * s.late_median_us / step:.0f} % of a {fmt_us(step)} step)")
+    lead, waits = _lead(ranks), _waits(s)
+    sentences = [lead, late] if lead else [late]
+    if waits:
+        sentences.append(waits)
+    evidence = ". ".join(x[0].upper() + x[1:] for x in sentences)
+    if s.cause is not None and s.cause.kind == "range":
+        look = f"Shorten or overlap what rank {s.rank} does in {s.cause.text}"
+    elif _host_scheduled(ranks):
+        look = (f"Give rank {s.rank} cores of its own (taskset or numactl, OMP_NUM_THREADS = its cores) and keep "
+                "other work off them")
+    else:
+        look = f"Look at what rank {s.rank} does before each collective (the stacked timeline)"
     return Insight(
         severity="warning" if one_clock else "info", title=STRAGGLER_TITLE,
-        evidence=(f"rank {s.rank} starts its collectives last: by {fmt_us(s.late_median_us)} at the median of "
-                  f"{s.matched_calls} matched {s.call_name} ({100 * s.late_median_us / step:.0f} % of a "
-                  f"{fmt_us(step)} step). Per step against the other ranks' median: {where}{ops}.{clock}"),
-        suggestion=(f"Look at what rank {s.rank} does before each collective (the stacked timeline): uneven "
-                    "batches or sequence lengths, extra work on that rank (logging, evaluation, checkpoints), "
-                    "a data loader that cannot keep up, or a slower or shared device."),
+        evidence=f"{evidence}. Per step against the other ranks' median: {where}{ops}.{clock}",
+        suggestion=(f"{look}: every other rank waits that long at each collective. Common causes: a data loader "
+                    "that cannot keep up (more workers, pin_memory, prefetch), uneven batches or sequence lengths, "
+                    "extra work on that rank (logging, evaluation, checkpoints), or a slower or shared device."),
         learn_more=HTA_STRAGGLER,
     )
 
@@ -145,10 +203,22 @@ def compute_imbalance(ranks: RanksAnalysis) -> Insight | None:
     spread = 100 * (per_step[hi] - per_step[lo]) / median
     if spread < IMBALANCE_PCT:
         return None
+    figures = (f"compute per step: rank {hi} {fmt_us(per_step[hi])}, rank {lo} {fmt_us(per_step[lo])} — a spread "
+               f"of {spread:.0f} % of the median ({fmt_us(median)}) across ranks {_ranks_text(ranks.ranks)}")
+    if ranks.same_work:  # the premise fails: the program gave every rank the same work
+        return Insight(
+            severity="info", title=SCHEDULING_TITLE,
+            evidence=(f"{figures}; but {ranks.work_note}, so the difference is in how the host ran them (CPU "
+                      "contention: processes sharing cores, a rank's threads preempted), not in the work."),
+            suggestion=("Give each rank its own cores (taskset or numactl, OMP_NUM_THREADS = cores per rank) and "
+                        "keep other jobs off them; on GPUs, check the devices' clocks and that no two ranks share "
+                        "one. The program needs no change."),
+            learn_more=DDP_DOCS,
+        )
+    note = f" ({ranks.work_note})" if ranks.work_note and ranks.same_work is False else ""
     return Insight(
         severity="warning", title=IMBALANCE_TITLE,
-        evidence=(f"compute per step: rank {hi} {fmt_us(per_step[hi])}, rank {lo} {fmt_us(per_step[lo])} — a spread "
-                  f"of {spread:.0f} % of the median ({fmt_us(median)}) across ranks {_ranks_text(ranks.ranks)}."),
+        evidence=f"{figures}{note}.",
         suggestion=("Give every rank the same work: equal batch sizes (DistributedSampler, drop_last), sequence "
                     "lengths bucketed or padded alike, no rank-0-only work inside the step; then check the "
                     "devices are alike (clocks, a shared GPU)."),

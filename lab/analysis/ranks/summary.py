@@ -1,19 +1,20 @@
 """One rank of a job as the job's views need it, computed where the trace is read (issue 25).
 
 ``rank_summary(trace, name, analysis)`` runs in a reader (or a Ray task) next to the parsed
-trace and returns only what ``analyze_ranks`` combines across ranks: the rank's place in its
-job (``RankInfo``, or the refusal when the trace names no rank), its row of the per-rank table,
-its collective calls' starts (for the straggler), its ops' totals, and a row per step for the
-heat map (step time, compute, communication and idle inside each step: unions of intervals,
-``ranks.comm``'s definitions). A few KB to a few hundred KB a rank, where the parsed trace is
-hundreds of MB: the server's memory holds a 64-rank job's summaries plus the ranks opened in
-full, not every rank's frames. ``combine_ranks`` is the server's half: the checks of
-``ranks.job``, the rows by rank, the straggler.
+trace and returns only what ``analyze_ranks`` combines across ranks: the rank's place in its job
+(``RankInfo``, or the refusal when the trace names no rank), its row of the per-rank table, its
+collective calls' starts (for the straggler), its collectives with their metadata
+(``collectives.rank_collectives``), its labelled ranges and work counts (``cause``), its ops'
+totals, and a row per step for the heat map (step time, compute, communication and idle inside
+each step: unions of intervals, ``ranks.comm``'s definitions). A few KB to a few hundred KB a
+rank, where the parsed trace is hundreds of MB: the server's memory holds a 64-rank job's
+summaries plus the ranks opened in full, not every rank's frames. ``combine_ranks`` is the
+server's half: the checks of ``ranks.job``, the rows by rank, the straggler.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,8 @@ import pandas as pd
 from lab.analysis.diagnoses.common import pct
 from lab.analysis.diagnoses.steps import step_spans
 from lab.analysis.intervals import covered_us
+from lab.analysis.ranks.cause import rank_ranges, rank_work
+from lab.analysis.ranks.collectives import rank_collectives
 from lab.analysis.ranks.comm import rank_times
 from lab.analysis.ranks.job import RankInfo, RanksError, rank_info
 from lab.trace import Trace
@@ -47,6 +50,10 @@ class RankSummary:
     op_totals_us: pd.Series  # op name → self CPU + self device µs (annotations left out)
     span_us: float  # the trace's span (its last event end after its first event)
     steps: pd.DataFrame  # one row per step: step, start_us (own clock), HEAT_COLUMNS
+    # collectives.RANK_COLLECTIVE_COLUMNS + in_window: its collectives, matched across ranks on the server
+    collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
+    ranges: pd.DataFrame = field(default_factory=pd.DataFrame)  # cause.RANGE_COLUMNS: its labelled ranges
+    work: pd.Series = field(default_factory=lambda: pd.Series(dtype="int64"))  # cause.rank_work
     result_bytes: int = 0  # set by the reader pool: what holding it costs
 
 
@@ -79,7 +86,7 @@ def rank_summary(trace: Trace, name: str, analysis=None) -> RankSummary:
         refusal = None
     except RanksError as exc:
         info, refusal = None, str(exc)
-    spans = analysis.findings.steps if analysis is not None else None
+    spans = analysis.findings.steps if analysis is not None else step_spans(trace)
     t = rank_times(trace, spans=spans)
     w0, w1 = t.window
     comm = t.covered(t.comm)  # overlap is about the window: its share is of the window's communication
@@ -94,7 +101,11 @@ def rank_summary(trace: Trace, name: str, analysis=None) -> RankSummary:
         launch_delay_us=float(np.median(delays)) if len(delays) else float("nan"),
         collective_calls=len(t.call_starts_us),
     )
+    collectives = rank_collectives(trace)
+    collectives["in_window"] = (collectives["start_us"] >= w0) & (collectives["start_us"] < w1)
     return RankSummary(name=name, info=info, refusal=refusal, row=row, call_starts_us=t.call_starts_us,
                        call_name=t.call_name,
                        op_totals_us=_op_totals(analysis) if analysis is not None else pd.Series(dtype=float),
-                       span_us=float(trace.meta.span_us), steps=_per_step(trace, t, spans))
+                       span_us=float(trace.meta.span_us), steps=_per_step(trace, t, spans), collectives=collectives,
+                       ranges=rank_ranges(trace, spans, collectives["start_us"].to_numpy()),
+                       work=rank_work(trace, spans))
