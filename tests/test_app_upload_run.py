@@ -16,11 +16,11 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from lab.analysis import (  # noqa: E402
     Run,  # noqa: E402
     analyze,
-    find_insights,
 )
+from lab.explain import explain  # noqa: E402
+from lab.judge import judge  # noqa: E402
 from lab.teach import own_questions  # noqa: E402
 from lab.trace.load import load_trace  # noqa: E402
-from lab.views.summary import summarize  # noqa: E402
 from tests.test_app import APP, H200_TRACE, ROOT, TIMEOUT_S, assert_healthy, errors  # noqa: E402
 
 pytestmark = pytest.mark.timeout(900)
@@ -57,9 +57,10 @@ def page_runs(monkeypatch) -> dict[str, int]:
 
 
 def _verdict(path) -> str:
+    """The verdict the Summary leads with: the judged one (the finding with the largest saving)."""
     trace = load_trace(path.read_bytes())
     analysis = analyze(trace)
-    return summarize(trace, analysis, find_insights(trace, analysis)).verdict
+    return judge(explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)).verdict
 
 
 def test_the_run_that_accepts_an_upload_shows_its_verdict_without_a_second_run(at, page_runs):
