@@ -83,6 +83,15 @@ def ranks_view(subject: Subject, readers: ReaderPool) -> None:
                "the matched collectives: from the rank's own start until the last rank arrives, then to its end. "
                "Overlap is communication time during which compute ran (HTA's comp/comm overlap); idle is the "
                "window minus busy time (GPU activity, or compute and communication on a CPU-only rank).")
+    causes = lv.rank_causes_table(ranks)
+    if len(causes):
+        st.markdown("**Where each rank's step went** (median step, every ms attributed to one cause)")
+        st.dataframe(causes, hide_index=True, width="stretch", key=f"ranks_causes_{subject.digest}",
+                     column_config=_number_formats(causes))
+        st.caption("The Summary's attribution per rank: compute by op class, communication (waiting in a collective "
+                   "included), synchronisation, the input pipeline, host work (dispatch, launches, Python — a slow "
+                   "loader inside record_function shows here), the profiler, and time nothing recorded. A straggler's "
+                   "extra host work is its cause; the others' extra communication is their wait for it.")
     collectives = lv.collective_table(ranks)
     if len(collectives):
         st.dataframe(collectives, hide_index=True, width="stretch", key=f"ranks_collectives_{subject.digest}",

@@ -38,6 +38,7 @@ from lab.analysis.operators import Links, build_links
 from lab.analysis.steps import step_windows
 from lab.explain.classes import (
     CAUSES,
+    COLLECTIVE_RANGE_PATTERN,
     COMPILE_PATTERN,
     INPUT_PIPELINE_PATTERN,
     OPTIMIZER_PATTERN,
@@ -161,6 +162,7 @@ def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | No
         busy |= hit
     host = _host_labels(trace, on_host, bounds, ts, end, has_gpu=bool(len(gpu_rows)))
     label[~busy] = host[~busy]
+    _waiting_for_collectives(trace, host_lane, bounds, ts, end, busy, label)
     sources: dict[str, float] = {}
     if len(gpu_rows):
         _drained_by_sync(trace, syncs, seg_lo, seg_hi, busy, label, ts, end, links, sources)
@@ -231,6 +233,21 @@ def _host_labels(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, ts: np.n
         cls = {n: _INDEX[op_class(n, is_gemm=is_gemm_op(n))] for n in set(op_names.tolist())}
         label[at] = np.array([cls[n] for n in op_names], dtype=np.int64) if len(at) else label[at]
     return label
+
+
+def _waiting_for_collectives(trace: Trace, host_lane: int, bounds: np.ndarray, ts: np.ndarray, end: np.ndarray,
+                             busy: np.ndarray, label: np.ndarray) -> None:
+    """Time the step's thread spends in no op (Python, nothing recorded) while a collective runs on
+    another thread (gloo's all_reduce on its own thread, the DDP reducer waiting for it) is
+    communication: the rank waits for its peers there."""
+    ev = trace.events
+    other = (ev["lane_order"].to_numpy() != host_lane) & mask_in(ev["lane_kind"], ("cpu",))
+    rows = np.flatnonzero(other & mask_where(ev["name"], lambda n: bool(COLLECTIVE_RANGE_PATTERN.search(n))))
+    if not len(rows):
+        return
+    waiting = _covered(bounds, ts[rows], end[rows]) & ~busy
+    waiting &= np.isin(label, [_INDEX["python"], _INDEX["unrecorded"]])
+    label[waiting] = _INDEX["communication"]
 
 
 def _drained_by_sync(trace: Trace, syncs: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray,

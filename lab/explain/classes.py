@@ -24,7 +24,8 @@ import re
 from dataclasses import dataclass
 
 __all__ = [
-    "CAUSES", "COMPILE_PATTERN", "WORK_CLASSES", "HOST_CAUSES", "INPUT_PIPELINE_PATTERN", "OPTIMIZER_PATTERN",
+    "CAUSES", "COLLECTIVE_RANGE_PATTERN", "COMPILE_PATTERN", "WORK_CLASSES", "HOST_CAUSES", "INPUT_PIPELINE_PATTERN",
+    "OPTIMIZER_PATTERN",
     "Cause", "cause", "kernel_class", "op_class",
 ]  # fmt: skip
 
@@ -84,6 +85,9 @@ COMPILE_PATTERN = re.compile(
 # torch.utils.data's DataLoader and DataPipes as the profiler names their __next__:
 # "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "enumerate(DataPipe)#…".
 INPUT_PIPELINE_PATTERN = re.compile(r"^enumerate\((?:DataLoader|DataPipe)\)#")
+# A collective in flight on another thread: gloo's and NCCL's ranges ("gloo:all_reduce" on gloo's
+# own thread while the step's thread waits for it, in no op) and c10d's ops.
+COLLECTIVE_RANGE_PATTERN = re.compile(r"^(?:gloo|nccl|c10d):")
 # torch.optim's record_function around step / zero_grad: "Optimizer.step#Adam.step".
 OPTIMIZER_PATTERN = re.compile(r"^Optimizer\.(?:step|zero_grad)#")
 

@@ -33,13 +33,18 @@ def submit_rank_summaries(pool: ReaderPool, paths: Sequence[str], *, settings: H
 
 def _summarize_path(path: str, settings: HostSettings):
     """In a Ray task: read one rank's trace and return its summary (what a reader would)."""
+    from dataclasses import replace
+
     from lab.analysis import analyze, rank_summary
+    from lab.explain import attribute
     from lab.trace import load_trace
 
     # At the readers' niceness: a node that also serves pages keeps them responsive (limits.READER_NICE).
     os.setpriority(os.PRIO_PROCESS, 0, max(os.getpriority(os.PRIO_PROCESS, 0), READER_NICE))
     trace = load_trace(path, settings=settings)
-    return rank_summary(trace, os.path.basename(path), analyze(trace))
+    analysis = analyze(trace)
+    causes = attribute(trace, links=analysis.links, spans=analysis.findings.steps).median_us()
+    return replace(rank_summary(trace, os.path.basename(path), analysis), causes=causes)
 
 
 def _ray_summaries(paths: Sequence[str], settings: HostSettings) -> list:

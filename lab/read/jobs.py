@@ -100,13 +100,23 @@ class JobRefused(Exception):
         self.error_type = error_type
 
 
+def _rank_causes(given: JobInput) -> list | None:
+    """Each rank's median µs per step by cause (lab.explain's attribution), where analyses came too."""
+    if not given.analyses or len(given.analyses) != len(given.traces):
+        return None
+    explain = importlib.import_module("lab.explain")
+    return [explain.attribute(t, links=a.links, spans=a.findings.steps).median_us()
+            for t, a in zip(given.traces, given.analyses, strict=True)]
+
+
 def run_job(job: Job, given: JobInput) -> Any:
     """The job's result (see the module doc); runs in a reader."""
     analysis = importlib.import_module("lab.analysis")
     if job.kind in (JobKind.RANKS, JobKind.RANK_SUMMARIES):
         try:
             ranks = (analysis.combine_ranks(list(given.summaries)) if job.kind == JobKind.RANK_SUMMARIES
-                     else analysis.analyze_ranks(list(given.traces), list(job.names), analyses=list(given.analyses)))
+                     else analysis.analyze_ranks(list(given.traces), list(job.names), analyses=list(given.analyses),
+                                                 causes=_rank_causes(given)))
         except analysis.RanksError as exc:
             raise JobRefused(str(exc), type(exc).__name__) from None
         return RanksResult(analysis=ranks, insights=tuple(analysis.rank_insights(ranks)))

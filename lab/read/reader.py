@@ -14,6 +14,7 @@ exits: the pool starts a fresh one.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import importlib
 import mmap
@@ -116,6 +117,12 @@ class _Steps:
         gc.collect()
         gc.freeze()
 
+    def rank_summary(self, parsed: Parsed, name: str):
+        """One rank's summary with its attribution (median µs per step by cause) beside it."""
+        summary = self.analysis.rank_summary(parsed.trace, name, parsed.analysis)
+        causes = parsed.explanation.attribution.median_us() if parsed.explanation is not None else None
+        return summary if causes is None else dataclasses.replace(summary, causes=causes)
+
     def parse(self, buf, settings, config, peak, progress: _Progress | None = None) -> Parsed:
         trace = self.trace.load_trace(buf, settings=settings)
         del buf
@@ -154,7 +161,7 @@ def _read(steps: _Steps, request: ReadRequest, data, progress: _Progress) -> lis
                              request.peak, progress)
     progress.json_bytes = parsed.trace.source_bytes
     if request.rank_of_job is not None:  # one rank of a job: its summary is all the server gets
-        parsed = steps.analysis.rank_summary(parsed.trace, request.rank_of_job, parsed.analysis)
+        parsed = steps.rank_summary(parsed, request.rank_of_job)
     progress.stage("sending")
     return pack(parsed)
 

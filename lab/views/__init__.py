@@ -27,7 +27,7 @@ from lab.views.memory import (
 from lab.views.perfetto import PERFETTO_HEIGHT_PX, PERFETTO_INLINE_MAX_BYTES, perfetto_button_html
 from lab.views.ranks import build_ranks_timeline, ranks_span_us
 from lab.views.ranks_heatmap import MAX_STACKED_RANKS, default_picks, heatmap_chart, heatmap_frame, picked
-from lab.views.ranks_tables import collective_table, job_summary, rank_table
+from lab.views.ranks_tables import collective_table, job_summary, rank_causes_table, rank_table
 from lab.views.roofline import answers_chart, answers_frame, reveal_timeline, roofline_chart
 from lab.views.summary import category_counts, comparison_totals, summarize
 from lab.views.tables import (
@@ -61,7 +61,7 @@ __all__ = [
     "SORT_KEYS", "TORCH_SORT_COLUMNS", "TORCH_SORT_KEYS", "build_timeline", "category_counts", "comparison_totals",
     "fmt_us", "format_key_averages", "is_device_sort", "kernel_table", "key_averages_view", "limit_text_table",
     "profiled_device", "trace_table", "summarize", "timeline_chart", "to_csv_bytes", "torch_sorted", "torch_table_text",
-    "build_ranks_timeline", "collective_table", "job_summary", "rank_table", "ranks_span_us",
+    "rank_causes_table", "build_ranks_timeline", "collective_table", "job_summary", "rank_table", "ranks_span_us",
     "MAX_STACKED_RANKS", "default_picks", "heatmap_chart", "heatmap_frame", "picked",
     "kernel_by_name_table", "kernel_by_op_table", "kernel_note", "module_table", "step_time_chart", "step_time_note",
     "step_time_table",

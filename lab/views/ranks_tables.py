@@ -21,7 +21,8 @@ from lab.analysis.ranks.analyze import RankRow, RanksAnalysis
 from lab.analysis.ranks.insights import STRAGGLER_TITLE, straggler_sentence
 from lab.units import fmt_us
 
-__all__ = ["COLLECTIVE_TABLE_COLUMNS", "JobSummary", "collective_table", "job_summary", "rank_table", "table_headers"]
+__all__ = ["COLLECTIVE_TABLE_COLUMNS", "RANK_CAUSE_GROUPS", "JobSummary", "collective_table", "job_summary",
+           "rank_causes_table", "rank_table", "table_headers"]
 
 _MS = 1e-3
 _KB = 1e-3
@@ -128,3 +129,30 @@ def job_summary(ranks: RanksAnalysis, insights: Sequence[Insight]) -> JobSummary
     if waits:
         headline += f"; the ranks wait {fmt_us(float(np.median(waits)))} per step at the median for the last to arrive"
     return JobSummary(headline=headline, straggler=straggler, collectives=_collectives_line(ranks), top_insight=first)
+
+
+# The per-rank attribution's columns: each a group of lab.explain's causes (every cause in one).
+RANK_CAUSE_GROUPS = (
+    ("Compute (ms/step)", ("gemm", "attention", "convolution", "normalization", "softmax", "elementwise",
+                           "reduction", "copy", "other_work")),
+    ("Communication (ms/step)", ("communication",)),
+    ("Synchronisation (ms/step)", ("sync",)),
+    ("Input pipeline (ms/step)", ("input",)),
+    ("Host work (ms/step)", ("compile", "optimizer", "launch", "dispatch", "python")),
+    ("Profiler (ms/step)", ("profiler",)),
+    ("Nothing recorded (ms/step)", ("unrecorded",)),
+)
+
+
+def rank_causes_table(ranks: RanksAnalysis) -> pd.DataFrame:
+    """Per rank, where its median step went (lab.explain's attribution, grouped): empty when the
+    ranks were read without it. A rank's "host work" includes Python inside labelled ranges
+    (``record_function("load_batch")`` around a slow loader)."""
+    causes = ranks.causes
+    if causes is None or not len(causes):
+        return pd.DataFrame()
+    out = pd.DataFrame({"Rank": causes.index.astype(int)})
+    for label, keys in RANK_CAUSE_GROUPS:
+        present = [k for k in keys if k in causes.columns]
+        out[label] = (causes[present].sum(axis=1).to_numpy() if present else 0.0) * _MS
+    return out.loc[:, (out != 0).any(axis=0)]

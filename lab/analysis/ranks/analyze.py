@@ -107,6 +107,8 @@ class RanksAnalysis:
     waits: pd.DataFrame | None = None
     same_work: bool | None = None  # every rank ran the same ops (by shape) and kernels; None: not compared
     work_note: str = ""  # the sentence that says so, or where they differ
+    # Per rank (index), the median µs per step by cause (columns: lab.explain's cause keys); None: not attributed.
+    causes: pd.DataFrame | None = None
 
     @property
     def rank_ids(self) -> tuple[int, ...]:
@@ -193,17 +195,22 @@ def _with_collectives(rows: list[RankRow], times: list[RankSummary],
     return out, table, waits
 
 
-def analyze_ranks(traces: Sequence[Trace], names: Sequence[str], *, analyses: Sequence | None = None) -> RanksAnalysis:
+def analyze_ranks(traces: Sequence[Trace], names: Sequence[str], *, analyses: Sequence | None = None,
+                  causes: Sequence[pd.Series] | None = None) -> RanksAnalysis:
     """The ranks of one job side by side; ``RanksError`` (with the fix) if they are not one job.
 
-    ``analyses`` (each trace's ``Analysis``, same order) adds the ops to the straggler's account.
+    ``analyses`` (each trace's ``Analysis``, same order) adds the ops to the straggler's account;
+    ``causes`` (each rank's median µs per step by cause) the per-rank attribution.
     Each rank is summarised (``ranks.summary.rank_summary``, what a reader does for a job read
     from a directory) and the summaries combined (``combine_ranks``).
     """
     if len(traces) != len(names):
         raise ValueError(f"{len(traces)} traces but {len(names)} names")
     given = analyses if analyses is not None else [None] * len(traces)
-    return combine_ranks([rank_summary(t, n, a) for t, n, a in zip(traces, names, given, strict=True)])
+    summaries = [rank_summary(t, n, a) for t, n, a in zip(traces, names, given, strict=True)]
+    if causes is not None:  # each rank's attribution (lab.explain), computed by the caller above this layer
+        summaries = [replace(s, causes=c) for s, c in zip(summaries, causes, strict=True)]
+    return combine_ranks(summaries)
 
 
 def combine_ranks(summaries: Sequence[RankSummary]) -> RanksAnalysis:
@@ -236,4 +243,6 @@ def combine_ranks(summaries: Sequence[RankSummary]) -> RanksAnalysis:
         straggler=_straggler(rows, times, offsets), warnings=tuple(warnings), calls_differ=len(counts) > 1,
         per_step=per_step, span_us=max(off + s.span_us for s, off in zip(times, offsets, strict=True)),
         collectives=collectives, waits=waits, same_work=work_same, work_note=work_note,
+        causes=(pd.DataFrame({i.rank: s.causes for s, i in zip(times, infos, strict=True)}).T
+                if all(len(s.causes) for s in times) else None),
     )

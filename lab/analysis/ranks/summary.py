@@ -55,6 +55,8 @@ class RankSummary:
     ranges: pd.DataFrame = field(default_factory=pd.DataFrame)  # cause.RANGE_COLUMNS: its labelled ranges
     work: pd.Series = field(default_factory=lambda: pd.Series(dtype="int64"))  # cause.rank_work
     result_bytes: int = 0  # set by the reader pool: what holding it costs
+    # Median µs per step by cause (lab.explain's attribution), set where the rank is read; empty if not.
+    causes: pd.Series = field(default_factory=lambda: pd.Series(dtype=float))
 
 
 def _op_totals(analysis) -> pd.Series:
