@@ -155,11 +155,90 @@ def test_profile_flags_defaults_and_help_are_as_before():
     assert actions["--matmul-label"].default is None and actions["--steps"].type is int
 
 
-def test_analyze_honours_the_hosts_trace_limits():
+@pytest.mark.parametrize("where", [[], ["--isolated"]], ids=["in-process", "isolated"])
+def test_analyze_honours_the_hosts_trace_limits(where):
     # 126 events in the H200 seed trace: a host limit of 50 refuses it, the default reads it.
     trace = str(REPO / "tests" / "data" / "groundtruth" / "cuda" / "seed.json.gz")
-    _assert_one_line_refusal(_lab("analyze", trace, env={"PROFILER_LAB_MAX_TRACE_EVENTS": "50"}), "50")
-    assert _lab("analyze", trace).returncode == 0
+    _assert_one_line_refusal(_lab("analyze", *where, trace, env={"PROFILER_LAB_MAX_TRACE_EVENTS": "50"}), "50")
+    assert _lab("analyze", *where, trace).returncode == 0
+
+
+# ---- where the traces are read: here by default, in reader processes with --isolated ---------
+
+DATA = REPO / "tests" / "data"
+RANKS = [str(DATA / "groundtruth" / "cpu" / f"gloo_ddp_rank{r}.json.gz") for r in (0, 1)]
+
+
+@pytest.fixture
+def readers_started(monkeypatch):
+    """The reader pools the CLI starts, by reader count; the shell's PROFILER_LAB_* are not the test's."""
+    from lab.read import ReaderPool
+
+    for name in [k for k in os.environ if k.startswith("PROFILER_LAB_")]:
+        monkeypatch.delenv(name)
+    started: list[int] = []
+    start = ReaderPool.start
+
+    def counted(pool, **kwargs):
+        started.append(pool.plan.count)
+        return start(pool, **kwargs)
+
+    monkeypatch.setattr(ReaderPool, "start", counted)
+    return started
+
+
+def _json_of(argv: list[str], capsys) -> dict:
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def test_analyze_reads_here_and_isolated_in_a_reader_the_same(readers_started, capsys):
+    path = str(DATA / "matmul_add_1024_fp32.json.gz")
+    here = _json_of(["analyze", "--json", path], capsys)
+    assert readers_started == []  # no reader process: the read ran in this one
+    isolated = _json_of(["analyze", "--isolated", "--json", path], capsys)
+    assert readers_started == [1]
+    assert here == isolated
+    raw = json.loads(gzip.decompress(Path(path).read_bytes()))
+    assert here["events"] == sum(e.get("ph") == "X" for e in raw["traceEvents"])
+
+
+def test_compare_reads_here_and_isolated_the_same(readers_started, capsys):
+    a, b = str(DATA / "matmul_add_4096_bf16.json.gz"), str(DATA / "matmul_add_4096_bf16_compiled.json.gz")
+    here = _json_of(["compare", "--json", a, b], capsys)
+    assert readers_started == []
+    assert _json_of(["compare", "--isolated", "--json", a, b], capsys) == here
+    assert readers_started == [1]
+    assert here["label_a"] == "matmul_add_4096_bf16" and here["label_b"] == "matmul_add_4096_bf16_compiled"
+
+
+def test_ranks_read_here_one_after_the_other_or_isolated_at_once(readers_started, capsys):
+    here = _json_of(["ranks", "--json", *RANKS], capsys)
+    assert readers_started == []
+    assert _json_of(["ranks", "--isolated", "--json", *RANKS], capsys) == here
+    assert len(readers_started) == 1 and readers_started[0] >= 1  # the host's reader count
+    assert [r["rank"] for r in here["ranks"]] == [0, 1]
+    # Two files of one rank (a CPU and a CUDA job's rank 0): refused alike, in one line, either way.
+    mixed = [RANKS[0], str(DATA / "groundtruth" / "cuda" / "gloo_ddp_rank0.json.gz")]
+    for where in ([], ["--isolated"]):
+        assert cli.main(["ranks", *where, *mixed]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "rank 0 appears 2 times" in err[0]
+
+
+def test_a_failed_analysis_is_refused_in_a_readers_words(readers_started, capsys, monkeypatch):
+    import lab.analysis
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(lab.analysis, "analyze", broken)
+    assert cli.main(["analyze", str(DATA / "matmul_add_1024_fp32.json.gz")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: the lab could not analyse it (RuntimeError: boom)")
+    assert cli.main(["ranks", *RANKS]) == 2  # a rank's read names its file
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gloo_ddp_rank0.json.gz: the lab could not analyse it (RuntimeError: boom)" in err[0]
 
 
 # ---- python -m lab table --------------------------------------------------------------------
