@@ -330,3 +330,18 @@ def test_table_csv_has_torchs_memory_columns_on_a_memory_trace(stem):
     assert any(int(r["device_memory_bytes"]) for r in rows)
     plain = _lab("table", str(folder / "seed.json.gz"), "--csv")
     assert "memory" not in plain.stdout.splitlines()[0]
+
+
+def test_reading_commands_never_import_the_charts_library():
+    # altair (~0.2 s of imports, a quarter of the lab's) is the page's: analyze, compare, table and
+    # memory print text, so they must not pay for it.
+    code = ("import sys, contextlib, io; from lab import cli\n"
+            "for argv in sys.argv[1:]:\n"
+            "    with contextlib.redirect_stdout(io.StringIO()):\n"
+            "        assert cli.main(argv.split()) == 0, argv\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'altair'))")
+    trace, memory = str(DATA / "matmul_add_1024_fp32.json.gz"), str(DATA / "groundtruth" / "cuda" / "seed_mem.json.gz")
+    proc = subprocess.run([sys.executable, "-c", code, f"analyze {trace}", f"compare {trace} {trace}",
+                           f"table {trace}", f"memory {memory}"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
