@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -66,24 +67,31 @@ def _commands(small: Path, large: Path | None, job: Path | None) -> dict[str, li
     return out
 
 
-def _time(cmd: list[str]) -> float:
+def _time(cmd: list[str]) -> tuple[float, float]:
+    """(wall s, CPU s) of one command; CPU counts its reader processes too (children waited for)."""
     env = {**os.environ, "KINETO_LOG_LEVEL": "6"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     took = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
-    return took
+    return took, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def measure(commands: dict[str, list[str]], rounds: int) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {name: [] for name in commands}
+def measure(commands: dict[str, list[str]], rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall and CPU seconds per command, ``rounds`` each."""
+    wall: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
     for cmd in commands.values():  # one unmeasured pass: the page cache, .pyc files
         _time(cmd)
     for _ in range(rounds):
         for name, cmd in commands.items():
-            times[name].append(_time(cmd))
-    return times
+            w, c = _time(cmd)
+            wall[name].append(w)
+            cpu[name].append(c)
+    return wall, cpu
 
 
 def _ratio(times: dict[str, list[float]], a: str, b: str) -> str:
@@ -92,12 +100,7 @@ def _ratio(times: dict[str, list[float]], a: str, b: str) -> str:
     return f"{statistics.median(times[a]) / statistics.median(times[b]):.2f}×"
 
 
-def report(times: dict[str, list[float]], rounds: int, loads: tuple[float, float], argv: list[str]) -> str:
-    floor = statistics.median(times["import lab.trace + lab.analysis"])
-    rows = ["| command | median s | min s | max s | ÷ import floor |", "| --- | --- | --- | --- | --- |"]
-    for name, ts in times.items():
-        rows.append(f"| {name} | {statistics.median(ts):.3f} | {min(ts):.3f} | {max(ts):.3f} | "
-                    f"{statistics.median(ts) / floor:.2f}× |")
+def _ratios(times: dict[str, list[float]]) -> list[str]:
     ratios = [
         f"- analyze small ÷ import floor: {_ratio(times, 'analyze small', 'import lab.trace + lab.analysis')} "
         f"(target ≤ {SMALL_TARGET_RATIO}×); table small ÷ floor: "
@@ -110,6 +113,18 @@ def report(times: dict[str, list[float]], rounds: int, loads: tuple[float, float
                       f"--isolated ÷ in-process: {_ratio(times, 'analyze large --isolated', 'analyze large')}")
     if "ranks job" in times:
         ratios.append(f"- ranks --isolated ÷ in-process: {_ratio(times, 'ranks job --isolated', 'ranks job')}")
+    return ratios
+
+
+def report(wall: dict[str, list[float]], cpu: dict[str, list[float]], rounds: int, loads: tuple[float, float],
+           argv: list[str]) -> str:
+    floor, floor_cpu = (statistics.median(t["import lab.trace + lab.analysis"]) for t in (wall, cpu))
+    rows = ["| command | wall median s | min | max | ÷ import floor | CPU median s | ÷ import floor (CPU) |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, ts in wall.items():
+        c = statistics.median(cpu[name])
+        rows.append(f"| {name} | {statistics.median(ts):.3f} | {min(ts):.3f} | {max(ts):.3f} | "
+                    f"{statistics.median(ts) / floor:.2f}× | {c:.3f} | {c / floor_cpu:.2f}× |")
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return "\n".join([
         "## Command line",
@@ -125,7 +140,11 @@ def report(times: dict[str, list[float]], rounds: int, loads: tuple[float, float
         "",
         *rows,
         "",
-        *ratios,
+        "Wall:",
+        *_ratios(wall),
+        "",
+        "CPU (user + system, the command and its reader processes: what load on the shared box changes least):",
+        *_ratios(cpu),
         "",
     ])
 
@@ -139,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="replace '## Command line' in BENCHMARKS.md")
     args = parser.parse_args(argv)
     start_load = os.getloadavg()[0]
-    times = measure(_commands(args.small, args.large, args.job), args.rounds)
-    text = report(times, args.rounds, (start_load, os.getloadavg()[0]), sys.argv[1:] if argv is None else argv)
+    wall, cpu = measure(_commands(args.small, args.large, args.job), args.rounds)
+    text = report(wall, cpu, args.rounds, (start_load, os.getloadavg()[0]), sys.argv[1:] if argv is None else argv)
     print(text)
     if args.write:
         write_section(text)
