@@ -11,7 +11,7 @@ from lab.teach.questions import questions_for
 from tests.test_app import assert_healthy, at, plain  # noqa: F401 - ``at`` is the page fixture
 from tests.test_lessons_workshop import recording
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.apptest, pytest.mark.timeout(600)]
 
 
 @pytest.mark.parametrize("key", [lesson.key for lesson in WORKSHOP_LESSONS])

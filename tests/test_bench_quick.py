@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.bench, pytest.mark.subprocess]
+
 ROOT = Path(__file__).resolve().parents[1]
 
 QUICK_RUNS = {

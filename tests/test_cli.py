@@ -35,6 +35,7 @@ def _assert_one_line_refusal(proc: subprocess.CompletedProcess, fragment: str) -
     assert fragment in lines[0]
 
 
+@pytest.mark.subprocess
 def test_profile_writes_trace_csv_and_summary(tmp_path):
     out = tmp_path / "run"
     proc = _lab("profile", "--device", "cpu", "--m", "256", "--k", "256", "--n", "256",
@@ -61,6 +62,7 @@ def test_profile_writes_trace_csv_and_summary(tmp_path):
     assert set(summary["stage_s"]) >= {"checking", "allocating", "profiling", "exporting", "timing"}
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("args, env, fragment", [
     (["--m", "0"], None, "M must be a whole number"),
     (["--m", str(10**6)], None, "above this host's limit"),
@@ -155,6 +157,7 @@ def test_profile_flags_defaults_and_help_are_as_before():
     assert actions["--matmul-label"].default is None and actions["--steps"].type is int
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("where", [[], ["--isolated"]], ids=["in-process", "isolated"])
 def test_analyze_honours_the_hosts_trace_limits(where):
     # 126 events in the H200 seed trace: a host limit of 50 refuses it, the default reads it.
@@ -192,6 +195,7 @@ def _json_of(argv: list[str], capsys) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.pool
 def test_analyze_reads_here_and_isolated_in_a_reader_the_same(readers_started, capsys):
     path = str(DATA / "matmul_add_1024_fp32.json.gz")
     here = _json_of(["analyze", "--json", path], capsys)
@@ -203,6 +207,7 @@ def test_analyze_reads_here_and_isolated_in_a_reader_the_same(readers_started, c
     assert here["events"] == sum(e.get("ph") == "X" for e in raw["traceEvents"])
 
 
+@pytest.mark.pool
 def test_compare_reads_here_and_isolated_the_same(readers_started, capsys):
     a, b = str(DATA / "matmul_add_4096_bf16.json.gz"), str(DATA / "matmul_add_4096_bf16_compiled.json.gz")
     here = _json_of(["compare", "--json", a, b], capsys)
@@ -212,6 +217,7 @@ def test_compare_reads_here_and_isolated_the_same(readers_started, capsys):
     assert here["label_a"] == "matmul_add_4096_bf16" and here["label_b"] == "matmul_add_4096_bf16_compiled"
 
 
+@pytest.mark.pool
 def test_ranks_read_here_one_after_the_other_or_isolated_at_once(readers_started, capsys):
     here = _json_of(["ranks", "--json", *RANKS], capsys)
     assert readers_started == []
@@ -253,6 +259,7 @@ def torch_profile(tmp_path_factory):
     return rec, prof.key_averages()
 
 
+@pytest.mark.subprocess
 def test_table_prints_torchs_table(torch_profile):
     rec, averages = torch_profile
     for sort_by, limit in (("self_cpu_time_total", "3"), ("cpu_time_total", "-1")):
@@ -261,6 +268,7 @@ def test_table_prints_torchs_table(torch_profile):
         assert proc.stdout == averages.table(sort_by=sort_by, row_limit=int(limit))
 
 
+@pytest.mark.subprocess
 def test_table_csv_has_the_cpu_rows_with_torchs_numbers(torch_profile):
     rec, averages = torch_profile
     proc = _lab("table", str(rec.trace_path), "--csv")
@@ -278,6 +286,7 @@ def test_table_csv_has_the_cpu_rows_with_torchs_numbers(torch_profile):
     assert totals == sorted(totals, reverse=True)  # CPU trace: sorted by CPU total
 
 
+@pytest.mark.subprocess
 def test_table_csv_by_shape(torch_profile):
     rec, _ = torch_profile
     proc = _lab("table", str(rec.trace_path), "--csv", "--group-by-shape", "--row-limit", "2")
@@ -288,6 +297,7 @@ def test_table_csv_by_shape(torch_profile):
     assert all((r["name"], r["input_shapes"]) in want for r in rows)
 
 
+@pytest.mark.subprocess
 def test_table_refuses_bad_input_with_one_line(torch_profile, tmp_path):
     rec, _ = torch_profile
     _assert_one_line_refusal(_lab("table", str(rec.trace_path), "--sort", "bogus"), "not a sort key")
@@ -296,6 +306,7 @@ def test_table_refuses_bad_input_with_one_line(torch_profile, tmp_path):
     _assert_one_line_refusal(_lab("table", str(tmp_path / "junk.json")), "not valid JSON")
 
 
+@pytest.mark.subprocess
 def test_analyze_json_carries_the_verdict_its_cause_and_the_insights():
     # The real H200 pageable-copy trace: its copies are most of the GPU's busy time (brute force).
     path = REPO / "tests" / "data" / "groundtruth" / "cuda" / "copies_mixed.json.gz"
@@ -310,6 +321,7 @@ def test_analyze_json_carries_the_verdict_its_cause_and_the_insights():
     assert "Copies from pageable host memory" in [i["title"] for i in report["insights"]]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("stem", ["seed_mem", "llama_train_mem"])
 def test_table_csv_has_torchs_memory_columns_on_a_memory_trace(stem):
     """profile_memory traces: the four memory columns, each CPU row's bytes exactly torch's
@@ -332,6 +344,7 @@ def test_table_csv_has_torchs_memory_columns_on_a_memory_trace(stem):
     assert "memory" not in plain.stdout.splitlines()[0]
 
 
+@pytest.mark.subprocess
 def test_reading_commands_never_import_the_charts_library():
     # altair (~0.2 s of imports, a quarter of the lab's) is the page's: analyze, compare, table and
     # memory print text, so they must not pay for it.
