@@ -189,7 +189,7 @@ def _readers(settings: HostSettings | None, pool: ReaderPool | ReadHere | None):
 
 
 def _read(pool: ReaderPool | ReadHere, path: str, *, name_path: bool = False) -> Parsed | None:
-    """``path`` read (parsed and analysed) by the pool's reader; None, with the reason on stderr, if not."""
+    """``path`` read (parsed and analysed) here or by the pool's reader; None, with the reason on stderr, if not."""
     try:
         return pool.read(path=path, label=path)
     except ReadFailed as exc:
