@@ -4,8 +4,10 @@
 ``profile`` runs in this process (``run_profile`` directly) and writes the run's artifacts:
 ``trace.json.gz`` (the Chrome trace as torch exported it), ``key_averages.csv`` and
 ``summary.json`` (config, device, timings, stage seconds). ``analyze``, ``compare`` and
-``ranks`` read each trace through a pool of one reader process (``lab.read``, the page's
-bounded path: memory and time limits, no copy of it) and print what ``lab.views`` made of it.
+``ranks`` read each trace in this process (``lab.read.ReadHere``: someone at the command line
+owns the machine) — or, with ``--isolated``, through reader processes (``lab.read.ReaderPool``,
+the page's bounded path: memory and time limits, lower priority; ``ranks`` reads its ranks
+there in parallel) — and print what ``lab.views`` made of it.
 Bad input exits with status ``EXIT_BAD_INPUT`` and one line on stderr, never a traceback.
 torch is imported only once a run is accepted. The printing and the exit statuses live here
 only: the views return data.
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from lab.core.config import OPTIONS, ConfigError, Option, RunConfig, check_device, check_limits
 from lab.core.settings import HostSettings, SettingsError
-from lab.read import Parsed, ReaderPool, ReadFailed
+from lab.read import Parsed, ReaderPool, ReadFailed, ReadHere
 
 EXIT_BAD_INPUT = 2
 # The classic table as torch's tutorial prints it.
@@ -56,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         a = sub.add_parser(name, help=text)
         a.add_argument("trace", help="a Chrome trace (.json or .json.gz)")
         a.add_argument("--json", action="store_true", help="print JSON instead of text")
+        _add_isolated_flag(a)
     _add_table_parser(sub)
     mem = sub.add_parser("memory", help="profile_memory's allocations: peaks, steps, memory insights")
     mem.add_argument("trace", help="a Chrome trace (.json or .json.gz) recorded with profile_memory=True")
@@ -65,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("a", help="baseline trace")
     c.add_argument("b", help="trace to compare with the baseline")
     c.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _add_isolated_flag(c)
     r = sub.add_parser("ranks", help="read the ranks of one torch.distributed job side by side")
     r.add_argument("traces", nargs="+",
                    help="one Chrome trace per rank (its rank from distributedInfo, else 'rank<N>' in the file name), "
@@ -75,12 +79,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the table's order: by rank, or the largest first (text only)")
     r.add_argument("--top", type=int, default=None, metavar="N", help="print only the table's first N rows")
     r.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _add_isolated_flag(r, ranks=True)
     s = sub.add_parser("serve", help="start the page (streamlit run app.py), listing the traces in DIR")
     s.add_argument("dirs", nargs="*", metavar="DIR",
                    help="trace directories the page lists (PROFILER_LAB_TRACE_DIR), e.g. tensorboard_trace_handler's")
     s.add_argument("--port", type=int, default=None, help="the page's port (Streamlit's default 8501)")
     s.add_argument("--address", default=None, help="the address to listen on (e.g. 0.0.0.0 for a room)")
     return parser
+
+
+def _add_isolated_flag(parser: argparse.ArgumentParser, *, ranks: bool = False) -> None:
+    parallel = ", every rank read at once by the host's readers" if ranks else ""
+    parser.add_argument("--isolated", action="store_true",
+                        help="read in reader processes, as the page does (the host's memory and time limits per "
+                             f"trace, lower priority){parallel}; default: in this process")
 
 
 def _add_flag(parser: argparse.ArgumentParser, option: Option) -> None:
@@ -121,10 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             HostSettings.from_env()  # a bad PROFILER_LAB_* setting is refused here, in one line
             return serve(args.dirs, port=args.port, address=args.address)
         settings = HostSettings.from_env()  # the trace limits (max events, decompressed size)
-        # One reader process reads the traces (lab.read); it starts (~1 s of imports) while
-        # this process imports the report's own modules.
-        # ranks: the host's readers (2-4), every rank read at once; one trace or two: a pool of one.
-        with ReaderPool(settings=settings, readers=None if args.command == "ranks" else 1).start() as pool:
+        with _reads(args, settings) as pool:
             if args.command == "ranks":
                 return ranks_main(_rank_paths(args.traces, args.span), as_json=args.json, pool=pool, sort=args.sort,
                                   top=args.top)
@@ -168,16 +177,24 @@ def _refusals() -> tuple[type[Exception], ...]:
     return (_UsageError, ConfigError, SettingsError, RunError, TraceError, ServeError, OSError)
 
 
-def _readers(settings: HostSettings | None, pool: ReaderPool | None):
-    """``pool`` (started, the caller's) or a pool of one reader of its own: the page's bounded
-    path with one reader, the same memory limit and time limit."""
+def _reads(args: argparse.Namespace, settings: HostSettings) -> ReaderPool | ReadHere:
+    """Where ``analyze``/``compare``/``ranks`` read: here, or with ``--isolated`` reader processes.
+    Those start (~1 s of imports) while this process imports the report's own modules; ranks:
+    the host's readers (2-4), every rank read at once; one trace or two: a pool of one."""
+    if not args.isolated:
+        return ReadHere(settings=settings)
+    return ReaderPool(settings=settings, readers=None if args.command == "ranks" else 1)  # started by `with`
+
+
+def _readers(settings: HostSettings | None, pool: ReaderPool | ReadHere | None):
+    """``pool`` (started, the caller's) or reads in this process (``ReadHere``)."""
     if pool is not None:
         return contextlib.nullcontext(pool)
-    return ReaderPool(settings=settings or HostSettings(), readers=1)
+    return ReadHere(settings=settings or HostSettings())
 
 
-def _read(pool: ReaderPool, path: str, *, name_path: bool = False) -> Parsed | None:
-    """``path`` read (parsed and analysed) by the pool's reader; None, with the reason on stderr, if not."""
+def _read(pool: ReaderPool | ReadHere, path: str, *, name_path: bool = False) -> Parsed | None:
+    """``path`` read (parsed and analysed) here or by the pool's reader; None, with the reason on stderr, if not."""
     try:
         return pool.read(path=path, label=path)
     except ReadFailed as exc:
@@ -191,7 +208,7 @@ def _print(data: dict, text: str, *, as_json: bool) -> None:
 
 
 def analyze_main(path: str, *, as_json: bool, settings: HostSettings | None = None,
-                 pool: ReaderPool | None = None) -> int:
+                 pool: ReaderPool | ReadHere | None = None) -> int:
     """``python -m lab analyze TRACE [--json]``."""
     from lab.views.report import build_report, format_report
 
@@ -206,7 +223,7 @@ def analyze_main(path: str, *, as_json: bool, settings: HostSettings | None = No
 
 
 def compare_main(a: str, b: str, *, as_json: bool, settings: HostSettings | None = None,
-                 pool: ReaderPool | None = None) -> int:
+                 pool: ReaderPool | ReadHere | None = None) -> int:
     """``python -m lab compare A B [--json]``: B against the baseline A."""
     from lab.analysis import compare_analyses
     from lab.views.report import comparison_to_dict, format_comparison
@@ -235,7 +252,7 @@ def _trace_label(path: str) -> str:
 
 
 def ranks_main(paths: Sequence[str], *, as_json: bool, settings: HostSettings | None = None,
-               pool: ReaderPool | None = None, sort: str = "rank", top: int | None = None) -> int:
+               pool: ReaderPool | ReadHere | None = None, sort: str = "rank", top: int | None = None) -> int:
     """``python -m lab ranks A B … [--json]``: every rank read at once (the pool's readers, or Ray
     tasks with ``PROFILER_LAB_BACKEND=ray``), each sending back only its summary; then the job."""
     from lab.analysis import RanksError, combine_ranks, rank_insights

@@ -8,8 +8,20 @@
 #   TEST_SEED=7 bash scripts/test.sh        another order
 #   TEST_SEED=random bash scripts/test.sh   a new order each run
 #   TEST_SEED=none bash scripts/test.sh     file order
+#
+# Tiers: with no tier every test runs (CI, .ci/run). `fast` runs the pure, corpus and claim tests
+# and leaves out the groups marked in pyproject.toml's `markers` (FAST below): pools of processes,
+# AppTest pages, browsers, fuzzing, the install, bench runs, PostgreSQL, Ray, fresh interpreters.
+#   bash scripts/test.sh fast                  the fast tier (README: its wall time here)
+#   bash scripts/test.sh fast tests/test_trace.py -x    a tier takes pytest's arguments after it
 set -euo pipefail
 cd "$(dirname "$0")/.."
+FAST="not (gpu or browser or slow or pool or apptest or fuzz or install or bench or rooms or ray or subprocess)"
+tier=()
+if [ "${1:-}" = "fast" ]; then
+  shift
+  tier=(-m "$FAST")
+fi
 python3 -m pip install -q -r requirements-dev.txt
 export KINETO_LOG_LEVEL=6
 seed="${TEST_SEED:-12}"
@@ -19,7 +31,7 @@ case "$seed" in
   *) order=(-p randomly "--randomly-seed=$seed") ;;
 esac
 status=0
-python3 -m pytest "${order[@]}" "$@" || status=$?
+python3 -m pytest "${order[@]}" "${tier[@]}" "$@" || status=$?
 if [ "$status" -eq 5 ]; then
   # pytest's "no tests collected": a wrong path or marker must not pass as green.
   echo "scripts/test.sh: pytest collected no tests (exit 5); that is a failure" >&2

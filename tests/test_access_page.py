@@ -24,7 +24,7 @@ SERVER_STATUS = "Server status (for the host)"
 OPEN_ROOM = "Open a room (instructor)"
 SMALL_TRACE = ROOT / "tests" / "data" / "matmul_add_4096_bf16.json.gz"
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.apptest, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(autouse=True)

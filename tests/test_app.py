@@ -39,7 +39,7 @@ H200_TRACE = ROOT / "tests" / "data" / "matmul_add_4096_bf16.json.gz"
 TIMEOUT_S = 300  # one script run that profiles: the worker may still be importing torch on 2 busy cores
 LABEL = "ws_step_7"
 
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [pytest.mark.apptest, pytest.mark.pool, pytest.mark.timeout(1200)]
 
 
 # ------------------------------------------------------------------------------ helpers

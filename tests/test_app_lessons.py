@@ -11,7 +11,7 @@ from tests import recording_brute
 from tests.test_app import assert_healthy, at, plain  # noqa: F401 - ``at`` is the page fixture
 from tests.test_lesson_recordings import recording
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.apptest, pytest.mark.timeout(600)]
 
 
 @pytest.mark.parametrize("key", recording_brute.LESSON_KEYS)

@@ -21,7 +21,7 @@ from lab.samples import list_samples  # noqa: E402
 from lab.views.tables import NOTE_FOOTNOTES  # noqa: E402
 from tests.test_app import APP, TIMEOUT_S, assert_healthy, open_view, plain, submit, wait_for_device  # noqa: E402
 
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [pytest.mark.apptest, pytest.mark.timeout(1200)]
 
 H200_SAMPLE = "sample:matmul_add_4096_bf16.json.gz"
 SNAKE = re.compile(r"\b[a-z0-9]+(?:_[a-z0-9]+)+\b")

@@ -17,7 +17,7 @@ from lab.teach import own_questions  # noqa: E402
 from lab.trace.load import load_trace  # noqa: E402
 from tests.test_app import APP, H200_TRACE, TIMEOUT_S, assert_healthy, plain  # noqa: E402
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.apptest, pytest.mark.timeout(900)]
 
 
 @pytest.fixture

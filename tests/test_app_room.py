@@ -19,7 +19,7 @@ APP = str(ROOT / "app.py")
 TIMEOUT_S = 300
 Q_KEY = "tiny_vs_large.self_cpu_vs_cuda"
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.apptest, pytest.mark.timeout(900)]
 
 
 def plain(markdown: str) -> str:

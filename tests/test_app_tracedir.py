@@ -21,7 +21,7 @@ APP = str(ROOT / "app.py")
 GLOO = ROOT / "tests" / "data" / "groundtruth" / "cpu"
 TIMEOUT_S = 300
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.apptest, pytest.mark.timeout(900)]
 
 
 def write_job(directory: Path, run: str = "ddp_run") -> list[Path]:

@@ -23,7 +23,7 @@ from lab.teach import own_questions  # noqa: E402
 from lab.trace.load import load_trace  # noqa: E402
 from tests.test_app import APP, H200_TRACE, ROOT, TIMEOUT_S, assert_healthy, errors  # noqa: E402
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.apptest, pytest.mark.timeout(900)]
 OTHER_TRACE = ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz"  # not the first visit's sample
 
 

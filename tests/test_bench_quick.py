@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.bench, pytest.mark.subprocess]
+
 ROOT = Path(__file__).resolve().parents[1]
 
 QUICK_RUNS = {
@@ -22,6 +24,8 @@ QUICK_RUNS = {
     "capacity": (["bench/bench_capacity.py", "--quick"], "Each result holds only its own label: yes"),
     "memory": (["bench/bench_memory.py", "--quick"], "## Memory"),
     "rooms": (["bench/bench_rooms.py", "--quick"], "## Rooms"),
+    "cli": (["bench/bench_cli.py", "--rounds", "1"], "## Command line"),
+    "job_bytes": (["bench/bench_job_bytes.py", "tests/data/matmul_add_4096_bf16.json.gz"], "| compare two traces |"),
 }
 
 

@@ -23,7 +23,8 @@ CHROMIUM = "/usr/bin/chromium"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 SCRIPT_TIMEOUT_S = 900  # server start, worker warm-up, 4 page loads, 3 reads on 2 shared cores
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(SCRIPT_TIMEOUT_S + 60)]
+pytestmark = [pytest.mark.bench, pytest.mark.subprocess, pytest.mark.browser, pytest.mark.slow,
+              pytest.mark.timeout(SCRIPT_TIMEOUT_S + 60)]
 
 
 def _require(condition: bool, reason: str) -> None:

@@ -35,6 +35,7 @@ def _assert_one_line_refusal(proc: subprocess.CompletedProcess, fragment: str) -
     assert fragment in lines[0]
 
 
+@pytest.mark.subprocess
 def test_profile_writes_trace_csv_and_summary(tmp_path):
     out = tmp_path / "run"
     proc = _lab("profile", "--device", "cpu", "--m", "256", "--k", "256", "--n", "256",
@@ -61,6 +62,7 @@ def test_profile_writes_trace_csv_and_summary(tmp_path):
     assert set(summary["stage_s"]) >= {"checking", "allocating", "profiling", "exporting", "timing"}
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("args, env, fragment", [
     (["--m", "0"], None, "M must be a whole number"),
     (["--m", str(10**6)], None, "above this host's limit"),
@@ -155,11 +157,94 @@ def test_profile_flags_defaults_and_help_are_as_before():
     assert actions["--matmul-label"].default is None and actions["--steps"].type is int
 
 
-def test_analyze_honours_the_hosts_trace_limits():
+@pytest.mark.subprocess
+@pytest.mark.parametrize("where", [[], ["--isolated"]], ids=["in-process", "isolated"])
+def test_analyze_honours_the_hosts_trace_limits(where):
     # 126 events in the H200 seed trace: a host limit of 50 refuses it, the default reads it.
     trace = str(REPO / "tests" / "data" / "groundtruth" / "cuda" / "seed.json.gz")
-    _assert_one_line_refusal(_lab("analyze", trace, env={"PROFILER_LAB_MAX_TRACE_EVENTS": "50"}), "50")
-    assert _lab("analyze", trace).returncode == 0
+    _assert_one_line_refusal(_lab("analyze", *where, trace, env={"PROFILER_LAB_MAX_TRACE_EVENTS": "50"}), "50")
+    assert _lab("analyze", *where, trace).returncode == 0
+
+
+# ---- where the traces are read: here by default, in reader processes with --isolated ---------
+
+DATA = REPO / "tests" / "data"
+RANKS = [str(DATA / "groundtruth" / "cpu" / f"gloo_ddp_rank{r}.json.gz") for r in (0, 1)]
+
+
+@pytest.fixture
+def readers_started(monkeypatch):
+    """The reader pools the CLI starts, by reader count; the shell's PROFILER_LAB_* are not the test's."""
+    from lab.read import ReaderPool
+
+    for name in [k for k in os.environ if k.startswith("PROFILER_LAB_")]:
+        monkeypatch.delenv(name)
+    started: list[int] = []
+    start = ReaderPool.start
+
+    def counted(pool, **kwargs):
+        started.append(pool.plan.count)
+        return start(pool, **kwargs)
+
+    monkeypatch.setattr(ReaderPool, "start", counted)
+    return started
+
+
+def _json_of(argv: list[str], capsys) -> dict:
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.pool
+def test_analyze_reads_here_and_isolated_in_a_reader_the_same(readers_started, capsys):
+    path = str(DATA / "matmul_add_1024_fp32.json.gz")
+    here = _json_of(["analyze", "--json", path], capsys)
+    assert readers_started == []  # no reader process: the read ran in this one
+    isolated = _json_of(["analyze", "--isolated", "--json", path], capsys)
+    assert readers_started == [1]
+    assert here == isolated
+    raw = json.loads(gzip.decompress(Path(path).read_bytes()))
+    assert here["events"] == sum(e.get("ph") == "X" for e in raw["traceEvents"])
+
+
+@pytest.mark.pool
+def test_compare_reads_here_and_isolated_the_same(readers_started, capsys):
+    a, b = str(DATA / "matmul_add_4096_bf16.json.gz"), str(DATA / "matmul_add_4096_bf16_compiled.json.gz")
+    here = _json_of(["compare", "--json", a, b], capsys)
+    assert readers_started == []
+    assert _json_of(["compare", "--isolated", "--json", a, b], capsys) == here
+    assert readers_started == [1]
+    assert here["label_a"] == "matmul_add_4096_bf16" and here["label_b"] == "matmul_add_4096_bf16_compiled"
+
+
+@pytest.mark.pool
+def test_ranks_read_here_one_after_the_other_or_isolated_at_once(readers_started, capsys):
+    here = _json_of(["ranks", "--json", *RANKS], capsys)
+    assert readers_started == []
+    assert _json_of(["ranks", "--isolated", "--json", *RANKS], capsys) == here
+    assert len(readers_started) == 1 and readers_started[0] >= 1  # the host's reader count
+    assert [r["rank"] for r in here["ranks"]] == [0, 1]
+    # Two files of one rank (a CPU and a CUDA job's rank 0): refused alike, in one line, either way.
+    mixed = [RANKS[0], str(DATA / "groundtruth" / "cuda" / "gloo_ddp_rank0.json.gz")]
+    for where in ([], ["--isolated"]):
+        assert cli.main(["ranks", *where, *mixed]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "rank 0 appears 2 times" in err[0]
+
+
+def test_a_failed_analysis_is_refused_in_a_readers_words(readers_started, capsys, monkeypatch):
+    import lab.analysis
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(lab.analysis, "analyze", broken)
+    assert cli.main(["analyze", str(DATA / "matmul_add_1024_fp32.json.gz")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: the lab could not analyse it (RuntimeError: boom)")
+    assert cli.main(["ranks", *RANKS]) == 2  # a rank's read names its file
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gloo_ddp_rank0.json.gz: the lab could not analyse it (RuntimeError: boom)" in err[0]
 
 
 # ---- python -m lab table --------------------------------------------------------------------
@@ -174,6 +259,7 @@ def torch_profile(tmp_path_factory):
     return rec, prof.key_averages()
 
 
+@pytest.mark.subprocess
 def test_table_prints_torchs_table(torch_profile):
     rec, averages = torch_profile
     for sort_by, limit in (("self_cpu_time_total", "3"), ("cpu_time_total", "-1")):
@@ -182,6 +268,7 @@ def test_table_prints_torchs_table(torch_profile):
         assert proc.stdout == averages.table(sort_by=sort_by, row_limit=int(limit))
 
 
+@pytest.mark.subprocess
 def test_table_csv_has_the_cpu_rows_with_torchs_numbers(torch_profile):
     rec, averages = torch_profile
     proc = _lab("table", str(rec.trace_path), "--csv")
@@ -199,6 +286,7 @@ def test_table_csv_has_the_cpu_rows_with_torchs_numbers(torch_profile):
     assert totals == sorted(totals, reverse=True)  # CPU trace: sorted by CPU total
 
 
+@pytest.mark.subprocess
 def test_table_csv_by_shape(torch_profile):
     rec, _ = torch_profile
     proc = _lab("table", str(rec.trace_path), "--csv", "--group-by-shape", "--row-limit", "2")
@@ -209,6 +297,7 @@ def test_table_csv_by_shape(torch_profile):
     assert all((r["name"], r["input_shapes"]) in want for r in rows)
 
 
+@pytest.mark.subprocess
 def test_table_refuses_bad_input_with_one_line(torch_profile, tmp_path):
     rec, _ = torch_profile
     _assert_one_line_refusal(_lab("table", str(rec.trace_path), "--sort", "bogus"), "not a sort key")
@@ -217,6 +306,7 @@ def test_table_refuses_bad_input_with_one_line(torch_profile, tmp_path):
     _assert_one_line_refusal(_lab("table", str(tmp_path / "junk.json")), "not valid JSON")
 
 
+@pytest.mark.subprocess
 def test_analyze_json_carries_the_verdict_its_cause_and_the_insights():
     # The real H200 pageable-copy trace: its copies are most of the GPU's busy time (brute force).
     path = REPO / "tests" / "data" / "groundtruth" / "cuda" / "copies_mixed.json.gz"
@@ -231,6 +321,7 @@ def test_analyze_json_carries_the_verdict_its_cause_and_the_insights():
     assert "Copies from pageable host memory" in [i["title"] for i in report["insights"]]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("stem", ["seed_mem", "llama_train_mem"])
 def test_table_csv_has_torchs_memory_columns_on_a_memory_trace(stem):
     """profile_memory traces: the four memory columns, each CPU row's bytes exactly torch's
@@ -251,3 +342,19 @@ def test_table_csv_has_torchs_memory_columns_on_a_memory_trace(stem):
     assert any(int(r["device_memory_bytes"]) for r in rows)
     plain = _lab("table", str(folder / "seed.json.gz"), "--csv")
     assert "memory" not in plain.stdout.splitlines()[0]
+
+
+@pytest.mark.subprocess
+def test_reading_commands_never_import_the_charts_library():
+    # altair (~0.2 s of imports, a quarter of the lab's) is the page's: analyze, compare, table and
+    # memory print text, so they must not pay for it.
+    code = ("import sys, contextlib, io; from lab import cli\n"
+            "for argv in sys.argv[1:]:\n"
+            "    with contextlib.redirect_stdout(io.StringIO()):\n"
+            "        assert cli.main(argv.split()) == 0, argv\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'altair'))")
+    trace, memory = str(DATA / "matmul_add_1024_fp32.json.gz"), str(DATA / "groundtruth" / "cuda" / "seed_mem.json.gz")
+    proc = subprocess.run([sys.executable, "-c", code, f"analyze {trace}", f"compare {trace} {trace}",
+                           f"table {trace}", f"memory {memory}"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

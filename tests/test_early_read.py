@@ -27,7 +27,7 @@ from ui.state import digest_of
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "tests" / "data" / "matmul_add_4096_bf16.json.gz"
 START_S = 120  # a reader's imports and warm-up read on 2 busy cores
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.apptest, pytest.mark.pool, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

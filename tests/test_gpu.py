@@ -23,6 +23,8 @@ from lab.trace.load import load_trace
 
 pytestmark = [
     pytest.mark.gpu,
+    pytest.mark.apptest,
+    pytest.mark.pool,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)"),
 ]
 

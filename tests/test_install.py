@@ -28,6 +28,8 @@ import pytest
 
 from lab.serve import STREAMLIT_OPTIONS, TRACE_DIR_ENV, ServeError, serve_command
 
+pytestmark = [pytest.mark.install, pytest.mark.subprocess]
+
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "data" / "groundtruth" / "cpu"
 # What the build needs: the packages, the page's script, the metadata (nothing else is copied,

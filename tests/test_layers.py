@@ -13,6 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = [pytest.mark.subprocess]
+
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "tests" / "data" / "matmul_add_4096_bf16.json.gz"
 

@@ -29,7 +29,8 @@ SESSIONS = 3  # load_test.py --quick
 # on 2 shared cores: a few minutes at worst.
 SCRIPT_TIMEOUT_S = 1200
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(SCRIPT_TIMEOUT_S + 60)]
+pytestmark = [pytest.mark.bench, pytest.mark.subprocess, pytest.mark.browser, pytest.mark.slow,
+              pytest.mark.timeout(SCRIPT_TIMEOUT_S + 60)]
 
 
 def test_three_sessions_complete_in_isolation(tmp_path):

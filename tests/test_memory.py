@@ -400,6 +400,7 @@ def _lab(*args: str):
                           timeout=300)
 
 
+@pytest.mark.subprocess
 def test_cli_memory_prints_peaks_steps_and_insights_and_csv():
     import csv
 
@@ -424,6 +425,7 @@ def test_cli_memory_prints_peaks_steps_and_insights_and_csv():
     assert sum(r["step"] != "-1" for r in rows) == 4 * len(whole)  # four ProfilerSteps per device
 
 
+@pytest.mark.subprocess
 def test_cli_memory_refuses_a_trace_without_memory_in_one_line():
     proc = _lab("memory", str(ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

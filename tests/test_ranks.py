@@ -322,6 +322,7 @@ def test_stacked_timeline_puts_each_rank_on_the_jobs_clock(job):
     assert {lane.split(" · ")[0] for lane in early.marks["lane"]} == {f"rank {1 - late}"}
 
 
+@pytest.mark.subprocess
 def test_rank_table_and_cli(job, tmp_path):
     table = rank_table(job["cpu"][2])
     h = table_headers(True)

@@ -24,7 +24,7 @@ from tests.test_readers import START_S, medium, started, wait_until_reading  # n
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "tests" / "data" / "matmul_add_4096_bf16.json.gz"
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.subprocess, pytest.mark.pool, pytest.mark.timeout(600)]
 
 
 def spooled(folder: Path) -> list[Path]:

@@ -31,7 +31,7 @@ import make_large_trace  # noqa: E402 - bench/ is not a package
 
 SEED = ROOT / "tests" / "data" / "matmul_add_4096_bf16.json.gz"
 START_S = 120  # a reader's imports and warm-up read on 2 busy cores
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.apptest, pytest.mark.pool, pytest.mark.timeout(600)]
 
 
 def tiled(n_events: int, marker: str | None = None) -> bytes:

@@ -49,6 +49,7 @@ def quick_corpus(tmp_path_factory):
     return out, tar, manifest, proc.stdout
 
 
+@pytest.mark.subprocess
 def test_manifest_lists_every_variant_and_nothing_failed(quick_corpus):
     out, _, manifest, stdout = quick_corpus
     stems = [e["stem"] for e in manifest["entries"]]
@@ -66,6 +67,7 @@ def test_manifest_lists_every_variant_and_nothing_failed(quick_corpus):
     assert "seed_stack" in stdout and "done in" in stdout  # the summary table
 
 
+@pytest.mark.subprocess
 def test_traces_match_their_manifest_entries(quick_corpus):
     out, _, manifest, _ = quick_corpus
     for e in manifest["entries"]:
@@ -79,6 +81,7 @@ def test_traces_match_their_manifest_entries(quick_corpus):
         assert "table_device" not in e["files"]  # CPU: no device table
 
 
+@pytest.mark.subprocess
 def test_key_averages_csvs_have_torch_columns(quick_corpus):
     out, _, manifest, _ = quick_corpus
     for e in manifest["entries"]:
@@ -94,6 +97,7 @@ def test_key_averages_csvs_have_torch_columns(quick_corpus):
             assert "key_averages_by_shape" not in e["files"]
 
 
+@pytest.mark.subprocess
 def test_seed_rows_are_torchs_answer(quick_corpus):
     out, _, manifest, _ = quick_corpus
     entries = {e["stem"]: e for e in manifest["entries"]}
@@ -118,6 +122,7 @@ def test_seed_rows_are_torchs_answer(quick_corpus):
                                             if r["name"] == "aten::mm"}
 
 
+@pytest.mark.subprocess
 def test_empty_window_records_what_torch_gives(quick_corpus):
     out, _, manifest, _ = quick_corpus
     entries = {e["stem"]: e for e in manifest["entries"]}
@@ -129,6 +134,7 @@ def test_empty_window_records_what_torch_gives(quick_corpus):
     assert entries["empty_window_warmup"]["key_averages_rows"] == 0
 
 
+@pytest.mark.subprocess
 def test_profile_memory_adds_memory_events(quick_corpus):
     _, _, manifest, _ = quick_corpus
     entries = {e["stem"]: e for e in manifest["entries"]}
@@ -137,6 +143,7 @@ def test_profile_memory_adds_memory_events(quick_corpus):
     assert "cpu_instant_event" not in entries["seed"]["categories"]
 
 
+@pytest.mark.subprocess
 def test_retag_rewrites_only_the_tags(quick_corpus, tmp_path):
     out, _, manifest, _ = quick_corpus
     copy = tmp_path / "corpus"
@@ -152,6 +159,7 @@ def test_retag_rewrites_only_the_tags(quick_corpus, tmp_path):
     assert again == manifest
 
 
+@pytest.mark.subprocess
 def test_tar_holds_the_corpus(quick_corpus):
     out, tar, manifest, _ = quick_corpus
     with tarfile.open(tar) as tf:

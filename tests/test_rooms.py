@@ -67,7 +67,8 @@ def pg_url():
     shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+# The PostgreSQL half starts a server (initdb, pg_ctl): out of the fast tier; SQLite stays in it.
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=[pytest.mark.rooms, pytest.mark.subprocess])])
 def url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'rooms.sqlite3'}"

@@ -110,6 +110,7 @@ def _record_samples_module():
     return sys.modules["record_samples"]
 
 
+@pytest.mark.subprocess
 def test_record_samples_quick_cpu_writes_a_valid_manifest_and_traces(tmp_path):
     out = tmp_path / "samples"
     # The cold runs (a lesson's and an extra one) and the tf32 run, which the CPU refuses:

@@ -23,7 +23,7 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 from test_app import APP, TIMEOUT_S, assert_healthy, assert_ranks_view, errors, gloo_pair, open_view  # noqa: E402
 
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [pytest.mark.apptest, pytest.mark.timeout(1200)]
 SCRIPT_THREAD = "ScriptRunner.scriptThread"
 # Exported by lab.analysis but no computation: reads ``deviceProperties[0].name`` of the trace's
 # metadata (the Summary's device line).

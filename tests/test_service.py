@@ -36,6 +36,8 @@ from lab.run.service import (
     worker_pinning,
 )
 
+pytestmark = [pytest.mark.pool]
+
 # Seconds a test waits for a result: generous, as other jobs share this machine's 2 cores and
 # a crashed or timed-out worker is warmed up again before the next run.
 RESULT_WAIT_S = 180

@@ -28,6 +28,8 @@ from lab.core.settings import HostSettings
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from ray_cluster import local_cluster  # noqa: E402
 
+pytestmark = [pytest.mark.pool, pytest.mark.ray]
+
 if importlib.util.find_spec("ray") is None:
     if os.environ.get("CI"):
         raise RuntimeError("CI must run the Ray half: .ci/run installs requirements-ray.txt")

@@ -200,8 +200,9 @@ def test_the_corpus_exercises_every_category_but_communication_kernels():
     """The brute force above is not vacuous: across the corpus each category is > 0 somewhere."""
     seen = defaultdict(float)
     for path in CORPUS:
+        steps = step_time(_trace(path)).steps
         for c in STEP_TIME_CATEGORIES:
-            seen[c] += float(step_time(_trace(path)).steps[f"{column_of(c)}_us"].sum())
+            seen[c] += float(steps[f"{column_of(c)}_us"].sum())
     assert all(seen[c] > 0 for c in STEP_TIME_CATEGORIES), dict(seen)
 
 
@@ -391,6 +392,7 @@ def test_analyze_leaves_the_three_views_to_the_tab():
     assert {"step_time", "kernel_view", "modules"}.isdisjoint(f.name for f in dataclasses.fields(Analysis))
 
 
+@pytest.mark.pool
 def test_the_tabs_reader_job_returns_the_three_views_of_the_trace():
     """``JobKind.TENSORBOARD`` in a reader process on a read trace: the same three views as the
     functions checked above by hand, computed here from the same bytes."""
@@ -416,6 +418,7 @@ def test_the_tabs_reader_job_returns_the_three_views_of_the_trace():
 # --------------------------------------------------------------------------- the page
 
 
+@pytest.mark.apptest
 def test_the_tensorboard_tab_lays_out_what_the_reader_computed(at, script_thread_calls):  # noqa: F811
     """Its three parts on the first visit's H200 sample and on an uploaded with_stack H200 trace;
     no analysis on the script thread."""

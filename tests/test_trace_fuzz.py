@@ -20,8 +20,11 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from lab.trace.load import Trace, TraceError, load_trace
+
+pytestmark = [pytest.mark.fuzz]
 
 DATA = Path(__file__).parent / "data"
 ROOT_DATA = DATA

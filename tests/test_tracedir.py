@@ -144,6 +144,7 @@ def test_listing_skips_symlinks_out_and_non_traces(tree):
     assert sorted(f.relative for f in run.files) == ["run/a.json.gz", "run/in.json.gz"]
 
 
+@pytest.mark.subprocess
 def test_cli_ranks_reads_a_directorys_newest_span(tmp_path):
     job = tmp_path / "job"
     for r in (0, 1):
@@ -159,6 +160,7 @@ def test_cli_ranks_reads_a_directorys_newest_span(tmp_path):
     assert up.returncode == 2 and "its runs: job" in up.stderr
 
 
+@pytest.mark.subprocess
 def test_a_64_rank_synthetic_job_read_from_its_directory_finds_the_planted_straggler(tmp_path):
     import json
 

@@ -8,7 +8,10 @@ renames or changes it, or when the bytes stop being freed.
 
 from __future__ import annotations
 
+import pytest
 from streamlit.testing.v1 import AppTest
+
+pytestmark = [pytest.mark.apptest]
 
 FILE_BYTES = 3_000_000
 

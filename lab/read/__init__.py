@@ -6,10 +6,12 @@ is for the visitor. Rooms: ``protocol`` (states, status records, the init record
 request), ``limits`` (the host's reader plan, size estimates, the memory and time messages),
 ``queue`` (the readers as a client of ``lab.pool``: tickets, the two lanes, their words),
 ``reader`` (the reader process's side), ``store`` (parsed uploads under one byte budget),
+``here`` (the same read in the caller's own process: the CLI's default),
 ``jobs`` (the multi-trace computations a reader runs: ranks, compare, lesson signals and
 answers, by-shape tables, the TensorBoard tab's views). The machinery of the pool is ``lab.pool``'s.
 """
 
+from lab.read.here import ReadHere
 from lab.read.job_summaries import read_rank_summaries, submit_rank_summaries
 from lab.read.jobs import ByShape, Job, JobInput, JobKind, RanksResult
 from lab.read.limits import ReaderPlan, json_size_hint, memory_refusal, reader_plan, timeout_refusal
@@ -30,7 +32,7 @@ from lab.read.store import ResultStore
 
 __all__ = [
     "ByShape", "Job", "JobInput", "JobKind", "Lane", "Parsed", "PoolHealth", "RanksResult", "ReadFailed",
-    "ReadFailureKind", "ReadState", "ReadStatus", "ReadTicket", "ReaderHealth", "ReaderPlan", "ReaderPool",
+    "ReadFailureKind", "ReadHere", "ReadState", "ReadStatus", "ReadTicket", "ReaderHealth", "ReaderPlan", "ReaderPool",
     "ReaderState", "ResultStore", "json_size_hint", "memory_refusal", "read_rank_summaries", "reader_plan",
     "submit_rank_summaries", "timeout_refusal",
 ]  # fmt: skip

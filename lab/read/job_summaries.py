@@ -15,6 +15,7 @@ import os
 from collections.abc import Sequence
 
 from lab.core.settings import HostSettings
+from lab.read.here import ReadHere, summarize_rank
 from lab.read.limits import READER_NICE
 from lab.read.pool import ReaderPool
 from lab.read.protocol import ReadFailed
@@ -33,18 +34,9 @@ def submit_rank_summaries(pool: ReaderPool, paths: Sequence[str], *, settings: H
 
 def _summarize_path(path: str, settings: HostSettings):
     """In a Ray task: read one rank's trace and return its summary (what a reader would)."""
-    from dataclasses import replace
-
-    from lab.analysis import analyze, rank_summary
-    from lab.explain import attribute
-    from lab.trace import load_trace
-
     # At the readers' niceness: a node that also serves pages keeps them responsive (limits.READER_NICE).
     os.setpriority(os.PRIO_PROCESS, 0, max(os.getpriority(os.PRIO_PROCESS, 0), READER_NICE))
-    trace = load_trace(path, settings=settings)
-    analysis = analyze(trace)
-    causes = attribute(trace, links=analysis.links, spans=analysis.findings.steps).median_us()
-    return replace(rank_summary(trace, os.path.basename(path), analysis), causes=causes)
+    return summarize_rank(path, settings)
 
 
 def _ray_summaries(paths: Sequence[str], settings: HostSettings) -> list:
@@ -60,13 +52,17 @@ def _ray_summaries(paths: Sequence[str], settings: HostSettings) -> list:
         raise ReadFailed(f"a rank could not be read on the Ray cluster: {type(cause).__name__}: {cause}") from None
 
 
-def read_rank_summaries(paths: Sequence[str], *, settings: HostSettings, pool: ReaderPool | None = None) -> list:
+def read_rank_summaries(paths: Sequence[str], *, settings: HostSettings,
+                        pool: ReaderPool | ReadHere | None = None) -> list:
     """Every rank's ``RankSummary``, in ``paths``' order: Ray tasks when ``settings.backend`` is
-    ``ray``, else reads on ``pool``; ``ReadFailed`` names the first rank that failed."""
+    ``ray``, else reads on ``pool`` (a ``ReadHere``: one after the other in this process);
+    ``ReadFailed`` names the first rank that failed."""
     if settings.backend == "ray":
         return _ray_summaries(paths, settings)
     if pool is None:
-        raise ValueError("the local backend reads on a ReaderPool: pass pool=")
+        raise ValueError("the local backend reads on a ReaderPool (or ReadHere): pass pool=")
+    if isinstance(pool, ReadHere):
+        return [_named(path, pool.read_rank, settings) for path in paths]
     tickets = submit_rank_summaries(pool, paths, settings=settings)
     out = []
     for path, ticket in zip(paths, tickets, strict=True):
@@ -77,3 +73,11 @@ def read_rank_summaries(paths: Sequence[str], *, settings: HostSettings, pool: R
                 t.cancel()
             raise ReadFailed(f"{os.path.basename(path)}: {exc}", kind=exc.kind) from None
     return out
+
+
+def _named(path: str, read_rank, settings: HostSettings):
+    """``read_rank(path)``; a ``ReadFailed`` names the rank's file, as the pool's reads do."""
+    try:
+        return read_rank(path, settings=settings)
+    except ReadFailed as exc:
+        raise ReadFailed(f"{os.path.basename(path)}: {exc}", kind=exc.kind) from None

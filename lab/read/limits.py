@@ -19,7 +19,7 @@ from lab.core.settings import HostSettings
 
 __all__ = [
     "GZIP_RATIO_FLOOR", "MIB", "READER_NICE", "SMALL_READ_JSON_BYTES", "ReaderPlan", "address_space_needed",
-    "json_size_hint", "machine_memory_bytes", "memory_refusal", "process_memory", "reader_plan",
+    "analysis_refusal", "json_size_hint", "machine_memory_bytes", "memory_refusal", "process_memory", "reader_plan",
     "surely_too_big", "timeout_refusal",
 ]  # fmt: skip
 
@@ -133,6 +133,12 @@ def memory_refusal(json_bytes: int, memory_mb: int) -> str:
 def timeout_refusal(timeout_s: float) -> str:
     return (f"reading this trace took longer than this host allows per upload ({timeout_s:g} s); trim it with "
             "a shorter schedule (fewer active steps) or open it in Perfetto (ui.perfetto.dev)")
+
+
+def analysis_refusal(exc: BaseException) -> str:
+    """The visitor's message when a trace parsed but an analysis failed on it (the host sees the type)."""
+    return (f"the lab could not analyse it ({type(exc).__name__}: {exc}); the file may be from "
+            "an unusual profiler setup")
 
 
 def process_memory(pid: int | None) -> tuple[int, int] | None:

@@ -23,7 +23,7 @@ import resource
 import time
 
 from lab.pool import ChildPipe, Done, Failure, Progress, Ready, Task, child_entry, pack
-from lab.read.limits import MIB, memory_refusal, process_memory
+from lab.read.limits import MIB, analysis_refusal, memory_refusal, process_memory
 from lab.read.protocol import InitReader, Parsed, ReaderLimits, ReadFailureKind, ReadRequest
 
 __all__ = ["OOM_SCORE_ADJ", "READER_CODE", "READER_FD_ENV"]
@@ -101,10 +101,9 @@ class _Steps:
     def __init__(self):
         self.trace = importlib.import_module("lab.trace")
         self.analysis = importlib.import_module("lab.analysis")
-        self.explain = importlib.import_module("lab.explain")
-        self.judge = importlib.import_module("lab.judge")
         self.settings = importlib.import_module("lab.core.settings")
         self.jobs = importlib.import_module("lab.read.jobs")
+        self.here = importlib.import_module("lab.read.here")
 
     def warm_up(self) -> None:
         samples = importlib.import_module("lab.samples")
@@ -124,15 +123,9 @@ class _Steps:
         return summary if causes is None else dataclasses.replace(summary, causes=causes)
 
     def parse(self, buf, settings, config, peak, progress: _Progress | None = None) -> Parsed:
-        trace = self.trace.load_trace(buf, settings=settings)
-        del buf
-        if progress is not None:
-            progress.stage("analysing")
-        analysis = self.analysis.analyze(trace, peak=peak, config=config)
-        explanation = self.explain.explain(trace, links=analysis.links, spans=analysis.findings.steps,
-                                           peak=analysis.peak)
-        return Parsed(trace=trace, analysis=analysis, insights=self.analysis.find_insights(trace, analysis),
-                      explanation=explanation, judgement=self.judge.judge(explanation))
+        # The one pipeline, shared with the CLI's reads in its own process (lab.read.here).
+        return self.here.parse(buf, settings=settings, config=config, peak=peak,
+                               on_stage=None if progress is None else progress.stage)
 
 
 class _Progress:
@@ -244,5 +237,4 @@ def _failure(exc: BaseException, read_id: int, json_bytes: int, memory_mb: int, 
                        message=f"the trace reader stopped ({name}); read it again", error_type=name)
     # It parsed, but an analysis failed on it: say so plainly; the host sees the type.
     return Failure(ticket_id=read_id, kind=ReadFailureKind.ANALYSIS, input_bytes=json_bytes, error_type=name,
-                   message=f"the lab could not analyse it ({name}: {exc}); the file may be from "
-                           "an unusual profiler setup")
+                   message=analysis_refusal(exc))

@@ -10,9 +10,8 @@ same x in the Timeline view.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import altair as alt
 import numpy as np
 import pandas as pd
 
@@ -29,6 +28,9 @@ from lab.analysis.memory.analyze import (
 from lab.analysis.memory.insights import MEMORY_TITLES
 from lab.trace import Trace
 from lab.units import fmt_mem_bytes, fmt_us_fixed
+
+if TYPE_CHECKING:  # pragma: no cover
+    import altair as alt
 
 __all__ = [
     "MEMORY_CSV_COLUMNS", "NO_MEMORY", "MemoryView", "build_memory_view", "device_table", "memory_chart",
@@ -96,6 +98,8 @@ def build_memory_view(trace: Trace, memory: MemoryAnalysis | None = None, *, sta
 def memory_chart(view: MemoryView) -> alt.LayerChart:
     """Allocated and reserved bytes per device as step lines over the timeline's time axis; the
     peaks marked and labelled; the steps as light bands; x zoom/pan as on the timeline."""
+    import altair as alt  # on first draw: the CLI never pays its import
+
     scale, unit = view.unit
     pts = view.series.points.copy()
     pts["series"] = pts["device"].astype(str) + " " + pts["kind"].astype(str)

@@ -11,11 +11,14 @@ timelines are stacked: the straggler and the lowest rank, as few as make a compa
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-import altair as alt
 import pandas as pd
 
 from lab.analysis.ranks.analyze import RanksAnalysis
+
+if TYPE_CHECKING:  # pragma: no cover
+    import altair as alt
 
 __all__ = ["HEAT_PANELS", "MAX_STACKED_RANKS", "default_picks", "heatmap_chart", "heatmap_frame", "picked"]
 
@@ -38,6 +41,8 @@ def heatmap_frame(ranks: RanksAnalysis) -> pd.DataFrame:
 
 def heatmap_chart(ranks: RanksAnalysis) -> alt.HConcatChart:
     """Four heat maps side by side (step, compute, communication, idle), each with its own scale."""
+    import altair as alt  # on first draw: the CLI never pays its import
+
     frame = heatmap_frame(ranks)
     height = max(ROW_PX * len(ranks.ranks), 60)
     straggler = ranks.straggler.rank if ranks.straggler is not None else None

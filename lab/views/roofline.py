@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-import altair as alt
 import pandas as pd
 
 from lab.trace.load import Trace
 from lab.views.roofline_labels import LABEL_FONT_PX, NAME_FONT_PX, ROOFLINE_HEIGHT_PX, place_labels
 from lab.views.timeline import TimelineData, build_timeline, outline_layer, timeline_chart
+
+if TYPE_CHECKING:  # pragma: no cover
+    import altair as alt
 
 __all__ = ["HIGHLIGHT", "RATE_UNITS", "REGION_COLORS", "answers_chart", "answers_frame", "log_ticks", "rate_unit",
            "reveal_timeline", "roofline_chart"]
@@ -59,6 +62,8 @@ def roofline_chart(data: Mapping[str, pd.DataFrame], title: str, *, notes: Seque
     a tenth of the roof, the roof itself, and one point per run (tooltip: who, shape, region). Rates
     in the unit the roof reaches 1 in (``rate_unit``), ticks at powers of ten; ``notes`` (the roof
     raised to a run: ``Roofline.raised``) are said under the title, a line each."""
+    import altair as alt  # on first draw: the CLI never pays its import
+
     domain = data["domain"]
     factor, unit = rate_unit(float(data["roof"]["roof_tflops"].max()))
     x_lo, x_hi = float(domain["x"].min()), float(domain["x"].max())
@@ -119,6 +124,8 @@ def answers_frame(choices: Sequence[str], predicted: Mapping[str, int], measured
 
 def answers_chart(frame: pd.DataFrame, title: str) -> alt.Chart:
     """The room's predictions per choice as bars, the measured answers beside them."""
+    import altair as alt  # on first draw: the CLI never pays its import
+
     return alt.Chart(frame).mark_bar().encode(
         x=alt.X("count:Q", title="people", axis=alt.Axis(tickMinStep=1)),
         y=alt.Y("choice:N", sort=alt.SortField("order"), title=None),
@@ -132,6 +139,8 @@ def answers_chart(frame: pd.DataFrame, title: str) -> alt.Chart:
 def reveal_timeline(trace: Trace, window_us: tuple[float, float],
                     names: Sequence[str]) -> tuple[TimelineData, alt.LayerChart]:
     """The Timeline view's chart of ``window_us``, the events named outlined in red on top."""
+    import altair as alt  # on first draw: the CLI never pays its import
+
     data = build_timeline(trace, start_us=window_us[0], end_us=window_us[1], width_px=REVEAL_WIDTH_PX)
     chart = timeline_chart(data)
     marks = data.marks

@@ -6,13 +6,17 @@ sentences that say what each figure is. The figures come from ``lab.analysis`` (
 
 from __future__ import annotations
 
-import altair as alt
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from lab.analysis.kernels import KernelView
 from lab.analysis.modules import ModuleView
 from lab.analysis.step_time import STEP_TIME_CATEGORIES, StepTime, column_of
 from lab.units import fmt_us
+
+if TYPE_CHECKING:  # pragma: no cover
+    import altair as alt
 
 __all__ = [
     "CATEGORY_COLORS", "kernel_by_name_table", "kernel_by_op_table", "kernel_note", "module_table",
@@ -45,6 +49,8 @@ def step_time_table(st: StepTime) -> pd.DataFrame:
 
 def step_time_chart(st: StepTime) -> alt.Chart:
     """Stacked horizontal bars, one a step (and the average), in the plugin's category order."""
+    import altair as alt  # on first draw: the CLI never pays its import
+
     table = step_time_table(st)
     long = table.melt(id_vars=["step", "step_us"], value_vars=[f"{column_of(c)}_us" for c in STEP_TIME_CATEGORIES],
                       var_name="column", value_name="us")

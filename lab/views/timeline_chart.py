@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-import altair as alt
 import pandas as pd
 
 from lab.views.timeline_data import TimelineData
 from lab.views.timeline_lod import CAT_COLORS
 from lab.views.timeline_rows import BAR_FILL
+
+if TYPE_CHECKING:  # pragma: no cover
+    import altair as alt
 
 __all__ = ["LANE_LABEL_MIN_PX", "LANE_LABEL_PX", "LEGEND_COLUMNS", "MAX_PLOT_HEIGHT_PX", "MIN_OPACITY",
            "MIN_ROW_STEP_PX", "ROW_STEP_PX", "TOOLTIP_NAME_CHARS", "lane_label", "outline_layer", "timeline_chart"]
@@ -36,24 +39,25 @@ LANE_LABEL_MIN_PX = 12
 # The faintest a bar is drawn (busy share 0): still visible and hoverable on white.
 MIN_OPACITY = 0.15
 
-_BAR_TOOLTIPS = (
-    alt.Tooltip("name:N", title="name"),
-    alt.Tooltip("cat:N", title="category"),
-    alt.Tooltip("merged_count:Q", title="events", format=","),
-    alt.Tooltip("dur_us:Q", title="duration (µs)", format=",.3f"),
-    alt.Tooltip("busy_frac:Q", title="busy share of the bar", format=".0%"),
-    alt.Tooltip("start_us:Q", title="start (µs)", format=",.3f"),
-    alt.Tooltip("input_dims:N", title="input shapes"),
-    alt.Tooltip("grid:N", title="grid"),
-    alt.Tooltip("block:N", title="block"),
-    alt.Tooltip("registers_per_thread:Q", title="registers/thread"),
-    alt.Tooltip("shared_memory_bytes:Q", title="shared memory (B)", format=","),
-    alt.Tooltip("occupancy_pct:Q", title="est. occupancy %"),
+# A bar's tooltip rows, then a link's: (field, title, number format or None), for alt.Tooltip.
+_BAR_TOOLTIPS: tuple[tuple[str, str, str | None], ...] = (
+    ("name:N", "name", None),
+    ("cat:N", "category", None),
+    ("merged_count:Q", "events", ","),
+    ("dur_us:Q", "duration (µs)", ",.3f"),
+    ("busy_frac:Q", "busy share of the bar", ".0%"),
+    ("start_us:Q", "start (µs)", ",.3f"),
+    ("input_dims:N", "input shapes", None),
+    ("grid:N", "grid", None),
+    ("block:N", "block", None),
+    ("registers_per_thread:Q", "registers/thread", None),
+    ("shared_memory_bytes:Q", "shared memory (B)", ","),
+    ("occupancy_pct:Q", "est. occupancy %", None),
 )
-_LINK_TOOLTIPS = (
-    alt.Tooltip("launch_name:N", title="launch"),
-    alt.Tooltip("gpu_name:N", title="GPU work"),
-    alt.Tooltip("delay_us:Q", title="launch → GPU start (µs)", format=",.3f"),
+_LINK_TOOLTIPS: tuple[tuple[str, str, str | None], ...] = (
+    ("launch_name:N", "launch", None),
+    ("gpu_name:N", "GPU work", None),
+    ("delay_us:Q", "launch → GPU start (µs)", ",.3f"),
 )
 
 
@@ -66,6 +70,8 @@ def timeline_chart(data: TimelineData) -> alt.LayerChart:
     opacity is its busy share (``busy_frac``). The height follows the rows (a fixed height would
     squash them) and the width follows the container.
     """
+    import altair as alt  # on first draw: the CLI never pays its import
+
     marks = data.marks.copy()
     marks["name"] = [_short_name(n) for n in marks["name"]]
     present = set(marks["kind"])
@@ -93,7 +99,7 @@ def timeline_chart(data: TimelineData) -> alt.LayerChart:
             ),
             opacity=alt.Opacity("busy_frac:Q", scale=alt.Scale(domain=[0.0, 1.0], range=[MIN_OPACITY, 1.0]),
                                 legend=None),
-            tooltip=list(_BAR_TOOLTIPS),
+            tooltip=_tooltips(alt, _BAR_TOOLTIPS),
         )
         .add_params(zoom)
     )
@@ -114,6 +120,8 @@ def outline_layer(data: TimelineData, marks: pd.DataFrame, *, color: str, stroke
                   title: str) -> alt.Chart:
     """Unfilled outlines over some of ``data.marks`` (their rows and spans), on the chart's scales:
     a layer to add to ``timeline_chart(data)``'s."""
+    import altair as alt  # on first draw: the CLI never pays its import
+
     n_rows = max(sum(n for _, _, n in data.lane_rows), 1)
     pad = (1.0 - BAR_FILL) / 2
     return (
@@ -138,6 +146,8 @@ def lane_label(data: TimelineData, lane: str) -> str:
 
 def _lane_axis(data: TimelineData) -> alt.Axis:
     """Lane names at each lane's middle row (the axis is the rows' numeric scale)."""
+    import altair as alt  # on first draw: the CLI never pays its import
+
     middles = [first + n / 2 for _, first, n in data.lane_rows]
     labels = [lane_label(data, lane) for lane, _, _ in data.lane_rows]
     expr = f"{json.dumps(labels)}[indexof({json.dumps(middles)}, datum.value)]"
@@ -147,6 +157,8 @@ def _lane_axis(data: TimelineData) -> alt.Axis:
 
 def _lane_bands(data: TimelineData, y_scale: alt.Scale) -> alt.Chart:
     """Every other lane shaded across the whole width, so a lane's rows read as one band."""
+    import altair as alt  # on first draw: the CLI never pays its import
+
     bands = pd.DataFrame([{"lane": lane, "top": first, "bottom": first + n}
                           for i, (lane, first, n) in enumerate(data.lane_rows) if i % 2 == 1],
                          columns=["lane", "top", "bottom"])
@@ -160,6 +172,8 @@ def _lane_bands(data: TimelineData, y_scale: alt.Scale) -> alt.Chart:
 def _link_rules(data: TimelineData, x_scale: alt.Scale, y_scale: alt.Scale) -> alt.Chart:
     """One rule per launch → GPU link, from the launch call's start to the GPU activity's start,
     each end in the middle of its bar's row."""
+    import altair as alt  # on first draw: the CLI never pays its import
+
     return (
         alt.Chart(data.links)
         .mark_rule(color="#333333", strokeWidth=0.8, opacity=0.5)
@@ -168,7 +182,7 @@ def _link_rules(data: TimelineData, x_scale: alt.Scale, y_scale: alt.Scale) -> a
             x2="gpu_x_us:Q",
             y=alt.Y("launch_y:Q", scale=y_scale, axis=_lane_axis(data)),
             y2="gpu_y:Q",
-            tooltip=list(_LINK_TOOLTIPS),
+            tooltip=_tooltips(alt, _LINK_TOOLTIPS),
         )
     )
 
@@ -176,3 +190,9 @@ def _link_rules(data: TimelineData, x_scale: alt.Scale, y_scale: alt.Scale) -> a
 def _short_name(name: str) -> str:
     name = str(name)
     return name if len(name) <= TOOLTIP_NAME_CHARS else name[: TOOLTIP_NAME_CHARS - 1] + "…"
+
+
+def _tooltips(alt, rows: tuple[tuple[str, str, str | None], ...]) -> list:
+    """``alt.Tooltip``s of ``rows`` (altair is imported by the chart's caller, on first draw)."""
+    return [alt.Tooltip(field, title=title) if fmt is None else alt.Tooltip(field, title=title, format=fmt)
+            for field, title, fmt in rows]
