@@ -16,7 +16,7 @@ from lab.lessons import questions_for
 from tests.test_app import assert_healthy, at, open_view, plain, submit  # noqa: F401 - ``at`` is the page fixture
 from tests.test_lesson_recordings import recording
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.apptest, pytest.mark.timeout(900)]
 
 KEY = "calls"  # a pair with an H200 recording whose questions a GPU run answers
 

@@ -141,6 +141,7 @@ def quick_run(tmp_path_factory):
     return out, json.loads((out / "manifest.json").read_text())
 
 
+@pytest.mark.subprocess
 def test_recorder_runs_on_a_cpu_and_the_lab_table_is_torchs(quick_run):
     out, manifest = quick_run
     assert [e["stem"] for e in manifest["entries"]] == ["slow_step", "sync_in_loop", "sync_hoisted",

@@ -240,6 +240,7 @@ def test_real_recordings_all_reduce_size_is_the_models_gradients(real):
     assert (ranks.collectives["busbw_gbs"] == ranks.collectives["algbw_gbs"] * 2 * (n - 1) / n).all()
 
 
+@pytest.mark.subprocess
 def test_cli_reads_a_recorded_job_directory_and_names_the_cause():
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROFILER_LAB_")} | {"KINETO_LOG_LEVEL": "6"}
     proc = subprocess.run([sys.executable, "-m", "lab", "ranks", str(JOBS / "gloo_straggler_4")], cwd=ROOT, env=env,

@@ -188,6 +188,7 @@ def test_a_64_rank_synthetic_job_read_from_its_directory_finds_the_planted_strag
     assert "rank 37" in insights["A straggler rank: the others wait for it"]
 
 
+@pytest.mark.subprocess
 def test_cli_ranks_skips_what_is_not_a_trace_and_says_so(tmp_path):
     """A run's folder as users have it: the ranks' traces beside a facts.json, a log and a config."""
     job = tmp_path / "job"
