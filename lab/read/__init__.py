@@ -1,4 +1,4 @@
-"""Reading traces apart from the server: a bounded pool of reader processes (issue 18).
+"""Reading traces apart from the server: a bounded pool of reader processes.
 
 ``ReaderPool`` (``pool``) is the facade: ``submit``/``read`` a trace's bytes or a path and get
 a ``Parsed`` (the ``Trace``, its ``Analysis`` and insights) or a ``ReadFailed`` whose message

@@ -1,4 +1,4 @@
-"""A job's ranks read in parallel where they lie, each sending back only its summary (issue 25).
+"""A job's ranks read in parallel where they lie, each sending back only its summary.
 
 Every rank of one span is a read of its own: on the reader pool (``ReaderPool.submit(path=…,
 rank_of_job=name)``, as many at once as the pool has readers, each under the reader's memory

@@ -112,7 +112,7 @@ class _Steps:
             self.parse(found[0].read_bytes(), self.settings.HostSettings(), None, None)
         # What the imports and the warm-up left (~2·10^5 objects: pandas, numpy, altair's grammar)
         # out of the collector's sight: every full collection while a trace was read traversed them,
-        # 0.2-0.3 s pauses on the 2-core host (the pipeline fuzz test's slowest cases, issue 22).
+        # 0.2-0.3 s pauses on the 2-core host (the pipeline fuzz test's slowest cases).
         gc.collect()
         gc.freeze()
 

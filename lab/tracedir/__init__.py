@@ -1,4 +1,4 @@
-"""Trace directories on the server (issue 25): where torch.profiler writes, listed for visitors.
+"""Trace directories on the server: where torch.profiler writes, listed for visitors.
 
 ``list_runs`` (``listing``) lists the host's directories as the TensorBoard plugin did: runs,
 workers, spans; ``names`` says which files are traces and what tensorboard_trace_handler's names

@@ -28,7 +28,7 @@ REGION_COLORS = {"latency-bound": "#bab0ac", "memory-bound": "#72b7b2", "compute
 REVEAL_WIDTH_PX = 900
 HIGHLIGHT = "#d62728"
 # The roofline's y axis in the largest unit the roof reaches 1 in: a CPU's roof is ~0.1 TFLOP/s and
-# its log axis in TFLOP/s read "0.0001", "0.0003", … (issue 26); in GFLOP/s the same ticks are 0.1 … 100.
+# its log axis in TFLOP/s read "0.0001", "0.0003", …; in GFLOP/s the same ticks are 0.1 … 100.
 RATE_UNITS = ((1.0, "TFLOP/s"), (1e3, "GFLOP/s"), (1e6, "MFLOP/s"))  # (per TFLOP/s, unit)
 # A log axis is labelled at its powers of ten when it holds at least this many, else at 1-2-5.
 MIN_POWER_TICKS = 3

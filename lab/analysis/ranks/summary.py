@@ -1,4 +1,4 @@
-"""One rank of a job as the job's views need it, computed where the trace is read (issue 25).
+"""One rank of a job as the job's views need it, computed where the trace is read.
 
 ``rank_summary(trace, name, analysis)`` runs in a reader (or a Ray task) next to the parsed
 trace and returns only what ``analyze_ranks`` combines across ranks: the rank's place in its job
@@ -94,7 +94,7 @@ def rank_summary(trace: Trace, name: str, analysis=None) -> RankSummary:
     comm = t.covered(t.comm)  # overlap is about the window: its share is of the window's communication
     flows = trace.flows
     delays = flows["delay_us"].to_numpy(dtype=float) if len(flows) else np.array([])
-    row = dict(  # compute_us / comm_us by launch (issue 22), the window's figures beside them
+    row = dict(  # compute_us / comm_us by launch (what the steps launched, wherever it ran), the window's figures beside them
         steps=t.steps, step_us=t.step_median_us, window_us=w1 - w0,
         gpu_busy_us=t.covered(t.busy) if t.has_gpu else 0.0, compute_us=t.length(t.compute_launched),
         comm_us=t.length(t.comm_launched), comm_source=t.comm_source, compute_in_window_us=t.covered(t.compute),
