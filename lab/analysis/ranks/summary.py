@@ -94,7 +94,8 @@ def rank_summary(trace: Trace, name: str, analysis=None) -> RankSummary:
     comm = t.covered(t.comm)  # overlap is about the window: its share is of the window's communication
     flows = trace.flows
     delays = flows["delay_us"].to_numpy(dtype=float) if len(flows) else np.array([])
-    row = dict(  # compute_us / comm_us by launch (what the steps launched, wherever it ran), the window's figures beside them
+    # compute_us / comm_us: what the steps launched, wherever it ran; the window's figures beside them
+    row = dict(
         steps=t.steps, step_us=t.step_median_us, window_us=w1 - w0,
         gpu_busy_us=t.covered(t.busy) if t.has_gpu else 0.0, compute_us=t.length(t.compute_launched),
         comm_us=t.length(t.comm_launched), comm_source=t.comm_source, compute_in_window_us=t.covered(t.compute),
