@@ -26,6 +26,7 @@ from lab.pool.frames import frame_sizes  # noqa: E402
 from lab.read import Job, JobInput, JobKind  # noqa: E402
 from lab.read.here import parse  # noqa: E402
 from lab.read.jobs import run_job  # noqa: E402
+from lab.teach import own_answers  # noqa: E402
 
 MB = 1e6
 
@@ -44,7 +45,7 @@ def measure(path: Path) -> list[tuple[str, int, int]]:
                    insights=(parsed.insights, other.insights))
     jobs = (("by-shape toggle", Job(kind=JobKind.BY_SHAPE), one),
             ("TensorBoard tab", Job(kind=JobKind.TENSORBOARD), one),
-            ("own-trace questions", Job(kind=JobKind.OWN, names=("yours",)), one),
+            ("own-trace questions", Job(kind=JobKind.OWN, names=("yours",), code=own_answers), one),
             ("compare two traces", Job(kind=JobKind.COMPARE), two))
     # Every size before any job runs here: a job fills the analysis's on-demand tables in this
     # process, which the server's copy never gets.
