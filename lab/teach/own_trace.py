@@ -20,7 +20,7 @@ from lab.analysis import Run
 from lab.analysis.verdict import GPU_BOUND_BUSY_PCT
 from lab.lessons.schema import Answer, Band, Question, Where, band_of
 from lab.units import fmt_mem_bytes, fmt_pct, fmt_us
-from lab.vocab import PROFILER_STEP_PREFIX
+from lab.vocab import GPU_ACTIVITY_CATS, PROFILER_STEP_PREFIX
 
 __all__ = ["OWN_LESSON", "OWN_QUESTION_TEXTS", "own_answers", "own_questions"]
 
@@ -28,7 +28,6 @@ OWN_LESSON = "own"
 # Candidates offered for "which op": the top few by the measure, shown alphabetically. Four
 # keeps a guess a guess (one in four) without a list to read through.
 MAX_CHOICES = 4
-GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 _HALF = (Band(label="less than half", below=50.0), Band(label="half or more"))
 _SHARE = (Band(label="under 25 %", below=25.0), Band(label="25–50 %", below=50.0),
           Band(label="50–75 %", below=75.0), Band(label="75 % or more"))
@@ -118,7 +117,7 @@ def _gpu_busy(runs: Sequence[Run]) -> Answer:
     run = runs[0]
     util = run.analysis.utilization
     pct = float(util.active_busy_pct)
-    rows = np.flatnonzero(run.trace.events["cat"].astype(str).isin(list(GPU_CATS)).to_numpy())
+    rows = np.flatnonzero(run.trace.events["cat"].astype(str).isin(list(GPU_ACTIVITY_CATS)).to_numpy())
     return Answer(choice=band_of(pct, _HALF), measured=pct,
                   measured_text=(f"GPU busy {fmt_pct(pct)} of its active window ({fmt_us(util.busy_us)} of "
                                  f"{fmt_us(util.active_span_us)})"),
@@ -144,7 +143,7 @@ def _bound(runs: Sequence[Run]) -> Answer:
     util = run.analysis.utilization
     pct = float(util.active_busy_pct)
     delay = run.analysis.launches.delay_median_us
-    rows = np.flatnonzero(run.trace.events["cat"].astype(str).isin(list(GPU_CATS)).to_numpy())
+    rows = np.flatnonzero(run.trace.events["cat"].astype(str).isin(list(GPU_ACTIVITY_CATS)).to_numpy())
     return Answer(choice=band_of(pct, _BOUND), measured=pct,
                   measured_text=(f"GPU busy {fmt_pct(pct)} of its active window (the line is "
                                  f"{GPU_BOUND_BUSY_PCT:.0f} %), median launch delay {fmt_us(delay)}; "

@@ -16,6 +16,7 @@ import numpy as np
 from lab.analysis.bundle import Run
 from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
 from lab.analysis.steps import per_iteration_us
+from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = [
     "CALL_CATS", "GPU_WORK_CATS", "call_mean_us", "call_share_pct", "calls_per_step", "event_rows",
@@ -26,7 +27,7 @@ __all__ = [
     "step_count", "step_of", "step_us", "step_work_rows", "unprofiled_step_us", "work_per_step",
 ]  # fmt: skip
 
-GPU_WORK_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+GPU_WORK_CATS = GPU_ACTIVITY_CATS  # the one definition, lab.vocab
 # What a "call" is for calls_per_step and call_share_pct: an operator or a CUDA runtime/driver call.
 CALL_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
 
