@@ -103,3 +103,20 @@ def test_the_add_at_its_roof_is_not_advice_and_the_softmax_below_it_is():
     judged = _judged("memory_bound_ops")
     below = next(f for f in judged.findings if f.rule == "below_roof")
     assert "_softmax" in below.evidence and "add " not in below.evidence
+
+
+def test_analyze_prints_the_attribution_and_the_findings(capsys):
+    from lab import cli
+
+    path = str(DATA / "input_bound.json.gz")
+    assert cli.analyze_main(path, as_json=True) == 0
+    explained = json.loads(capsys.readouterr().out)["explained"]
+    assert explained["findings"][0]["rule"] == "input_pipeline"
+    step = explained["step_us"]
+    assert sum(v["us"] for v in explained["by_cause_median"].values()) == pytest.approx(step, rel=0.05)
+    for row in explained["per_step"]:  # every step's causes sum to its wall time
+        causes = sum(v for k, v in row.items() if k.endswith("_us") and k not in ("start_us", "end_us", "wall_us"))
+        assert causes == pytest.approx(row["wall_us"], rel=1e-9)
+    assert cli.analyze_main(path, as_json=False) == 0
+    text = capsys.readouterr().out
+    assert "Where the time went" in text and "Input pipeline starves the GPU" in text and "premise:" in text
