@@ -232,8 +232,11 @@ def test_fp32_without_tf32_silent_for_bf16_tf32_and_old_gpus(real):
     # A float32 GEMM kernel (the kernel name decides the dtype when it names one: a bf16 kernel
     # under float inputs is autocast at work, not FP32 math).
     fp32_kernel = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x64x8_stage3_warpsize2x2x1_ffma"
-    assert fire(I.fp32_without_tf32, matmul_add_steps(3, gemm_name=fp32_kernel, **fp32)) is not None
-    assert fire(I.fp32_without_tf32, matmul_add_steps(3, **fp32)) is None  # the default kernel is bf16
+    big = dict(dims=((4096, 4096), (4096, 4096)), gemm_us=2700.0, step_us=3000.0)  # 51 TFLOP/s: compute-bound
+    assert fire(I.fp32_without_tf32, matmul_add_steps(3, gemm_name=fp32_kernel, **fp32, **big)) is not None
+    assert fire(I.fp32_without_tf32, matmul_add_steps(3, **fp32, **big)) is None  # the default kernel is bf16
+    # The premise: a 256³ fp32 GEMM in 40 µs is latency-bound (0.8 TFLOP/s): TF32 would not speed it up.
+    assert fire(I.fp32_without_tf32, matmul_add_steps(3, gemm_name=fp32_kernel, **fp32)) is None
 
 
 # ---- GEMM below peak -----------------------------------------------------------------------

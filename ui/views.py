@@ -83,11 +83,9 @@ def summary_view(subject: Subject, loaded: Loaded) -> None:
         for metric in s.metrics:
             st.metric(metric.label, metric.value, delta=metric.delta, delta_color="off", delta_arrow="off",
                       help=md_escape(metric.help), border=True, width=METRIC_CARD_PX)  # help quotes trace text
-    if loaded.judgement is None:
+    if loaded.judgement is None:  # the judged verdict leads instead (explained_summary)
         st.markdown("**Verdict**")
         st.text(s.verdict)
-    else:
-        st.caption(f"GPU use: {s.verdict}")
     if s.top_insight and loaded.judgement is None:
         st.markdown("**Top insight**")
         insight_card(s.top_insight)

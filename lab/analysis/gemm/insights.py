@@ -14,6 +14,7 @@ import pandas as pd
 from lab.analysis.bundle import Analysis
 from lab.analysis.columns import mask_in
 from lab.analysis.gemm.analyze import GEMM_MIN_KERNEL_US, GRAPH_REPLAY_SOURCE, compute_capability
+from lab.analysis.gemm.bound import LATENCY_BOUND
 from lab.analysis.gemm.kinds import GEMM_OPS
 from lab.analysis.insights.record import Insight
 from lab.trace.load import Trace
@@ -91,6 +92,11 @@ def fp32_without_tf32(trace: Trace, analysis: Analysis) -> Insight | None:
     if cc is None or cc[0] < TF32_MIN_COMPUTE_MAJOR or gemm.empty:
         return None
     fp32 = gemm[gemm["dtype"] == "float32"]
+    # The premise: TF32 speeds up GEMMs the tensor cores would compute faster, not ones held back by
+    # launch latency (the input-bound ResNet's fp32 GEMMs at 0.03-0.07 TFLOP/s, under 0.1 % of its
+    # step): a trace whose fp32 GEMMs are all latency-bound gets no TF32 advice.
+    if "bound" in fp32.columns:
+        fp32 = fp32[fp32["bound"] != LATENCY_BOUND]
     if fp32.empty:
         return None
     achieved = float(np.nanmedian(fp32["tflops"])) if fp32["tflops"].notna().any() else float("nan")
