@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass
 
 __all__ = [
-    "ADD_KERNEL_NAMES", "ANNOTATION_CATS", "DTYPES", "DTYPE_BYTES", "DTYPE_INFO", "Dtype", "ELEMENT_BYTES", "FLOW_CAT",
+    "ADD_KERNEL_NAMES", "ANNOTATION_CATS", "COLLECTIVE_RANGE_PATTERN", "COMPILE_PATTERN", "INPUT_PIPELINE_PATTERN",
+    "OPTIMIZER_PATTERN", "DTYPES", "DTYPE_BYTES", "DTYPE_INFO", "Dtype", "ELEMENT_BYTES", "FLOW_CAT",
     "GPU_ACTIVITY_CATS", "GPU_LANE_CATS", "INTEGER_DTYPES", "TRACE_DTYPES",
     "MEMORY_DEVICE_KINDS", "MEMORY_DEVICE_TYPES", "MEMORY_EVENT_NAME", "MEMORY_HOST_TYPES", "OOM_EVENT_NAME",
     "GPU_ONLY_SORT_KEYS", "INPUT_TYPE_DTYPES", "LAUNCH_CALL_PATTERN", "LAUNCH_CATS", "LEGACY_SORT_KEYS",
@@ -116,6 +117,24 @@ SYNC_NAMES = (
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
     "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
 )  # fmt: skip
+
+# torch.compile's compilation as torch writes it: dynamo_timed's record_functions
+# ("_compile.compile_inner (dynamo_timed)", "inductor_compile", "backend_compile",
+# "entire_frame_compile", "compile_attempt_0", "dynamo" — torch 2.11 on the H200 and 2.13 on the
+# CPU), autotuning, and the wait for async compile workers. Not "Torch-Compiled Region", which
+# wraps the compiled code's own run, nor "TorchDynamo Cache Lookup" (a guard check, dispatch).
+COMPILE_PATTERN = re.compile(
+    r"\(dynamo_timed\)$|^(?:dynamo|entire_frame_compile|backend_compile|inductor_compile|compile_attempt_\d+"
+    r"|async_compile\.wait|autotune\w*|benchmark_\w*fusion\w*|precompile\w*)$"
+)
+# torch.utils.data's DataLoader and DataPipes as the profiler names their __next__:
+# "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "enumerate(DataPipe)#…".
+INPUT_PIPELINE_PATTERN = re.compile(r"^enumerate\((?:DataLoader|DataPipe)\)#")
+# A collective in flight on another thread: gloo's and NCCL's ranges ("gloo:all_reduce" on gloo's
+# own thread while the step's thread waits for it, in no op) and c10d's ops.
+COLLECTIVE_RANGE_PATTERN = re.compile(r"^(?:gloo|nccl|c10d):")
+# torch.optim's record_function around step / zero_grad: "Optimizer.step#Adam.step".
+OPTIMIZER_PATTERN = re.compile(r"^Optimizer\.(?:step|zero_grad)#")
 
 # An elementwise add kernel of ATen (the seed's bias add): CUDAFunctor_add, AddFunctor, add_kernel.
 ADD_KERNEL_NAMES = r"CUDAFunctor_add|add_kernel|AddFunctor"

@@ -120,3 +120,19 @@ def test_analyze_prints_the_attribution_and_the_findings(capsys):
     assert cli.analyze_main(path, as_json=False) == 0
     text = capsys.readouterr().out
     assert "Where the time went" in text and "Input pipeline starves the GPU" in text and "premise:" in text
+
+
+def _observations(stem: str) -> list[str]:
+    from lab.analysis import analyze, find_insights
+
+    trace = load_trace((DATA / f"{stem}.json.gz").read_bytes())
+    return [i.title for i in find_insights(trace, analyze(trace))]
+
+
+def test_older_rules_check_their_premises_on_programs_they_misread():
+    """The input-bound ResNet's fp32 GEMMs are latency-bound (no TF32 advice); a first compile's
+    4 s of host time is compilation, not per-launch overhead (no "overhead-bound")."""
+    assert not any("TF32" in t for t in _observations("input_bound"))
+    assert any("TF32" in t for t in _observations("fp32_gemm"))  # where the premise holds, it fires
+    assert not any(t.startswith("Overhead-bound") for t in _observations("compile_in_window"))
+    assert any(t.startswith("Overhead-bound") for t in _observations("launch_bound"))

@@ -23,6 +23,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from lab.vocab import (  # the names torch writes, defined once
+    COLLECTIVE_RANGE_PATTERN,
+    COMPILE_PATTERN,
+    INPUT_PIPELINE_PATTERN,
+    OPTIMIZER_PATTERN,
+)
+
 __all__ = [
     "CAUSES", "COLLECTIVE_RANGE_PATTERN", "COMPILE_PATTERN", "WORK_CLASSES", "HOST_CAUSES", "INPUT_PIPELINE_PATTERN",
     "OPTIMIZER_PATTERN",
@@ -72,24 +79,6 @@ _BY_KEY = {c.key: c for c in CAUSES}
 def cause(key: str) -> Cause:
     return _BY_KEY[key]
 
-
-# torch.compile's compilation as torch writes it: dynamo_timed's record_functions
-# ("_compile.compile_inner (dynamo_timed)", "inductor_compile", "backend_compile",
-# "entire_frame_compile", "compile_attempt_0", "dynamo" — torch 2.11 on the H200 and 2.13 on the
-# CPU), autotuning, and the wait for async compile workers. Not "Torch-Compiled Region", which
-# wraps the compiled code's own run, nor "TorchDynamo Cache Lookup" (a guard check, dispatch).
-COMPILE_PATTERN = re.compile(
-    r"\(dynamo_timed\)$|^(?:dynamo|entire_frame_compile|backend_compile|inductor_compile|compile_attempt_\d+"
-    r"|async_compile\.wait|autotune\w*|benchmark_\w*fusion\w*|precompile\w*)$"
-)
-# torch.utils.data's DataLoader and DataPipes as the profiler names their __next__:
-# "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "enumerate(DataPipe)#…".
-INPUT_PIPELINE_PATTERN = re.compile(r"^enumerate\((?:DataLoader|DataPipe)\)#")
-# A collective in flight on another thread: gloo's and NCCL's ranges ("gloo:all_reduce" on gloo's
-# own thread while the step's thread waits for it, in no op) and c10d's ops.
-COLLECTIVE_RANGE_PATTERN = re.compile(r"^(?:gloo|nccl|c10d):")
-# torch.optim's record_function around step / zero_grad: "Optimizer.step#Adam.step".
-OPTIMIZER_PATTERN = re.compile(r"^Optimizer\.(?:step|zero_grad)#")
 
 # Op name → class. Matched on the name without its namespace ("aten::native_layer_norm" →
 # "native_layer_norm"); the GEMM family is lab.analysis.gemm.kinds' (passed in by op_class).

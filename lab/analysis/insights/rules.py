@@ -34,7 +34,7 @@ from lab.analysis.memory.insights import MEMORY_RULES
 from lab.analysis.verdict import host_work_us
 from lab.trace.load import Trace
 from lab.units import fmt_us_fixed
-from lab.vocab import GPU_ACTIVITY_CATS, SYNC_NAMES
+from lab.vocab import COMPILE_PATTERN, GPU_ACTIVITY_CATS, SYNC_NAMES
 
 # --- thresholds ------------------------------------------------------------------------------
 # Host work this many times the GPU work means the GPU idles most of the time, however fast its
@@ -93,6 +93,8 @@ def overhead_bound(trace: Trace, analysis: Analysis) -> Insight | None:
     cpu_us = host_work_us(analysis.operators)
     if gpu_us <= 0 or cpu_us < OVERHEAD_BOUND_RATIO * gpu_us:
         return None
+    if _compiling_us(analysis.operators) >= cpu_us:
+        return None  # the host was compiling (torch.compile inside the window): a one-off, not per-launch work
     ratio = cpu_us / gpu_us
     return Insight(
         severity="critical" if ratio >= OVERHEAD_CRITICAL_RATIO else "warning",
@@ -105,6 +107,12 @@ def overhead_bound(trace: Trace, analysis: Analysis) -> Insight | None:
         learn_more=BRRR,
         caveat=_short_ops_caveat(analysis),
     )
+
+
+def _compiling_us(operators) -> float:
+    """The longest torch.compile compile event's total time (the outermost holds the rest)."""
+    compiling = operators["name"].astype(str).str.contains(COMPILE_PATTERN)
+    return float(operators.loc[compiling, "total_us"].max()) if compiling.any() else 0.0
 
 
 def _short_ops_caveat(analysis: Analysis) -> str:
