@@ -184,11 +184,12 @@ LAYERS: dict[str, frozenset[str]] = {
     "run": _LEAVES | {"core", "pool"},
     "read": _LEAVES | {"core", "pool", "trace", "analysis", "samples", "teach"},
     "views": _LEAVES | {"core", "trace", "analysis"},
+    "replay": _LEAVES | {"core", "trace", "analysis"},  # one op row of a trace → a spec, a script, a child run
     "teach": _LEAVES | {"core", "trace", "analysis", "samples"},  # giveaway reads the recordings' titles
     "access": _LEAVES | {"core", "run", "read"},
     "tracedir": _LEAVES | {"core"},  # the host's trace directories: names, listing, safe paths (issue 25)
     "serve": _LEAVES | {"core"},  # `profiler-lab serve`: streamlit run of the installed page
-    "cli": _LEAVES | {"core", "trace", "analysis", "run", "read", "views", "tracedir", "serve"},
+    "cli": _LEAVES | {"core", "trace", "analysis", "run", "read", "views", "tracedir", "serve", "replay"},
     "__main__": frozenset({"cli"}),
 }  # fmt: skip
 # Imports across layers that stand until the pool layer lands (branch "pool", issue 24): the

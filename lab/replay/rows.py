@@ -1,0 +1,89 @@
+"""A trace's op rows for the replay: finding one (by name, index, shapes), its spec, and what the
+trace measured for it (the op's time, the kernels it launched, their time)."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+import numpy as np
+
+from lab.replay.spec import ReplayRefusal, ReplaySpec, build_spec
+from lab.trace import Trace
+
+__all__ = ["RowFigures", "find_row", "row_figures", "spec_of_row"]
+
+_OP_CATS = ("cpu_op", "user_annotation", "")
+
+
+@dataclass(frozen=True)
+class RowFigures:
+    """What the trace recorded for one op row."""
+
+    row: int
+    op: str
+    op_us: float  # the op's CPU-side duration
+    kernel_us: float  # its kernels' summed GPU time (0 on a CPU trace)
+    kernels: tuple[tuple[str, float], ...]  # (name, µs) of each GPU activity it launched, in order
+    device_name: str = ""
+
+
+def _text(trace: Trace, column: str, row: int) -> str:
+    value = trace.events[column].iat[row] if column in trace.events.columns else ""
+    return "" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
+
+
+def spec_of_row(trace: Trace, row: int) -> ReplaySpec:
+    """The replay spec of ``trace.events`` row ``row`` (``ReplayRefusal`` if it cannot be rebuilt)."""
+    texts = [_text(trace, c, row) for c in ("input_dims", "input_type", "input_strides", "concrete_inputs")]
+    return build_spec(_text(trace, "name", row), *texts, record_shapes=trace.meta.record_shapes)
+
+
+def find_row(trace: Trace, op: str, *, index: int | None = None, shapes: str | None = None) -> int:
+    """The events row of op ``op``: the ``index``-th call (0 = first) among those whose
+    "Input Dims" equal ``shapes`` when given (compared as lists, spacing aside)."""
+    ev = trace.events
+    rows = np.flatnonzero((ev["name"] == op).to_numpy() & ev["lane_kind"].eq("cpu").to_numpy())
+    if not len(rows):
+        raise ReplayRefusal(f"the trace has no {op} op; name one of its CPU ops (as the Table lists them)")
+    if shapes is not None:
+        want = _dims(shapes)
+        rows = np.array([r for r in rows if _dims(_text(trace, "input_dims", int(r))) == want], dtype=np.int64)
+        if not len(rows):
+            raise ReplayRefusal(f"no {op} call has input shapes {shapes}; leave out --shapes to list them")
+    at = 0 if index is None else index
+    if not -len(rows) <= at < len(rows):
+        raise ReplayRefusal(f"{op} has {len(rows)} matching calls; choose an index from 0 to {len(rows) - 1}")
+    return int(rows[at])
+
+
+def _dims(text: str):
+    try:
+        return ast.literal_eval(text) if text else None
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
+        raise ReplayRefusal(f"shapes {text!r} are not a list like [[4096, 4096], [4096, 4096]]") from None
+
+
+def row_figures(trace: Trace, row: int) -> RowFigures:
+    """The op's duration and the GPU work launched from its lane while it ran (its own launches
+    and its children's), through the trace's launch → kernel flows."""
+    ev = trace.events
+    start = float(ev["ts_us"].iat[row])
+    end = start + float(ev["dur_us"].iat[row])
+    flows = trace.flows
+    kernels: list[tuple[str, float]] = []
+    if len(flows):
+        launch = flows["launch_row"].to_numpy()
+        gpu = flows["gpu_row"].to_numpy()
+        lane = ev["lane_order"].to_numpy()
+        ts = ev["ts_us"].to_numpy()
+        inside = (lane[launch] == lane[row]) & (ts[launch] >= start) & (ts[launch] <= end)
+        picked = gpu[inside]
+        picked = picked[np.argsort(ts[picked], kind="stable")]
+        names = ev["name"].to_numpy()[picked]
+        durs = ev["dur_us"].to_numpy()[picked]
+        kernels = [(str(n), float(d)) for n, d in zip(names, durs, strict=True)]
+    props = trace.meta.device_properties
+    device = str(props[0].get("name", "")) if props and isinstance(props[0], dict) else ""
+    return RowFigures(row=row, op=_text(trace, "name", row), op_us=end - start,
+                      kernel_us=float(sum(d for _, d in kernels)), kernels=tuple(kernels), device_name=device)

@@ -1,0 +1,207 @@
+"""The replay of one op row: its spec against the trace's raw JSON (``Input Dims``, ``Input type``,
+``Input Strides``, ``Concrete Inputs``), the refusals, the rates, and the exported script run in a
+fresh interpreter on CPU."""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from lab.replay import (
+    OP_CLASSES,
+    ReplayRefusal,
+    build_spec,
+    device_refusal,
+    find_row,
+    op_bytes,
+    op_flops,
+    row_figures,
+    spec_of_row,
+)
+from lab.replay.spec import DTYPE_OF_SPELLING
+from lab.trace import load_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = sorted((ROOT / "lab" / "samples").glob("*.json.gz"))
+CORPUS = sorted((ROOT / "tests" / "data" / "groundtruth").glob("*/*.json.gz"))
+REPLAYED = {op for ops in OP_CLASSES.values() for op in ops}
+
+
+def _raw(path: Path) -> dict:
+    return json.loads(gzip.decompress(path.read_bytes()))
+
+
+def _shaped(path: Path) -> bool:
+    return any("Input Dims" in e.get("args", {}) for e in _raw(path)["traceEvents"] if e.get("cat") == "cpu_op")
+
+
+SHAPED = [p for p in SAMPLES + CORPUS if _shaped(p)]
+
+
+def _raw_rows(raw: dict) -> dict:
+    """name → the raw events of that replayed op, by start (longer first)."""
+    out = defaultdict(list)
+    for e in raw["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e.get("name") in REPLAYED:
+            out[e["name"]].append(e)
+    return {name: sorted(es, key=lambda e: (float(e["ts"]), -float(e["dur"]))) for name, es in out.items()}
+
+
+def _refusal_expected(args: dict) -> bool:
+    types = args.get("Input type", [])
+    sparse = any(d and s == [] for d, s in zip(args.get("Input Dims", []), args.get("Input Strides", [])))
+    return sparse or (not args.get("Input Dims") or any(t in ("TensorList", "GenericList") for t in types)
+            or any(t not in ("", "Scalar", "ScalarList") and t not in DTYPE_OF_SPELLING for t in types))
+
+
+@pytest.mark.parametrize("path", SHAPED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_spec_reproduces_every_replayed_row_of_the_raw_json(path):
+    """Every row of a replayed op: the spec's tensors have the raw event's dims, dtype and strides
+    (built on torch's meta device too), its scalars the Concrete Inputs; a refusal only where the
+    raw event lists what the replay cannot rebuild."""
+    torch = pytest.importorskip("torch")
+    from lab.replay.standalone import make_tensor
+
+    trace = load_trace(path)
+    raw = _raw_rows(_raw(path))
+    ev = trace.events
+    rows = [r for r in range(len(ev)) if ev["name"].iat[r] in REPLAYED and ev["lane_kind"].iat[r] == "cpu"]
+    assert len(rows) == sum(len(v) for v in raw.values())
+    rows.sort(key=lambda r: (float(ev["ts_us"].iat[r]), -float(ev["dur_us"].iat[r])))
+    seen: dict[str, int] = defaultdict(int)
+    for row in rows:
+        key = str(ev["name"].iat[row])
+        event = raw[key][seen[key]]
+        seen[key] += 1
+        assert float(event["dur"]) == pytest.approx(float(ev["dur_us"].iat[row]), abs=1e-3)
+        args = event["args"]
+        try:
+            spec = spec_of_row(trace, row)
+        except ReplayRefusal:
+            assert _refusal_expected(args), (key, args)
+            continue
+        assert not _refusal_expected(args)
+        assert spec.shapes_text == str(args["Input Dims"])
+        for i, item in enumerate(spec.inputs):
+            kind = args["Input type"][i]
+            if item.kind == "tensor":
+                assert kind == item.type_text and list(item.shape) == args["Input Dims"][i]
+                assert list(item.strides) == args["Input Strides"][i]
+                t = make_tensor(item.to_dict(), "meta")
+                assert (list(t.shape), list(t.stride())) == (args["Input Dims"][i], args["Input Strides"][i])
+                assert t.dtype == getattr(torch, DTYPE_OF_SPELLING[kind])
+            else:
+                assert kind in ("", "Scalar", "ScalarList")
+                text = args["Concrete Inputs"][i]
+                assert (item.value is None) == (text == "")
+                if text not in ("",) and item.value is not None and not isinstance(item.value, str):
+                    assert item.value == _brute_value(text)
+
+
+def _brute_value(text: str):
+    if text in ("True", "False"):
+        return text == "True"
+    if text.startswith("["):
+        return tuple(int(x) for x in text.strip("[]").split(",") if x.strip())
+    return float(text) if any(c in text for c in ".eE") or text in ("inf", "-inf") else int(text)
+
+
+def test_a_trace_without_shapes_is_refused_naming_record_shapes():
+    path = ROOT / "tests/data/groundtruth/cuda/llama_train.json.gz"
+    trace = load_trace(path)
+    assert not any("Input Dims" in e.get("args", {}) for e in _raw(path)["traceEvents"])
+    with pytest.raises(ReplayRefusal, match=r"record_shapes=True"):
+        spec_of_row(trace, find_row(trace, "aten::mm"))
+
+
+@pytest.mark.parametrize(("op", "dims", "types", "match"), [
+    ("aten::cat", "[[[1], [1]], []]", "['TensorList', 'Scalar']", "OP_CLASSES"),
+    ("aten::where", "[[4], [4]]", "['TensorList', 'float']", "TensorList"),
+    ("aten::mm", "[[2, 2], [2, 2]]", "['c10::ComplexFloat', 'float']", "does not know"),
+    ("aten::mm", "[[2, 2]]", "['float', 'float']", "same inputs"),
+])  # fmt: skip
+def test_ops_it_cannot_rebuild_are_refused_with_what_they_would_need(op, dims, types, match):
+    with pytest.raises(ReplayRefusal, match=match):
+        build_spec(op, dims, types)
+
+
+def test_dtypes_the_device_cannot_run_are_said_before_running():
+    fp8 = build_spec("aten::_scaled_mm", "[[16, 16], [16, 16], [], []]",
+                     "['c10::Float8_e4m3fn', 'c10::Float8_e4m3fn', 'float', 'float']")
+    assert "8.9" in device_refusal(fp8, kind="cuda", compute_capability=(8, 0))
+    assert device_refusal(fp8, kind="cuda", compute_capability=(9, 0)) is None
+    bf16 = build_spec("aten::mm", "[[16, 16], [16, 16]]", "['c10::BFloat16', 'c10::BFloat16']")
+    assert "float16" in device_refusal(bf16, kind="cuda", compute_capability=(7, 5))
+    flash = build_spec("aten::_scaled_dot_product_flash_attention", "[[1, 2, 8, 4], [1, 2, 8, 4], [1, 2, 8, 4]]",
+                       "['c10::BFloat16', 'c10::BFloat16', 'c10::BFloat16']")
+    assert "--device cuda" in device_refusal(flash, kind="cpu", compute_capability=None)
+
+
+@pytest.mark.parametrize("path", [p for p in SHAPED if "cuda" in p.name or p.parent.name == "cuda"][:12],
+                         ids=lambda p: p.name)
+def test_gemm_and_attention_flops_from_the_raw_dims(path):
+    """2·M·K·N per GEMM (batch × for bmm / baddbmm, N from the weight for linear), attention's
+    two GEMMs 2·B·H·L·S·(D+Dv), brute-forced from the raw event's Input Dims."""
+    trace = load_trace(path)
+    ev = trace.events
+    for row in range(len(ev)):
+        name = str(ev["name"].iat[row])
+        if name not in OP_CLASSES["gemm"] + OP_CLASSES["sdpa"] or ev["lane_kind"].iat[row] != "cpu":
+            continue
+        try:
+            spec = spec_of_row(trace, row)
+        except ReplayRefusal:
+            continue
+        dims = ast.literal_eval(str(ev["input_dims"].iat[row]))
+        assert op_flops(spec) == _brute_flops(name, dims, spec), (name, dims)
+        assert op_bytes(spec) > sum(math.prod(d) for d, t in zip(dims, spec.inputs) if t.kind == "tensor")
+
+
+def _brute_flops(name: str, dims: list, spec) -> int:
+    if name in ("aten::mm", "aten::_scaled_mm", "aten::_int_mm", "aten::matmul") and len(dims[0]) == 2:
+        return 2 * dims[0][0] * dims[0][1] * dims[1][-1]
+    if name in ("aten::addmm", "aten::_addmm_activation"):
+        return 2 * dims[1][0] * dims[1][1] * dims[2][1]
+    if name == "aten::bmm" or (name == "aten::matmul" and len(dims[0]) == 3):
+        return 2 * dims[0][0] * dims[0][1] * dims[0][2] * dims[1][2]
+    if name == "aten::baddbmm":
+        return 2 * dims[1][0] * dims[1][1] * dims[1][2] * dims[2][2]
+    if name == "aten::linear":
+        return 2 * math.prod(dims[0][:-1]) * dims[0][-1] * dims[1][0]
+    if name == "aten::matmul":
+        return 2 * math.prod(dims[0][:-1]) * dims[0][-1] * dims[1][-1]
+    q, k, v = dims[:3]
+    causal = any(i.value is True for i in spec.inputs[3:] if i.type_text == "Scalar") and name.endswith("attention")
+    flops = 2 * math.prod(q[:-2]) * q[-2] * k[-2] * (q[-1] + v[-1])
+    return flops // 2 if causal and _causal_flag(name, spec) else flops
+
+
+def _causal_flag(name: str, spec) -> bool:
+    at = {"aten::scaled_dot_product_attention": 5, "aten::_scaled_dot_product_flash_attention": 4}.get(name, 6)
+    return at < len(spec.inputs) and spec.inputs[at].value is True
+
+
+def test_row_figures_are_the_kernels_the_op_launched():
+    """The linear sample: the row's kernels are the GPU events whose correlation matches a
+    launch on the op's thread inside its span, brute-forced from the raw JSON."""
+    path = ROOT / "lab/samples/linear_4096x4096x4096_bfloat16_cuda.json.gz"
+    trace = load_trace(path)
+    row = find_row(trace, "aten::linear", index=1)
+    figures = row_figures(trace, row)
+    raw = _raw(path)["traceEvents"]
+    ops = sorted((e for e in raw if e.get("name") == "aten::linear"), key=lambda e: e["ts"])
+    op = ops[1]
+    launches = ("cuda_runtime", "cuda_driver")
+    corr = {e["args"]["correlation"] for e in raw if e.get("cat") in launches and e["tid"] == op["tid"]
+            and op["ts"] <= e["ts"] <= op["ts"] + op["dur"]}
+    gpu = sorted((e for e in raw if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")
+                  and e.get("args", {}).get("correlation") in corr), key=lambda e: e["ts"])
+    assert [k for k, _ in figures.kernels] == [e["name"] for e in gpu]
+    assert figures.kernel_us == pytest.approx(sum(e["dur"] for e in gpu))
+    assert figures.op_us == pytest.approx(op["dur"])
