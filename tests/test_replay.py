@@ -8,6 +8,8 @@ import ast
 import gzip
 import json
 import math
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from lab.replay import (
     ReplayRefusal,
     build_spec,
     device_refusal,
+    export_script,
     find_row,
     op_bytes,
     op_flops,
@@ -205,3 +208,35 @@ def test_row_figures_are_the_kernels_the_op_launched():
     assert [k for k, _ in figures.kernels] == [e["name"] for e in gpu]
     assert figures.kernel_us == pytest.approx(sum(e["dur"] for e in gpu))
     assert figures.op_us == pytest.approx(op["dur"])
+
+
+@pytest.mark.parametrize(("trace_name", "op"), [
+    ("cpu/seed.json.gz", "aten::mm"),
+    ("cpu/conv_channels_last.json.gz", "aten::conv2d"),
+    ("cpu/fp8_scaled_mm.json.gz", "aten::_scaled_mm"),
+    ("cpu/sdpa_backends.json.gz", "aten::scaled_dot_product_attention"),
+])  # fmt: skip
+def test_the_exported_script_replays_the_row_in_a_fresh_interpreter(tmp_path, trace_name, op):
+    """The script (torch only) rebuilds the row's inputs: the shapes, strides and dtypes it
+    built, and those its own profile recorded for the op, are the raw event's."""
+    path = ROOT / "tests/data/groundtruth" / trace_name
+    trace = load_trace(path)
+    row = find_row(trace, op)
+    spec = spec_of_row(trace, row)
+    script = tmp_path / "replay_op.py"
+    script.write_text(export_script(spec, row_figures(trace, row), source=trace_name))
+    assert "import lab" not in script.read_text() and "from lab" not in script.read_text()
+    done = subprocess.run([sys.executable, str(script), "--device", "cpu", "--calls", "2", "--warmup", "1", "--json"],
+                          capture_output=True, text=True, timeout=300, check=True, cwd=tmp_path)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    raw = next(e for e in _raw(path)["traceEvents"] if e.get("name") == op and e.get("cat") == "cpu_op"
+               and abs(e["ts"] - trace.meta.start_ts_us - float(trace.events["ts_us"].iat[row])) < 1e-3)
+    args = raw["args"]
+    tensors = [i for i, t in enumerate(args["Input type"]) if t not in ("", "Scalar", "ScalarList")]
+    assert result["input_shapes"] == [args["Input Dims"][i] for i in tensors]
+    assert result["input_strides"] == [args["Input Strides"][i] for i in tensors]
+    assert result["input_dtypes"] == [DTYPE_OF_SPELLING[args["Input type"][i]] for i in tensors]
+    assert result["shapes"] == [args["Input Dims"]] and result["types"] == [args["Input type"]]
+    assert result["strides"] == [args["Input Strides"]]
+    assert result["op_calls_seen"] == 2 and result["time_per_call_us"] > 0
+    assert result["flops"] == op_flops(spec) and result["bytes"] == op_bytes(spec)
