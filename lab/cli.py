@@ -1,4 +1,4 @@
-"""Command line: ``python -m lab profile|analyze|compare|table|memory|ranks|serve`` (installed:
+"""Command line: ``python -m lab profile|analyze|compare|table|memory|ranks|replay|serve`` (installed:
 ``profiler-lab …``, the same ``main``).
 
 ``profile`` runs in this process (``run_profile`` directly) and writes the run's artifacts:
@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the table's order: by rank, or the largest first (text only)")
     r.add_argument("--top", type=int, default=None, metavar="N", help="print only the table's first N rows")
     r.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _add_replay_parser(sub)
     s = sub.add_parser("serve", help="start the page (streamlit run app.py), listing the traces in DIR")
     s.add_argument("dirs", nargs="*", metavar="DIR",
                    help="trace directories the page lists (PROFILER_LAB_TRACE_DIR), e.g. tensorboard_trace_handler's")
@@ -115,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             return _table(args, HostSettings.from_env())
         if args.command == "memory":
             return _memory(args, HostSettings.from_env())
+        if args.command == "replay":
+            return _replay(args, HostSettings.from_env())
         if args.command == "serve":
             from lab.serve import serve
 
@@ -157,10 +160,12 @@ def _refusals() -> tuple[type[Exception], ...]:
     # RunError lives with the result (pandas): imported only once something went wrong, so a
     # refused command line answers without loading pandas or torch.
     from lab.core.result import RunError
+    from lab.replay import ReplayFailed, ReplayRefusal
     from lab.serve import ServeError
     from lab.trace import TraceError
 
-    return (_UsageError, ConfigError, SettingsError, RunError, TraceError, ServeError, OSError)
+    return (_UsageError, ConfigError, SettingsError, RunError, TraceError, ServeError, ReplayRefusal, ReplayFailed,
+            OSError)
 
 
 def _readers(settings: HostSettings | None, pool: ReaderPool | None):
@@ -378,3 +383,51 @@ def summary(result) -> dict:
 def _finite(value: float) -> float | None:
     # JSON has no NaN: an empty timing becomes null.
     return value if math.isfinite(value) else None
+
+
+def _add_replay_parser(sub) -> None:
+    p = sub.add_parser("replay", help="replay one op of a trace (recorded with record_shapes=True) here")
+    p.add_argument("trace", help="a Chrome trace (.json or .json.gz) recorded with record_shapes=True")
+    p.add_argument("--op", required=True, help="the op's name as the trace writes it, e.g. aten::mm")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--index", type=int, default=None, metavar="N",
+                       help="the op's N-th call, 0 = the first (default: the call of median duration)")
+    which.add_argument("--shapes", default=None,
+                       help="the call with these Input Dims, e.g. '[[4096, 4096], [4096, 4096]]'")
+    p.add_argument("--export", type=Path, default=None, metavar="FILE",
+                   help="write a standalone replay script (torch only) to FILE")
+    p.add_argument("--no-run", action="store_true", help="with --export: write the script, run nothing")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where to replay (default auto)")
+    p.add_argument("--calls", type=int, default=20, help="timed and profiled calls (default %(default)s)")
+    p.add_argument("--warmup", type=int, default=5, help="un-profiled calls first (default %(default)s)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def _replay(args: argparse.Namespace, settings: HostSettings) -> int:
+    """``python -m lab replay TRACE --op NAME``: the row's spec, refused before torch is imported
+    if it cannot be rebuilt; then the replay in a child process, printed beside the row."""
+    from lab.replay import export_script, find_row, row_figures, script_spec, spec_of_row
+    from lab.trace import load_trace
+
+    if args.calls < 1 or args.warmup < 0:
+        raise _UsageError("--calls must be ≥ 1 and --warmup ≥ 0")
+    trace = load_trace(args.trace, settings=settings)
+    row = find_row(trace, args.op, index=args.index, shapes=args.shapes)
+    spec, original = spec_of_row(trace, row), row_figures(trace, row)
+    if args.export is not None:
+        args.export.write_text(export_script(spec, original, source=str(args.trace)), encoding="utf-8")
+        print(f"wrote {args.export}", file=sys.stderr)
+        if args.no_run:
+            return 0
+    from lab.core.devices import detect_device
+    from lab.replay import run_replay
+    from lab.replay.report import check_replay, format_side_by_side, side_by_side
+
+    info = detect_device(args.device)
+    if args.device == "cuda" and info.kind != "cuda":
+        raise _UsageError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu")
+    check_replay(spec, info)
+    result = run_replay(script_spec(spec, original), device=info.kind, calls=args.calls, warmup=args.warmup)
+    data = side_by_side(spec, original, result)
+    _print(data, format_side_by_side(data), as_json=args.json)
+    return 0

@@ -41,7 +41,8 @@ def spec_of_row(trace: Trace, row: int) -> ReplaySpec:
 
 def find_row(trace: Trace, op: str, *, index: int | None = None, shapes: str | None = None) -> int:
     """The events row of op ``op``: the ``index``-th call (0 = first) among those whose
-    "Input Dims" equal ``shapes`` when given (compared as lists, spacing aside)."""
+    "Input Dims" equal ``shapes`` when given (compared as lists, spacing aside); without an
+    index, the call of median duration among them."""
     ev = trace.events
     rows = np.flatnonzero((ev["name"] == op).to_numpy() & ev["lane_kind"].eq("cpu").to_numpy())
     if not len(rows):
@@ -51,10 +52,13 @@ def find_row(trace: Trace, op: str, *, index: int | None = None, shapes: str | N
         rows = np.array([r for r in rows if _dims(_text(trace, "input_dims", int(r))) == want], dtype=np.int64)
         if not len(rows):
             raise ReplayRefusal(f"no {op} call has input shapes {shapes}; leave out --shapes to list them")
-    at = 0 if index is None else index
-    if not -len(rows) <= at < len(rows):
+    if index is None:  # the typical call: the first of median duration (the first call often runs cold)
+        dur = ev["dur_us"].to_numpy()[rows]
+        order = np.argsort(dur, kind="stable")
+        return int(rows[order[(len(rows) - 1) // 2]])
+    if not -len(rows) <= index < len(rows):
         raise ReplayRefusal(f"{op} has {len(rows)} matching calls; choose an index from 0 to {len(rows) - 1}")
-    return int(rows[at])
+    return int(rows[index])
 
 
 def _dims(text: str):
