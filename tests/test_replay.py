@@ -13,6 +13,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from lab.replay import (
@@ -240,3 +241,24 @@ def test_the_exported_script_replays_the_row_in_a_fresh_interpreter(tmp_path, tr
     assert result["strides"] == [args["Input Strides"]]
     assert result["op_calls_seen"] == 2 and result["time_per_call_us"] > 0
     assert result["flops"] == op_flops(spec) and result["bytes"] == op_bytes(spec)
+
+
+@pytest.mark.parametrize(("trace_name", "tf32"), [("gemm_tf32", True), ("gemm_fp32", False)])
+def test_a_float32_gemm_traced_on_tf32_kernels_replays_with_tf32(trace_name, tf32):
+    """The trace records no TF32 flag; its GEMM kernel's name does ("tf32" in the raw kernel
+    names of the op's calls). Its same-shape calls are the raw mm events with its dims."""
+    from lab.replay import script_spec
+
+    path = ROOT / "tests/data/groundtruth/cuda" / f"{trace_name}.json.gz"
+    trace = load_trace(path)
+    row = find_row(trace, "aten::mm")
+    figures = row_figures(trace, row)
+    raw = _raw(path)["traceEvents"]
+    raw_kernels = [e["name"] for e in raw if e.get("cat") == "kernel"]
+    assert any("tf32" in k for k in raw_kernels) == tf32
+    assert script_spec(spec_of_row(trace, row), figures)["tf32"] == tf32
+    dims = str(trace.events["input_dims"].iat[row])
+    same = [e for e in raw if e.get("name") == "aten::mm" and e.get("cat") == "cpu_op"
+            and str(e["args"]["Input Dims"]) == dims]
+    assert figures.same_shape_calls == len(same)
+    assert figures.median_op_us == pytest.approx(float(np.median([e["dur"] for e in same])), abs=1e-3)

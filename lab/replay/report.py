@@ -31,10 +31,11 @@ def _rate(flops: int, moved: int, us: float) -> dict:
 
 def side_by_side(spec: ReplaySpec, original: RowFigures, result: dict) -> dict:
     """The row and its replay, the same figures for both. The time compared is the kernels' on a
-    GPU (both sides launched kernels), else the op's CPU time per call."""
+    GPU (both sides launched kernels), else the op's CPU time per call; the trace's is the median
+    over its calls of the same shapes and dtypes."""
     flops, moved = op_flops(spec), op_bytes(spec)
     on_gpu = bool(original.kernels) and bool(result.get("kernels"))
-    trace_us = original.kernel_us if on_gpu else original.op_us
+    trace_us = original.median_kernel_us if on_gpu else original.median_op_us
     replay_us = float(result["kernel_us_per_call"]) if on_gpu else float(result["cpu_op_us_per_call"])
     notes = []
     if original.device_name and result.get("device_name") and original.device_name != result["device_name"]:
@@ -48,10 +49,11 @@ def side_by_side(spec: ReplaySpec, original: RowFigures, result: dict) -> dict:
         "layouts": [t.layout for t in spec.tensors], "compared": "kernel time" if on_gpu else "op CPU time",
         "trace": {"row": original.row, "device": original.device_name or "cpu", "op_us": original.op_us,
                   "kernel_us": original.kernel_us, "kernels": trace_kernels, "us": trace_us,
+                  "same_shape_calls": original.same_shape_calls,
                   **_rate(flops, moved, trace_us)},
         "replay": {"device": result.get("device_name", ""), "time_per_call_us": result["time_per_call_us"],
                    "op_us": result["cpu_op_us_per_call"], "kernel_us": result["kernel_us_per_call"],
-                   "kernels": replay_kernels, "us": replay_us, "calls": result["calls"],
+                   "kernels": replay_kernels, "us": replay_us, "calls": result["calls"], "tf32": result.get("tf32"),
                    **_rate(flops, moved, replay_us)},
         "ratio": replay_us / trace_us if trace_us > 0 else None,
         "same_kernels": sorted(set(trace_kernels)) == sorted(set(replay_kernels)),
@@ -62,14 +64,15 @@ def side_by_side(spec: ReplaySpec, original: RowFigures, result: dict) -> dict:
 def format_side_by_side(data: dict) -> str:
     t, r = data["trace"], data["replay"]
     rows = [("", "trace", "replay"), ("device", t["device"], r["device"]),
-            ("op (CPU) µs", f"{t['op_us']:.1f}", f"{r['op_us']:.1f}"),
-            ("kernels µs", f"{t['kernel_us']:.1f}", f"{r['kernel_us']:.1f}"),
+            ("op (CPU) µs, this call", f"{t['op_us']:.1f}", f"{r['op_us']:.1f}"),
+            ("kernels µs, this call", f"{t['kernel_us']:.1f}", f"{r['kernel_us']:.1f}"),
             ("TFLOP/s", _num(t["tflops"]), _num(r["tflops"])), ("GB/s", _num(t["gbs"]), _num(r["gbs"]))]
     width = max(len(a) for a, _, _ in rows) + 2
     lines = [f"{data['op']} {data['shapes']} ({', '.join(data['dtypes'])}; {', '.join(data['layouts'])})"]
     lines += [f"{a:<{width}}{b:>14}  {c:>14}" for a, b, c in rows]
-    ratio = data["ratio"]
-    lines.append(f"replay / trace ({data['compared']}): {ratio:.3f}" if ratio else "replay / trace: n/a")
+    ratio, n = data["ratio"], t["same_shape_calls"]
+    lines.append(f"{data['compared']}: trace {t['us']:.1f} µs (median of its {n} calls of these shapes), "
+                 f"replay {r['us']:.1f} µs" + (f", ratio {ratio:.3f}" if ratio else ""))
     lines.append("kernels: " + ("the same" if data["same_kernels"] else "differ"))
     for side in ("trace", "replay"):
         lines += [f"  {side}: {name}" for name in dict.fromkeys(data[side]["kernels"])]

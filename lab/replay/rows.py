@@ -26,6 +26,11 @@ class RowFigures:
     kernel_us: float  # its kernels' summed GPU time (0 on a CPU trace)
     kernels: tuple[tuple[str, float], ...]  # (name, µs) of each GPU activity it launched, in order
     device_name: str = ""
+    # The op's calls with the same input shapes and dtypes (this one included): how many, and
+    # their median op and kernel times (one call can run cold or beside other work).
+    same_shape_calls: int = 1
+    median_op_us: float = float("nan")
+    median_kernel_us: float = float("nan")
 
 
 def _text(trace: Trace, column: str, row: int) -> str:
@@ -70,24 +75,40 @@ def _dims(text: str):
 
 def row_figures(trace: Trace, row: int) -> RowFigures:
     """The op's duration and the GPU work launched from its lane while it ran (its own launches
-    and its children's), through the trace's launch → kernel flows."""
+    and its children's), through the trace's launch → kernel flows; and the same figures'
+    medians over the op's calls of the same shapes and dtypes."""
     ev = trace.events
-    start = float(ev["ts_us"].iat[row])
-    end = start + float(ev["dur_us"].iat[row])
-    flows = trace.flows
-    kernels: list[tuple[str, float]] = []
-    if len(flows):
-        launch = flows["launch_row"].to_numpy()
-        gpu = flows["gpu_row"].to_numpy()
-        lane = ev["lane_order"].to_numpy()
-        ts = ev["ts_us"].to_numpy()
-        inside = (lane[launch] == lane[row]) & (ts[launch] >= start) & (ts[launch] <= end)
-        picked = gpu[inside]
-        picked = picked[np.argsort(ts[picked], kind="stable")]
-        names = ev["name"].to_numpy()[picked]
-        durs = ev["dur_us"].to_numpy()[picked]
-        kernels = [(str(n), float(d)) for n, d in zip(names, durs, strict=True)]
+    peers = _same_shape_rows(trace, row)
+    kernels = _launched(trace, row)
+    per_call = [sum(d for _, d in _launched(trace, int(r))) for r in peers]
     props = trace.meta.device_properties
     device = str(props[0].get("name", "")) if props and isinstance(props[0], dict) else ""
-    return RowFigures(row=row, op=_text(trace, "name", row), op_us=end - start,
-                      kernel_us=float(sum(d for _, d in kernels)), kernels=tuple(kernels), device_name=device)
+    op_us = float(ev["dur_us"].iat[row])
+    return RowFigures(row=row, op=_text(trace, "name", row), op_us=op_us,
+                      kernel_us=float(sum(d for _, d in kernels)), kernels=tuple(kernels), device_name=device,
+                      same_shape_calls=len(peers), median_op_us=float(np.median(ev["dur_us"].to_numpy()[peers])),
+                      median_kernel_us=float(np.median(per_call)))
+
+
+def _same_shape_rows(trace: Trace, row: int) -> np.ndarray:
+    ev = trace.events
+    same = (ev["name"] == ev["name"].iat[row]).to_numpy() & ev["lane_kind"].eq("cpu").to_numpy()
+    for column in ("input_dims", "input_type"):
+        same &= (ev[column] == ev[column].iat[row]).to_numpy()
+    return np.flatnonzero(same)
+
+
+def _launched(trace: Trace, row: int) -> list[tuple[str, float]]:
+    """(name, µs) of the GPU activities launched from ``row``'s lane inside its span, by start."""
+    ev, flows = trace.events, trace.flows
+    if not len(flows):
+        return []
+    start = float(ev["ts_us"].iat[row])
+    end = start + float(ev["dur_us"].iat[row])
+    launch, gpu = flows["launch_row"].to_numpy(), flows["gpu_row"].to_numpy()
+    lane, ts = ev["lane_order"].to_numpy(), ev["ts_us"].to_numpy()
+    inside = (lane[launch] == lane[row]) & (ts[launch] >= start) & (ts[launch] <= end)
+    picked = gpu[inside]
+    picked = picked[np.argsort(ts[picked], kind="stable")]
+    names, durs = ev["name"].to_numpy()[picked], ev["dur_us"].to_numpy()[picked]
+    return [(str(n), float(d)) for n, d in zip(names, durs, strict=True)]

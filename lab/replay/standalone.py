@@ -189,9 +189,11 @@ def profile_calls(fn, torch, device: str, calls: int, op: str) -> dict:
 
 
 def replay(spec: dict, *, device: str = "cpu", calls: int = 20, warmup: int = 5, dtype_name: str | None = None,
-           layout: str = "as recorded", tf32: bool = False, compile_op: bool = False) -> dict:
-    """Rebuild the inputs, warm up, time ``calls`` calls, then profile ``calls`` more."""
+           layout: str = "as recorded", tf32: bool | None = None, compile_op: bool = False) -> dict:
+    """Rebuild the inputs, warm up, time ``calls`` calls, then profile ``calls`` more. ``tf32``
+    None: as the spec says (the traced program's GEMM kernel ran TF32)."""
     torch = _torch()
+    tf32 = bool(spec.get("tf32")) if tf32 is None else tf32
     if device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("error: --device cuda was asked for but torch sees no CUDA GPU; use --device cpu")
     torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -248,7 +250,8 @@ def main(argv: list[str] | None = None, spec: dict | None = None) -> int:
     p.add_argument("--warmup", type=int, default=5, help="un-profiled calls first (default %(default)s)")
     p.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
                    help="the dtype of floating-point inputs (default: as recorded)")
-    p.add_argument("--tf32", action="store_true", help="allow TF32 tensor-core math for float32")
+    p.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=None,
+                   help="allow TF32 tensor-core math for float32 (default: as the trace's kernels ran)")
     p.add_argument("--contiguous", action="store_true", help="contiguous inputs instead of the recorded strides")
     p.add_argument("--channels-last", action="store_true", help="4-D inputs in channels_last")
     p.add_argument("--compile", action="store_true", help="call the op through torch.compile")
