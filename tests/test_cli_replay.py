@@ -79,3 +79,12 @@ def test_an_op_that_does_not_fit_is_refused_before_running():
     with pytest.raises(ReplayRefusal, match="smaller call"):
         check_replay(spec, small)
     check_replay(spec, DeviceInfo(kind="cuda", name="big", free_memory_bytes=200 * 2**30, compute_capability=(9, 0)))
+
+
+def test_a_replay_that_fails_in_its_process_says_why_in_one_line():
+    """The child's last error line comes back: here the recorded inputs fit no overload of the op."""
+    from lab.replay import ReplayFailed, run_replay
+
+    spec = build_spec("aten::mm", "[[4, 4], []]", "['float', 'Scalar']", "", "['', '2']").to_dict()
+    with pytest.raises(ReplayFailed, match="no overload of aten::mm takes the recorded inputs"):
+        run_replay(spec, device="cpu", calls=1, warmup=0, timeout_s=120)
