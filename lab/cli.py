@@ -400,7 +400,25 @@ def _add_replay_parser(sub) -> None:
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where to replay (default auto)")
     p.add_argument("--calls", type=int, default=20, help="timed and profiled calls (default %(default)s)")
     p.add_argument("--warmup", type=int, default=5, help="un-profiled calls first (default %(default)s)")
+    v = p.add_argument_group("variants (the row's op, changed)")
+    v.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                   help="floating-point inputs in this dtype instead of the recorded one")
+    v.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=None,
+                   help="allow TF32 for float32 GEMMs and convolutions (default: as the trace's kernels ran)")
+    layout = v.add_mutually_exclusive_group()
+    layout.add_argument("--contiguous", action="store_true", help="contiguous inputs instead of the recorded strides")
+    layout.add_argument("--channels-last", action="store_true", help="4-D inputs in channels_last")
+    v.add_argument("--compile", action="store_true", help="call the op through torch.compile")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def _variant_flags(args: argparse.Namespace) -> tuple[str, ...]:
+    """The replay script's flags for the variants asked for."""
+    flags = [f"--dtype={args.dtype}"] if args.dtype else []
+    flags += [] if args.tf32 is None else ["--tf32" if args.tf32 else "--no-tf32"]
+    flags += [flag for flag, on in (("--contiguous", args.contiguous), ("--channels-last", args.channels_last),
+                                    ("--compile", args.compile)) if on]
+    return tuple(flags)
 
 
 def _replay(args: argparse.Namespace, settings: HostSettings) -> int:
@@ -427,7 +445,8 @@ def _replay(args: argparse.Namespace, settings: HostSettings) -> int:
     if args.device == "cuda" and info.kind != "cuda":
         raise _UsageError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu")
     check_replay(spec, info)
-    result = run_replay(script_spec(spec, original), device=info.kind, calls=args.calls, warmup=args.warmup)
+    result = run_replay(script_spec(spec, original), device=info.kind, calls=args.calls, warmup=args.warmup,
+                        options=_variant_flags(args))
     data = side_by_side(spec, original, result)
     _print(data, format_side_by_side(data), as_json=args.json)
     return 0

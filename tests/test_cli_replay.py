@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import gzip
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,23 @@ def test_a_replay_that_fails_in_its_process_says_why_in_one_line():
     spec = build_spec("aten::mm", "[[4, 4], []]", "['float', 'Scalar']", "", "['', '2']").to_dict()
     with pytest.raises(ReplayFailed, match="no overload of aten::mm takes the recorded inputs"):
         run_replay(spec, device="cpu", calls=1, warmup=0, timeout_s=120)
+
+
+def test_a_variant_changes_the_inputs_and_says_so(capsys):
+    """--contiguous --dtype bfloat16 on the channels_last float32 conv: the replay's inputs have the
+    raw dims with contiguous strides (computed from the dims) in bfloat16."""
+    path = ROOT / "tests/data/groundtruth/cpu/conv_channels_last.json.gz"
+    assert main(["replay", str(path), "--op", "aten::conv2d", "--index", "0", "--device", "cpu", "--calls", "1",
+                 "--warmup", "0", "--contiguous", "--dtype", "bfloat16", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    args = _raw_ops(path, "aten::conv2d")[0]["args"]
+    dims = [d for d, t in zip(args["Input Dims"], args["Input type"]) if t not in ("", "Scalar", "ScalarList")]
+    assert args["Input Strides"][0] != _contiguous(dims[0])  # recorded channels_last
+    assert data["replay"]["input_shapes"] == dims
+    assert data["replay"]["input_strides"] == [_contiguous(d) for d in dims]
+    assert set(data["replay"]["input_dtypes"]) == {"bfloat16"}
+    assert any("bfloat16" in n and "contiguous" in n for n in data["notes"])
+
+
+def _contiguous(dims: list[int]) -> list[int]:
+    return [math.prod(dims[i + 1:]) for i in range(len(dims))]

@@ -40,6 +40,10 @@ def side_by_side(spec: ReplaySpec, original: RowFigures, result: dict) -> dict:
     notes = []
     if original.device_name and result.get("device_name") and original.device_name != result["device_name"]:
         notes.append(f"the trace ran on {original.device_name}, the replay on {result['device_name']}")
+    variant = [f"{k} {result[k]}" for k in ("dtype", "layout") if result.get(k) not in (None, "as recorded")]
+    variant += [k for k in ("compiled",) if result.get(k)]
+    if variant:
+        notes.append(f"a variant: {', '.join(variant)} (the trace ran the op as recorded)")
     if not original.kernels and result.get("kernels"):
         notes.append("the trace's row launched no GPU work (a CPU trace): its op time is compared")
     trace_kernels = [name for name, _ in original.kernels]
@@ -54,6 +58,8 @@ def side_by_side(spec: ReplaySpec, original: RowFigures, result: dict) -> dict:
         "replay": {"device": result.get("device_name", ""), "time_per_call_us": result["time_per_call_us"],
                    "op_us": result["cpu_op_us_per_call"], "kernel_us": result["kernel_us_per_call"],
                    "kernels": replay_kernels, "us": replay_us, "calls": result["calls"], "tf32": result.get("tf32"),
+                   "input_shapes": result.get("input_shapes"), "input_strides": result.get("input_strides"),
+                   "input_dtypes": result.get("input_dtypes"),
                    **_rate(flops, moved, replay_us)},
         "ratio": replay_us / trace_us if trace_us > 0 else None,
         "same_kernels": sorted(set(trace_kernels)) == sorted(set(replay_kernels)),
