@@ -38,6 +38,9 @@ def side_by_side(spec: ReplaySpec, original: RowFigures, result: dict) -> dict:
     trace_us = original.median_kernel_us if on_gpu else original.median_op_us
     replay_us = float(result["kernel_us_per_call"]) if on_gpu else float(result["cpu_op_us_per_call"])
     notes = []
+    if not on_gpu and not result.get("op_calls_seen"):
+        replay_us = float(result["time_per_call_us"])
+        notes.append(f"the replay ran no {spec.op} call (compiled away): its wall time per call is compared")
     if original.device_name and result.get("device_name") and original.device_name != result["device_name"]:
         notes.append(f"the trace ran on {original.device_name}, the replay on {result['device_name']}")
     variant = [f"{k} {result[k]}" for k in ("dtype", "layout") if result.get(k) not in (None, "as recorded")]
