@@ -97,13 +97,18 @@ def table(results: Path) -> None:
         o = r["original"]
         ratio = r["kernel_us_per_call"] / o["median_kernel_us"]
         same = _names(k for k, _ in o["kernels"]) == _names(k["name"] for k in r["kernels"])
+        variant = "+" in r["case"]  # a variant: not the traced op, so neither bar applies
         rate = f"{r['tflops']:.0f} TFLOP/s" if r.get("tflops") else f"{r['gbs']:.0f} GB/s" if r.get("gbs") else "—"
         main = max(r["kernels"], key=lambda k: k["us_per_call"])["name"] if r["kernels"] else ""
         dims = json.dumps([i["shape"] for i in r["inputs"] if i["kind"] == "tensor"])
         print(f"| {r['case']} | `{r['op']}` | {dims} | {', '.join(sorted(set(r['input_dtypes'])))}"
               f"{' (TF32)' if r['tf32'] else ''} | {o['median_kernel_us']:.1f} ({o['same_shape_calls']}) | "
-              f"{r['kernel_us_per_call']:.1f} | {ratio:.3f} | {'yes' if abs(ratio - 1) <= WITHIN else 'no'} | "
-              f"{'yes' if same else 'no'} | {rate} | `{main[:70]}` |")
+              f"{r['kernel_us_per_call']:.1f} | {ratio:.3f} | {_yes(abs(ratio - 1) <= WITHIN, variant)} | "
+              f"{_yes(same, variant)} | {rate} | `{main[:70]}` |")
+
+
+def _yes(ok: bool, variant: bool) -> str:
+    return "(variant)" if variant else "yes" if ok else "**no**"
 
 
 def main() -> int:

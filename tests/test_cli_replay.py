@@ -105,6 +105,8 @@ def test_a_variant_changes_the_inputs_and_says_so(capsys):
     assert data["replay"]["input_strides"] == [_contiguous(d) for d in dims]
     assert set(data["replay"]["input_dtypes"]) == {"bfloat16"}
     assert any("bfloat16" in n and "contiguous" in n for n in data["notes"])
+    # fp32 → bf16 inputs: the bytes per call are half the recorded op's
+    assert data["replay"]["gbs"] * data["replay"]["us"] * 1e3 == pytest.approx(data["bytes"] / 2, rel=1e-6)
 
 
 def _contiguous(dims: list[int]) -> list[int]:

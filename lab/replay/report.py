@@ -63,7 +63,8 @@ def side_by_side(spec: ReplaySpec, original: RowFigures, result: dict) -> dict:
                    "kernels": replay_kernels, "us": replay_us, "calls": result["calls"], "tf32": result.get("tf32"),
                    "input_shapes": result.get("input_shapes"), "input_strides": result.get("input_strides"),
                    "input_dtypes": result.get("input_dtypes"),
-                   **_rate(flops, moved, replay_us)},
+                   # the script's bytes: the lab's count scaled to the inputs it built (a dtype variant)
+                   **_rate(flops, int(result.get("bytes", moved)), replay_us)},
         "ratio": replay_us / trace_us if trace_us > 0 else None,
         "same_kernels": sorted(set(trace_kernels)) == sorted(set(replay_kernels)),
         "flops": flops, "bytes": moved, "notes": notes,

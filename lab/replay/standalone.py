@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import os
 import statistics
 import sys
@@ -214,7 +215,7 @@ def replay(spec: dict, *, device: str = "cpu", calls: int = 20, warmup: int = 5,
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     rated_us = profiled["kernel_us_per_call"] if device == "cuda" and profiled["kernel_us_per_call"] > 0 \
         else per_call_us
-    flops, moved = int(spec.get("flops", 0)), int(spec.get("bytes", 0))
+    flops, moved = int(spec.get("flops", 0)), _scaled_bytes(torch, spec, tensors)
     return {
         "op": spec["op"], "op_class": spec.get("op_class", ""), "device": device,
         "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
@@ -227,6 +228,15 @@ def replay(spec: dict, *, device: str = "cpu", calls: int = 20, warmup: int = 5,
         "gbs": moved / rated_us / 1e3 if moved and rated_us > 0 else None,
         **profiled,
     }
+
+
+def _scaled_bytes(torch, spec: dict, tensors: list) -> int:
+    """The spec's bytes per call (counted by the lab for the recorded dtypes), scaled by how many
+    bytes the inputs built here hold against the recorded ones (a dtype variant halves a bf16 op)."""
+    recorded = sum(math.prod(i["shape"]) * getattr(torch, i["dtype"]).itemsize
+                   for i in spec["inputs"] if i["kind"] == "tensor")
+    built = sum(t.numel() * t.element_size() for t in tensors)
+    return round(int(spec.get("bytes", 0)) * built / recorded) if recorded else int(spec.get("bytes", 0))
 
 
 def format_result(r: dict) -> str:
