@@ -388,7 +388,9 @@ def _finite(value: float) -> float | None:
 def _add_replay_parser(sub) -> None:
     p = sub.add_parser("replay", help="replay one op of a trace (recorded with record_shapes=True) here")
     p.add_argument("trace", help="a Chrome trace (.json or .json.gz) recorded with record_shapes=True")
-    p.add_argument("--op", required=True, help="the op's name as the trace writes it, e.g. aten::mm")
+    p.add_argument("--op", default=None, help="the op's name as the trace writes it, e.g. aten::mm")
+    p.add_argument("--list", action="store_true",
+                   help="list the trace's replayable ops by total time (op, shapes, calls) instead of replaying")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--index", type=int, default=None, metavar="N",
                        help="the op's N-th call, 0 = the first (default: the call of median duration)")
@@ -429,7 +431,11 @@ def _replay(args: argparse.Namespace, settings: HostSettings) -> int:
 
     if args.calls < 1 or args.warmup < 0:
         raise _UsageError("--calls must be ≥ 1 and --warmup ≥ 0")
+    if args.op is None and not args.list:
+        raise _UsageError("name the op to replay with --op NAME, or list the trace's ops with --list")
     trace = load_trace(args.trace, settings=settings)
+    if args.list:
+        return _replay_list(trace, as_json=args.json)
     row = find_row(trace, args.op, index=args.index, shapes=args.shapes)
     spec, original = spec_of_row(trace, row), row_figures(trace, row)
     if args.export is not None:
@@ -449,4 +455,17 @@ def _replay(args: argparse.Namespace, settings: HostSettings) -> int:
                         options=_variant_flags(args))
     data = side_by_side(spec, original, result)
     _print(data, format_side_by_side(data), as_json=args.json)
+    return 0
+
+
+def _replay_list(trace, *, as_json: bool) -> int:
+    from lab.replay import hot_ops
+
+    hot = hot_ops(trace, top=PRINT_ROW_LIMIT)
+    lines = [f"{'total µs':>12} {'calls':>6} {'median µs':>10}  op and shapes (replay with --op NAME --shapes DIMS)"]
+    lines += [f"{h.total_us:12.1f} {h.calls:6d} {h.median_us:10.1f}  {h.op} {h.shapes}"
+              + ("" if h.refusal is None else f"  [cannot replay: {h.refusal}]") for h in hot]
+    basis = hot[0].basis if hot else "time"
+    text = "\n".join(lines) + f"\n(by {basis})\n" if hot else "no replayable ops in this trace\n"
+    _print({"ops": [h.to_dict() for h in hot]}, text, as_json=as_json)
     return 0

@@ -7,6 +7,7 @@ import ast
 import gzip
 import json
 import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,28 @@ def test_a_variant_changes_the_inputs_and_says_so(capsys):
 
 def _contiguous(dims: list[int]) -> list[int]:
     return [math.prod(dims[i + 1:]) for i in range(len(dims))]
+
+
+def test_list_ranks_the_replayable_ops_by_total_time(capsys):
+    """CPU trace: per (op, Input Dims, Input type) of the replayed classes, the summed and median
+    durations of the raw events, largest total first."""
+    from collections import defaultdict
+
+    from lab.replay import OP_CLASSES
+
+    path = ROOT / "tests/data/groundtruth/cpu/moe_routing.json.gz"
+    assert main(["replay", str(path), "--list", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["ops"]
+    replayed = {op for ops in OP_CLASSES.values() for op in ops}
+    groups = defaultdict(list)
+    for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e["name"] in replayed:
+            a = e.get("args", {})
+            groups[(e["name"], str(a.get("Input Dims", "")), str(a.get("Input type", "")))].append(e["dur"])
+    want = sorted(groups.items(), key=lambda kv: -sum(kv[1]))[:len(got)]
+    assert got and len(got) == min(len(groups), 15)
+    assert [g["total_us"] for g in got] == pytest.approx([sum(d) for _, d in want], abs=1e-2)
+    for g in got:
+        durs = groups[(g["op"], g["shapes"], g["types"])]
+        assert g["calls"] == len(durs) and g["median_us"] == pytest.approx(statistics.median(durs), abs=1e-3)
+        assert g["basis"] == "op CPU time" and g["replayable"] == (g["refusal"] is None)

@@ -209,6 +209,15 @@ def test_row_figures_are_the_kernels_the_op_launched():
     assert [k for k, _ in figures.kernels] == [e["name"] for e in gpu]
     assert figures.kernel_us == pytest.approx(sum(e["dur"] for e in gpu))
     assert figures.op_us == pytest.approx(op["dur"])
+    # every call at once (the listing's path): each call's kernels summed the same way
+    from lab.replay.rows import kernel_us_of_rows
+
+    rows = np.array([find_row(trace, "aten::linear", index=i) for i in range(len(ops))])
+    each = [sum(e["dur"] for e in raw if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")
+                and e.get("args", {}).get("correlation") in {
+                    c["args"]["correlation"] for c in raw if c.get("cat") in launches and c["tid"] == o["tid"]
+                    and o["ts"] <= c["ts"] <= o["ts"] + o["dur"]}) for o in ops]
+    assert kernel_us_of_rows(trace, rows).tolist() == pytest.approx(each)
 
 
 @pytest.mark.parametrize(("trace_name", "op"), [
