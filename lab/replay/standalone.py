@@ -239,8 +239,8 @@ def _scaled_bytes(torch, spec: dict, tensors: list) -> int:
     return round(int(spec.get("bytes", 0)) * built / recorded) if recorded else int(spec.get("bytes", 0))
 
 
-def format_result(r: dict) -> str:
-    """The replay in a few lines: time per call, kernels, rate."""
+def format_result(r: dict, original: dict | None = None) -> str:
+    """The replay in a few lines: time per call, kernels, rate; and the trace's row, if given."""
     lines = [f"{r['op']} on {r['device_name']} ({r['calls']} calls after {r['warmup']} warm-up): "
              f"{r['time_per_call_us']:.1f} µs per call, the op {r['cpu_op_us_per_call']:.1f} µs on the CPU"]
     if r["kernels"]:
@@ -250,6 +250,11 @@ def format_result(r: dict) -> str:
         lines.append(f"achieved {r['tflops']:.1f} TFLOP/s ({r['flops']:,} FLOPs per call)")
     if r["gbs"]:
         lines.append(f"achieved {r['gbs']:.1f} GB/s ({r['bytes']:,} bytes per call)")
+    if original:
+        where = original.get("device_name") or "a CPU"
+        lines.append(f"the trace, on {where}: op {original['median_op_us']:.1f} µs, kernels "
+                     f"{original['median_kernel_us']:.1f} µs (medians of its {original['same_shape_calls']} calls "
+                     f"of these shapes)")
     return "\n".join(lines)
 
 
@@ -275,7 +280,7 @@ def main(argv: list[str] | None = None, spec: dict | None = None) -> int:
     layout = "contiguous" if a.contiguous else "channels_last" if a.channels_last else "as recorded"
     result = replay(spec, device=a.device, calls=max(a.calls, 1), warmup=a.warmup, dtype_name=a.dtype,
                     layout=layout, tf32=a.tf32, compile_op=a.compile)
-    print(json.dumps(result) if a.json else format_result(result))
+    print(json.dumps(result) if a.json else format_result(result, spec.get("original")))
     return 0
 
 
