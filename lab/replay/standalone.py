@@ -30,6 +30,10 @@ GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 TIMING_ROUNDS = 5  # median of this many timed rounds of ``calls`` back-to-back calls
 
 
+class ReplayError(RuntimeError):
+    """The replay cannot run as asked; the message says why."""
+
+
 def _torch():
     import torch
 
@@ -109,7 +113,7 @@ def resolve(op: str, args: list):
             else:
                 positional.append(x)
         return overload, positional, keywords
-    raise SystemExit(f"error: no overload of {op} takes the recorded inputs {[type(a).__name__ for a in args]}")
+    raise ReplayError(f"no overload of {op} takes the recorded inputs {[type(a).__name__ for a in args]}")
 
 
 def _fits(arg, value, torch) -> bool:
@@ -196,7 +200,7 @@ def replay(spec: dict, *, device: str = "cpu", calls: int = 20, warmup: int = 5,
     torch = _torch()
     tf32 = bool(spec.get("tf32")) if tf32 is None else tf32
     if device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("error: --device cuda was asked for but torch sees no CUDA GPU; use --device cpu")
+        raise ReplayError("--device cuda was asked for but torch sees no CUDA GPU; use --device cpu")
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     args = build_args(spec, device, dtype_name=dtype_name, layout=layout)
@@ -278,8 +282,12 @@ def main(argv: list[str] | None = None, spec: dict | None = None) -> int:
             spec = json.load(f)
     spec = spec or SPEC
     layout = "contiguous" if a.contiguous else "channels_last" if a.channels_last else "as recorded"
-    result = replay(spec, device=a.device, calls=max(a.calls, 1), warmup=a.warmup, dtype_name=a.dtype,
-                    layout=layout, tf32=a.tf32, compile_op=a.compile)
+    try:
+        result = replay(spec, device=a.device, calls=max(a.calls, 1), warmup=a.warmup, dtype_name=a.dtype,
+                        layout=layout, tf32=a.tf32, compile_op=a.compile)
+    except ReplayError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps(result) if a.json else format_result(result, spec.get("original")))
     return 0
 
