@@ -201,6 +201,7 @@ def replay(spec: dict, *, device: str = "cpu", calls: int = 20, warmup: int = 5,
     tf32 = bool(spec.get("tf32")) if tf32 is None else tf32
     if device == "cuda" and not torch.cuda.is_available():
         raise ReplayError("--device cuda was asked for but torch sees no CUDA GPU; use --device cpu")
+    _check_dtypes(torch, spec, device, dtype_name)
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     args = build_args(spec, device, dtype_name=dtype_name, layout=layout)
@@ -232,6 +233,21 @@ def replay(spec: dict, *, device: str = "cpu", calls: int = 20, warmup: int = 5,
         "gbs": moved / rated_us / 1e3 if moved and rated_us > 0 else None,
         **profiled,
     }
+
+
+def _check_dtypes(torch, spec: dict, device: str, dtype_name: str | None) -> None:
+    """Refuse, before allocating, dtypes this GPU cannot run: FP8 below compute capability 8.9,
+    bfloat16 below 8.0 (the lab's ``lab.replay.spec.device_refusal`` says the same before it
+    starts this script)."""
+    if device != "cuda":
+        return
+    dtypes = {dtype_name if dtype_name and _is_float(i["dtype"]) else i["dtype"]
+              for i in spec["inputs"] if i["kind"] == "tensor"}
+    cc = torch.cuda.get_device_capability()
+    if any(d.startswith("float8") for d in dtypes) and cc < (8, 9):
+        raise ReplayError(f"float8 needs compute capability 8.9 or newer; this GPU is {cc[0]}.{cc[1]}")
+    if "bfloat16" in dtypes and cc < (8, 0):
+        raise ReplayError(f"bfloat16 needs compute capability 8.0 or newer; this GPU is {cc[0]}.{cc[1]}")
 
 
 def _scaled_bytes(torch, spec: dict, tensors: list) -> int:
