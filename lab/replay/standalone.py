@@ -28,6 +28,15 @@ SCALAR_TYPE_CODES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 
                      7: "float64", 11: "bool", 15: "bfloat16", 23: "float8_e5m2", 24: "float8_e4m3fn"}
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 TIMING_ROUNDS = 5  # median of this many timed rounds of ``calls`` back-to-back calls
+# Tensor-core GEMMs repeated back to back for tens of milliseconds draw an H200 to its power cap
+# and slow down: replays with 360 back-to-back calls (bench/replay_h200.py, BENCHMARKS.md "Replay
+# of trace rows") read an 8192³ bf16 mm at 1,668 µs against 1,349 µs traced over 3 steps, and a
+# 4096³ bf16 linear at 196 µs against 175 µs, while 145 calls of the same linear (the exported
+# script, rounds of 20) read 174.8 µs.
+# So a GPU round holds at most this much GPU work, and the GPU rests as long between rounds:
+# the traced programs ran a few calls in a row, not hundreds.
+ROUND_BUDGET_US = 20_000.0
+MIN_ROUND_CALLS = 3
 
 
 class ReplayError(RuntimeError):
@@ -139,7 +148,8 @@ def _sync(torch, device: str) -> None:
 
 def time_calls(fn, torch, device: str, calls: int) -> float:
     """µs per call: the median over ``TIMING_ROUNDS`` rounds of ``calls`` calls back to back
-    (CUDA events on a GPU, the wall clock on a CPU), the profiler off."""
+    (CUDA events on a GPU, resting as long as a round took between rounds; the wall clock on a
+    CPU), the profiler off."""
     rounds = []
     for _ in range(TIMING_ROUNDS):
         if device == "cuda":
@@ -150,6 +160,7 @@ def time_calls(fn, torch, device: str, calls: int) -> float:
             end.record()
             end.synchronize()
             rounds.append(start.elapsed_time(end) * 1000.0 / calls)
+            time.sleep(rounds[-1] * calls / 1e6)
         else:
             t0 = time.perf_counter()
             for _ in range(calls):
@@ -168,10 +179,13 @@ def profile_calls(fn, torch, device: str, calls: int, op: str) -> dict:
     schedule = torch.profiler.schedule(wait=0, warmup=1, active=1)
     with torch.profiler.profile(activities=acts, record_shapes=True, schedule=schedule) as prof:
         for step in range(2):
+            start = time.perf_counter()
             for _ in range(calls):
                 fn()
             _sync(torch, device)
             if step == 0:
+                if device == "cuda":
+                    time.sleep(time.perf_counter() - start)  # rest, as between timed rounds
                 prof.step()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "replay.json")
@@ -195,8 +209,9 @@ def profile_calls(fn, torch, device: str, calls: int, op: str) -> dict:
 
 def replay(spec: dict, *, device: str = "cpu", calls: int = 20, warmup: int = 5, dtype_name: str | None = None,
            layout: str = "as recorded", tf32: bool | None = None, compile_op: bool = False) -> dict:
-    """Rebuild the inputs, warm up, time ``calls`` calls, then profile ``calls`` more. ``tf32``
-    None: as the spec says (the traced program's GEMM kernel ran TF32)."""
+    """Rebuild the inputs, warm up, time rounds of ``calls`` calls, then profile ``calls`` more
+    (on a GPU, rounds of at most ``ROUND_BUDGET_US`` of work). ``tf32`` None: as the spec says
+    (the traced program's GEMM kernel ran TF32)."""
     torch = _torch()
     tf32 = bool(spec.get("tf32")) if tf32 is None else tf32
     if device == "cuda" and not torch.cuda.is_available():
@@ -215,8 +230,9 @@ def replay(spec: dict, *, device: str = "cpu", calls: int = 20, warmup: int = 5,
         for _ in range(max(warmup, 1)):
             fn()
         _sync(torch, device)
-        per_call_us = time_calls(fn, torch, device, calls)
-        profiled = profile_calls(fn, torch, device, calls, spec["op"])
+        round_calls = _round_calls(fn, torch, device, calls)
+        per_call_us = time_calls(fn, torch, device, round_calls)
+        profiled = profile_calls(fn, torch, device, round_calls, spec["op"])
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     rated_us = profiled["kernel_us_per_call"] if device == "cuda" and profiled["kernel_us_per_call"] > 0 \
         else per_call_us
@@ -224,7 +240,8 @@ def replay(spec: dict, *, device: str = "cpu", calls: int = 20, warmup: int = 5,
     return {
         "op": spec["op"], "op_class": spec.get("op_class", ""), "device": device,
         "device_name": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
-        "calls": calls, "warmup": warmup, "dtype": dtype_name or "as recorded", "layout": layout, "tf32": tf32,
+        "calls": round_calls, "calls_asked": calls, "warmup": warmup, "dtype": dtype_name or "as recorded",
+        "layout": layout, "tf32": tf32,
         "compiled": compile_op,
         "input_shapes": [list(t.shape) for t in tensors], "input_strides": [list(t.stride()) for t in tensors],
         "input_dtypes": [str(t.dtype).replace("torch.", "") for t in tensors],
@@ -233,6 +250,19 @@ def replay(spec: dict, *, device: str = "cpu", calls: int = 20, warmup: int = 5,
         "gbs": moved / rated_us / 1e3 if moved and rated_us > 0 else None,
         **profiled,
     }
+
+
+def _round_calls(fn, torch, device: str, calls: int) -> int:
+    """``calls``, or on a GPU as many as fit ``ROUND_BUDGET_US`` of GPU work (one call timed)."""
+    if device != "cuda":
+        return calls
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    one_us = max(start.elapsed_time(end) * 1000.0, 1.0)
+    return max(MIN_ROUND_CALLS, min(calls, int(ROUND_BUDGET_US // one_us)))
 
 
 def _check_dtypes(torch, spec: dict, device: str, dtype_name: str | None) -> None:
