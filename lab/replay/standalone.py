@@ -28,8 +28,8 @@ SCALAR_TYPE_CODES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 
                      7: "float64", 11: "bool", 15: "bfloat16", 23: "float8_e5m2", 24: "float8_e4m3fn"}
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 TIMING_ROUNDS = 5  # median of this many timed rounds of ``calls`` back-to-back calls
-# Tensor-core GEMMs repeated back to back for tens of milliseconds draw an H200 to its power cap
-# and slow down: replays with 360 back-to-back calls (bench/replay_h200.py, BENCHMARKS.md "Replay
+# Tensor-core GEMMs repeated back to back for tens of milliseconds slow down on an H200 (its power
+# cap, we take it; clocks not read per call): replays of 360 calls (bench/replay_h200.py, "Replay
 # of trace rows") read an 8192³ bf16 mm at 1,668 µs against 1,349 µs traced over 3 steps, and a
 # 4096³ bf16 linear at 196 µs against 175 µs, while 145 calls of the same linear (the exported
 # script, rounds of 20) read 174.8 µs.
