@@ -271,3 +271,22 @@ def test_a_float32_gemm_traced_on_tf32_kernels_replays_with_tf32(trace_name, tf3
             and str(e["args"]["Input Dims"]) == dims]
     assert figures.same_shape_calls == len(same)
     assert figures.median_op_us == pytest.approx(float(np.median([e["dur"] for e in same])), abs=1e-3)
+
+
+def test_the_h200_bench_exports_its_cases_and_tables_the_committed_results(tmp_path):
+    """bench/replay_h200.py: ``export`` writes a spec per case and a runnable script; ``table``
+    prints one row per result line, its ratio the replay's kernel time over the trace's median."""
+    bench = ROOT / "bench" / "replay_h200.py"
+    subprocess.run([sys.executable, str(bench), "export", str(tmp_path)], check=True, capture_output=True,
+                   timeout=600, cwd=ROOT)
+    specs = sorted((tmp_path / "specs").glob("*.json"))
+    assert specs and (tmp_path / "replay_op.py").exists() and (tmp_path / "replay_device.py").exists()
+    results = ROOT / "bench" / "data" / "replay_h200_results.jsonl"
+    done = subprocess.run([sys.executable, str(bench), "table", str(results)], check=True, capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and not line.startswith("| case")]
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    assert len(rows) == len(lines)
+    for row, r in zip(rows, lines, strict=True):
+        ratio = r["kernel_us_per_call"] / r["original"]["median_kernel_us"]
+        assert row.startswith(f"| {r['case']} |") and f"| {ratio:.3f} |" in row
