@@ -1,4 +1,4 @@
-"""Command line: ``python -m lab profile|analyze|compare|table|memory|ranks|serve`` (installed:
+"""Command line: ``python -m lab profile|analyze|compare|table|memory|ranks|replay|serve`` (installed:
 ``profiler-lab …``, the same ``main``).
 
 ``profile`` runs in this process (``run_profile`` directly) and writes the run's artifacts:
@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--top", type=int, default=None, metavar="N", help="print only the table's first N rows")
     r.add_argument("--json", action="store_true", help="print JSON instead of text")
     _add_isolated_flag(r, ranks=True)
+    _add_replay_parser(sub)
     s = sub.add_parser("serve", help="start the page (streamlit run app.py), listing the traces in DIR")
     s.add_argument("dirs", nargs="*", metavar="DIR",
                    help="trace directories the page lists (PROFILER_LAB_TRACE_DIR), e.g. tensorboard_trace_handler's")
@@ -127,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             return _table(args, HostSettings.from_env())
         if args.command == "memory":
             return _memory(args, HostSettings.from_env())
+        if args.command == "replay":
+            return _replay(args, HostSettings.from_env())
         if args.command == "serve":
             from lab.serve import serve
 
@@ -171,10 +174,12 @@ def _refusals() -> tuple[type[Exception], ...]:
     # RunError lives with the result (pandas): imported only once something went wrong, so a
     # refused command line answers without loading pandas or torch.
     from lab.core.result import RunError
+    from lab.replay import ReplayFailed, ReplayRefusal
     from lab.serve import ServeError
     from lab.trace import TraceError
 
-    return (_UsageError, ConfigError, SettingsError, RunError, TraceError, ServeError, OSError)
+    return (_UsageError, ConfigError, SettingsError, RunError, TraceError, ServeError, ReplayRefusal, ReplayFailed,
+            OSError)
 
 
 def _reads(args: argparse.Namespace, settings: HostSettings) -> ReaderPool | ReadHere:
@@ -401,3 +406,89 @@ def summary(result) -> dict:
 def _finite(value: float) -> float | None:
     # JSON has no NaN: an empty timing becomes null.
     return value if math.isfinite(value) else None
+
+
+def _add_replay_parser(sub) -> None:
+    p = sub.add_parser("replay", help="replay one op of a trace (recorded with record_shapes=True) here")
+    p.add_argument("trace", help="a Chrome trace (.json or .json.gz) recorded with record_shapes=True")
+    p.add_argument("--op", default=None, help="the op's name as the trace writes it, e.g. aten::mm")
+    p.add_argument("--list", action="store_true",
+                   help="list the trace's replayable ops by total time (op, shapes, calls) instead of replaying")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--index", type=int, default=None, metavar="N",
+                       help="the op's N-th call, 0 = the first (default: the call of median duration)")
+    which.add_argument("--shapes", default=None,
+                       help="the call with these Input Dims, e.g. '[[4096, 4096], [4096, 4096]]'")
+    p.add_argument("--export", type=Path, default=None, metavar="FILE",
+                   help="write a standalone replay script (torch only) to FILE")
+    p.add_argument("--no-run", action="store_true", help="with --export: write the script, run nothing")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where to replay (default auto)")
+    p.add_argument("--calls", type=int, default=20, help="timed and profiled calls (default %(default)s)")
+    p.add_argument("--warmup", type=int, default=5, help="un-profiled calls first (default %(default)s)")
+    v = p.add_argument_group("variants (the row's op, changed)")
+    v.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                   help="floating-point inputs in this dtype instead of the recorded one")
+    v.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=None,
+                   help="allow TF32 for float32 GEMMs and convolutions (default: as the trace's kernels ran)")
+    layout = v.add_mutually_exclusive_group()
+    layout.add_argument("--contiguous", action="store_true", help="contiguous inputs instead of the recorded strides")
+    layout.add_argument("--channels-last", action="store_true", help="4-D inputs in channels_last")
+    v.add_argument("--compile", action="store_true", help="call the op through torch.compile")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def _variant_flags(args: argparse.Namespace) -> tuple[str, ...]:
+    """The replay script's flags for the variants asked for."""
+    flags = [f"--dtype={args.dtype}"] if args.dtype else []
+    flags += [] if args.tf32 is None else ["--tf32" if args.tf32 else "--no-tf32"]
+    flags += [flag for flag, on in (("--contiguous", args.contiguous), ("--channels-last", args.channels_last),
+                                    ("--compile", args.compile)) if on]
+    return tuple(flags)
+
+
+def _replay(args: argparse.Namespace, settings: HostSettings) -> int:
+    """``python -m lab replay TRACE --op NAME``: the row's spec, refused before torch is imported
+    if it cannot be rebuilt; then the replay in a child process, printed beside the row."""
+    from lab.replay import export_script, find_row, row_figures, script_spec, spec_of_row
+    from lab.trace import load_trace
+
+    if args.calls < 1 or args.warmup < 0:
+        raise _UsageError("--calls must be ≥ 1 and --warmup ≥ 0")
+    if args.op is None and not args.list:
+        raise _UsageError("name the op to replay with --op NAME, or list the trace's ops with --list")
+    trace = load_trace(args.trace, settings=settings)
+    if args.list:
+        return _replay_list(trace, as_json=args.json)
+    row = find_row(trace, args.op, index=args.index, shapes=args.shapes)
+    spec, original = spec_of_row(trace, row), row_figures(trace, row)
+    if args.export is not None:
+        args.export.write_text(export_script(spec, original, source=str(args.trace)), encoding="utf-8")
+        print(f"wrote {args.export}", file=sys.stderr)
+        if args.no_run:
+            return 0
+    from lab.core.devices import detect_device
+    from lab.replay import run_replay
+    from lab.replay.report import check_replay, format_side_by_side, side_by_side
+
+    info = detect_device(args.device)
+    if args.device == "cuda" and info.kind != "cuda":
+        raise _UsageError("--device cuda was asked for but no CUDA GPU is visible; use --device cpu")
+    check_replay(spec, info)
+    result = run_replay(script_spec(spec, original), device=info.kind, calls=args.calls, warmup=args.warmup,
+                        options=_variant_flags(args))
+    data = side_by_side(spec, original, result)
+    _print(data, format_side_by_side(data), as_json=args.json)
+    return 0
+
+
+def _replay_list(trace, *, as_json: bool) -> int:
+    from lab.replay import hot_ops
+
+    hot = hot_ops(trace, top=PRINT_ROW_LIMIT)
+    lines = [f"{'total µs':>12} {'calls':>6} {'median µs':>10}  op and shapes (replay with --op NAME --shapes DIMS)"]
+    lines += [f"{h.total_us:12.1f} {h.calls:6d} {h.median_us:10.1f}  {h.op} {h.shapes}"
+              + ("" if h.refusal is None else f"  [cannot replay: {h.refusal}]") for h in hot]
+    basis = hot[0].basis if hot else "time"
+    text = "\n".join(lines) + f"\n(by {basis})\n" if hot else "no replayable ops in this trace\n"
+    _print({"ops": [h.to_dict() for h in hot]}, text, as_json=as_json)
+    return 0

@@ -188,13 +188,15 @@ LAYERS: dict[str, frozenset[str]] = {
     # Lesson code reaches the readers in the job the page hands them (lab.read.Job.code).
     "read": _LEAVES | {"core", "pool", "trace", "analysis", "explain", "judge", "samples"},
     "views": _LEAVES | {"core", "trace", "analysis", "explain", "judge"},
+    "replay": _LEAVES | {"core", "trace", "analysis"},  # one op row of a trace → a spec, a script, a child run
     # One module per lesson: its text, runs, check, questions and claims; checks read the measures.
     "lessons": _LEAVES | {"core", "trace", "analysis", "explain", "judge"},
     "teach": _LEAVES | {"core", "trace", "analysis", "samples", "lessons"},  # giveaway reads the recordings' titles
     "access": _LEAVES | {"core", "run", "read"},
     "tracedir": _LEAVES | {"core"},  # the host's trace directories: names, listing, safe paths (issue 25)
     "serve": _LEAVES | {"core"},  # `profiler-lab serve`: streamlit run of the installed page
-    "cli": _LEAVES | {"core", "trace", "analysis", "explain", "judge", "run", "read", "views", "tracedir", "serve"},
+    "cli": _LEAVES | {"core", "trace", "analysis", "explain", "judge", "run", "read", "views", "tracedir", "serve",
+            "replay"},
     "__main__": frozenset({"cli"}),
 }  # fmt: skip
 # Imports across layers that stand until the pool layer lands (branch "pool", issue 24): the

@@ -148,6 +148,7 @@ def test_kernel_args_parsed(real):
         assert cpu.iloc[0]["input_dims"] == str(raw_add["args"]["Input Dims"])
         assert cpu.iloc[0]["input_type"] == str(raw_add["args"]["Input type"])
         assert cpu.iloc[0]["concrete_inputs"] == str(raw_add["args"]["Concrete Inputs"])
+        assert cpu.iloc[0]["input_strides"] == str(raw_add["args"].get("Input Strides", ""))
 
 
 def test_times_are_exact_to_the_ns(real):
@@ -173,7 +174,8 @@ def test_columns_and_dtypes_follow_the_contract(real):
         "device": "int16", "stream": "int32", "grid": "category", "block": "category",
         "registers_per_thread": "float64", "shared_memory_bytes": "float64",
         "blocks_per_sm": "float64", "warps_per_sm": "float64", "occupancy_pct": "float64",
-        "input_dims": "category", "input_type": "category", "concrete_inputs": "category",
+        "input_dims": "category", "input_type": "category", "input_strides": "category",
+        "concrete_inputs": "category",
         "copy_bytes": "float64",
     }  # fmt: skip
     assert {c: str(t) for c, t in ev.dtypes.items()} == expected

@@ -258,6 +258,7 @@ def _events_frame(order: np.ndarray, cats: dict, cols: dict, lane_cols: dict, so
         "occupancy_pct": taken("occupancy"),
         "input_dims": category("input_dims"),
         "input_type": category("input_type"),
+        "input_strides": category("input_strides"),
         "concrete_inputs": category("concrete_inputs"),
         "copy_bytes": taken("copy_bytes"),
     }

@@ -29,6 +29,7 @@ warps_per_sm           float64   NaN if none
 occupancy_pct          float64   "est. achieved occupancy %", NaN if none
 input_dims             category  "[[1024, 1024], [1024, 1024]]" style text, "" if none
 input_type             category  "['float', 'float']" style text, "" if none
+input_strides          category  "[[1024, 1], [1, 1024]]" style text ("Input Strides"), "" if none
 concrete_inputs        category  "['', '', '[1, 1]']" style text ("Concrete Inputs"), "" if none
 copy_bytes             float64   bytes of a gpu_memcpy / gpu_memset ("bytes"), NaN if none
 =====================  ========  ===========================================================
@@ -80,8 +81,8 @@ EVENT_COLUMNS = (
     "name", "cat", "pid", "tid", "lane", "lane_kind", "lane_order", "ts_us", "dur_us", "depth",
     "correlation", "external_id", "device", "stream", "grid", "block", "registers_per_thread",
     "shared_memory_bytes", "blocks_per_sm", "warps_per_sm", "occupancy_pct", "input_dims",
-    "input_type", "concrete_inputs", "copy_bytes",
-)
+    "input_type", "input_strides", "concrete_inputs", "copy_bytes",
+)  # fmt: skip
 COLLECTIVE_ARG_COLUMNS = ("collective", "collective_dtype", "in_msg_nelems", "out_msg_nelems", "group_size",
                           "process_group", "collective_seq")  # fmt: skip
 

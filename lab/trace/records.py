@@ -8,7 +8,7 @@ Every event becomes an ``Event`` (its args an ``Args``), however it was read:
   the stdlib parser reads) into the same Structs, keeping what is usable and counting what is
   not. It is the one validate-and-count loop.
 
-Text args (grid, block, Input Dims, Input type) stay raw JSON (``msgspec.Raw``) on both
+Text args (grid, block, Input Dims, Input type, Input Strides, Concrete Inputs) stay raw JSON (``msgspec.Raw``) on both
 routes: they are decoded and formatted once per distinct value, not once per event
 (``columns.text_codes``).
 """
@@ -51,6 +51,7 @@ ARG_KEYS = {  # attribute -> key in the event's "args"
     "occupancy": "est. achieved occupancy %",
     "input_dims": "Input Dims",
     "input_type": "Input type",
+    "input_strides": "Input Strides",  # record_shapes' strides per input, for replaying an op's layout
     "concrete_inputs": "Concrete Inputs",  # conv2d stride/padding/… for torch's FLOP formulas
     "copy_bytes": "bytes",  # gpu_memcpy / gpu_memset size
     # A collective's metadata, as torch's record_param_comms writes it on the CPU op and Kineto
@@ -78,7 +79,7 @@ FLOAT_ARGS = ("registers", "shared_memory", "blocks_per_sm", "warps_per_sm", "oc
 # Read as floats (NaN when absent), like FLOAT_ARGS: integers up to 2**53 (8 PiB, and every
 # 48-bit address) are exact, and a record missing one is told apart from a 0.
 MEMORY_ARGS = ("mem_bytes", "mem_addr", "mem_allocated", "mem_reserved", "mem_device_type", "mem_device_id")
-TEXT_ARGS = ("grid", "block", "input_dims", "input_type", "concrete_inputs")
+TEXT_ARGS = ("grid", "block", "input_dims", "input_type", "input_strides", "concrete_inputs")
 # Read as raw JSON like TEXT_ARGS, but kept only for the events that carry a "Collective name"
 # (``Trace.collective_args``, as text: numbers as written, "4160"): a batch without one costs a
 # single pass of any(), and ``events`` gets no column for them.
@@ -109,6 +110,7 @@ class Args(msgspec.Struct, rename=ARG_KEYS, gc=False):
     copy_bytes: float = _NAN
     input_dims: msgspec.Raw = _NO_TEXT
     input_type: msgspec.Raw = _NO_TEXT
+    input_strides: msgspec.Raw = _NO_TEXT
     concrete_inputs: msgspec.Raw = _NO_TEXT
     coll_name: msgspec.Raw = _NO_TEXT
     coll_dtype: msgspec.Raw = _NO_TEXT

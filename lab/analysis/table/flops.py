@@ -13,12 +13,13 @@ from lab.analysis.columns import codes
 from lab.analysis.gemm.kinds import GEMM_OP_KINDS, TORCH_FLOP_GEMMS
 from lab.trace import Trace
 
-__all__ = ["op_flops_of"]
+__all__ = ["TORCH_FLOP_OPS", "op_flops_from_texts", "op_flops_of"]
 
 
 # torch/csrc/profiler/util.cpp computeFlops: the ops it counts and where their tensors sit (the
 # GEMMs' operand indices from the one GEMM table, ``lab.analysis.gemm.kinds``).
 _FLOP_OPS = {**TORCH_FLOP_GEMMS, "aten::mul": (0,), "aten::add": (0,), "aten::conv2d": (0, 1)}
+TORCH_FLOP_OPS = tuple(_FLOP_OPS)
 _BATCHED = tuple(name for name, kind in GEMM_OP_KINDS.items() if kind.torch_flops and kind.layout == "bmm")
 # A recorded dimension beyond 2**40 is a damaged trace, not a tensor; a count beyond int64 is clipped.
 _MAX_DIM, _MAX_FLOPS = 1 << 40, 2**63 - 1
@@ -42,6 +43,12 @@ def op_flops_of(trace: Trace, rows: np.ndarray) -> np.ndarray:
     values = [min(_op_flops(*(str(t[int(c)]) for (_, t), c in zip(parts, u, strict=True))), _MAX_FLOPS) for u in uniq]
     out[todo] = np.array(values, dtype=np.int64)[inv.reshape(-1)]
     return out
+
+
+def op_flops_from_texts(name: str, dims: str, types: str, concrete: str) -> int:
+    """One op's FLOPs as computeFlops counts them, from its "Input Dims", "Input type" and
+    "Concrete Inputs" texts; 0 for an op it does not count (``TORCH_FLOP_OPS``) or a damaged row."""
+    return min(_op_flops(name, dims, types, concrete), _MAX_FLOPS) if name in _FLOP_OPS else 0
 
 
 def _op_flops(name: str, dims: str, types: str, concrete: str) -> int:
