@@ -226,6 +226,7 @@ def test_row_figures_are_the_kernels_the_op_launched():
     ("cpu/fp8_scaled_mm.json.gz", "aten::_scaled_mm"),
     ("cpu/sdpa_backends.json.gz", "aten::scaled_dot_product_attention"),
 ])  # fmt: skip
+@pytest.mark.subprocess
 def test_the_exported_script_replays_the_row_in_a_fresh_interpreter(tmp_path, trace_name, op):
     """The script (torch only) rebuilds the row's inputs: the shapes, strides and dtypes it
     built, and those its own profile recorded for the op, are the raw event's."""
@@ -273,6 +274,7 @@ def test_a_float32_gemm_traced_on_tf32_kernels_replays_with_tf32(trace_name, tf3
     assert figures.median_op_us == pytest.approx(float(np.median([e["dur"] for e in same])), abs=1e-3)
 
 
+@pytest.mark.subprocess
 def test_the_h200_bench_exports_its_cases_and_tables_the_committed_results(tmp_path):
     """bench/replay_h200.py: ``export`` writes a spec per case and a runnable script; ``table``
     prints one row per result line, its ratio the replay's kernel time over the trace's median."""
