@@ -292,3 +292,19 @@ def test_the_h200_bench_exports_its_cases_and_tables_the_committed_results(tmp_p
     for row, r in zip(rows, lines, strict=True):
         ratio = r["kernel_us_per_call"] / r["original"]["median_kernel_us"]
         assert row.startswith(f"| {r['case']} |") and f"| {ratio:.3f} |" in row
+
+
+def test_a_replays_rate_is_put_against_the_devices_roof():
+    """% of roof beside the replay: a 4096³ bf16 GEMM against the H200's bf16 peak (compute-bound,
+    right of the ridge), an 8192² bf16 add against its HBM bandwidth; none on a CPU."""
+    from lab.core.devices import lookup_peak
+    from lab.replay.report import _rate
+
+    peak = lookup_peak("NVIDIA H200")
+    flops, moved, us = 2 * 4096**3, 3 * 4096 * 4096 * 2, 175.0
+    gemm = _rate(flops, moved, us, device="NVIDIA H200", dtype="bfloat16")
+    roof = min(peak.tflops["bfloat16"], flops / moved * peak.memory_bandwidth_gbs / 1e3)
+    assert gemm["pct_of_roof"] == pytest.approx(100 * flops / us / 1e6 / roof)
+    add = _rate(0, 3 * 8192 * 8192 * 2, 94.4, device="NVIDIA H200", dtype="bfloat16")
+    assert add["pct_of_roof"] == pytest.approx(100 * (3 * 8192 * 8192 * 2 / 94.4 / 1e3) / peak.memory_bandwidth_gbs)
+    assert _rate(flops, moved, us, device="cpu", dtype="bfloat16")["pct_of_roof"] is None

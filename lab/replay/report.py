@@ -3,8 +3,9 @@ side-by-side figures (time per call, kernels, achieved rate) as data and as text
 
 from __future__ import annotations
 
+from lab.analysis.gemm.bound import pct_of_roof
 from lab.core.config import MEMORY_HEADROOM
-from lab.core.devices import DeviceInfo
+from lab.core.devices import DeviceInfo, lookup_peak
 from lab.replay.rates import op_bytes, op_flops
 from lab.replay.rows import RowFigures
 from lab.replay.spec import ReplayRefusal, ReplaySpec, device_refusal
@@ -24,9 +25,20 @@ def check_replay(spec: ReplaySpec, info: DeviceInfo) -> None:
                             f"{budget / 2**30:.2f} GiB usable; replay a smaller call (--shapes, --index)")
 
 
-def _rate(flops: int, moved: int, us: float) -> dict:
-    return {"tflops": flops / us / 1e6 if flops and us > 0 else None,
-            "gbs": moved / us / 1e3 if moved and us > 0 else None}
+def _rate(flops: int, moved: int, us: float, *, device: str = "", dtype: str = "") -> dict:
+    """Achieved TFLOP/s and GB/s, and % of the device's roof at the op's intensity (the one roofline,
+    ``lab.analysis.gemm.bound``; a memory-bound op's roof is the HBM bandwidth); None where unknown."""
+    tflops = flops / us / 1e6 if flops and us > 0 else None
+    gbs = moved / us / 1e3 if moved and us > 0 else None
+    peak = lookup_peak(device) if device and device != "cpu" else None
+    pct = None
+    if peak is not None and gbs is not None:
+        compute = peak.peak_tflops(dtype) if flops else None
+        if compute and tflops is not None:
+            pct = float(pct_of_roof(tflops, flops / moved, compute, peak.memory_bandwidth_gbs))
+        elif not flops:
+            pct = 100.0 * gbs / peak.memory_bandwidth_gbs
+    return {"tflops": tflops, "gbs": gbs, "pct_of_roof": pct}
 
 
 def side_by_side(spec: ReplaySpec, original: RowFigures, result: dict) -> dict:
@@ -57,14 +69,15 @@ def side_by_side(spec: ReplaySpec, original: RowFigures, result: dict) -> dict:
         "trace": {"row": original.row, "device": original.device_name or "cpu", "op_us": original.op_us,
                   "kernel_us": original.kernel_us, "kernels": trace_kernels, "us": trace_us,
                   "same_shape_calls": original.same_shape_calls,
-                  **_rate(flops, moved, trace_us)},
+                  **_rate(flops, moved, trace_us, device=original.device_name, dtype=_roof_dtype(spec, result))},
         "replay": {"device": result.get("device_name", ""), "time_per_call_us": result["time_per_call_us"],
                    "op_us": result["cpu_op_us_per_call"], "kernel_us": result["kernel_us_per_call"],
                    "kernels": replay_kernels, "us": replay_us, "calls": result["calls"], "tf32": result.get("tf32"),
                    "input_shapes": result.get("input_shapes"), "input_strides": result.get("input_strides"),
                    "input_dtypes": result.get("input_dtypes"),
                    # the script's bytes: the lab's count scaled to the inputs it built (a dtype variant)
-                   **_rate(flops, int(result.get("bytes", moved)), replay_us)},
+                   **_rate(flops, int(result.get("bytes", moved)), replay_us, device=result.get("device_name", ""),
+                           dtype=_roof_dtype(spec, result))},
         "ratio": replay_us / trace_us if trace_us > 0 else None,
         "same_kernels": sorted(set(trace_kernels)) == sorted(set(replay_kernels)),
         "flops": flops, "bytes": moved, "notes": notes,
@@ -76,7 +89,8 @@ def format_side_by_side(data: dict) -> str:
     rows = [("", "trace", "replay"), ("device", t["device"], r["device"]),
             ("op (CPU) µs, this call", f"{t['op_us']:.1f}", f"{r['op_us']:.1f}"),
             ("kernels µs, this call", f"{t['kernel_us']:.1f}", f"{r['kernel_us']:.1f}"),
-            ("TFLOP/s", _num(t["tflops"]), _num(r["tflops"])), ("GB/s", _num(t["gbs"]), _num(r["gbs"]))]
+            ("TFLOP/s", _num(t["tflops"]), _num(r["tflops"])), ("GB/s", _num(t["gbs"]), _num(r["gbs"])),
+            ("% of roof", _num(t.get("pct_of_roof")), _num(r.get("pct_of_roof")))]
     width = max(len(a) for a, _, _ in rows) + 2
     lines = [f"{data['op']} {data['shapes']} ({', '.join(data['dtypes'])}; {', '.join(data['layouts'])})"]
     lines += [f"{a:<{width}}{b:>14}  {c:>14}" for a, b, c in rows]
@@ -88,6 +102,12 @@ def format_side_by_side(data: dict) -> str:
         lines += [f"  {side}: {name}" for name in dict.fromkeys(data[side]["kernels"])]
     lines += [f"note: {n}" for n in data["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def _roof_dtype(spec: ReplaySpec, result: dict) -> str:
+    """The dtype whose peak is the roof: TF32 when the GEMM ran on TF32 tensor cores."""
+    dtype = next((d for d in spec.dtypes if d), "")
+    return "tf32" if dtype == "float32" and result.get("tf32") else dtype
 
 
 def _num(value) -> str:
