@@ -60,3 +60,14 @@ def test_the_reveal_window_holds_its_evidence_and_is_the_timeline_step(key):
                    and where.window_us[0] <= e["ts"] - t0 <= where.window_us[1]]
         for k in kernels:  # no kernel that starts in the window is cut off by it
             assert k["ts"] - t0 + k["dur"] <= where.window_us[1] + 1e-3, (q.key, k["name"][:60])
+
+
+def test_the_memory_reveal_points_to_the_memory_view_that_marks_the_peak():
+    """The peak's op and label are marked on the Memory view's chart: the reveal sends you there,
+    not to the Table (whose memory columns sum allocations, and show no peak)."""
+    runs = [r for r, _ in _runs("memory_peak")]
+    if not runs:
+        pytest.skip("memory_peak has no H200 recording")
+    wheres = [q.answer(runs).where for q in questions_for("memory_peak", "cuda")]
+    peak = [w for w in wheres if "peak" in w.text]
+    assert peak and all(w.view == "Memory" for w in peak)

@@ -124,6 +124,8 @@ def lesson_box(opened: state.OpenedLesson, title: str):
 def where_text(answer: Answer, names: list[str]) -> str:
     where = answer.where
     run = names[where.run] if where.run < len(names) else ""
+    if where.view:
+        return f"the **{where.view}** view of *{md_escape(run)}*: {md_escape(where.text)}"
     if where.row:
         return f"the **Table** of *{md_escape(run)}*: the row `{where.row.replace('`', '')}`"  # no markup in code
     a, b = where.window_us or (0.0, 0.0)

@@ -125,8 +125,9 @@ def labels(bands: Sequence[Band]) -> list[str]:
     return [b.label for b in bands]
 
 
-def table_row(run_index: int, row: str, text: str) -> Where:
-    return Where(text=text, row=row, run=run_index)
+def table_row(run_index: int, row: str, text: str, *, view: str = "") -> Where:
+    """The evidence in a key_averages row; ``view`` names the view that shows it best, if not the Table."""
+    return Where(text=text, row=row, run=run_index, view=view)
 
 
 def kernels_where(runs: Sequence[Run], index: int, step: int, text: str) -> Where:

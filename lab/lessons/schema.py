@@ -100,7 +100,7 @@ def claim_equals(says: str, figure: str, run: str, equals: str | float, **kw) ->
 
 @dataclass(frozen=True, kw_only=True)
 class Where:
-    """Where the evidence is: a key_averages row, or a timeline window and its events."""
+    """Where the evidence is: a key_averages row, a timeline window and its events, or a view."""
 
     text: str
     row: str | None = None  # a key_averages row name
@@ -109,6 +109,9 @@ class Where:
     run: int = 0  # which of the lesson's runs (index) the window or row is in
     event_ids: tuple[int, ...] = ()  # positions in that run's ``trace.events``
     event_names: tuple[str, ...] = ()
+    # The view that shows the evidence when it is neither the Table nor the Timeline ("Memory": the
+    # peak's op and label are marked there); "" for those two, which ``row`` / ``window_us`` name.
+    view: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
