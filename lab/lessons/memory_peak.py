@@ -65,7 +65,7 @@ def _peak_label(runs: Sequence[Run]) -> Answer:
 
 _alive = banded(lambda runs: fig.memory_rise_units(runs[0]), _ALIVE,
                  lambda v: f"peak − the step's starting level = {v:.2f} × the step's largest allocation",
-                 lambda runs: table_row(0, "aten::mm", "the Memory view of one step"))
+                 lambda runs: table_row(0, "aten::mm", "the curve inside one step", view="Memory"))
 
 
 QUESTIONS: tuple[Question, ...] = (
@@ -84,8 +84,8 @@ LESSON = Lesson(
         "allocator, with the total allocated after each: the **Memory** view draws that curve "
         "and names the op and label running at its peak. The step: `h = x @ W1` (label `up`), "
         "`a = gelu(h)` (`act`), `y = a @ W2` (`down`); x is 4096×8192 bf16 and h, a and y are "
-        "each 4096×8192 (64 MiB; on a CPU 256×512 float32). `h` is a Python local that is never "
-        "deleted. **Look at** the curve inside one step and what each label allocates."
+        "each 4096×8192 (64 MiB; on a CPU 256×512 float32). **Look at** the curve inside one step "
+        "and what each label allocates."
     ),
     look_for="the allocations inside each label; the curve's highest point in a step",
     runs=(
