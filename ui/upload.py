@@ -455,7 +455,10 @@ def open_job_traces(named: Sequence[tuple[str, bytes]], settings: HostSettings, 
     if group is None or isinstance(group, str):
         return group
     assert isinstance(group, _Group)
-    return await_group(group, st.empty(), readers)
+    line = st.empty()
+    why = await_group(group, line, readers)
+    line.empty()  # the ranks' read progress, now over
+    return why
 
 
 def _accept_entries(entries: list[tuple[str, bytes, str | None]], claims: list[EarlyRead | None],
