@@ -18,9 +18,9 @@ from lab.core.settings import HostSettings
 from lab.vocab import DTYPE_BYTES, DTYPE_INFO, DTYPES
 
 __all__ = [
-    "DEVICES", "DTYPES", "MAX_LABEL_CHARS", "MAX_RANKS", "MEMORY_HEADROOM", "MIN_RANKS", "OPTIONS", "STRAGGLER_CAUSES",
-    "ConfigError", "Option", "RunConfig", "check_device", "check_label", "check_limits", "check_memory",
-    "dtype_refusal",
+    "DEVICES", "DTYPES", "JOB_FIELDS", "MAX_LABEL_CHARS", "MAX_RANKS", "MEMORY_HEADROOM", "MIN_RANKS", "OPTIONS",
+    "STRAGGLER_CAUSES", "ConfigError", "Option", "RunConfig", "check_device", "check_label", "check_limits",
+    "check_memory", "dtype_refusal",
 ]  # fmt: skip
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -198,7 +198,13 @@ class RunConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """Every field; a one-process run's leaves out the job's (``JOB_FIELDS``): it has no job, and
+        its dict (summary.json, a sample's config, a cache key) stays what it was before they existed."""
+        data = dataclasses.asdict(self)
+        if not self.distributed:
+            for name in JOB_FIELDS:
+                del data[name]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> RunConfig:
@@ -213,6 +219,8 @@ class RunConfig:
         return {name: getattr(self, name) for name, o in OPTIONS.items() if o.profiler_arg}
 
 
+# The fields of a distributed run's job: a one-process run ignores them.
+JOB_FIELDS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.metadata["option"].group == "job")
 # Every field's Option, with its name and default, in field order.
 OPTIONS: dict[str, Option] = {
     f.name: dataclasses.replace(f.metadata["option"], name=f.name, default=f.default)
