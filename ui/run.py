@@ -222,9 +222,9 @@ def run_lesson(service: ProfileService, device: DeviceInfo | None, lesson_key: s
     if not results:
         return
     added = [state.add_run(r, name=f"{lesson.title} — {name}") for (name, _), r in zip(runs, results)]
-    open_lesson(lesson_key, [s.key for s in added])
-    for result in results:
+    for result in results:  # a job's ranks first: the lesson stays the latest thing opened
         open_job(result, settings, readers)
+    open_lesson(lesson_key, [s.key for s in added])
 
 
 def open_recording(lesson_key: str) -> None:
