@@ -126,13 +126,13 @@ st.caption("torch.profiler gives you two artifacts: the key_averages **table** (
 
 # Nothing runs until a button is pressed: the form only returns a config on "Run profile".
 if submitted is not None:
-    run_submitted(service, settings, device, submitted, limiter=limiter)
+    run_submitted(service, settings, device, submitted, limiter=limiter, readers=readers)
 if lesson_click is not None:
     action, lesson_key = lesson_click
     # Statements, not a conditional expression: Streamlit's magic writes an expression's value
     # to the page (here a stray "None" below the results).
     if action == "run":
-        run_lesson(service, device, lesson_key, settings=settings, limiter=limiter)
+        run_lesson(service, device, lesson_key, settings=settings, limiter=limiter, readers=readers)
     else:
         open_recording(lesson_key)
 

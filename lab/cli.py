@@ -3,7 +3,9 @@
 
 ``profile`` runs in this process (``run_profile`` directly) and writes the run's artifacts:
 ``trace.json.gz`` (the Chrome trace as torch exported it), ``key_averages.csv`` and
-``summary.json`` (config, device, timings, stage seconds). ``analyze``, ``compare`` and
+``summary.json`` (config, device, timings, stage seconds); a distributed workload (``--workload
+ddp_gloo --ranks 4 --straggler 2``) writes its rank traces under their own names instead of
+``trace.json.gz`` and prints the ranks' text, as ``ranks`` does. ``analyze``, ``compare`` and
 ``ranks`` read each trace in this process (``lab.read.ReadHere``: someone at the command line
 owns the machine) — or, with ``--isolated``, through reader processes (``lab.read.ReaderPool``,
 the page's bounded path: memory and time limits, lower priority; ``ranks`` reads its ranks
@@ -289,6 +291,8 @@ def _profile(args: argparse.Namespace, config: RunConfig, settings: HostSettings
     from lab.views.tables import limit_text_table
 
     result = run_profile(config, settings=settings)
+    if result.rank_traces:
+        return _print_job(result, args.out, settings)
     if args.out is not None:
         write_artifacts(result, args.out)
     key = default_sort_key(result.device.kind)
@@ -374,10 +378,41 @@ def _memory(args: argparse.Namespace, settings: HostSettings) -> int:
     return 0
 
 
-def write_artifacts(result, out: Path) -> None:
-    """trace.json.gz, key_averages.csv and summary.json for one ``RunResult`` in ``out``."""
+def _print_job(result, out: Path | None, settings: HostSettings) -> int:
+    """A distributed run: its rank traces written under their own names (to ``out``, or a temporary
+    folder), then read as one job, as ``ranks`` reads a directory, and its text printed."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="profiler_lab_job_") as tmp:
+        folder = out if out is not None else Path(tmp)
+        paths = write_rank_traces(result, folder)
+        if out is not None:
+            write_artifacts(result, out, trace=False)
+        t = result.timing
+        print(f"{result.config.ranks} ranks over gloo on {result.device.label}: "
+              f"step {t.unprofiled_median_us / 1e3:.1f} ms without the profiler, "
+              f"{t.profiled_median_us / 1e3:.1f} ms with it (rank 0, {t.method})")
+        status = ranks_main([str(p) for p in paths], as_json=False, settings=settings)
+    if out is not None:
+        print(f"wrote {len(paths)} rank traces to {out}, key_averages.csv (rank 0), summary.json")
+    return status
+
+
+def write_rank_traces(result, out: Path) -> list[Path]:
+    """A distributed run's traces in ``out`` under tensorboard_trace_handler's names; their paths."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "trace.json.gz").write_bytes(result.trace_gz)
+    paths = []
+    for name, data in result.rank_traces:
+        (out / name).write_bytes(data)
+        paths.append(out / name)
+    return paths
+
+
+def write_artifacts(result, out: Path, *, trace: bool = True) -> None:
+    """trace.json.gz (``trace``), key_averages.csv and summary.json for one ``RunResult`` in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    if trace:
+        (out / "trace.json.gz").write_bytes(result.trace_gz)
     result.key_averages.to_csv(out / "key_averages.csv", index=False)
     (out / "summary.json").write_text(json.dumps(summary(result), indent=2) + "\n", encoding="utf-8")
 

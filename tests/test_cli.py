@@ -106,8 +106,11 @@ def test_config_from_args_maps_every_flag():
         "profile", "--m", "8", "--k", "16", "--n", "32", "--dtype", "bfloat16", "--device", "cpu",
         "--label", "L", "--matmul-label", "ML", "--add-label", "AL", "--steps", "4", "--warmup-iters", "0",
         "--wait", "2", "--warmup", "3", "--repeat", "2", "--compile", "--no-record-shapes",
-        "--profile-memory", "--with-stack", "--with-flops",
+        "--profile-memory", "--with-stack", "--with-flops", "--ranks", "3", "--straggler", "1", "--straggler-ms", "5",
+        "--straggler-cause", "compute",
     ])
+    job = cli.config_from_args(args).replace(workload="ddp_gloo")  # the job's fields are in a job's dict
+    assert (job.ranks, job.straggler, job.straggler_ms, job.straggler_cause) == (3, 1, 5, "compute")
     config = cli.config_from_args(args)
     assert config.to_dict() == {
         "workload": "matmul_add", "m": 8, "k": 16, "n": 32, "dtype": "bfloat16", "device": "cpu",
@@ -139,6 +142,11 @@ PROFILE_FLAG_HELP = {
     "--profile-memory": None,
     "--with-stack": None,
     "--with-flops": None,
+    "--ranks": "distributed workloads: processes, one rank each (2-8; default %(default)s)",
+    "--straggler": "distributed workloads: the rank made slow (-1 = none; default %(default)s)",
+    "--straggler-ms": "distributed workloads: the straggler's extra time per step, ms (default %(default)s)",
+    "--straggler-cause": "one of input, compute: a slow input pipeline (sleep in 'load_batch') or extra compute "
+                         "(default %(default)s)",
     "--out": "folder for trace.json.gz, key_averages.csv, summary.json",
 }
 

@@ -29,7 +29,7 @@ def test_every_lesson_is_complete(key):
     assert schema_problems(lesson, recordings=_recordings(lesson)) == [], key
     # What the schema says, checked here directly too, so a lax schema check cannot hide a gap.
     assert lesson.title and lesson.text and lesson.runs and callable(lesson.check) and lesson.claims
-    devices = ("cuda",) if lesson.needs_gpu else ("cuda", "cpu")
+    devices = ("cuda",) if lesson.needs_gpu else ("cpu",) if lesson.host_only else ("cuda", "cpu")
     for device in devices:
         assert 1 <= sum(device in q.devices for q in lesson.questions) <= MAX_QUESTIONS, (key, device)
 

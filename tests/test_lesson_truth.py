@@ -177,7 +177,7 @@ def test_a_warm_up_kernel_lands_in_the_geglu_trace_and_is_not_counted():
 
 def test_insights_quote_no_far_below_peak_on_any_lesson_recording():
     """No lesson recording gets the below-roof warning: every long GEMM there is ≥ 50 % of its roof."""
-    for key in LESSONS:
+    for key in [k for k, lesson in LESSONS.items() if not lesson.host_only]:  # those have recordings
         for run in h200_runs(key):
             titles = {i.title for i in find_insights(run.trace, run.analysis)}
             assert "GEMM far below the roof at its intensity" not in titles, key

@@ -38,7 +38,8 @@ DIMS = ("m", "k", "n")
 K = {name: f"cfg_{name}" for name in (*OPTIONS, "exact")}
 # The form's expanders, in order: the options of each group (Option.group) under its title. The
 # "what" group (workload, sizes, dtype, device) is drawn by hand above them.
-EXPANDERS = {"labels": "record_function labels", "schedule": "Steps and schedule", "profiler": "Profiler options"}
+EXPANDERS = {"labels": "record_function labels", "schedule": "Steps and schedule", "profiler": "Profiler options",
+             "job": "Distributed job (ddp_gloo: ranks, straggler)"}
 
 
 def nearest_stop(size: int) -> int:

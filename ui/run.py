@@ -19,6 +19,7 @@ from lab.core import (
     check_memory,
 )
 from lab.lessons import LESSONS, lesson_configs
+from lab.read import ReaderPool
 from lab.run import (
     STAGE_TEXT,
     WORKER_START_TIMEOUT_S,
@@ -31,7 +32,7 @@ from lab.run import (
     estimate_text,
 )
 from lab.samples import lesson_samples
-from ui import access, messages, state
+from ui import access, messages, state, upload
 from ui.controls import ANY_KIND, DEVICE_KIND_KEY, FORCE_FRESH_KEY
 
 POLL_S = 0.2
@@ -168,7 +169,7 @@ def await_worker(service: ProfileService, timeout_s: float = WORKER_START_TIMEOU
 
 
 def run_submitted(service: ProfileService, settings: HostSettings, device: DeviceInfo | None,
-                  submitted: RunConfig | ConfigError, *, limiter: RateLimiter) -> None:
+                  submitted: RunConfig | ConfigError, *, limiter: RateLimiter, readers: ReaderPool) -> None:
     """The form's "Run profile": refuse with one message, or run and show the result's Summary."""
     if isinstance(submitted, ConfigError):
         messages.error(str(submitted))
@@ -195,10 +196,18 @@ def run_submitted(service: ProfileService, settings: HostSettings, device: Devic
     if results:
         state.add_run(results[0])
         st.session_state["view"] = "Summary"
+        open_job(results[0], settings, readers)
+
+
+def open_job(result: RunResult, settings: HostSettings, readers: ReaderPool) -> None:
+    """A distributed run's rank traces opened as one job, in its Ranks view (as an uploaded job
+    opens); a one-process run has none."""
+    if result.rank_traces and (why := upload.open_job_traces(result.rank_traces, settings, readers)) is not None:
+        messages.error(why)
 
 
 def run_lesson(service: ProfileService, device: DeviceInfo | None, lesson_key: str, *, settings: HostSettings,
-               limiter: RateLimiter) -> None:
+               limiter: RateLimiter, readers: ReaderPool) -> None:
     """A lesson's "Run lesson": one run opens its Summary, a pair opens Compare with A and B set."""
     lesson = LESSONS[lesson_key]
     try:
@@ -213,6 +222,8 @@ def run_lesson(service: ProfileService, device: DeviceInfo | None, lesson_key: s
     if not results:
         return
     added = [state.add_run(r, name=f"{lesson.title} — {name}") for (name, _), r in zip(runs, results)]
+    for result in results:  # a job's ranks first: the lesson stays the latest thing opened
+        open_job(result, settings, readers)
     open_lesson(lesson_key, [s.key for s in added])
 
 

@@ -23,6 +23,7 @@ import io
 import logging
 import time
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import streamlit as st
@@ -445,10 +446,26 @@ def accept_group(files, settings: HostSettings, readers: ReaderPool, *, limiter:
             EarlyReads.release(claimed)
 
 
+def open_job_traces(named: Sequence[tuple[str, bytes]], settings: HostSettings, readers: ReaderPool) -> str | None:
+    """A distributed run's rank traces (file name, gzipped JSON) opened as one job, the way an
+    uploaded group opens (each read by a reader, then the job): None once it joined the session,
+    else why it cannot. The run was counted when submitted, so this is no upload of the visitor's."""
+    entries: list[tuple[str, bytes, str | None]] = [(name, data, None) for name, data in named]
+    group = _accept_entries(entries, [None] * len(entries), settings, readers, limiter=None)
+    if group is None or isinstance(group, str):
+        return group
+    assert isinstance(group, _Group)
+    line = st.empty()
+    why = await_group(group, line, readers)
+    line.empty()  # the ranks' read progress, now over
+    return why
+
+
 def _accept_entries(entries: list[tuple[str, bytes, str | None]], claims: list[EarlyRead | None],
                     settings: HostSettings, readers: ReaderPool, *,
-                    limiter: RateLimiter) -> str | _Pending | _Group | None:
-    """``accept_group`` for two or more files within the size; a claim it uses is set to None."""
+                    limiter: RateLimiter | None) -> str | _Pending | _Group | None:
+    """``accept_group`` for two or more files within the size; a claim it uses is set to None;
+    ``limiter`` None: not counted as an upload (a run's own traces)."""
     digests = [c.digest if c is not None else state.digest_of(data) for (_, data, _), c in zip(entries, claims,
                                                                                                  strict=True)]
     key = state.ranks_key(digests)
@@ -465,7 +482,7 @@ def _accept_entries(entries: list[tuple[str, bytes, str | None]], claims: list[E
         for member in groups.pop(other).members:
             member.ticket.cancel()
     if key not in groups:
-        if (why := access.refusal("upload", settings, limiter)) is not None:
+        if limiter is not None and (why := access.refusal("upload", settings, limiter)) is not None:
             return why
         members = []
         for i, ((name, data, file_id), digest) in enumerate(zip(entries, digests, strict=True)):

@@ -18,12 +18,19 @@ from lab.core.settings import HostSettings
 from lab.vocab import DTYPE_BYTES, DTYPE_INFO, DTYPES
 
 __all__ = [
-    "DEVICES", "DTYPES", "MAX_LABEL_CHARS", "MEMORY_HEADROOM", "OPTIONS", "ConfigError", "Option", "RunConfig",
-    "check_device", "check_label", "check_limits", "check_memory", "dtype_refusal",
+    "DEVICES", "DTYPES", "JOB_FIELDS", "MAX_LABEL_CHARS", "MAX_RANKS", "MEMORY_HEADROOM", "MIN_RANKS", "OPTIONS",
+    "STRAGGLER_CAUSES", "ConfigError", "Option", "RunConfig", "check_device", "check_label", "check_limits",
+    "check_memory", "dtype_refusal",
 ]  # fmt: skip
 
 DEVICES = ("auto", "cpu", "cuda")
 MAX_LABEL_CHARS = 64
+# A distributed workload's processes: two make a job; eight is what one host's gloo job is taught
+# with here (a room's laptop has 4-8 cores; each rank runs one intra-op thread).
+MIN_RANKS, MAX_RANKS = 2, 8
+# How the straggler is slowed: its input pipeline (a sleep inside record_function("load_batch")
+# before its forward) or extra compute (matmuls inside record_function("extra_compute")).
+STRAGGLER_CAUSES = ("input", "compute")
 # Leave a fifth of free memory to the allocator's caches, the profiler's buffers and the OS.
 MEMORY_HEADROOM = 0.8
 
@@ -116,6 +123,18 @@ class RunConfig:
     profile_memory: bool = _option(False, label="profile_memory", group="profiler", profiler_arg=True)
     with_stack: bool = _option(False, label="with_stack", group="profiler", profiler_arg=True)
     with_flops: bool = _option(False, label="with_flops", group="profiler", profiler_arg=True)
+    # A distributed workload's job (Workload.distributed): its processes and the straggler planted.
+    ranks: int = _option(4, label="Processes (ranks)", group="job", low=MIN_RANKS, high=MAX_RANKS,
+                         help=f"distributed workloads: processes, one rank each ({MIN_RANKS}-{MAX_RANKS}; "
+                              "default %(default)s)")
+    straggler: int = _option(-1, label="Straggler rank (-1 = none)", group="job", low=-1, high=MAX_RANKS - 1,
+                             help="distributed workloads: the rank made slow (-1 = none; default %(default)s)")
+    straggler_ms: int = _option(60, label="Straggler's extra time per step (ms)", group="job", low=0, high=1000,
+                                help="distributed workloads: the straggler's extra time per step, ms "
+                                     "(default %(default)s)")
+    straggler_cause: str = _option("input", label="Straggler's cause", group="job",
+                                   help=f"one of {', '.join(STRAGGLER_CAUSES)}: a slow input pipeline (sleep in "
+                                        "'load_batch') or extra compute (default %(default)s)")
     # Run the step through torch.compile; compile time is measured apart from the profile.
     compile: bool = _option(False, label="torch.compile the step", group="profiler",
                             help="run the step through torch.compile",
@@ -135,10 +154,27 @@ class RunConfig:
         for name, what in (("matmul_label", "the matmul label"), ("add_label", "the bias-add label")):
             if getattr(self, name) is not None:
                 check_label(getattr(self, name), what)
+        self._check_job()
         # The first problem found is the one refused: the ≥ 0 counts first, then the ≥ 1 ones.
         counts = sorted((o for o in OPTIONS.values() if o.group == "schedule"), key=lambda o: o.low or 0)
         for option in counts:
             _check_count(option.name, getattr(self, option.name), option.low or 0)
+
+    def _check_job(self) -> None:
+        if isinstance(self.ranks, bool) or not isinstance(self.ranks, int) or not MIN_RANKS <= self.ranks <= MAX_RANKS:
+            raise ConfigError(f"ranks must be a whole number {MIN_RANKS}-{MAX_RANKS} (got {self.ranks!r})")
+        straggler = self.straggler
+        if isinstance(straggler, bool) or not isinstance(straggler, int) or not -1 <= straggler < self.ranks:
+            raise ConfigError(f"straggler must be a rank of 0-{self.ranks - 1}, or -1 for none (got {straggler!r})")
+        _check_count("straggler_ms", self.straggler_ms, 0)
+        if self.straggler_cause not in STRAGGLER_CAUSES:
+            raise ConfigError(f"unknown straggler cause {self.straggler_cause!r}; choose one of: "
+                              f"{', '.join(STRAGGLER_CAUSES)}")
+
+    @property
+    def distributed(self) -> bool:
+        """Whether this run is a job of ``ranks`` processes (its workload's ``distributed``)."""
+        return workloads.WORKLOADS[self.workload].distributed
 
     @property
     def profiled_steps(self) -> int:
@@ -162,7 +198,13 @@ class RunConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """Every field; a one-process run's leaves out the job's (``JOB_FIELDS``): it has no job, and
+        its dict (summary.json, a sample's config, a cache key) stays what it was before they existed."""
+        data = dataclasses.asdict(self)
+        if not self.distributed:
+            for name in JOB_FIELDS:
+                del data[name]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> RunConfig:
@@ -177,6 +219,8 @@ class RunConfig:
         return {name: getattr(self, name) for name, o in OPTIONS.items() if o.profiler_arg}
 
 
+# The fields of a distributed run's job: a one-process run ignores them.
+JOB_FIELDS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.metadata["option"].group == "job")
 # Every field's Option, with its name and default, in field order.
 OPTIONS: dict[str, Option] = {
     f.name: dataclasses.replace(f.metadata["option"], name=f.name, default=f.default)
@@ -198,6 +242,11 @@ def check_limits(config: RunConfig, settings: HostSettings) -> None:
                 f"{dim.upper()}={value} is above this host's limit of {settings.max_dim}; "
                 f"use {settings.max_dim} or less"  # the host's variable: in Server status, not here
             )
+    if config.distributed and config.ranks > settings.max_ranks:
+        raise ConfigError(
+            f"{config.ranks} processes are more than this host allows ({settings.max_ranks}); "
+            f"use {settings.max_ranks} ranks or fewer"
+        )
     total = config.profiled_steps + config.warmup_iters
     if total > settings.max_steps:
         raise ConfigError(

@@ -60,6 +60,9 @@ class RunResult:
     timing: Timing
     stage_s: dict[str, float]  # seconds spent in each stage of the run
     warnings: tuple[str, ...] = ()
+    # A distributed run's traces, one per rank in rank order: (tensorboard_trace_handler's file
+    # name, its gzipped JSON); trace_gz is rank 0's. Empty for a one-process run.
+    rank_traces: tuple[tuple[str, bytes], ...] = ()
 
     @property
     def step_tflops(self) -> float | None:

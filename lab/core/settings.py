@@ -42,6 +42,9 @@ class HostSettings:
     # Matrix sizes: 16384 is the largest power of two the UI's slider offers; 16384^3 bf16
     # needs ~1.6 GB, which fits any GPU we list and a laptop's RAM.
     max_dim: int = 16384
+    # Processes of a distributed run (the ddp_gloo workload): each is a Python with torch (~0.3 GB
+    # resident) sharing this host's cores; 8 is the most a job may ask for (lab.core.config.MAX_RANKS).
+    max_ranks: int = 8
     # Total profiled iterations per run (wait+warmup+active)*repeat plus warm-up iterations.
     max_steps: int = 64
     # Uploads: Streamlit enforces its own server.maxUploadSize too (.streamlit/config.toml).

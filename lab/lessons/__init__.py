@@ -78,8 +78,11 @@ def lesson_signals(lesson_key: str, runs: list[Run]) -> list[Signal]:
 
 
 def questions_for(lesson_key: str, device_kind: str) -> tuple[Question, ...]:
-    """The questions asked before ``lesson_key`` opens runs of ``device_kind`` ("cuda" or "cpu")."""
-    return tuple(q for q in LESSONS[lesson_key].questions if device_kind in q.devices)
+    """The questions asked before ``lesson_key`` opens runs of ``device_kind`` ("cuda" or "cpu"); a
+    host-only lesson's runs are CPU runs on any host."""
+    lesson = LESSONS[lesson_key]
+    kind = CPU if lesson.host_only else device_kind
+    return tuple(q for q in lesson.questions if kind in q.devices)
 
 
 def answer_questions(lesson_key: str, device_kind: str, runs: Sequence[Run]) -> tuple[tuple[str, Answer], ...]:

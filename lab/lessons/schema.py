@@ -186,6 +186,9 @@ class Lesson:
     order: float
     cpu_refusal: str | None = None  # why a CPU host cannot run it, where it needs a GPU
     explain: str = ""  # markdown: what the runs show, shown after they opened (with the reveal)
+    # Its runs are processes on the host's CPU cores on any host (a gloo job): on a GPU host too
+    # ``lesson_configs`` gives the CPU configs; no H200 recording; its questions are a CPU run's.
+    host_only: bool = False
 
     @property
     def is_pair(self) -> bool:
@@ -198,7 +201,7 @@ class Lesson:
 
 def lesson_configs(lesson: Lesson, device_kind: str) -> tuple[tuple[str, RunConfig], ...]:
     """The (name, config) pairs to run for ``lesson`` on a "cpu" or "cuda" device."""
-    if device_kind == GPU:
+    if device_kind == GPU and not lesson.host_only:
         return tuple((r.name, r.gpu) for r in lesson.runs)
     if lesson.needs_gpu:
         raise ConfigError(lesson.cpu_refusal or f"the lesson '{lesson.title}' needs a CUDA GPU")
@@ -236,7 +239,7 @@ def schema_problems(lesson: Lesson, recordings: Sequence[str] | None = None) -> 
         problems.append("at least one run")
     if not callable(lesson.check):
         problems.append("a check (a function of its runs returning signals)")
-    for device in (GPU,) if lesson.needs_gpu else ANY_DEVICE:
+    for device in (GPU,) if lesson.needs_gpu else (CPU,) if lesson.host_only else ANY_DEVICE:
         asked = sum(device in q.devices for q in lesson.questions)
         if not 1 <= asked <= MAX_QUESTIONS:
             problems.append(f"one to {MAX_QUESTIONS} questions a {device} run answers (has {asked})")

@@ -25,11 +25,12 @@ from lab.core import workloads
 from lab.core.config import ConfigError, RunConfig
 from lab.core.devices import DeviceInfo, DeviceRates
 from lab.core.settings import HostSettings
+from lab.run.ddp_rank import TIMED_STEPS as JOB_TIMED_STEPS
 from lab.vocab import DTYPE_INFO, torch_dtype_name
 
 __all__ = [
-    "COMPILE_ESTIMATE_S", "RATE_MATMUL_DIM", "RunEstimate", "check_estimate", "estimate_run", "estimate_text",
-    "measure_rates", "suggest_dim",
+    "COMPILE_ESTIMATE_S", "RANK_START_CPU_S", "RATE_MATMUL_DIM", "RunEstimate", "check_estimate", "estimate_run",
+    "estimate_text", "measure_rates", "suggest_dim",
 ]  # fmt: skip
 
 # torch.compile's first call on a small step: ~5–15 s on CPU (inductor writes and builds C++),
@@ -46,6 +47,11 @@ RATE_COPY_BYTES = 16 * 2**20
 # (not imported: runner imports torch and pandas, this module must not).
 _TIMED_MAX_ITERS = 10
 _TIMED_BUDGET_S = 1.0
+# A distributed run's rank process before its first step: a Python, torch's import, the gloo
+# group's set-up. Measured on this repo's 2-core box: 4 ranks spent 16.7 s of CPU in all (~3.5 s
+# each beside ~0.7 s of steps) and 8.3 s of wall time before their steps; ranks beyond the
+# host's cores start that many times slower.
+RANK_START_CPU_S = 3.5
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +78,9 @@ def estimate_run(config: RunConfig, info: DeviceInfo | None) -> RunEstimate | No
         return None
     workload = workloads.WORKLOADS[config.workload]
     gflops = rates.gflops(config.dtype) or rates.gflops("float32") or 1.0
+    name = "this host's CPU" if kind == "cpu" else (info.name if info.kind == "cuda" else "the GPU")
+    if workload.distributed:
+        return _job_estimate(config, info, rates, gflops, name)
     nbytes = workload.estimate_bytes(config)
     step_s = workload.flops(config) / (gflops * 1e9) + nbytes / (rates.copy_gbs * 1e9)
     timed = max(1, min(_TIMED_MAX_ITERS, int(_TIMED_BUDGET_S / step_s))) if step_s > 0 else _TIMED_MAX_ITERS
@@ -80,8 +89,22 @@ def estimate_run(config: RunConfig, info: DeviceInfo | None) -> RunEstimate | No
     seconds = rates.run_overhead_s + nbytes / 2 / (rates.fill_gbs * 1e9) + iterations * step_s
     if config.compile:
         seconds += COMPILE_ESTIMATE_S[kind] + step_s  # plus the compiling call itself
-    name = "this host's CPU" if kind == "cpu" else (info.name if info.kind == "cuda" else "the GPU")
     return RunEstimate(seconds=seconds, step_s=step_s, iterations=iterations, kind=kind, device_name=name)
+
+
+def _job_estimate(config: RunConfig, info: DeviceInfo, rates: DeviceRates, gflops: float, name: str) -> RunEstimate:
+    """A distributed run: ``ranks`` processes on this host's cores. Each starts (``RANK_START_CPU_S``),
+    then every step takes the slowest rank's time: its work, slowed by the ranks sharing each core,
+    plus the straggler's planted time (the others wait for it at the all-reduce)."""
+    workload = workloads.WORKLOADS[config.workload]
+    share = max(1.0, config.ranks / max(1, info.cpu_count or 1))  # ranks per core
+    rank_bytes = workload.estimate_bytes(config) / config.ranks
+    step_s = (workload.flops(config) / (gflops * 1e9) + rank_bytes / (rates.copy_gbs * 1e9)) * share
+    if config.straggler >= 0:
+        step_s += config.straggler_ms / 1000
+    iterations = config.warmup_iters + config.profiled_steps + JOB_TIMED_STEPS
+    seconds = RANK_START_CPU_S * share + iterations * step_s
+    return RunEstimate(seconds=seconds, step_s=step_s, iterations=iterations, kind="cpu", device_name=name)
 
 
 def estimate_text(seconds: float) -> str:
@@ -119,7 +142,10 @@ def check_estimate(config: RunConfig, info: DeviceInfo | None, settings: HostSet
     dim = suggest_dim(config, info, limit)
     advice = (f"try {dim} or smaller" if dim is not None
               else "try fewer steps (active, repeat, warm-up) or a smaller size")
-    raise ConfigError(f"{config.workload} {config.shape_text} {config.dtype} would take "
+    if config.distributed:
+        advice = f"try fewer ranks than {config.ranks}, fewer steps or a smaller size"
+    what = f" × {config.ranks} ranks" if config.distributed else ""
+    raise ConfigError(f"{config.workload} {config.shape_text}{what} {config.dtype} would take "
                       f"{estimate_text(estimate.seconds)} on {estimate.device_name}, longer than a run "
                       f"may take here — {advice}")
 

@@ -1,4 +1,5 @@
-"""One profile run: ``RunConfig`` → ``RunResult``. The only module that imports torch.profiler.
+"""One profile run: ``RunConfig`` → ``RunResult``. With ``lab.run.ddp_rank`` (a distributed run's rank
+processes, started by ``lab.run.ddp``), the only module that imports torch.profiler.
 
 The chain, one stage at a time (each reported through ``on_stage`` and timed in
 ``RunResult.stage_s``):
@@ -49,7 +50,7 @@ from lab.vocab import (
 
 __all__ = [
     "STAGES", "TABLE_SORT_KEYS", "TRACE_GZIP_LEVEL", "UNPROFILED_BUDGET_S", "UNPROFILED_MAX_ITERS",
-    "default_sort_key", "run_profile", "unprofiled_iterations", "warm_up",
+    "averages_frame", "averages_tables", "default_sort_key", "run_profile", "unprofiled_iterations", "warm_up",
 ]  # fmt: skip
 
 # Kineto prints "profiler_start/stop" lines to stderr at its default level; it reads this
@@ -116,6 +117,10 @@ def run_profile(
     check_device(config, kind=info.kind, compute_capability=info.compute_capability)
     where = f"the GPU ({info.name})" if info.kind == "cuda" else "this machine's RAM"
     check_memory(config, info.free_memory_bytes, where)
+    if config.distributed:  # its ranks profile in processes of their own, never in this one
+        from lab.run.ddp import run_job
+
+        return run_job(config, info, clock, settings, [])
 
     notes: list[str] = []  # become RunResult.warnings
     if info.kind == "cuda" and not info.cupti_available:
@@ -171,9 +176,9 @@ def _run(torch, config: RunConfig, info: DeviceInfo, clock: _StageClock, notes: 
     clock.enter("summarizing")
     labels = {x for x in (config.step_label, config.matmul_label, config.add_label) if x}
     averages = prof.key_averages()
-    key_averages = _averages_frame(averages, labels, with_shapes=False)
-    by_shape = _averages_frame(prof.key_averages(group_by_input_shape=True), labels, with_shapes=True)
-    tables = _tables(averages, cuda=cuda)
+    key_averages = averages_frame(averages, labels, with_shapes=False)
+    by_shape = averages_frame(prof.key_averages(group_by_input_shape=True), labels, with_shapes=True)
+    tables = averages_tables(averages, cuda=cuda)
     del prof, averages, step  # drop the tensors before the result travels on
 
     timing = Timing(
@@ -298,7 +303,7 @@ def unprofiled_iterations(step_us: float) -> int:
     return max(1, min(UNPROFILED_MAX_ITERS, int(UNPROFILED_BUDGET_S * 1e6 / step_us)))
 
 
-def _averages_frame(averages, labels: set[str], *, with_shapes: bool) -> pd.DataFrame:
+def averages_frame(averages, labels: set[str], *, with_shapes: bool) -> pd.DataFrame:
     rows = []
     for e in averages:
         rows.append({
@@ -343,7 +348,7 @@ def _is_user_annotation(event, labels: set[str]) -> bool:
     return event.key in labels or event.key.startswith(PROFILER_STEP_NAME[:-1])
 
 
-def _tables(averages, *, cuda: bool) -> dict[str, str]:
+def averages_tables(averages, *, cuda: bool) -> dict[str, str]:
     tables = {}
     for key in TABLE_SORT_KEYS:
         if key in GPU_ONLY_SORT_KEYS and not cuda:

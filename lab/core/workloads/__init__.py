@@ -3,7 +3,8 @@ sizes mean.
 
 A new exercise is one ``Workload`` entry here, with its builder and cost functions in a module of
 this package (``gemm``: matrix products and attention; ``host``: launches, syncs, Python loops,
-CUDA graphs, copies; ``training``: a training step, a memory-watched MLP, GEMM shapes) and its
+CUDA graphs, copies; ``training``: a training step, a memory-watched MLP, GEMM shapes; ``distributed``: a DDP job over
+gloo) and its
 sizes typed by a class of ``sizes`` (``GemmShape``, ``Attention``, ``Rows``…). Builders import torch
 lazily so that ``lab.core.config`` stays importable without torch. This package never imports
 ``lab.core.config`` (which imports it): a workload reads only the fields ``WorkloadConfig`` names.
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
 
-from lab.core.workloads import gemm, host, training
+from lab.core.workloads import distributed, gemm, host, training
 from lab.core.workloads.sizes import Attention, GemmShape, HostCopy, MatmulChain, Mlp, Rows, Sizes, SmallOps
 
 __all__ = [
@@ -42,6 +43,14 @@ class WorkloadConfig(Protocol):
     def add_label(self) -> str | None: ...
     @property
     def element_bytes(self) -> int: ...
+    @property
+    def ranks(self) -> int: ...
+    @property
+    def straggler(self) -> int: ...
+    @property
+    def straggler_ms(self) -> int: ...
+    @property
+    def straggler_cause(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,8 @@ class Workload:
     sizes: type[Sizes] = GemmShape
     # (device kind, compute capability) -> why this workload cannot run there, or None.
     refusal: Callable[[str, tuple[int, int] | None], str | None] = lambda kind, cc: None
+    # A job of ``ranks`` processes (torch.distributed), each building the step in its own process.
+    distributed: bool = False
 
     @property
     def dim_names(self) -> tuple[str, str, str]:
@@ -146,4 +157,11 @@ _MODEL = (
              formula="matmul on (M,K,N), (2M,K/4,2N), (4M,K/16,4N)", build=training.build_shapes,
              estimate_bytes=training.shapes_bytes, flops=training.shapes_flops),
 )
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (*_SEED, *_HOST, *_MODEL)}
+_JOBS = (
+    Workload(name="ddp_gloo", title="a DDP training step over gloo, one process per rank, one rank slow",
+             formula="N processes: load_batch; loss = mse(MLP(x), t); loss.backward() (all_reduce of the "
+                     "gradients over gloo); opt.step()",
+             build=distributed.build_ddp_step, estimate_bytes=distributed.ddp_bytes, flops=distributed.ddp_flops,
+             sizes=Mlp, refusal=distributed.cpu_refusal, distributed=True),
+)
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (*_SEED, *_HOST, *_MODEL, *_JOBS)}
