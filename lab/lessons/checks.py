@@ -22,8 +22,8 @@ from lab.trace.load import Trace
 from lab.vocab import ADD_KERNEL_NAMES
 
 __all__ = [
-    "ADD_KERNEL", "all_on_gpu", "cause_share_pct", "cpu_ops", "explanation_of", "fewer_per_step", "judgement_of",
-    "kernel_events", "name_set", "roof_row",
+    "ADD_KERNEL", "all_on_gpu", "cause_share_pct", "cause_window_pct", "cpu_ops", "explanation_of", "fewer_per_step",
+    "judgement_of", "kernel_events", "name_set", "roof_row",
 ]  # fmt: skip
 
 
@@ -69,9 +69,18 @@ def judgement_of(run: Run) -> Judgement:
 
 
 def cause_share_pct(run: Run, key: str) -> float:
-    """The share (%) of the steps' summed wall time attributed to the cause ``key``
-    (``lab.explain.CAUSES``; over the whole window where the trace has no steps)."""
+    """The share (%) of the step time attributed to the cause ``key`` (``lab.explain.CAUSES``):
+    its median µs per step over the median step, the figures of the verdict's "per step" saving."""
     cause(key)  # refuses an unknown key with the known ones
+    attribution = explanation_of(run).attribution
+    step = attribution.step_us
+    return 100.0 * float(attribution.median_us()[key]) / step if step > 0 else 0.0
+
+
+def cause_window_pct(run: Run, key: str) -> float:
+    """The share (%) of the whole profiled window (the steps' summed wall time) attributed to the
+    cause ``key``: the figure of a "once, in the window" saving (a compile in the first step)."""
+    cause(key)
     attribution = explanation_of(run).attribution
     wall = float(attribution.steps["wall_us"].sum()) if len(attribution.steps) else 0.0
     return 100.0 * float(attribution.total_us()[key]) / wall if wall > 0 else 0.0
