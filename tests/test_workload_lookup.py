@@ -41,3 +41,12 @@ def test_iterating_lists_the_builtin_workloads_only():
     names = list(WORKLOADS)
     assert names and all("." not in n for n in names)
     assert all(WORKLOADS[n].name == n for n in names)
+
+
+def test_the_form_offers_every_lessons_workload_so_fill_the_form_can_show_it():
+    from lab.lessons import LESSONS
+    from ui.controls import WORKLOAD_CHOICES
+
+    wanted = {r.gpu.workload for lesson in LESSONS.values() for r in lesson.runs}
+    wanted |= {r.cpu.workload for lesson in LESSONS.values() for r in lesson.runs if r.cpu is not None}
+    assert wanted <= set(WORKLOAD_CHOICES) and set(WORKLOADS) <= set(WORKLOAD_CHOICES)
