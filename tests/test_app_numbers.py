@@ -99,6 +99,7 @@ def _reveal_numbers_agree(checks: list[str], answers: list[str], subjects: tuple
     ("tiny_vs_large", ("GPU busy",)),
     ("attention", ("kernels per step",)),
     ("sdpa_backends", ("kernels per step",)),
+    ("memory_roofs", ("softmax",)),
 ])
 def test_lesson_check_and_reveal_say_one_number_on_the_h200_recording(at, lesson, subjects):
     at.selectbox(key="lesson_key").set_value(lesson)

@@ -33,6 +33,10 @@ FORCE_FRESH_KEY = "cfg_force_fresh"
 DEVICE_KIND_KEY = "cfg_device_kind"
 ANY_KIND = "any"
 DIMS = ("m", "k", "n")
+# The workloads the form offers: the built-in ones, then those a lesson carries in its own module
+# (found by their qualified name, lab.core.workloads), so that "Fill the form" can show its runs.
+WORKLOAD_CHOICES = tuple(dict.fromkeys([*WORKLOADS, *(r.gpu.workload for lesson in LESSONS.values()
+                                                      for r in lesson.runs)]))
 # Widget keys, one per RunConfig field and the exact-sizes box: stable, so a preset can fill
 # them and a rerun keeps them.
 K = {name: f"cfg_{name}" for name in (*OPTIONS, "exact")}
@@ -134,7 +138,7 @@ def run_form(device: DeviceInfo | None, settings: HostSettings, *,
     warm workers' device models (a choice when there are several, or several nodes)."""
     _defaults()
     # Outside the form so that the slider names follow the workload at once.
-    workload: str = chosen(st.selectbox(OPTIONS["workload"].label, list(WORKLOADS), key=K["workload"],
+    workload: str = chosen(st.selectbox(OPTIONS["workload"].label, WORKLOAD_CHOICES, key=K["workload"],
                                         format_func=lambda w: WORKLOADS[w].title))
     st.caption(WORKLOADS[workload].formula)
     values: dict = {"workload": workload}

@@ -8,11 +8,21 @@ gloo) and its
 sizes typed by a class of ``sizes`` (``GemmShape``, ``Attention``, ``Rows``…). Builders import torch
 lazily so that ``lab.core.config`` stays importable without torch. This package never imports
 ``lab.core.config`` (which imports it): a workload reads only the fields ``WorkloadConfig`` names.
+
+A lesson may carry a workload of its own, in its own module: the module defines ``WORKLOADS``, a
+tuple of ``Workload``s each named ``"<that module>.<name>"`` (``lab.lessons.input_pipeline.starved``),
+with its builder, cost model and ``Sizes`` class beside them. ``WORKLOADS[name]`` finds such a
+workload by importing the module its name gives, as pickle finds a function by its qualified
+name: no package below imports the lessons, and nothing registers itself at import time. Only
+names of modules under ``lab.`` are looked up (a config's workload may come from a form or a
+command line); iterating ``WORKLOADS`` gives the built-in ones, the form's list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
@@ -22,7 +32,7 @@ from lab.core.workloads.sizes import Attention, GemmShape, HostCopy, MatmulChain
 
 __all__ = [
     "WORKLOADS", "Attention", "GemmShape", "HostCopy", "MatmulChain", "Mlp", "Rows", "Sizes", "SmallOps", "Workload",
-    "WorkloadConfig",
+    "WorkloadConfig", "Workloads",
 ]  # fmt: skip
 
 
@@ -164,4 +174,38 @@ _JOBS = (
              build=distributed.build_ddp_step, estimate_bytes=distributed.ddp_bytes, flops=distributed.ddp_flops,
              sizes=Mlp, refusal=distributed.cpu_refusal, distributed=True),
 )
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (*_SEED, *_HOST, *_MODEL, *_JOBS)}
+# A module-qualified workload name: "lab.<package>.<module>.<name>", lower-case identifiers only.
+_QUALIFIED = re.compile(r"^(lab(?:\.[a-z_][a-z0-9_]*)+)\.([a-z_][a-z0-9_]*)$")
+
+
+class Workloads(Mapping[str, Workload]):
+    """The built-in workloads by name, and a module's own (``"<module>.<name>"``) found through
+    that module's ``WORKLOADS`` tuple when asked for; iterating gives the built-in ones."""
+
+    def __init__(self, builtin: tuple[Workload, ...]) -> None:
+        self._builtin = {w.name: w for w in builtin}
+
+    def __getitem__(self, name: str) -> Workload:
+        if name in self._builtin:
+            return self._builtin[name]
+        found = _QUALIFIED.match(name) if isinstance(name, str) else None
+        if found is None:
+            raise KeyError(name)
+        try:
+            module = importlib.import_module(found.group(1))
+        except ImportError:
+            raise KeyError(name) from None
+        own = getattr(module, "WORKLOADS", ())
+        match = next((w for w in own if isinstance(w, Workload) and w.name == name), None)
+        if match is None:
+            raise KeyError(name)
+        return match
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._builtin)
+
+    def __len__(self) -> int:
+        return len(self._builtin)
+
+
+WORKLOADS: Workloads = Workloads((*_SEED, *_HOST, *_MODEL, *_JOBS))
