@@ -12,7 +12,7 @@ import pytest
 from tracebuild import H200_PROPS, annotation, build, kernel, launch, op
 
 from lab.analysis.gemm.analyze import peak_for
-from lab.explain import explain
+from lab.explain import WORK_CLASSES, explain
 from lab.judge import Finding, judge
 from lab.judge.finding import MATERIAL_PCT
 from lab.judge.rules import RULES
@@ -216,3 +216,27 @@ def test_gemm_rates_agree_with_the_gemm_analysis():
     ex = explain(trace, peak=analysis.peak)
     mm = ex.roofs[ex.roofs["op_class"] == "gemm"].iloc[0]
     assert mm["tflops"] == pytest.approx(float(analysis.gemm["tflops"].median()), rel=0.05)
+
+
+def test_at_roof_is_silent_for_gpu_bound_work_far_below_its_roof():
+    """Symptom: the GPU is busy the whole step. Premise: most of that time at ≥ 70 % of its roof.
+    Memory-bound ops (softmax at 22 %, LayerNorm and the row sum at 50 %) fail it."""
+    ex, j = _judged(REPO / "tests" / "data" / "explain" / "memory_bound_ops.json.gz")
+    med = ex.attribution.median_us()
+    assert sum(med[c.key] for c in WORK_CLASSES) >= 0.8 * ex.attribution.step_us
+    assert "at_roof" not in [f.rule for f in j.findings]
+
+
+def test_a_slow_first_call_is_not_an_op_slow_on_the_host():
+    """Symptom: aten::mm's host side took 3.9 ms (cuBLAS's first call). Premise: slow on the median
+    step. The first step's finding names it; no per-step host-op finding."""
+    ex, j = _judged(REPO / "tests" / "data" / "matmul_add_4096_bf16.json.gz")
+    rules = [f.rule for f in j.findings]
+    assert "slow_step" in rules and "slow_host_op" not in rules
+
+
+def test_a_large_softmax_outside_attention_is_not_attention_written_out():
+    """Symptom: a softmax over an 8192×8192 matrix. Premise: a ≥ 3-D score matrix between GEMMs."""
+    ex, j = _judged(REPO / "tests" / "data" / "explain" / "memory_bound_ops.json.gz")
+    assert (ex.roofs["op_class"] == "softmax").any()
+    assert "attention_written_out" not in [f.rule for f in j.findings]
