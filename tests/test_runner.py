@@ -47,7 +47,7 @@ def _register(monkeypatch, name: str, build) -> None:
     """A real extra workload in the registry, for this test only (RunConfig checks the name)."""
     workload = workloads.Workload(name=name, title=name, formula="test", build=build,
                                   estimate_bytes=lambda c: 0, flops=lambda c: 0)
-    monkeypatch.setitem(workloads.WORKLOADS, name, workload)
+    monkeypatch.setitem(workloads.WORKLOADS._builtin, name, workload)  # the built-in table, for this test
 
 
 def _profiler_enabled() -> bool:
