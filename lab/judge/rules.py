@@ -71,18 +71,25 @@ def _material(us: float, base: float) -> bool:
     return base > 0 and 100.0 * us / base >= MATERIAL_PCT
 
 
-def input_pipeline(ex: Explanation) -> Finding | None:
-    us, step = _cause_us(ex, "input"), _step(ex)
+def _cause_finding(ex: Explanation, key: str, rule: str, title: str, *, premise: str, what: str,
+                   suggestion: str, learn_more: str = "") -> Finding | None:
+    """A finding whose saving is one host cause's median time per step (the GPU idle waiting for
+    it): fires when that is ≥ MATERIAL_PCT of the step."""
+    us, step = _cause_us(ex, key), _step(ex)
     if not _material(us, step):
         return None
-    return Finding(
-        "input_pipeline", "input", "Input pipeline starves the GPU",
-        premise=f"the GPU sits idle while the step's thread waits in the DataLoader / DataPipe ≥ {MATERIAL_PCT:.0f} %"
-                " of the step",
-        evidence=f"{fmt_us(us)} of the {fmt_us(step)} step (median) waiting for the next batch, GPU idle",
+    return Finding(rule, key, title, premise=f"{premise} ≥ {MATERIAL_PCT:.0f} % of the step",
+                   evidence=f"{fmt_us(us)} of the {fmt_us(step)} step {what}", suggestion=suggestion,
+                   saving_us=us, base_us=step, learn_more=learn_more)
+
+
+def input_pipeline(ex: Explanation) -> Finding | None:
+    return _cause_finding(
+        ex, "input", "input_pipeline", "Input pipeline starves the GPU",
+        premise="the GPU sits idle while the step's thread waits in the DataLoader / DataPipe",
+        what="(median) waiting for the next batch, GPU idle",
         suggestion="Load batches in parallel with the GPU: DataLoader(num_workers=N, pin_memory=True, "
                    "persistent_workers=True, prefetch_factor=2+); move decoding/augmentation off the step's thread.",
-        saving_us=us, base_us=step,
         learn_more="https://pytorch.org/docs/stable/data.html#multi-process-data-loading")
 
 
@@ -363,29 +370,20 @@ def attention_written_out(ex: Explanation) -> Finding | None:
 
 
 def host_unrecorded(ex: Explanation) -> Finding | None:
-    us, step = _cause_us(ex, "unrecorded"), _step(ex)
-    if not _material(us, step):
-        return None
-    return Finding(
-        "host_unrecorded", "unrecorded", "Host time no recorded event explains",
-        premise=f"the step's thread is in no recorded op, annotation or call ≥ {MATERIAL_PCT:.0f} % of the step",
-        evidence=f"{fmt_us(us)} of the {fmt_us(step)} step with nothing recorded on the step's thread",
+    return _cause_finding(
+        ex, "unrecorded", "host_unrecorded", "Host time no recorded event explains",
+        premise="the step's thread is in no recorded op, annotation or call",
+        what="with nothing recorded on the step's thread",
         suggestion="Something outside torch runs here (time.sleep, file or network I/O, logging, NumPy, the "
-                   "GIL held by another thread): record with with_stack=True or wrap it in record_function.",
-        saving_us=us, base_us=step)
+                   "GIL held by another thread): record with with_stack=True or wrap it in record_function.")
 
 
 def profiler_cost(ex: Explanation) -> Finding | None:
-    us, step = _cause_us(ex, "profiler"), _step(ex)
-    if not _material(us, step):
-        return None
-    return Finding(
-        "profiler_cost", "profiler", "The profiler's own work is in the step",
-        premise=f"the profiler's own events hold the GPU idle ≥ {MATERIAL_PCT:.0f} % of the step",
-        evidence=f"{fmt_us(us)} of the {fmt_us(step)} step in the profiler's own work",
+    return _cause_finding(
+        ex, "profiler", "profiler_cost", "The profiler's own work is in the step",
+        premise="the profiler's own events hold the GPU idle", what="in the profiler's own work",
         suggestion="Not the program's time: it goes away unprofiled. Record fewer options (with_stack, "
-                   "profile_memory) or more steps per cycle to shrink it.",
-        saving_us=us, base_us=step)
+                   "profile_memory) or more steps per cycle to shrink it.")
 
 
 def at_roof(ex: Explanation) -> Finding | None:

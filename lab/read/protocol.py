@@ -149,7 +149,7 @@ class ReadRequest:
     config: RunConfig | None = None  # a run's config and device peak feed the GEMM analysis
     peak: DevicePeak | None = None
     json_hint: int = 0  # the server's estimate of the JSON's size (limits.json_size_hint), for messages
-    # Issue 25, one rank of a job: send back only its ``RankSummary`` (lab.analysis.ranks.summary),
+    # One rank of a job: send back only its ``RankSummary`` (lab.analysis.ranks.summary),
     # named by this file name, instead of the ``Parsed`` (the job's views need no rank's frames).
     rank_of_job: str | None = None
 
