@@ -240,3 +240,24 @@ def test_a_large_softmax_outside_attention_is_not_attention_written_out():
     ex, j = _judged(REPO / "tests" / "data" / "explain" / "memory_bound_ops.json.gz")
     assert (ex.roofs["op_class"] == "softmax").any()
     assert "attention_written_out" not in [f.rule for f in j.findings]
+
+
+def _allocating_steps(*, gpu_busy: bool) -> object:
+    """Each 100 µs step spends 30 µs in cudaMalloc; with ``gpu_busy`` a kernel queued before the
+    step keeps the GPU working through it (the allocation costs nothing), else the GPU idles."""
+    ev = []
+    for i in range(4):
+        t = 1000 + i * 100
+        ev += [annotation(f"ProfilerStep#{i}", t, 100), op("cudaMalloc", t + 10, 30, cat="cuda_runtime"),
+               op("aten::mm", t + 50, 40, **{"Input Dims": [[64, 64], [64, 64]], "Input type": ["c10::BFloat16"] * 2}),
+               launch(t + 60, 10, i + 1), kernel("nvjet_sm90_tst_64x64", t + (0 if gpu_busy else 75),
+                                                 95 if gpu_busy else 5, i + 1)]
+    return build(ev, device_properties=[H200_PROPS])
+
+
+@pytest.mark.parametrize("gpu_busy", [False, True])
+def test_allocator_rule_fires_only_where_the_gpu_waits_for_the_allocation(gpu_busy):
+    trace = _allocating_steps(gpu_busy=gpu_busy)
+    assert (trace.events["name"].astype(str) == "cudaMalloc").sum() == 4  # the symptom, both times
+    rules = [f.rule for f in judge(explain(trace, peak=peak_for(trace))).findings]
+    assert ("allocator_calls" in rules) is not gpu_busy

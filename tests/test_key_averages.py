@@ -28,7 +28,10 @@ GROUNDTRUTH = ROOT / "tests" / "data" / "groundtruth"
 # H200 programs with a known cause and their fixed versions (scripts/record_explain_programs.py):
 # compiled first calls, recompiles, autotuning, "Activity Buffer Request" inside ops.
 EXPLAIN = ROOT / "tests" / "data" / "explain"
-CORPORA = (GROUNDTRUTH, EXPLAIN)
+# Programs recorded after the explain model was written, the test for its words
+# (scripts/record_heldout_programs.py): GPT-2 generate, ViT, ResNet-50 under autocast, ...
+HELDOUT = ROOT / "tests" / "data" / "heldout"
+CORPORA = (GROUNDTRUTH, EXPLAIN, HELDOUT)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 _spec = importlib.util.spec_from_file_location("check_groundtruth", ROOT / "scripts" / "check_groundtruth.py")

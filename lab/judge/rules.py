@@ -378,6 +378,18 @@ def host_unrecorded(ex: Explanation) -> Finding | None:
                    "GIL held by another thread): record with with_stack=True or wrap it in record_function.")
 
 
+def allocator_calls(ex: Explanation) -> Finding | None:
+    return _cause_finding(
+        ex, "allocator", "allocator_calls", "The GPU waits for device memory allocation",
+        premise="the GPU sits idle while the step's thread is in cudaMalloc / cudaFree (the caching allocator "
+                "missed, or was emptied)",
+        what="in cudaMalloc / cudaFree, GPU idle",
+        suggestion="Let PyTorch's caching allocator reuse its blocks: drop torch.cuda.empty_cache() from the loop, "
+                   "keep tensor shapes stable between steps (pad or bucket them), and try "
+                   "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation.",
+        learn_more="https://pytorch.org/docs/stable/notes/cuda.html#memory-management")
+
+
 def profiler_cost(ex: Explanation) -> Finding | None:
     return _cause_finding(
         ex, "profiler", "profiler_cost", "The profiler's own work is in the step",
@@ -410,5 +422,5 @@ def at_roof(ex: Explanation) -> Finding | None:
 RULES: tuple[Callable[[Explanation], Finding | None], ...] = (
     input_pipeline, compilation, slow_step, sync_waits, optimizer_loop, slow_host_op, launch_bound, pageable_copies,
     tf32_gemms, attention_written_out,
-    below_roof, host_unrecorded, profiler_cost, at_roof,
+    below_roof, allocator_calls, host_unrecorded, profiler_cost, at_roof,
 )
