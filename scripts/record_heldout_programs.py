@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -64,8 +65,9 @@ def build_generate(ctx: gt.Ctx) -> Prog:
     return Prog(step, warm=2, truth_steps=5, extra=dict(model=name, new_tokens=tokens, batch=1))
 
 
-def build_masking(ctx: gt.Ctx) -> Prog:
+def build_masking(ctx: gt.Ctx, tf32: bool = False) -> Prog:
     """Boolean-mask indexing 20 times a step: each x[mask] waits for the GPU (nonzero's size)."""
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     n = ctx.pick(4096, 512, 128)
     x = torch.randn(n, n, device=ctx.dev)
     w = torch.randn(n, n, device=ctx.dev) / n ** 0.5
@@ -78,10 +80,11 @@ def build_masking(ctx: gt.Ctx) -> Prog:
             busy(0.1)  # bookkeeping on the host between calls
             y = y + kept.mean()
 
-    return Prog(step, warm=2, truth_steps=10, extra=dict(n=n, masks_per_step=20, host_ms_between=0.1))
+    return Prog(step, warm=2, truth_steps=10, extra=dict(n=n, masks_per_step=20, host_ms_between=0.1, tf32=tf32),
+                cleanup=_tf32_back_on)
 
 
-def build_empty_cache(ctx: gt.Ctx) -> Prog:
+def build_empty_cache(ctx: gt.Ctx, empty: bool = True) -> Prog:
     """An MLP training step that calls torch.cuda.empty_cache() at its end, every step."""
     torch.manual_seed(0)
     d, b = ctx.pick((2048, 512), (256, 64), (64, 16))
@@ -93,10 +96,11 @@ def build_empty_cache(ctx: gt.Ctx) -> Prog:
         model(x).square().mean().backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if ctx.cuda:
+        if ctx.cuda and empty:
             torch.cuda.empty_cache()
 
-    return Prog(step, warm=2, truth_steps=10, extra=dict(d=d, batch=b, layers=8, empty_cache="every step"))
+    return Prog(step, warm=2, truth_steps=10, extra=dict(d=d, batch=b, layers=8,
+                                                          empty_cache="every step" if empty else "never"))
 
 
 class _Rows(torch.utils.data.Dataset):
@@ -118,14 +122,15 @@ def _collate_slowly(items):
     return xs, ys
 
 
-def build_collate(ctx: gt.Ctx) -> Prog:
+def build_collate(ctx: gt.Ctx, workers: int = 0) -> Prog:
     """A classifier fed by a DataLoader (no workers) whose collate_fn takes 25 ms per batch."""
     from torch.utils.data import DataLoader
     torch.manual_seed(0)
     d, b = ctx.pick((1024, 256), (128, 32), (32, 8))
     model = nn.Sequential(_mlp(d, 4, ctx.dev), nn.Linear(d, 10).to(ctx.dev))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    loader = DataLoader(_Rows(b * 100, d), batch_size=b, collate_fn=_collate_slowly)
+    kw = dict(num_workers=workers, persistent_workers=True, prefetch_factor=4) if workers else {}
+    loader = DataLoader(_Rows(b * 100, d), batch_size=b, collate_fn=_collate_slowly, **kw)
     it = {"it": iter(loader)}
 
     def step(i):
@@ -139,10 +144,11 @@ def build_collate(ctx: gt.Ctx) -> Prog:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    return Prog(step, warm=2, truth_steps=6, extra=dict(d=d, batch=b, collate_host_ms=25.0))
+    return Prog(step, warm=2 + 4 * workers, truth_steps=6, extra=dict(d=d, batch=b, collate_host_ms=25.0,
+                                                                       num_workers=workers))
 
 
-def build_layernorm_by_hand(ctx: gt.Ctx) -> Prog:
+def build_layernorm_by_hand(ctx: gt.Ctx, fused: bool = False) -> Prog:
     """LayerNorm written out in eager ops over 8192×4096 bf16: nine memory-bound kernels."""
     n, d = ctx.pick((8192, 4096), (512, 512), (128, 128))
     dt = torch.bfloat16 if ctx.cuda else torch.float32
@@ -151,13 +157,16 @@ def build_layernorm_by_hand(ctx: gt.Ctx) -> Prog:
 
     def step(i):
         for _ in range(4):
+            if fused:
+                y = F.layer_norm(x, (d,), g, b, 1e-5)
+                continue
             mu = x.mean(-1, keepdim=True)
             var = (x - mu).pow(2).mean(-1, keepdim=True)
             y = (x - mu) * torch.rsqrt(var + 1e-5) * g + b
         return y
 
     return Prog(step, warm=2, truth_steps=10, extra=dict(rows=n, d=d, dtype=str(dt).split(".")[-1],
-                                                          norms_per_step=4))
+                                                          norms_per_step=4, fused=fused))
 
 
 def build_clip_per_param(ctx: gt.Ctx) -> Prog:
@@ -176,11 +185,11 @@ def build_clip_per_param(ctx: gt.Ctx) -> Prog:
     return Prog(step, warm=2, truth_steps=10, extra=dict(parameters=200, clip="foreach=False"))
 
 
-def build_vit_fp32(ctx: gt.Ctx) -> Prog:
+def build_vit_fp32(ctx: gt.Ctx, tf32: bool = False) -> Prog:
     """A ViT-S/16 training step in fp32 with TF32 off (timm, else a plain encoder)."""
     torch.manual_seed(0)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
     b = ctx.pick(64, 4, 2)
     try:
         import timm
@@ -198,11 +207,12 @@ def build_vit_fp32(ctx: gt.Ctx) -> Prog:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    return Prog(step, warm=2, truth_steps=6, extra=dict(model=name, batch=b, dtype="float32", tf32=False),
+    return Prog(step, warm=2, truth_steps=6, extra=dict(model=name, batch=b, dtype="float32", tf32=tf32),
                 cleanup=_tf32_back_on)
 
 
 def _tf32_back_on() -> None:
+    """torch's defaults again."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = True
 
@@ -265,7 +275,7 @@ def build_small_uploads(ctx: gt.Ctx) -> Prog:
     return Prog(step, warm=2, truth_steps=10, extra=dict(uploads_per_step=300, floats_each=64))
 
 
-def build_sleepy_logger(ctx: gt.Ctx) -> Prog:
+def build_sleepy_logger(ctx: gt.Ctx, sleep_ms: float = 6.0) -> Prog:
     """A small training step followed by 6 ms of time.sleep (a logger flushing to disk)."""
     torch.manual_seed(0)
     model = _mlp(512, 4, ctx.dev)
@@ -276,9 +286,10 @@ def build_sleepy_logger(ctx: gt.Ctx) -> Prog:
         model(x).square().mean().backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        time.sleep(0.006)
+        if sleep_ms:
+            time.sleep(sleep_ms / 1e3)
 
-    return Prog(step, warm=2, truth_steps=10, extra=dict(sleep_ms=6.0))
+    return Prog(step, warm=2, truth_steps=10, extra=dict(sleep_ms=sleep_ms))
 
 
 def cases() -> list[Case]:
@@ -306,6 +317,20 @@ def cases() -> list[Case]:
              "host_launch", build_small_uploads),
         Case("sleepy_logger", "a small training step then 6 ms of time.sleep", "host_unrecorded",
              build_sleepy_logger),
+        # The same programs with the fix the lab suggests, for the what-if (bench/bench_whatif.py).
+        Case("mask_indexing_tf32", "mask_indexing with TF32 on", "gemm", partial(build_masking, tf32=True),
+             fix_of="mask_indexing", fix="torch.backends.cuda.matmul.allow_tf32 = True"),
+        Case("cache_kept", "empty_cache_each_step without empty_cache()", "gemm",
+             partial(build_empty_cache, empty=False), fix_of="empty_cache_each_step", devices=gpu,
+             fix="torch.cuda.empty_cache() taken out of the loop"),
+        Case("collate_workers", "collate_in_python with 4 workers", "gpu", partial(build_collate, workers=4),
+             fix_of="collate_in_python", fix="DataLoader(num_workers=4, persistent_workers=True, prefetch_factor=4)"),
+        Case("layernorm_fused", "layernorm_by_hand as F.layer_norm", "memory_bandwidth",
+             partial(build_layernorm_by_hand, fused=True), fix_of="layernorm_by_hand", fix="F.layer_norm"),
+        Case("vit_tf32", "vit_fp32 with TF32 on", "gemm", partial(build_vit_fp32, tf32=True), fix_of="vit_fp32",
+             devices=gpu, fix="torch.backends.cuda.matmul.allow_tf32 = True (and cudnn)"),
+        Case("sleepy_logger_no_sleep", "sleepy_logger without the sleep", "launch",
+             partial(build_sleepy_logger, sleep_ms=0.0), fix_of="sleepy_logger", fix="the sleep taken out"),
     ]
 
 
