@@ -187,7 +187,8 @@ LAYERS: dict[str, frozenset[str]] = {
     "run": _LEAVES | {"core", "pool"},
     # Lesson code reaches the readers in the job the page hands them (lab.read.Job.code).
     "read": _LEAVES | {"core", "pool", "trace", "analysis", "explain", "judge", "samples"},
-    "views": _LEAVES | {"core", "trace", "analysis", "explain", "judge"},
+    # The Table's "Replay here" reads the replay's rows and side by side (lab.views.replay).
+    "views": _LEAVES | {"core", "trace", "analysis", "explain", "judge", "replay"},
     "replay": _LEAVES | {"core", "trace", "analysis"},  # one op row of a trace → a spec, a script, a child run
     # One module per lesson: its text, runs, check, questions and claims; checks read the measures.
     "lessons": _LEAVES | {"core", "trace", "analysis", "explain", "judge"},
