@@ -46,7 +46,8 @@ def _rate(flops: int, moved: int, us: float, *, device: str = "", dtype: str = "
 def side_by_side(spec: ReplaySpec, original: RowFigures, result: dict) -> dict:
     """The row and its replay, the same figures for both. The time compared is the kernels' on a
     GPU (both sides launched kernels), else the op's CPU time per call; the trace's is the median
-    over its calls of the same shapes and dtypes."""
+    over its calls of the same shapes and dtypes. The trace's rate is its kernels' wherever it ran
+    kernels (a GPU trace replayed on a CPU: not its launch calls' time)."""
     flops, moved = op_flops(spec), op_bytes(spec)
     on_gpu = bool(original.kernels) and bool(result.get("kernels"))
     trace_us = original.median_kernel_us if on_gpu else original.median_op_us
@@ -71,7 +72,8 @@ def side_by_side(spec: ReplaySpec, original: RowFigures, result: dict) -> dict:
         "trace": {"row": original.row, "device": original.device_name or "cpu", "op_us": original.op_us,
                   "kernel_us": original.kernel_us, "kernels": trace_kernels, "us": trace_us,
                   "same_shape_calls": original.same_shape_calls,
-                  **_rate(flops, moved, trace_us, device=original.device_name, dtype=_roof_dtype(spec, result))},
+                  **_rate(flops, moved, original.median_kernel_us if original.kernels else trace_us,
+                           device=original.device_name, dtype=_roof_dtype(spec, result))},
         "replay": {"device": result.get("device_name", ""), "time_per_call_us": result["time_per_call_us"],
                    "op_us": result["cpu_op_us_per_call"], "kernel_us": result["kernel_us_per_call"],
                    "kernels": replay_kernels, "us": replay_us, "calls": result["calls"], "tf32": result.get("tf32"),
