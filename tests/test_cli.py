@@ -147,6 +147,7 @@ PROFILE_FLAG_HELP = {
     "--straggler-ms": "distributed workloads: the straggler's extra time per step, ms (default %(default)s)",
     "--straggler-cause": "one of input, compute: a slow input pipeline (sleep in 'load_batch') or extra compute "
                          "(default %(default)s)",
+    "--replay": "the replay workload: the op row as JSON (the page's 'Replay here' and python -m lab replay write it)",
     "--out": "folder for trace.json.gz, key_averages.csv, summary.json",
 }
 
