@@ -293,7 +293,8 @@ def _host_held_steps(*, held_by: str, gpu_busy: bool) -> object:
     for i in range(4):
         t = 1000 + i * 3000
         ev += [annotation(f"ProfilerStep#{i}", t, 3000),
-               op("aten::mm", t + 2500, 100, **{"Input Dims": [[64, 64], [64, 64]], "Input type": ["c10::BFloat16"] * 2}),
+               op("aten::mm", t + 2500, 100,
+                  **{"Input Dims": [[64, 64], [64, 64]], "Input type": ["c10::BFloat16"] * 2}),
                launch(t + 2510, 10, i + 1),
                kernel("nvjet_sm90_tst_64x64", t + (5 if gpu_busy else 2530), 2900 if gpu_busy else 20, i + 1)]
         if held_by == "profiler":
