@@ -15,6 +15,7 @@ from conftest import read_trace
 
 from lab import cli
 from lab.core import RunConfig
+from lab.units import fmt_us
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -325,8 +326,10 @@ def test_analyze_json_carries_the_verdict_its_cause_and_the_insights():
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     verdict = report["verdict"]
-    assert verdict["kind"] == "copy-bound"
-    assert verdict["cause"]["pageable_us"] == pytest.approx(sum(e["dur"] for e in copies), abs=1e-3)
+    assert verdict["kind"] == "pageable_copies" and verdict["explanation"].startswith(verdict["cause"]["title"])
+    # the cause's numbers: the pageable copies' time per step, as the finding's evidence quotes it
+    per_step = sum(e["dur"] for e in copies) / max(report["explained"]["steps"], 1)
+    assert verdict["cause"]["evidence"].startswith(f"{fmt_us(per_step)} of the ")
     assert "Copies from pageable host memory" in [i["title"] for i in report["insights"]]
 
 

@@ -69,7 +69,7 @@ def summary_view(subject: Subject, loaded: Loaded) -> None:
     _job_lead(subject)
     timing = subject.sample.timing if subject.sample else None
     s = summarize(loaded.trace, loaded.analysis, loaded.insights, run=subject.run, timing=timing,
-                  explanation=loaded.explanation)
+                  explanation=loaded.explanation, judgement=loaded.judgement)
     if loaded.explanation is not None and loaded.judgement is not None:
         explained_summary(loaded)
     st.text(f"Device: {s.device}")

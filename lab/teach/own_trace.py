@@ -17,7 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from lab.analysis import Run
-from lab.analysis.verdict import GPU_BOUND_BUSY_PCT
+from lab.analysis.gpu import GPU_BOUND_BUSY_PCT
+from lab.lessons.checks import judgement_of
 from lab.lessons.schema import Answer, Band, Question, Where, band_of
 from lab.units import fmt_mem_bytes, fmt_pct, fmt_us
 from lab.vocab import GPU_ACTIVITY_CATS, PROFILER_STEP_PREFIX
@@ -147,8 +148,14 @@ def _bound(runs: Sequence[Run]) -> Answer:
     return Answer(choice=band_of(pct, _BOUND), measured=pct,
                   measured_text=(f"GPU busy {fmt_pct(pct)} of its active window (the line is "
                                  f"{GPU_BOUND_BUSY_PCT:.0f} %), median launch delay {fmt_us(delay)}; "
-                                 f"the Summary's verdict weighs the causes: {run.analysis.verdict.kind}"),
+                                 f"the Summary's verdict weighs the causes: {_verdict_title(run)}"),
                   where=_where_rows(run, rows, "the GPU lanes under the CPU's launches: idle gaps mean waiting"))
+
+
+def _verdict_title(run: Run) -> str:
+    """The title of the finding the Summary's verdict names, or "no recoverable cause"."""
+    found = judgement_of(run).verdict_finding
+    return found.title if found is not None else "no recoverable cause"
 
 
 def _allocating_ops(run: Run, peak_op: str) -> list[str]:
