@@ -32,7 +32,7 @@ MAX_CHOICES = 4
 _HALF = (Band(label="less than half", below=50.0), Band(label="half or more"))
 _SHARE = (Band(label="under 25 %", below=25.0), Band(label="25–50 %", below=50.0),
           Band(label="50–75 %", below=75.0), Band(label="75 % or more"))
-# The generic verdict's line (lab.analysis.verdict): busy at least this share of its active
+# The GPU-bound line (lab.analysis.gpu.GPU_BOUND_BUSY_PCT): busy at least this share of its active
 # window, the GPU is the bottleneck; below it, it waits for the host.
 _BOUND = (Band(label="launch-bound: the GPU waits for the host", below=GPU_BOUND_BUSY_PCT),
           Band(label="GPU-bound: the GPU is kept busy"))
