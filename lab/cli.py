@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_flag(p, option)
     p.add_argument("--out", type=Path, default=None, help="folder for trace.json.gz, key_averages.csv, summary.json")
 
-    for name, text in (("analyze", "read one trace and print its insights"),):
+    for name, text in (("analyze", "read one trace and print where its time went and its findings"),):
         a = sub.add_parser(name, help=text)
         a.add_argument("trace", help="a Chrome trace (.json or .json.gz)")
         a.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -222,8 +222,8 @@ def analyze_main(path: str, *, as_json: bool, settings: HostSettings | None = No
         parsed = _read(readers, path)
     if parsed is None:
         return EXIT_BAD_INPUT
-    report = build_report(parsed.trace, analysis=parsed.analysis, insights=parsed.insights,
-                          explanation=parsed.explanation, judgement=parsed.judgement)
+    report = build_report(parsed.trace, analysis=parsed.analysis, explanation=parsed.explanation,
+                          judgement=parsed.judgement)
     _print(report, format_report(report) + "\n", as_json=as_json)
     return 0
 
@@ -243,8 +243,8 @@ def compare_main(a: str, b: str, *, as_json: bool, settings: HostSettings | None
     if label_a == label_b:
         label_a, label_b = "A", "B"
     # What compare_traces does, on the analyses the reader made (traces alone: no run config).
-    comparison = compare_analyses(parsed_a.analysis, parsed_b.analysis, insights_a=parsed_a.insights,
-                                  insights_b=parsed_b.insights, label_a=label_a, label_b=label_b)
+    comparison = compare_analyses(parsed_a.analysis, parsed_b.analysis, findings_a=parsed_a.findings,
+                                  findings_b=parsed_b.findings, label_a=label_a, label_b=label_b)
     data = comparison_to_dict(comparison)
     _print(data, format_comparison(data) + "\n", as_json=as_json)
     return 0

@@ -18,8 +18,12 @@ import numpy as np
 import pytest
 
 from lab.analysis import analyze, find_insights
-from lab.analysis.diagnoses import findings as dx
-from lab.analysis.diagnoses.capture import EMPTY_MAX_OPS, find_empty_capture, find_profiler_inflation
+from lab.analysis.diagnoses.capture import (
+    EMPTY_MAX_OPS,
+    capture_explains_missing_gpu,
+    find_empty_capture,
+    find_profiler_inflation,
+)
 from lab.analysis.diagnoses.comm import find_collectives
 from lab.analysis.diagnoses.copies import PAGEABLE_MIN_PCT, find_pageable_copies
 from lab.analysis.diagnoses.graphs import find_graph_replays, graph_replay_rows
@@ -31,8 +35,7 @@ from lab.analysis.diagnoses.host import (
     find_host_syncs,
 )
 from lab.analysis.diagnoses.steps import STEP_MIN_COVER_PCT, step_spans
-from lab.analysis.insights.rules import SEVERITIES, Insight
-from lab.judge import judge_trace
+from lab.judge import SEVERITIES, judge_trace
 from lab.trace import load_trace
 from tests import diagbuild as b
 from tests import tracebuild
@@ -59,9 +62,9 @@ def _named(trace) -> str | None:
     return found.rule if found is not None else None
 
 
-def _fire(rule, trace):
-    """A diagnosis rule as ``find_insights`` calls it: with the trace's Analysis."""
-    return rule(trace, analyze(trace))
+def _judged(trace, rule: str):
+    """The judged finding of ``rule`` on the trace (None: it did not fire)."""
+    return next((f for f in judge_trace(trace, analyze(trace)).findings if f.rule == rule), None)
 
 
 # --- brute force over raw events ---------------------------------------------------------------
@@ -154,11 +157,8 @@ def load_raw(path: Path) -> dict:
 def test_every_diagnosis_is_silent_on_the_seed_samples(path):
     trace = load_trace(path)
     assert [f.__name__ for f in FINDERS if f(trace) is not None] == []
-    analysis = analyze(trace)
-    assert [r.__name__ for r in dx.DIAGNOSIS_RULES if r(trace, analysis) is not None] == []
-    assert dx.named_cause(analysis.findings) is None
     assert _named(trace) not in _DIAGNOSED  # the judged verdict names none of the diagnoses' causes
-    assert not dx.capture_explains_missing_gpu(trace, find_empty_capture(trace))
+    assert not capture_explains_missing_gpu(trace, find_empty_capture(trace))
     assert len(graph_replay_rows(trace)) == 0
 
 
@@ -240,8 +240,8 @@ def test_item_every_step_is_found_with_the_idle_gpu_after_it():
     assert f.idle_after_us == pytest.approx(want["idle"], abs=1e-3)
     assert f.idle_pct == pytest.approx(100 * want["idle"] / want["window"], abs=1e-6)
     assert f.by_source[0][0] == ".item()" and f.severity == "warning"
-    insight = _fire(dx.host_syncs_rule, b.load(doc))
-    assert isinstance(insight, Insight) and str(want["count"]) in insight.evidence
+    found = _judged(b.load(doc), "sync_waits")  # what the host-sync diagnosis said is the judge's now
+    assert found is not None and "aten::_local_scalar_dense" in found.evidence
 
 
 def test_a_sync_after_the_last_step_is_not_inside_a_step():
@@ -287,7 +287,8 @@ def test_two_ms_of_python_per_step_is_found_with_the_gpu_idle_it_causes():
     assert f.uncovered_median_us == pytest.approx(want["median"], abs=1e-3)
     assert f.gpu_idle_us == pytest.approx(want["idle"], abs=1e-3)
     assert f.gpu_idle_pct == pytest.approx(100 * want["idle"] / want["period"], abs=1e-6)
-    assert _fire(dx.host_gaps_rule, b.load(doc)).severity == "warning"
+    found = _judged(b.load(doc), "host_unrecorded")  # host work outside any op: the judge's unrecorded time
+    assert found is not None and found.severity in ("warning", "critical")
 
 
 def test_host_work_below_the_threshold_is_silent():
@@ -329,8 +330,7 @@ def test_pageable_copies_with_achieved_bandwidth_against_pinned():
     assert f.severity == "critical"
     named = _named_finding(b.load(doc))
     assert named.rule == "pageable_copies" and "pin_memory()" in named.suggestion
-    insight = _fire(dx.pageable_copies_rule, b.load(doc))
-    assert "non_blocking=True" in insight.suggestion and f"{page['gbps']:.1f} GB/s" in insight.evidence
+    assert "non_blocking=True" in named.suggestion and f"{page['gbps']:.1f} GB/s" in named.evidence
 
 
 def test_copy_sizes_unknown_without_shapes_or_bytes_then_read_from_the_bytes_args():
@@ -339,7 +339,6 @@ def test_copy_sizes_unknown_without_shapes_or_bytes_then_read_from_the_bytes_arg
     # a trace without the memcpys' "bytes" args (older Kineto) and without shapes: no GB/s claimed
     f = find_pageable_copies(dataclasses.replace(trace, events=trace.events.assign(copy_bytes=np.nan)))
     assert (f.bytes_source, f.pageable_gbps) == ("", None)
-    assert "bytes unknown" in dx.pageable_copies_insight(f).evidence
     # Kineto's args["bytes"] (Trace.events["copy_bytes"]) are used as they are
     f2 = find_pageable_copies(trace)
     assert f2.bytes_source == "trace" and f2.pageable_gbps == pytest.approx(brute_copies(doc, "Pageable")["gbps"])
@@ -401,7 +400,7 @@ def test_nccl_share_overlap_and_the_job():
     assert dict(f.calls)["c10d::allreduce_"] == sum(e["name"] == "c10d::allreduce_" for e in x)
     judged = judge_trace(b.load(doc), analyze(b.load(doc)))
     assert judged.named.rule == "communication" and "rank 1 of 2" in judged.verdict
-    assert "Rank 1 of 2" in _fire(dx.collectives_rule, b.load(doc)).evidence
+    assert "c10d::allreduce_ ×" in judged.named.evidence
 
 
 def test_distributed_info_alone_names_the_job():
@@ -422,10 +421,9 @@ def test_empty_window_is_a_warning_and_explains_the_missing_gpu_activity():
     assert f.ops == len(ops) <= EMPTY_MAX_OPS
     assert f.profiler_steps == tuple(e["name"] for e in x if e["name"].startswith("ProfilerStep"))
     assert f.runtime_calls == sum(e.get("cat") == "cuda_runtime" for e in x)
-    assert dx.capture_explains_missing_gpu(b.load(doc), f)
-    insight = _fire(dx.empty_capture_rule, b.load(doc))
-    assert insight.severity in ("info", "warning") and "ProfilerStep#3" in insight.evidence
-    assert _named(b.load(doc)) == "empty_window"
+    assert capture_explains_missing_gpu(b.load(doc), f)
+    named = _named_finding(b.load(doc))
+    assert named.rule == "empty_window" and "ProfilerStep#3" in named.evidence
 
 
 def test_ops_without_gpu_activity_are_not_an_empty_window():
@@ -433,7 +431,7 @@ def test_ops_without_gpu_activity_are_not_an_empty_window():
     events = [tracebuild.op("aten::mm", 1000 + 50 * i, 40) for i in range(4)]
     events += [tracebuild.launch(1010 + 50 * i, 10, i + 1) for i in range(4)]
     trace = tracebuild.build(events, device_properties=[tracebuild.H200_PROPS])
-    assert not dx.capture_explains_missing_gpu(trace, find_empty_capture(trace))
+    assert not capture_explains_missing_gpu(trace, find_empty_capture(trace))
 
 
 # --- 8. with_stack / profile_memory ------------------------------------------------------------
@@ -450,7 +448,8 @@ def test_with_stack_is_named_with_its_measured_share():
     assert f.python_per_op == len(py) / sum(e.get("cat") == "cpu_op" for e in x)
     assert f.python_only_pct == pytest.approx(100 * measure(lo, hi, (py, True), (ops, False)) / (hi - lo))
     assert f.profile_memory is None  # the trace has neither the flag nor [memory] events
-    assert _fire(dx.profiler_inflation_rule, b.load(doc)).severity == "info"
+    note = _judged(b.load(doc), "profiler_options")
+    assert note is not None and note.is_note and f"{len(py):,} python_function events" in note.evidence
 
 
 def test_profile_memory_flag_is_read_once_the_meta_carries_it():
@@ -478,26 +477,18 @@ def test_item_every_step_is_sync_bound_not_overhead_bound():
     assert "aten::_local_scalar_dense" in next(x for x in judged.findings if x.rule == "sync_waits").evidence
 
 
-def test_findings_bundle_and_insights_are_valid():
+def test_findings_on_the_diagnosed_traces_are_valid():
     for doc in (b.item_sync(), b.pageable_copies(), b.graph_decode(), b.ddp_nccl(), b.empty_window(), b.with_stack()):
-        found = dx.diagnosis_insights(dx.diagnose(b.load(doc)))
-        assert found and all(isinstance(i, Insight) and i.severity in SEVERITIES for i in found)
-        assert all(any(ch.isdigit() for ch in i.evidence) for i in found)
+        found = judge_trace(b.load(doc), analyze(b.load(doc))).findings
+        assert found and all(f.severity in SEVERITIES for f in found)
+        assert all(any(ch.isdigit() for ch in f.evidence) for f in found)
 
 
 # --- computed once -----------------------------------------------------------------------------
 
 
-def test_a_rule_never_runs_the_diagnoses_again():
-    trace = load_trace(SEED_SAMPLES[0])
-    with pytest.raises(TypeError, match="needs the trace's Analysis"):
-        dx.host_syncs_rule(trace, None)
-    analysis = analyze(trace)
-    assert dx.findings_of(trace, analysis) is analysis.findings
-
-
 def test_analyze_and_the_rules_find_the_step_spans_once(monkeypatch):
-    # Every module that looks step spans up gets a counting step_spans: analyze + find_insights
+    # Every module that looks step spans up gets a counting step_spans: analyze + judge + find_insights
     # on a profile_memory trace (steps, memory, OOM-free) must call it once, in diagnose.
     import sys
 
@@ -516,4 +507,5 @@ def test_analyze_and_the_rules_find_the_step_spans_once(monkeypatch):
     analysis = analyze(trace)
     assert trace.has_memory and len(analysis.steps) > 0 and analysis.memory is not None
     find_insights(trace, analysis)
+    judge_trace(trace, analysis)
     assert len(calls) == 1

@@ -107,7 +107,7 @@ def test_gemms_of_other_entry_points_have_their_rate(stem, op_name, unit):
 def test_summary_card_shows_the_gemm(stem, words):
     trace = load_trace(CUDA / f"{stem}.json.gz")
     analysis = analyze(trace)
-    card = next(m for m in summarize(trace, analysis, find_insights(trace, analysis)).metrics
+    card = next(m for m in summarize(trace, analysis).metrics
                 if m.label == "GEMM kernel")
     # A typical instance: the middle one by kernel time (equal FLOPs: the upper median rate).
     rates = [r for _, _, r in _expected_rates(stem, str(analysis.gemm["op"].iloc[0]))]
@@ -161,7 +161,7 @@ def test_gemms_without_shapes_say_what_to_record():
     assert any(n.startswith(NO_SHAPE_NOTE) and "record_shapes=True" in n for n in analysis.gemm_notes)
     insights = find_insights(trace, analysis)
     assert any("record_shapes=True" in i.suggestion for i in insights)
-    card = next(m for m in summarize(trace, analysis, insights).metrics if m.label == "GEMM kernel")
+    card = next(m for m in summarize(trace, analysis).metrics if m.label == "GEMM kernel")
     assert card.value == "no rate" and "record_shapes=True" in card.help
 
 

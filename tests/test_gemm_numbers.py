@@ -37,7 +37,7 @@ RATE = re.compile(r"([\d,]+\.?\d*) (?:TFLOP/s|TOPS|GFLOP/s|GOPS)")
 
 
 def _card(trace, analysis, insights):
-    return next(m for m in summarize(trace, analysis, insights).metrics if m.label == "GEMM kernel")
+    return next(m for m in summarize(trace, analysis).metrics if m.label == "GEMM kernel")
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: Path(p).name.split(".")[0])

@@ -68,7 +68,7 @@ def _job_lead(subject: Subject) -> None:
 def summary_view(subject: Subject, loaded: Loaded) -> None:
     _job_lead(subject)
     timing = subject.sample.timing if subject.sample else None
-    s = summarize(loaded.trace, loaded.analysis, loaded.insights, run=subject.run, timing=timing,
+    s = summarize(loaded.trace, loaded.analysis, run=subject.run, timing=timing,
                   explanation=loaded.explanation, judgement=loaded.judgement)
     if loaded.explanation is not None and loaded.judgement is not None:
         explained_summary(loaded)
@@ -86,9 +86,6 @@ def summary_view(subject: Subject, loaded: Loaded) -> None:
     if loaded.judgement is None:  # the judged verdict leads instead (explained_summary)
         st.markdown("**Verdict**")
         st.text(s.verdict)
-    if s.top_insight and loaded.judgement is None:
-        st.markdown("**Top insight**")
-        insight_card(s.top_insight)
 
 
 def explained_summary(loaded: Loaded) -> None:
@@ -112,13 +109,19 @@ def explained_summary(loaded: Loaded) -> None:
 
 
 def finding_card(finding) -> None:
+    """One ``lab.judge.Finding``: its saving (or "note" for one that explains a figure), evidence,
+    premise, what to try, what would change the figure, and where to read more."""
     when = "per step" if finding.scope == "per step" else "once, in the window"
+    saves = "note" if finding.is_note else f"saves {fmt_us(finding.saving_us)} {when} ({finding.saving_pct:.0f} %)"
     with st.container(border=True):
-        st.markdown(f"{SEVERITY_ICON.get(finding.severity, '')} **{md_escape(finding.title)}** · "
-                    f"saves {fmt_us(finding.saving_us)} {when} ({finding.saving_pct:.0f} %)")
+        st.markdown(f"{SEVERITY_ICON.get(finding.severity, '')} **{md_escape(finding.title)}** · {saves}")
         st.text(finding.evidence)
         st.caption(f"Premise: {finding.premise}")
         st.markdown(f"**Try:** {md_escape(finding.suggestion)}")
+        if finding.caveat:
+            st.caption(f":material/balance: **What would change this figure:** {md_escape(finding.caveat)}")
+        if finding.learn_more:
+            st.caption(f"Learn more: {finding.learn_more}")
 
 
 def roof_view(loaded: Loaded) -> None:
@@ -380,7 +383,7 @@ def compare_view(subjects: list[Subject], load, jobs) -> None:
     la, lb = load(a), load(b)
     if la is None or lb is None:
         return
-    # The cached analyses and insights (run config and peak included): what the two Insights tabs show.
+    # The cached analyses and judged findings (run config and peak included): what the two Insights tabs show.
     cmp = jobs(Job(kind=JobKind.COMPARE, labels=("A", "B")), [a, b], [la, lb])  # in a reader
     if cmp is None:
         return
@@ -388,10 +391,10 @@ def compare_view(subjects: list[Subject], load, jobs) -> None:
     totals = comparison_totals(cmp.totals, TOTAL_METRICS)
     st.dataframe(totals, hide_index=True, width="stretch",
                  column_config={"meaning": st.column_config.Column("meaning", width=TOTALS_MEANING_PX)})
-    if cmp.insights_gone or cmp.insights_new:
-        st.markdown("**Insights that changed**")
-        st.text("\n".join([f"gone in B:  {t}" for t in cmp.insights_gone] +
-                          [f"new in B:   {t}" for t in cmp.insights_new]))
+    if cmp.findings_gone or cmp.findings_new:
+        st.markdown("**Findings that changed**")
+        st.text("\n".join([f"gone in B:  {t}" for t in cmp.findings_gone] +
+                          [f"new in B:   {t}" for t in cmp.findings_new]))
     st.markdown("**GPU kernels** (time per name; status gone = only in A, new = only in B)")
     if cmp.kernels.empty:
         st.caption("Neither trace has GPU kernels (CPU runs): compare the operators below.")

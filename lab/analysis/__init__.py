@@ -1,5 +1,5 @@
 """Stage 3 of the pipeline: a ``Trace`` → analyses (operators, kernels, GPU use, steps, GEMMs),
-insights (rules that cite numbers) and comparisons; ``Run`` (a named trace with its
+the GEMM and memory rules still on the ``Insight`` record, and comparisons; ``Run`` (a named trace with its
 analysis) is what a lesson's check and questions read (``lab.lessons``).
 
 Each analysis is a pure function of a ``Trace`` returning plain data, one concern per module or
@@ -15,7 +15,7 @@ demand: not part of ``analyze``); ``columns`` and ``intervals`` hold helpers the
 """
 
 from lab.analysis.bundle import Analysis, Run, analyze
-from lab.analysis.compare import TOTAL_METRICS, Comparison, compare_analyses, compare_traces
+from lab.analysis.compare import TOTAL_METRICS, Comparison, compare_analyses
 from lab.analysis.gemm.analyze import device_name
 from lab.analysis.insights import Insight
 from lab.analysis.insights.rules import find_insights
@@ -43,7 +43,7 @@ from lab.analysis.tensorboard import TensorBoardViews, tensorboard_views
 
 __all__ = [
     "MEMORY_RULES", "TOTAL_METRICS", "Analysis", "Comparison", "Insight", "MemoryAnalysis", "Run",
-    "analyze", "compare_analyses", "compare_traces", "device_name", "find_insights",
+    "analyze", "compare_analyses", "device_name", "find_insights",
     "memory_analysis", "memory_series", "step_window", "trace_key_averages",
     "STEP_TIME_CATEGORIES", "KernelView", "ModuleView", "StepTime", "kernel_view", "module_view", "step_time",
     "TensorBoardViews", "tensorboard_views",

@@ -6,8 +6,8 @@ machine, and starting a reader interpreter (~1 s of imports, then the warm-up re
 than reading a small trace. ``ReadHere`` is the part of ``ReaderPool`` the CLI uses — ``read``
 a path into a ``Parsed``, ``read_rank`` one rank's ``RankSummary``, ``settings`` — done here,
 with the host's trace limits (events, decompressed size) and the same ``ReadFailed`` words as a
-reader's. ``parse`` is the one pipeline both run: ``load_trace`` → ``analyze`` → ``find_insights``,
-and ``explain`` → ``judge``.
+reader's. ``parse`` is the one pipeline both run: ``load_trace`` → ``analyze`` → ``explain`` →
+``judge`` (and ``find_insights`` for the GEMM and memory rules still on the Insight record).
 No streamlit; the trace and analysis packages are imported when a trace is read.
 """
 
@@ -31,7 +31,7 @@ __all__ = ["ReadHere", "parse", "summarize_rank"]
 
 def parse(source, *, settings: HostSettings, config: RunConfig | None = None, peak: DevicePeak | None = None,
           on_stage: Callable[[str], None] | None = None) -> Parsed:
-    """``source`` (bytes, a buffer or a path) parsed, analysed and its insights found: the
+    """``source`` (bytes, a buffer or a path) parsed, analysed, explained and judged: the
     ``Parsed`` a reader sends back. ``on_stage("analysing")`` is called between the two."""
     from lab.analysis import analyze, find_insights
     from lab.explain import explain

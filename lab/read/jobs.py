@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from lab.analysis import Analysis, Insight, RanksAnalysis, RankSummary
+    from lab.judge import Finding
     from lab.trace import Trace
 
 __all__ = ["ByShape", "Job", "JobInput", "JobKind", "JobRefused", "RanksResult", "run_job"]
@@ -71,11 +72,11 @@ class Job:
 
 @dataclass(frozen=True)
 class JobInput:
-    """What the job reads: the traces, their analyses and insights, as the server holds them."""
+    """What the job reads: the traces, their analyses and judged findings, as the server holds them."""
 
     traces: tuple[Trace, ...] = ()
     analyses: tuple[Analysis, ...] = ()
-    insights: tuple[list[Insight], ...] = ()
+    findings: tuple[tuple[Finding, ...], ...] = ()  # each trace's Judgement.findings (COMPARE)
     summaries: tuple[RankSummary, ...] = ()  # RANK_SUMMARIES: each rank's, as its reader sent it back
 
 
@@ -122,8 +123,8 @@ def run_job(job: Job, given: JobInput) -> Any:
         return RanksResult(analysis=ranks, insights=tuple(analysis.rank_insights(ranks)))
     if job.kind == JobKind.COMPARE:
         a, b = given.analyses
-        ins_a, ins_b = given.insights
-        return analysis.compare_analyses(a, b, insights_a=ins_a, insights_b=ins_b, label_a=job.labels[0],
+        found_a, found_b = given.findings
+        return analysis.compare_analyses(a, b, findings_a=found_a, findings_b=found_b, label_a=job.labels[0],
                                          label_b=job.labels[1])
     if job.kind == JobKind.BY_SHAPE:
         (one,) = given.analyses

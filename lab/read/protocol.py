@@ -28,7 +28,7 @@ from lab.pool import ChildState, Name, PoolFailed
 if TYPE_CHECKING:  # pragma: no cover
     from lab.analysis import Analysis, Insight
     from lab.explain import Explanation
-    from lab.judge import Judgement
+    from lab.judge import Finding, Judgement
     from lab.trace import Trace
 
 __all__ = [
@@ -79,12 +79,17 @@ class Parsed:
 
     trace: Trace
     analysis: Analysis
-    insights: list[Insight]
+    insights: list[Insight]  # the GEMM and memory rules still on the Insight record (lab.analysis.find_insights)
     result_bytes: int = 0  # its pickled size as it came from the reader: what holding it costs
     # Where each step's time went and the ops against their roofs (lab.explain), and the findings
     # ranked by what fixing each would save, with the verdict (lab.judge).
     explanation: Explanation | None = None
     judgement: Judgement | None = None
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """The judged findings, largest saving first (none without a judgement)."""
+        return self.judgement.findings if self.judgement is not None else ()
 
 
 # --------------------------------------------------------------------------- what callers see
