@@ -75,7 +75,7 @@ def tab_job(repeats: int) -> float:
     """Median wall s of the TensorBoard tab's reader job on the real trace, as ``ui.cache.job_result`` sends it."""
     with ReaderPool(settings=HostSettings(reader_count=1)).start(wait=True) as pool:
         parsed = pool.read(REAL_TRACE.read_bytes(), label=REAL_TRACE.name)
-        given = JobInput(traces=(parsed.trace,), analyses=(parsed.analysis,), insights=(parsed.insights,))
+        given = JobInput(traces=(parsed.trace,), analyses=(parsed.analysis,), findings=(parsed.findings,))
         return timed(lambda: pool.run_job(Job(kind=JobKind.TENSORBOARD), given), repeats)[1]
 
 

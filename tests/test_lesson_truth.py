@@ -124,22 +124,28 @@ def test_fp32_insight_on_the_math_sdpa_trace_does_not_say_use_bfloat16():
     assert "aten::_scaled_dot_product_attention_math" in insight.evidence
 
 
-# --------------------------------------------------------------------------- the cold-step insight
+# --------------------------------------------------------------------------- the cold first step (judged: slow_step)
 
 
-def test_cold_step_insight_silent_where_the_schedule_already_skipped_steps():
+def _slow_step(stem: str):
+    from lab.judge import judge_trace
+
+    trace, analysis = sample(stem)
+    return analysis, next((f for f in judge_trace(trace, analysis).findings if f.rule == "slow_step"), None)
+
+
+def test_cold_step_silent_where_the_schedule_already_skipped_steps():
     """The TF32 recording used schedule(wait=1, warmup=1): its first recorded step is
     ProfilerStep#2, 2.9× the later ones only through a 100 µs label gap. Advising schedule()
     there was advice the trace already followed."""
-    trace, analysis = sample("matmul_add_4096x4096x4096_tf32")
+    analysis, found = _slow_step("matmul_add_4096x4096x4096_tf32")
     assert str(analysis.steps["name"].iloc[0]) == "ProfilerStep#2"
-    assert I.cold_first_step(trace, analysis) is None
+    assert found is None
 
 
-def test_cold_step_insight_still_fires_on_the_cold_recording():
-    trace, analysis = sample("matmul_add_1024x1024x1024_float32_cuda_cold")
-    insight = I.cold_first_step(trace, analysis)
-    assert insight is not None and "schedule(wait=1, warmup=1" in insight.suggestion
+def test_cold_step_still_fires_on_the_cold_recording():
+    _, found = _slow_step("matmul_add_1024x1024x1024_float32_cuda_cold")
+    assert found is not None and "schedule(wait=1, warmup=1" in found.suggestion
 
 
 # --------------------------------------------------------------------------- 8. kernels per step: check == reveal
