@@ -1,9 +1,9 @@
 """The diagnoses: what bounds a trace, each weighed against the GPU's idle time.
 
 ``findings`` is the facade (``diagnose`` → ``Findings``); one module per concern: ``steps``
-(step spans), ``host`` (host gaps and syncs), ``copies`` (pageable copies), ``comm``
-(collectives), ``graphs`` (CUDA-graph replays), ``capture`` (empty captures, profiler
-inflation); ``common`` holds their interval helpers. ``lab.judge`` says what they mean.
+(step spans), ``comm`` (collectives), ``graphs`` (CUDA-graph replays), ``capture`` (empty
+captures, profiler inflation); ``common`` holds their interval helpers. ``lab.judge`` says what
+they mean.
 """
 
 from lab.analysis.diagnoses.findings import Findings, diagnose
