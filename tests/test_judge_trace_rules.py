@@ -226,3 +226,22 @@ def test_steps_overlapping_matches_brute_force():
         b = a + rng.uniform(0, 10, 9)
         brute = np.flatnonzero(((starts[:, None] < b[None, :]) & (ends[:, None] > a[None, :])).any(axis=1))
         assert list(steps_overlapping(starts, ends, a, b)) == list(brute)
+
+
+def test_profiler_options_is_a_note_only_where_with_stack_or_profile_memory_was_on(real):
+    from tests import diagbuild as b
+
+    doc = b.with_stack(n_steps=3)
+    py = sum(e.get("cat") == "python_function" for e in doc["traceEvents"])
+    note = rule(judged(b.load(doc)), "profiler_options")
+    assert note is not None and note.is_note and f"{py:,} python_function events" in note.evidence
+    # the seed recordings: no python_function frames, no memory records: silent
+    assert all(rule(j, "profiler_options") is None for j in real.values())
+
+
+def test_a_finding_scope_is_one_of_three():
+    from lab.judge import Finding
+
+    with pytest.raises(ValueError, match="scope"):
+        Finding("r", "other_work", "t", premise="p", evidence="e", suggestion="s", saving_us=0.0, base_us=1.0,
+                scope="sometimes")
