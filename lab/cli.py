@@ -360,9 +360,10 @@ def _table(args: argparse.Namespace, settings: HostSettings) -> int:
 
 
 def _memory(args: argparse.Namespace, settings: HostSettings) -> int:
-    from lab.analysis import MEMORY_RULES, analyze, find_insights
+    from lab.analysis import analyze
+    from lab.judge import judge_trace
     from lab.trace import load_trace
-    from lab.views.memory import MEMORY_CSV_COLUMNS, NO_MEMORY, memory_rows, memory_text
+    from lab.views.memory import MEMORY_CSV_COLUMNS, NO_MEMORY, memory_findings, memory_rows, memory_text
 
     trace = load_trace(args.trace, settings=settings)
     if not trace.has_memory:
@@ -373,7 +374,7 @@ def _memory(args: argparse.Namespace, settings: HostSettings) -> int:
     if args.csv:
         memory_rows(trace, memory)[list(MEMORY_CSV_COLUMNS)].to_csv(sys.stdout, index=False, float_format="%.3f")
         return 0
-    print(memory_text(trace, memory, find_insights(trace, analysis, rules=MEMORY_RULES)), end="")
+    print(memory_text(trace, memory, memory_findings(judge_trace(trace, analysis).findings)), end="")
     return 0
 
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from lab.analysis import analyze
 from lab.analysis.gemm.analyze import peak_for
 from lab.explain import explain
-from lab.judge import judge
+from lab.judge import judge_trace
 from lab.trace import load_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,8 +39,9 @@ LEFT_AFTER_FIX = 0.10
 
 
 def _judged(stem: str):
+    """As the page judges it: the analysed trace, with its context (the GEMM table, memory, diagnoses)."""
     trace = load_trace((DATA / f"{stem}.json.gz").read_bytes())
-    return judge(explain(trace, peak=peak_for(trace)))
+    return judge_trace(trace, analyze(trace))
 
 
 @pytest.mark.parametrize("stem", PLANTED)
@@ -130,9 +132,11 @@ def test_analyze_prints_the_attribution_and_the_findings(capsys):
 
 def _observations(stem: str) -> list[str]:
     from lab.analysis import analyze, find_insights
+    from lab.judge import judge_trace
 
     trace = load_trace((DATA / f"{stem}.json.gz").read_bytes())
-    return [i.title for i in find_insights(trace, analyze(trace))]
+    analysis = analyze(trace)
+    return [i.title for i in find_insights(trace, analysis)] + [f.title for f in judge_trace(trace, analysis).findings]
 
 
 def test_older_rules_check_their_premises_on_programs_they_misread():

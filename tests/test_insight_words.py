@@ -8,8 +8,9 @@ import json
 import diagbuild as b
 import tracebuild as tb
 
-from lab.analysis import analyze, find_insights
+from lab.analysis import analyze
 from lab.analysis.diagnoses import findings as dx
+from lab.judge import judge_trace
 from lab.trace.load import load_trace
 
 
@@ -38,7 +39,7 @@ def _memory_insights(device_type: int) -> dict:
                                     device_id=0 if device_type else -1))
         t += 1000.0
     trace = load_trace(json.dumps(tb.document(events)).encode())
-    return {i.title: i for i in find_insights(trace, analyze(trace))}
+    return {f.title: f for f in judge_trace(trace, analyze(trace)).findings}
 
 
 def test_cpu_memory_advice_names_no_cuda_tool_and_gpu_advice_keeps_the_snapshot():

@@ -401,7 +401,7 @@ def _pipeline(payload: bytes) -> None:
     from lab.analysis import analyze, find_insights, trace_key_averages
     from lab.analysis.memory import memory_series
     from lab.explain import explain
-    from lab.judge import judge
+    from lab.judge import judge_trace
     from lab.views.explained import attribution_frame, explanation_dict, explanation_text
     from lab.views.torch_table import torch_table_text
 
@@ -409,7 +409,7 @@ def _pipeline(payload: bytes) -> None:
     analysis = analyze(trace)
     find_insights(trace, analysis)
     explanation = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
-    explanation_text(explanation_dict(explanation, judge(explanation)))
+    explanation_text(explanation_dict(explanation, judge_trace(trace, analysis, explanation)))
     attribution_frame(explanation)
     for by_shape in (False, True):
         torch_table_text(trace_key_averages(trace, group_by_input_shape=by_shape), sort_by="self_cpu_time_total",

@@ -113,12 +113,17 @@ def explained_summary(loaded: Loaded) -> None:
 
 def finding_card(finding) -> None:
     when = "per step" if finding.scope == "per step" else "once, in the window"
+    saves = ("note: explains a figure, saves no time" if finding.scope == "note" else
+             f"saves {fmt_us(finding.saving_us)} {when} ({finding.saving_pct:.0f} %)")
     with st.container(border=True):
-        st.markdown(f"{SEVERITY_ICON.get(finding.severity, '')} **{md_escape(finding.title)}** · "
-                    f"saves {fmt_us(finding.saving_us)} {when} ({finding.saving_pct:.0f} %)")
+        st.markdown(f"{SEVERITY_ICON.get(finding.severity, '')} **{md_escape(finding.title)}** · {saves}")
         st.text(finding.evidence)
         st.caption(f"Premise: {finding.premise}")
         st.markdown(f"**Try:** {md_escape(finding.suggestion)}")
+        if finding.caveat:
+            st.caption(f":material/balance: **What would change this figure:** {md_escape(finding.caveat)}")
+        if finding.learn_more:
+            st.caption(f"Learn more: {finding.learn_more}")
 
 
 def roof_view(loaded: Loaded) -> None:
@@ -286,8 +291,8 @@ def memory_view(subject: Subject, loaded: Loaded) -> None:
                f"{view.series.records:,} allocator records in this window, drawn with {view.points:,} points"
                f"{' (per pixel column: first, lowest, highest, last)' if view.series.reduced else ''}; "
                "▼ marks each device's peak. Same time axis as the Timeline: scroll to zoom, drag to pan.")
-    for insight in lv.memory_insights(loaded.insights):
-        insight_card(insight)
+    for finding in lv.memory_findings(loaded.judgement.findings if loaded.judgement is not None else ()):
+        finding_card(finding)
     devices = lv.device_table(memory, view.unit)
     st.markdown("**Devices**")
     st.dataframe(devices, hide_index=True, width="stretch", column_config=_float_formats(devices))

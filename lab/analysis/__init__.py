@@ -20,7 +20,7 @@ from lab.analysis.gemm.analyze import device_name
 from lab.analysis.insights import Insight
 from lab.analysis.insights.rules import find_insights
 from lab.analysis.kernels import KernelView, kernel_view
-from lab.analysis.memory import MEMORY_RULES, MemoryAnalysis, memory_analysis, memory_series
+from lab.analysis.memory import MemoryAnalysis, memory_analysis, memory_series
 from lab.analysis.modules import ModuleView, module_view
 from lab.analysis.ranks import (
     HEAT_COLUMNS,
@@ -42,7 +42,7 @@ from lab.analysis.table import trace_key_averages
 from lab.analysis.tensorboard import TensorBoardViews, tensorboard_views
 
 __all__ = [
-    "MEMORY_RULES", "TOTAL_METRICS", "Analysis", "Comparison", "Insight", "MemoryAnalysis", "Run",
+    "TOTAL_METRICS", "Analysis", "Comparison", "Insight", "MemoryAnalysis", "Run",
     "analyze", "compare_analyses", "compare_traces", "device_name", "find_insights",
     "memory_analysis", "memory_series", "step_window", "trace_key_averages",
     "STEP_TIME_CATEGORIES", "KernelView", "ModuleView", "StepTime", "kernel_view", "module_view", "step_time",

@@ -14,9 +14,11 @@ from lab.analysis.diagnoses.capture import EmptyCapture
 from lab.analysis.diagnoses.comm import COMM_BOUND_PCT, Collectives
 from lab.analysis.diagnoses.graphs import GraphReplays
 from lab.analysis.launches import GpuUse, gpu_use, gpu_work_text
+from lab.analysis.memory.analyze import OutOfMemory, out_of_memory_events
 from lab.analysis.operators import host_work_us
 from lab.explain.explanation import Explanation
 from lab.judge.finding import MATERIAL_PCT, Finding
+from lab.judge.gemm_facts import GemmFacts, gemm_facts
 from lab.trace import Trace
 from lab.units import fmt_us
 
@@ -36,7 +38,8 @@ QUIET_FALLBACK_RULES = ("graph_replays", "at_roof", "cpu_only")
 
 @dataclass(frozen=True)
 class TraceContext:
-    """What the context rules read: the trace's CUDA calls, the diagnoses' figures and its memory."""
+    """What the context rules read: the trace's CUDA calls, the diagnoses' figures, its memory and
+    its GEMMs."""
 
     use: GpuUse
     empty: EmptyCapture | None
@@ -44,13 +47,16 @@ class TraceContext:
     graphs: GraphReplays | None
     memory: Any  # lab.analysis.memory.MemoryAnalysis | None
     cpu_self_us: float  # lab.analysis.operators.host_work_us: the ops' self time, waits excluded
+    gemm: GemmFacts | None = None  # the GEMM table and what the GEMM findings read beside it
+    oom: tuple[OutOfMemory, ...] = ()  # profile_memory's "[OutOfMemory]" records, first first
 
 
 def context_of(trace: Trace, analysis: Any) -> TraceContext:
     """The context of one analysed trace (``lab.analysis.Analysis``)."""
     f = analysis.findings
     return TraceContext(use=gpu_use(trace), empty=f.empty_capture, collectives=f.collectives, graphs=f.graphs,
-                        memory=analysis.memory, cpu_self_us=host_work_us(analysis.operators))
+                        memory=analysis.memory, cpu_self_us=host_work_us(analysis.operators),
+                        gemm=gemm_facts(trace, analysis), oom=out_of_memory_events(trace, spans=f.steps))
 
 
 def _window(ex: Explanation) -> float:

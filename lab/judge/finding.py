@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CRITICAL_SAVING_PCT", "MATERIAL_PCT", "SEVERITIES", "WARNING_SAVING_PCT", "Finding", "severity_of"]
+__all__ = ["CRITICAL_SAVING_PCT", "MATERIAL_PCT", "SCOPES", "SEVERITIES", "WARNING_SAVING_PCT", "Finding",
+           "severity_of"]
 
 SEVERITIES = ("critical", "warning", "info")
+# What a saving is counted over: each step, once over the window, or nothing (a note that explains
+# a figure: where the memory peak is, GEMMs without a rate; never the verdict, listed after savings).
+SCOPES = ("per step", "once", "note")
 # A fix that would save ≥ 30 % of the step is the run's bottleneck, the same bar the lab has
 # used for a cause that must be named before "GPU-/CPU-bound" (SYNC_BOUND_PCT, COMM_BOUND_PCT);
 # ≥ 10 % is worth doing; below that it is a detail.
@@ -36,8 +40,9 @@ class Finding:
 
     ``saving_us`` is what fixing it would save per step (``scope`` "per step") or once over the
     profiled window (``scope`` "once": a compile inside the window, one slow step), out of
-    ``base_us`` (the step time, or the window for "once"). ``premise`` says what had to hold for
-    the rule to fire, and ``evidence`` the numbers that showed it did.
+    ``base_us`` (the step time, or the window for "once"); a "note" explains a figure and saves
+    nothing. ``premise`` says what had to hold for the rule to fire, and ``evidence`` the numbers
+    that showed it did; ``caveat`` what would change the figure (one cold instance, a clock).
     """
 
     rule: str  # the rule's name in rules.RULES
@@ -48,8 +53,9 @@ class Finding:
     suggestion: str
     saving_us: float
     base_us: float
-    scope: str = "per step"
+    scope: str = "per step"  # one of SCOPES
     learn_more: str = ""
+    caveat: str = ""
 
     @property
     def saving_pct(self) -> float:
@@ -69,4 +75,4 @@ class Finding:
                 "saving_us": round(self.saving_us, 3), "saving_pct": round(self.saving_pct, 2),
                 "base_us": round(self.base_us, 3), "predicted_us": round(self.predicted_us, 3), "scope": self.scope,
                 "premise": self.premise, "evidence": self.evidence, "suggestion": self.suggestion,
-                "learn_more": self.learn_more}
+                "learn_more": self.learn_more, "caveat": self.caveat}

@@ -17,6 +17,8 @@ from lab.judge.context import (
     graphs_replace_launches,
 )
 from lab.judge.finding import MATERIAL_PCT, Finding
+from lab.judge.gemm_rules import GEMM_RULES
+from lab.judge.memory_rules import MEMORY_RULES
 from lab.judge.rules import RULES
 from lab.trace import Trace
 from lab.units import fmt_us
@@ -42,12 +44,14 @@ def judge(explanation: Explanation, *, context: TraceContext | None = None) -> J
     replays, work at its roof, a CPU-only trace), else where the time went."""
     found = [f for rule in RULES if (f := rule(explanation)) is not None]
     if context is not None:
-        found += [f for rule in CONTEXT_RULES if (f := rule(explanation, context)) is not None]
+        found += [f for rule in (*CONTEXT_RULES, *GEMM_RULES, *MEMORY_RULES) if (f := rule(explanation, context))
+                  is not None]
         if graphs_replace_launches(context):
             found = [f for f in found if f.rule != "launch_bound"]
     steps = explanation.attribution.steps
     window, n_steps = float(steps["wall_us"].sum()), max(len(steps), 1)
-    found.sort(key=lambda f: (-window_share_pct(f, window_us=window, n_steps=n_steps), f.rule))
+    # Notes (no saving) after every finding, whatever their base.
+    found.sort(key=lambda f: (f.scope == "note", -window_share_pct(f, window_us=window, n_steps=n_steps), f.rule))
     step = explanation.attribution.step_us
     lead = next((f for rule in LEADING_RULES for f in found if f.rule == rule), None)
     top = lead or next((f for f in found if f.saving_pct >= MATERIAL_PCT), None)

@@ -123,9 +123,12 @@ def explanation_text(data: dict) -> str:
         lines += ["", "Findings (largest saving first)"]
         for f in data["findings"]:
             when = "per step" if f["scope"] == "per step" else "once"
-            lines.append(f"  [{f['severity']}] {f['title']}: saves {fmt_us(f['saving_us'])} {when} "
+            lines.append(f"  [note] {f['title']}" if f["scope"] == "note" else
+                         f"  [{f['severity']}] {f['title']}: saves {fmt_us(f['saving_us'])} {when} "
                          f"({f['saving_pct']:.0f} %)")
             lines.append(f"      premise: {f['premise']}")
             lines.append(f"      evidence: {f['evidence']}")
             lines.append(f"      try: {f['suggestion']}")
+            if f.get("caveat"):
+                lines.append(f"      caveat: {f['caveat']}")
     return "\n".join(lines)

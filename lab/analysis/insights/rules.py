@@ -15,22 +15,10 @@ import numpy as np
 from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.columns import mask_in, mask_where, texts
 from lab.analysis.diagnoses.findings import DIAGNOSIS_RULES, findings_of, named_cause
-from lab.analysis.gemm.insights import (  # noqa: F401  (re-exported: the GEMM rules and their thresholds)
-    GEMM_COLD_BELOW_MEDIAN,
-    GEMM_FEW_INSTANCES,
-    GEMM_LOW_PCT_OF_PEAK,
-    GEMM_MIN_KERNEL_US,
-    GEMM_RULES,
-    TF32_MIN_COMPUTE_MAJOR,
-    TF32_SWITCH,
-    fp32_without_tf32,
-    gemm_below_peak,
-)
 from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.analysis.gpu import covered_us
 from lab.analysis.insights.launches import LAUNCH_RULES, cupti_missing, nothing_launched  # noqa: F401 (rules)
 from lab.analysis.insights.record import SEVERITIES, Insight
-from lab.analysis.memory.insights import MEMORY_RULES
 from lab.analysis.operators import host_work_us
 from lab.trace.load import Trace
 from lab.units import fmt_us_fixed
@@ -400,10 +388,8 @@ RULES = (
     long_synchronize,
     cold_first_step,
     unfused_bias_add,
-    *GEMM_RULES,  # FP32 without TF32, below the roof, without a rate (lab/analysis/gemm/insights.py)
     annotation_over_100_pct,
     profiler_overhead_event,
-    *MEMORY_RULES,  # profile_memory: growth, fragmentation, churn, the peak (lab/analysis/memory/insights.py)
 )
 
 
