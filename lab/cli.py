@@ -261,7 +261,8 @@ def ranks_main(paths: Sequence[str], *, as_json: bool, settings: HostSettings | 
                pool: ReaderPool | ReadHere | None = None, sort: str = "rank", top: int | None = None) -> int:
     """``python -m lab ranks A B … [--json]``: every rank read at once (the pool's readers, or Ray
     tasks with ``PROFILER_LAB_BACKEND=ray``), each sending back only its summary; then the job."""
-    from lab.analysis import RanksError, combine_ranks, rank_insights
+    from lab.analysis import RanksError, combine_ranks
+    from lab.judge import judge_ranks
     from lab.read import read_rank_summaries
     from lab.views.ranks import ranks_dict, ranks_text
 
@@ -276,8 +277,8 @@ def ranks_main(paths: Sequence[str], *, as_json: bool, settings: HostSettings | 
     except RanksError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    insights = rank_insights(ranks)
-    _print(ranks_dict(ranks, insights), ranks_text(ranks, insights, sort=sort, top=top), as_json=as_json)
+    findings = judge_ranks(ranks)
+    _print(ranks_dict(ranks, findings), ranks_text(ranks, findings, sort=sort, top=top), as_json=as_json)
     return 0
 
 

@@ -28,7 +28,7 @@ def test_host_syncs_on_a_trace_without_steps_do_not_speak_of_steps():
     assert stepped.title == insight.title  # one title per rule (Compare diffs insights by title)
 
 
-def _memory_insights(device_type: int) -> dict:
+def _memory_findings(device_type: int) -> dict:
     events, level, t = [], 0, 1000.0
     for k in range(4):  # every step keeps 4 KiB: a leak candidate, and a peak
         events.append(tb.annotation(f"ProfilerStep#{k + 1}", t, 1000.0))
@@ -43,7 +43,7 @@ def _memory_insights(device_type: int) -> dict:
 
 
 def test_cpu_memory_advice_names_no_cuda_tool_and_gpu_advice_keeps_the_snapshot():
-    cpu, gpu = _memory_insights(0), _memory_insights(1)
+    cpu, gpu = _memory_findings(0), _memory_findings(1)
     advice = [i for i in cpu.values() if "Memory" in i.title]
     assert len(advice) >= 2, list(cpu)
     for insight in advice:

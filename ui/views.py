@@ -50,17 +50,17 @@ def sample_note(sample: Sample, device: DeviceInfo | None) -> None:
 
 
 def _job_lead(subject: Subject) -> None:
-    """An open job's Summary starts with the job: its ranks, its straggler and why, the insight to read first."""
+    """An open job's Summary starts with the job: its ranks, its straggler and why, the finding to read first."""
     ranks = subject.ranks_analysis
     if ranks is None:
         return
-    job = lv.job_summary(ranks, subject.ranks_insights)
+    job = lv.job_summary(ranks, subject.ranks_findings)
     st.markdown(f"**The job: {job.headline}**")
     st.text(job.straggler)
     if job.collectives:
         st.text(job.collectives)
-    if job.top_insight is not None:
-        insight_card(job.top_insight)
+    if job.top_finding is not None:
+        finding_card(job.top_finding)
     st.caption("The Ranks tab has every rank side by side. Below: the lowest rank's own trace.")
     st.markdown(f"**Rank {ranks.ranks[0].rank} on its own**")
 

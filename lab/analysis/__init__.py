@@ -24,7 +24,6 @@ from lab.analysis.memory import MemoryAnalysis, memory_analysis, memory_series
 from lab.analysis.modules import ModuleView, module_view
 from lab.analysis.ranks import (
     HEAT_COLUMNS,
-    RANK_RULES,
     RankRow,
     RanksAnalysis,
     RanksError,
@@ -33,7 +32,6 @@ from lab.analysis.ranks import (
     analyze_ranks,
     combine_ranks,
     rank_frame,
-    rank_insights,
     rank_summary,
 )
 from lab.analysis.step_time import STEP_TIME_CATEGORIES, StepTime, step_time
@@ -47,6 +45,6 @@ __all__ = [
     "memory_analysis", "memory_series", "step_window", "trace_key_averages",
     "STEP_TIME_CATEGORIES", "KernelView", "ModuleView", "StepTime", "kernel_view", "module_view", "step_time",
     "TensorBoardViews", "tensorboard_views",
-    "RANK_RULES", "RankRow", "RanksAnalysis", "RanksError", "Straggler", "analyze_ranks", "rank_frame", "rank_insights",
+    "RankRow", "RanksAnalysis", "RanksError", "Straggler", "analyze_ranks", "rank_frame",
     "HEAT_COLUMNS", "RankSummary", "combine_ranks", "rank_summary",
 ]  # fmt: skip
