@@ -21,6 +21,7 @@ import pytest
 from lab.analysis import analyze, find_insights
 from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.core.config import RunConfig
+from lab.judge import judge_trace
 from lab.samples import list_samples
 from lab.teach.roofline import run_summary
 from lab.trace.load import load_trace
@@ -49,7 +50,7 @@ def test_summary_card_roofline_and_insight_quote_one_gemm(path):
     point = run_summary(RunConfig(), analysis, "NVIDIA H200")
     unit = card.value.split(" ", 1)[1]
     assert fmt_tflops(point.tflops, "TOPS" if unit in ("TOPS", "GOPS") else "TFLOP/s") == card.value
-    for insight in insights:  # every "median instance" an insight quotes is the card's
+    for insight in [*insights, *judge_trace(trace, analysis).findings]:  # every "median instance" quoted is the card's
         for said in re.findall(r"median instance runs at ([^.]+?\S)\.(?:\s|$)", insight.caveat or ""):
             assert said == card.value, (insight.title, said, card.value)
     typical = analysis.gemm_typical  # one row: the roofline's intensity is that instance's

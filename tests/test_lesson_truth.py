@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from lessonruns import h200_runs, raw_events
 
-from lab.analysis import analyze, find_insights
+from lab.analysis import analyze
 from lab.analysis.gemm.bound import BOUNDS, bound_of
 from lab.analysis.insights import rules as I
 from lab.core.devices import lookup_peak
@@ -185,5 +185,5 @@ def test_insights_quote_no_far_below_peak_on_any_lesson_recording():
     """No lesson recording gets the below-roof warning: every long GEMM there is ≥ 50 % of its roof."""
     for key in [k for k, lesson in LESSONS.items() if not lesson.host_only]:  # those have recordings
         for run in h200_runs(key):
-            titles = {i.title for i in find_insights(run.trace, run.analysis)}
-            assert "GEMM far below the roof at its intensity" not in titles, key
+            rules = {f.rule for f in judge_trace(run.trace, run.analysis).findings}
+            assert "gemm_below_roof" not in rules, key
