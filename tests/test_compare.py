@@ -111,6 +111,8 @@ def test_gpu_vs_cpu_only_trace():
 
 # ---- the page's Compare uses the Insights tabs' analyses and findings ---------------------------
 
+FP32_NO_TF32 = "FP32 GEMMs without TF32"
+
 
 def _insights_tab(trace, config):
     """What ui/cache.py computes for a run's Insights tab: analysed with its config and the device's peak, judged."""
@@ -155,3 +157,16 @@ def test_compare_findings_are_the_difference_of_the_insights_tabs(pair):
     # The same analyses give the same tables as comparing the traces.
     plain = compare_traces(trace_a, trace_b)
     assert cmp.kernels.equals(plain.kernels) and cmp.operators.equals(plain.operators)
+
+
+def test_compare_without_the_config_would_miss_an_insight_the_tab_shows():
+    # The page passes its cached analyses, so the Insights tab and Compare agree. Since GEMMs are
+    # found by their kernels (issue 22), the traces alone find the compiled fp32 GEMM too.
+    bf16 = load_trace(DATA / "matmul_add_4096_bf16.json.gz")
+    fp32 = _compiled_fp32_steps()
+    analysis_a, tab_a = _insights_tab(bf16, RunConfig(m=4096, k=4096, n=4096, dtype="bfloat16"))
+    analysis_b, tab_b = _insights_tab(fp32, RunConfig(m=4096, k=4096, n=4096, dtype="float32", compile=True))
+    # The TF32 finding is the judge's (lab/judge/gemm_rules.py): the config's shapes give the GEMM its rate.
+    assert FP32_NO_TF32 in [f.title for f in judge_trace(fp32, analysis_b).findings]
+    assert FP32_NO_TF32 not in [f.title for f in judge_trace(bf16, analysis_a).findings]
+    assert FP32_NO_TF32 in compare_analyses(analysis_a, analysis_b, findings_a=tab_a, findings_b=tab_b).findings_new

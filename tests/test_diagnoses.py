@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.analysis import analyze, find_insights
+from lab.analysis import analyze
 from lab.analysis.diagnoses.capture import (
     EMPTY_MAX_OPS,
     capture_explains_missing_gpu,
@@ -376,7 +376,7 @@ def test_findings_on_the_diagnosed_traces_are_valid():
 
 
 def test_analyze_and_the_rules_find_the_step_spans_once(monkeypatch):
-    # Every module that looks step spans up gets a counting step_spans: analyze + judge + find_insights
+    # Every module that looks step spans up gets a counting step_spans: analyze + judge
     # on a profile_memory trace (steps, memory, OOM-free) must call it once, in diagnose.
     import sys
 
@@ -394,6 +394,5 @@ def test_analyze_and_the_rules_find_the_step_spans_once(monkeypatch):
     trace = load_trace(GROUNDTRUTH_MEM)
     analysis = analyze(trace)
     assert trace.has_memory and len(analysis.steps) > 0 and analysis.memory is not None
-    find_insights(trace, analysis)
     judge_trace(trace, analysis)
     assert len(calls) == 1

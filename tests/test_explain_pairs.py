@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from lab.analysis import analyze
 from lab.analysis.gemm.analyze import peak_for
 from lab.explain import explain
-from lab.judge import judge
+from lab.judge import judge_trace
 from lab.trace import load_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,8 +39,9 @@ LEFT_AFTER_FIX = 0.10
 
 
 def _judged(stem: str):
+    """As the page judges it: the analysed trace, with its context (the GEMM table, memory, diagnoses)."""
     trace = load_trace((DATA / f"{stem}.json.gz").read_bytes())
-    return judge(explain(trace, peak=peak_for(trace)))
+    return judge_trace(trace, analyze(trace))
 
 
 @pytest.mark.parametrize("stem", PLANTED)
@@ -129,11 +131,12 @@ def test_analyze_prints_the_attribution_and_the_findings(capsys):
 
 
 def _observations(stem: str) -> list[str]:
-    """The titles of the GEMM rules' insights."""
-    from lab.analysis import analyze, find_insights
+    """The titles of the judged findings."""
+    from lab.analysis import analyze
+    from lab.judge import judge_trace
 
     trace = load_trace((DATA / f"{stem}.json.gz").read_bytes())
-    return [i.title for i in find_insights(trace, analyze(trace))]
+    return [f.title for f in judge_trace(trace, analyze(trace)).findings]
 
 
 def _named(stem: str) -> str | None:

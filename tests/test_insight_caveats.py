@@ -11,35 +11,43 @@ import pytest
 from tracebuild import matmul_add_steps
 
 from lab.analysis import analyze
-from lab.analysis.insights import rules as I
+from lab.analysis.gemm.analyze import GEMM_MIN_KERNEL_US
 from lab.core.devices import DevicePeak
+from lab.judge import gemm_rules as G
+from lab.judge import judge_trace
 from lab.trace.load import load_trace
 
 DATA = Path(__file__).parent / "data"
+
+
+def judged(rule: str, trace, analysis=None):
+    """The judge's finding of ``rule`` on the trace, None when it stayed silent."""
+    return next((f for f in judge_trace(trace, analysis or analyze(trace)).findings if f.rule == rule), None)
 
 
 def fire(rule, trace, analysis=None):
     return rule(trace, analysis or analyze(trace))
 
 
-def test_gemm_below_peak_names_the_median_instance_when_the_worst_is_the_first():
+def test_gemm_below_roof_names_the_median_instance_when_the_worst_is_the_first():
     trace = load_trace(DATA / "matmul_add_4096_bf16.json.gz")
     fake = DevicePeak("Fake 10 PFLOP/s", {"bfloat16": 10_000.0}, 5000.0, "test")
     analysis = analyze(trace, peak=fake)
-    insight = fire(I.gemm_below_peak, trace, analysis)
-    big = analysis.gemm[analysis.gemm["kernel_us"] >= I.GEMM_MIN_KERNEL_US]
+    insight = judged("gemm_below_roof", trace, analysis)
+    big = analysis.gemm[analysis.gemm["kernel_us"] >= GEMM_MIN_KERNEL_US]
     worst = big.loc[big["pct_of_peak"].idxmin()]
-    assert len(big) >= I.GEMM_FEW_INSTANCES
+    assert insight is not None and len(big) >= G.GEMM_FEW_INSTANCES
     if float(worst["ts_us"]) > float(big["ts_us"].min()):  # a warm instance, one of many: the figure holds
         assert insight.caveat == ""
     else:
         assert f"{statistics.median(big['tflops']):.1f} TFLOP/s" in insight.caveat
 
 
-def test_gemm_below_peak_says_few_instances():
+def test_gemm_below_roof_says_few_instances():
     fake = DevicePeak("Fake", {"bfloat16": 10_000.0}, 5000.0, "test")
-    trace = matmul_add_steps(2, gemm_us=400.0)
-    insight = fire(I.gemm_below_peak, trace, analyze(trace, peak=fake))
+    # 4096³ bf16 in 400 µs: 344 TFLOP/s, a few % of the fake roof (a latency-bound GEMM has no roof to reach).
+    trace = matmul_add_steps(2, dims=((4096, 4096), (4096, 4096)), gemm_us=400.0, step_us=500.0)
+    insight = judged("gemm_below_roof", trace, analyze(trace, peak=fake))
     assert insight is not None and "only 2 long GEMM instance(s)" in insight.caveat
 
 

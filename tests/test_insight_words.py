@@ -8,7 +8,7 @@ import json
 import diagbuild as b
 import tracebuild as tb
 
-from lab.analysis import analyze, find_insights
+from lab.analysis import analyze
 from lab.judge import judge_trace
 from lab.trace.load import load_trace
 
@@ -30,7 +30,7 @@ def test_sync_waits_on_a_trace_without_steps_do_not_speak_of_steps():
     assert "step" in stepped["sync_waits"].evidence
 
 
-def _memory_insights(device_type: int) -> dict:
+def _memory_findings(device_type: int) -> dict:
     events, level, t = [], 0, 1000.0
     for k in range(4):  # every step keeps 4 KiB: a leak candidate, and a peak
         events.append(tb.annotation(f"ProfilerStep#{k + 1}", t, 1000.0))
@@ -41,11 +41,11 @@ def _memory_insights(device_type: int) -> dict:
                                     device_id=0 if device_type else -1))
         t += 1000.0
     trace = load_trace(json.dumps(tb.document(events)).encode())
-    return {i.title: i for i in find_insights(trace, analyze(trace))}
+    return {f.title: f for f in judge_trace(trace, analyze(trace)).findings}
 
 
 def test_cpu_memory_advice_names_no_cuda_tool_and_gpu_advice_keeps_the_snapshot():
-    cpu, gpu = _memory_insights(0), _memory_insights(1)
+    cpu, gpu = _memory_findings(0), _memory_findings(1)
     advice = [i for i in cpu.values() if "Memory" in i.title]
     assert len(advice) >= 2, list(cpu)
     for insight in advice:

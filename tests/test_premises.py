@@ -11,8 +11,7 @@ from collections import Counter
 import pytest
 import tracebuild as tb
 
-from lab.analysis import analyze, find_insights
-from lab.analysis.memory.insights import FRAGMENTATION_TITLE
+from lab.analysis import analyze
 from lab.analysis.operators import host_work_us
 from lab.judge import judge_trace
 from lab.trace import load_trace
@@ -20,6 +19,7 @@ from lab.units import fmt_mem_bytes
 from lab.vocab import is_launch_call
 
 GIB = 1 << 30
+FRAGMENTATION_TITLE = "Reserved memory far above allocated: fragmentation"
 LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync",
             "cudaMemsetAsync", "cudaGraphLaunch", "cudaMemcpy", "cuMemcpyHtoDAsync_v2", "cuMemsetD32Async",
             "cudaLaunchCooperativeKernel", "cuGraphLaunch", "hipLaunchKernel")
@@ -28,8 +28,8 @@ NOT_LAUNCHES = ("cudaMalloc", "cudaFree", "cudaStreamIsCapturing", "cudaDeviceSy
 
 
 def _said(trace, analysis) -> list:
-    """Everything the page says of a trace: the judged findings and the memory rules' insights."""
-    return [*judge_trace(trace, analysis).findings, *find_insights(trace, analysis)]
+    """Everything the page says of a trace: its judged findings."""
+    return list(judge_trace(trace, analysis).findings)
 
 
 def _load(doc: dict):
@@ -139,7 +139,8 @@ def test_fragmentation_fires_on_a_large_gap_that_grows_after_frees():
     doc = _memory_doc(GROWING_AFTER_FREES)
     peak, reserved, grown = _brute_fragmentation(doc)
     assert 1.45 < reserved / peak < 1.5 and reserved - peak >= GIB and grown > 0
-    found = {i.title: i for i in _load(doc)[2]}
+    trace, analysis, _ = _load(doc)
+    found = {f.title: f for f in judge_trace(trace, analysis).findings}
     assert FRAGMENTATION_TITLE in found
     assert f"({reserved / peak:.2f}×)" in found[FRAGMENTATION_TITLE].evidence
     assert f"reserved {fmt_mem_bytes(grown)} more after frees" in found[FRAGMENTATION_TITLE].evidence
@@ -149,7 +150,8 @@ def test_fragmentation_silent_when_the_gap_never_grew_after_frees():
     doc = _memory_doc(RESERVED_UP_FRONT)
     peak, reserved, grown = _brute_fragmentation(doc)
     assert reserved / peak < 1.5 and reserved - peak >= GIB and grown == 0
-    assert FRAGMENTATION_TITLE not in {i.title for i in _load(doc)[2]}
+    trace, analysis, _ = _load(doc)
+    assert FRAGMENTATION_TITLE not in {f.title for f in judge_trace(trace, analysis).findings}
 
 
 # --------------------------------------------------------------------------- host work is the program's
@@ -220,5 +222,5 @@ def test_the_real_allocation_only_recording_is_described_not_alarmed():
     assert (main.allocations, main.frees, main.max_reserved_bytes) == (allocs, frees, reserved)
     assert main.peak.allocated_bytes == peak["args"]["Total Allocated"]
     assert (main.peak.op, main.peak.annotation) == (op, label) == ("aten::empty", "allocate")
-    (at_peak,) = [i for i in found if i.title == "Memory peak and what was running"]
+    (at_peak,) = [f for f in judged.findings if f.title == "Memory peak and what was running"]
     assert f"inside {op}, in record_function '{label}'" in at_peak.evidence

@@ -398,7 +398,7 @@ def pipeline_mutations():
 
 
 def _pipeline(payload: bytes) -> None:
-    from lab.analysis import analyze, find_insights, trace_key_averages
+    from lab.analysis import analyze, trace_key_averages
     from lab.analysis.memory import memory_series
     from lab.explain import explain
     from lab.judge import judge_trace
@@ -407,7 +407,6 @@ def _pipeline(payload: bytes) -> None:
 
     trace = load_trace(payload)
     analysis = analyze(trace)
-    find_insights(trace, analysis)
     explanation = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
     # judged with the trace's context: the context and trace rules (lab.judge) are fuzzed too
     explanation_text(explanation_dict(explanation, judge_trace(trace, analysis, explanation)))
@@ -420,7 +419,7 @@ def _pipeline(payload: bytes) -> None:
 
 
 def test_mutated_traces_never_crash_the_pipeline(capsys):
-    """1,000 mutated real traces through load_trace → analyze → find_insights → judge → the trace-derived
+    """1,000 mutated real traces through load_trace → analyze → explain → judge → the trace-derived
     table (by name and by shape, and its text) → memory: each is refused with a TraceError that
     says why, or analysed; no other exception. Each case's time is measured and reported (the
     issue's bound is 5 s a case), not asserted."""

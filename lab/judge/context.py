@@ -16,9 +16,11 @@ from lab.analysis.diagnoses.capture import EmptyCapture, ProfilerInflation
 from lab.analysis.diagnoses.comm import COMM_BOUND_PCT, Collectives
 from lab.analysis.diagnoses.graphs import GraphReplays
 from lab.analysis.launches import GpuUse, gpu_use, gpu_work_text
+from lab.analysis.memory.analyze import OutOfMemory, out_of_memory_events
 from lab.analysis.operators import host_work_us
 from lab.explain.explanation import Explanation
 from lab.judge.finding import MATERIAL_PCT, Finding
+from lab.judge.gemm_facts import GemmFacts, gemm_facts
 from lab.trace import Trace
 from lab.units import fmt_us
 from lab.vocab import GPU_ACTIVITY_CATS
@@ -39,8 +41,8 @@ QUIET_FALLBACK_RULES = ("graph_replays", "at_roof", "cpu_only")
 
 @dataclass(frozen=True)
 class TraceContext:
-    """What the context rules read: the trace's CUDA calls, the diagnoses' figures and its memory;
-    the trace and its analysis themselves for ``trace_rules``."""
+    """What the context rules read: the trace's CUDA calls, the diagnoses' figures, its memory and
+    its GEMMs; the trace and its analysis themselves for ``trace_rules``."""
 
     use: GpuUse | None  # None where the trace has GPU activity: its CUDA calls need no counting then
     empty: EmptyCapture | None
@@ -51,6 +53,8 @@ class TraceContext:
     inflation: ProfilerInflation | None = None
     trace: Trace | None = None
     analysis: Any = None  # lab.analysis.Analysis
+    gemm: GemmFacts | None = None  # the GEMM table and what the GEMM findings read beside it
+    oom: tuple[OutOfMemory, ...] = ()  # profile_memory's "[OutOfMemory]" records, first first
 
 
 def context_of(trace: Trace, analysis: Any) -> TraceContext:
@@ -61,7 +65,8 @@ def context_of(trace: Trace, analysis: Any) -> TraceContext:
     active = bool(mask_in(trace.events["cat"], GPU_ACTIVITY_CATS).any())
     return TraceContext(use=None if active else gpu_use(trace), empty=f.empty_capture, collectives=f.collectives,
                         graphs=f.graphs, memory=analysis.memory, cpu_self_us=host_work_us(analysis.operators),
-                        inflation=f.inflation, trace=trace, analysis=analysis)
+                        inflation=f.inflation, trace=trace, analysis=analysis, gemm=gemm_facts(trace, analysis),
+                        oom=out_of_memory_events(trace, spans=f.steps))
 
 
 def _window(ex: Explanation) -> float:

@@ -21,9 +21,10 @@ WARNING_SAVING_PCT = 10.0
 # A cause under 5 % of the step is not reported: run-to-run noise on the H200 samples is 1–6 %
 # (the cold/warm 1024³ pairs), so a smaller saving could not be told from noise when checked.
 MATERIAL_PCT = 5.0
-# "per step": the saving recurs each step; "once": over the whole window (a compile, one slow
-# step, a run that stopped); "note": explains a figure and saves nothing (an annotation's row over
-# 100 %, the profiler's own lane): never the verdict, listed after every finding with a saving.
+# What a saving is counted over. "per step": it recurs each step; "once": over the whole window (a
+# compile, one slow step, a run that stopped); "note": explains a figure and saves nothing (where the
+# memory peak is, GEMMs without a rate, an annotation's row over 100 %, the profiler's own lane):
+# never the verdict, listed after every finding with a saving.
 NOTE = "note"
 SCOPES = ("per step", "once", NOTE)
 
@@ -56,7 +57,7 @@ class Finding:
     suggestion: str
     saving_us: float
     base_us: float
-    scope: str = "per step"
+    scope: str = "per step"  # one of SCOPES
     learn_more: str = ""
     caveat: str = ""
 

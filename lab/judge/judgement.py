@@ -17,6 +17,8 @@ from lab.judge.context import (
     graphs_replace_launches,
 )
 from lab.judge.finding import MATERIAL_PCT, Finding
+from lab.judge.gemm_rules import GEMM_RULES
+from lab.judge.memory_rules import MEMORY_RULES
 from lab.judge.rules import RULES
 from lab.judge.trace_rules import TRACE_RULES
 from lab.trace import Trace
@@ -44,7 +46,8 @@ def judge(explanation: Explanation, *, context: TraceContext | None = None) -> J
     come last and are never the verdict."""
     found = [f for rule in RULES if (f := rule(explanation)) is not None]
     if context is not None:
-        found += [f for rule in (*CONTEXT_RULES, *TRACE_RULES) if (f := rule(explanation, context)) is not None]
+        found += [f for rule in (*CONTEXT_RULES, *TRACE_RULES, *GEMM_RULES, *MEMORY_RULES)
+                  if (f := rule(explanation, context)) is not None]
         if graphs_replace_launches(context):
             found = [f for f in found if f.rule != "launch_bound"]
         if any(f.rule == "empty_window" for f in found):  # nothing of the program ran: no saving is its

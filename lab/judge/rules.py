@@ -48,9 +48,6 @@ AT_ROOF_PCT = 70.0
 # A pinned host→device copy on the H200 host: the lab's own sample (copy_pinned, 201 MB in
 # 3.67 ms) moved 54.8 GB/s; a pageable one 7.2 GB/s (copy_pageable).
 PINNED_COPY_GBS = 54.8
-# TF32 keeps the fp32 GEMM's share of its roof: the 4096³ fp32 GEMM ran at 76 % of 67 TFLOP/s,
-# the same program with TF32 at 334 µs ≈ 83 % of 494 (lab/samples). Bounded to stay sane.
-_EFFICIENCY_RANGE = (0.3, 0.9)
 
 
 # What launch_bound's host times include that an unprofiled run does not.
@@ -313,33 +310,9 @@ def _roof_rows(ex: Explanation, *, classes: tuple[str, ...], dtype: str | None =
     return r[keep]
 
 
-def tf32_gemms(ex: Explanation) -> Finding | None:
-    rows = _roof_rows(ex, classes=("gemm",), dtype="float32")
-    rows = rows[rows["bound"] == "compute-bound"]
-    step, n_steps = _step(ex), max(len(ex.attribution.steps), 1)
-    peak = ex.peak
-    if not len(rows) or peak is None or not peak.peak_tflops("tf32"):
-        return None
-    us = float(rows["gpu_us"].sum()) / n_steps
-    if not _material(us, step):
-        return None
-    eff = np.clip(rows["pct_of_roof"].to_numpy(float) / 100.0, *_EFFICIENCY_RANGE)
-    after = float((rows["flops"].to_numpy(float) / (eff * peak.peak_tflops("tf32") * 1e6)).sum()) / n_steps
-    return Finding(
-        "tf32_gemms", "gemm", "FP32 GEMMs without TF32",
-        premise=f"fp32 GEMMs are compute-bound (right of the ridge) and take ≥ {MATERIAL_PCT:.0f} % of the step",
-        evidence=f"{fmt_us(us)} {_of_step(ex)} in compute-bound fp32 GEMMs at "
-                 f"{rows['tflops'].max():,.1f} TFLOP/s (peak fp32 {peak.peak_tflops('float32'):g}, "
-                 f"tf32 {peak.peak_tflops('tf32'):g})",
-        suggestion="torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision('high')) "
-                   "if 10-bit mantissa products are acceptable; or run the model in bf16.",
-        saving_us=max(us - after, 0.0), base_us=step,
-        learn_more="https://pytorch.org/docs/stable/notes/cuda.html#tensorfloat-32-tf32-on-ampere-and-later-devices")
-
-
 def below_roof(ex: Explanation) -> Finding | None:
-    rows = _roof_rows(ex, classes=("gemm", "attention", "normalization", "softmax", "elementwise", "reduction",
-                                   "copy"))
+    # GEMMs are gemm_below_roof's (lab/judge/gemm_rules.py): judged per kernel at their own intensity.
+    rows = _roof_rows(ex, classes=("attention", "normalization", "softmax", "elementwise", "reduction", "copy"))
     rows = rows[(rows["pct_of_roof"] < BELOW_ROOF_PCT) & rows["bound"].isin(["compute-bound", "memory-bound"])]
     step, n_steps = _step(ex), max(len(ex.attribution.steps), 1)
     if not len(rows) or ex.peak is None:
@@ -477,6 +450,6 @@ def at_roof(ex: Explanation) -> Finding | None:
 
 RULES: tuple[Callable[[Explanation], Finding | None], ...] = (
     input_pipeline, compilation, slow_step, sync_waits, optimizer_loop, slow_host_op, launch_bound, pageable_copies,
-    tf32_gemms, attention_written_out,
+    attention_written_out,
     below_roof, allocator_calls, python_overhead, host_unrecorded, profiler_cost, at_roof,
 )

@@ -8,7 +8,7 @@ TensorBoard tab's views), is a ``Job``: the server sends the traces and analyses
 (pickle-5 frames, no JSON) and gets back only the result, so the Streamlit script thread runs no
 analysis. Results:
 
-    RANKS     → ``RanksResult``              (``analyze_ranks`` and ``rank_insights``; ``JobRefused`` with its words)
+    RANKS     → ``RanksResult``              (``analyze_ranks``, ``judge_ranks``; ``JobRefused`` with its words)
     RANK_SUMMARIES → ``RanksResult``         (``combine_ranks`` of a directory job's ``RankSummary``s)
     COMPARE   → ``Comparison``               (``compare_analyses``, A = first, B = second)
     SIGNALS   → ``tuple[Signal, ...]``       (``code(lesson, runs)``: the lesson's check)
@@ -37,7 +37,7 @@ from lab.pool import Name
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from lab.analysis import Analysis, Insight, RanksAnalysis, RankSummary
+    from lab.analysis import Analysis, RanksAnalysis, RankSummary
     from lab.judge import Finding
     from lab.trace import Trace
 
@@ -83,7 +83,7 @@ class JobInput:
 @dataclass(frozen=True)
 class RanksResult:
     analysis: RanksAnalysis
-    insights: tuple[Insight, ...]
+    findings: tuple[Finding, ...]  # lab.judge.judge_ranks: the job's findings, largest saving first
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def run_job(job: Job, given: JobInput) -> Any:
                                                  causes=_rank_causes(given)))
         except analysis.RanksError as exc:
             raise JobRefused(str(exc), type(exc).__name__) from None
-        return RanksResult(analysis=ranks, insights=tuple(analysis.rank_insights(ranks)))
+        return RanksResult(analysis=ranks, findings=importlib.import_module("lab.judge").judge_ranks(ranks))
     if job.kind == JobKind.COMPARE:
         a, b = given.analyses
         found_a, found_b = given.findings

@@ -26,7 +26,7 @@ from lab.core.settings import HostSettings
 from lab.pool import ChildState, Name, PoolFailed
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lab.analysis import Analysis, Insight
+    from lab.analysis import Analysis
     from lab.explain import Explanation
     from lab.judge import Finding, Judgement
     from lab.trace import Trace
@@ -74,12 +74,11 @@ class ReadFailed(PoolFailed):
 
 @dataclass(frozen=True)
 class Parsed:
-    """What the views need of one trace: its ``Trace`` (DataFrames), ``Analysis``, insights, and its
+    """What the views need of one trace: its ``Trace`` (DataFrames), ``Analysis``, and its
     explanation and judgement."""
 
     trace: Trace
     analysis: Analysis
-    insights: list[Insight]  # the GEMM and memory rules still on the Insight record (lab.analysis.find_insights)
     result_bytes: int = 0  # its pickled size as it came from the reader: what holding it costs
     # Where each step's time went and the ops against their roofs (lab.explain), and the findings
     # ranked by what fixing each would save, with the verdict (lab.judge).

@@ -122,8 +122,9 @@ def explanation_text(data: dict) -> str:
     lines += ["", "Findings (largest saving first, notes last)"]
     for f in data["findings"]:
         when = "per step" if f["scope"] == "per step" else "once"
-        saves = "note" if f["scope"] == "note" else f"saves {fmt_us(f['saving_us'])} {when} ({f['saving_pct']:.0f} %)"
-        lines.append(f"  [{f['severity']}] {f['title']}: {saves}")
+        lines.append(f"  [note] {f['title']}" if f["scope"] == "note" else
+                     f"  [{f['severity']}] {f['title']}: saves {fmt_us(f['saving_us'])} {when} "
+                     f"({f['saving_pct']:.0f} %)")
         lines.append(f"      premise: {f['premise']}")
         lines.append(f"      evidence: {f['evidence']}")
         lines.append(f"      try: {f['suggestion']}")
