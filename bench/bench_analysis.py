@@ -4,7 +4,7 @@
     python bench/bench_analysis.py --quick      # small inputs, no write (CI)
 
 Analyze = ``lab.analysis.analyze`` (operator and kernel summaries, GPU busy/idle, launch
-delays, steps, GEMM efficiency, verdict) + ``lab.insights.find_insights``; the trace is loaded
+delays, steps, GEMM efficiency, verdict) + ``lab.judge.judge_trace``; the trace is loaded
 once beforehand (ingest has its own bench). Large traces for the scaling rows repeat a real
 H200 trace's steps (``bench/make_large_trace.py``: times shifted, ids renumbered). Each figure
 is the median of N calls after one warm-up, wall clock and process CPU time. Target (issue
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from benchmarks_md import write_section  # noqa: E402
 from make_large_trace import repeated_events  # noqa: E402
 
-from lab.analysis import analyze, find_insights, kernel_view, module_view, step_time  # noqa: E402
+from lab.analysis import analyze, kernel_view, module_view, step_time  # noqa: E402
 from lab.core.settings import HostSettings  # noqa: E402
 from lab.judge import judge_trace  # noqa: E402
 from lab.read import Job, JobInput, JobKind, ReaderPool  # noqa: E402
@@ -68,14 +68,14 @@ def timed(fn, repeats: int) -> tuple[object, float, float]:
 
 def analyze_and_insights(trace):
     analysis = analyze(trace)
-    return analysis, find_insights(trace, analysis)
+    return analysis, judge_trace(trace, analysis).findings
 
 
 def tab_job(repeats: int) -> float:
     """Median wall s of the TensorBoard tab's reader job on the real trace, as ``ui.cache.job_result`` sends it."""
     with ReaderPool(settings=HostSettings(reader_count=1)).start(wait=True) as pool:
         parsed = pool.read(REAL_TRACE.read_bytes(), label=REAL_TRACE.name)
-        given = JobInput(traces=(parsed.trace,), analyses=(parsed.analysis,), insights=(parsed.insights,))
+        given = JobInput(traces=(parsed.trace,), analyses=(parsed.analysis,), findings=(parsed.findings,))
         return timed(lambda: pool.run_job(Job(kind=JobKind.TENSORBOARD), given), repeats)[1]
 
 
@@ -123,7 +123,7 @@ def main() -> int:
         "",
         f"Command: `python bench/bench_analysis.py{' --quick' if args.quick else ''}` — {dt.date.today()}, "
         f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), Python {platform.python_version()}; "
-        f"load average at start {load_avg:.1f}. Method: `analyze(trace)` + `find_insights(trace, analysis)` on a "
+        f"load average at start {load_avg:.1f}. Method: `analyze(trace)` + `judge_trace(trace, analysis)` on a "
         f"trace loaded beforehand; median of {repeats} calls after one warm-up; wall clock and process CPU time.",
         "",
         "| trace | events | flows | analyses + insights wall ms | CPU ms | insights | verdict |",

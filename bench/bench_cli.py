@@ -9,7 +9,7 @@ change of load on the shared box falls on all of them alike; the table gives med
   ``table`` in-process, ``analyze --isolated`` (a reader interpreter, the path before);
 - with ``--large PATH`` (the 114 MB recording: ``bench/record_cpu_traces.py small_ops:114``):
   ``analyze`` in-process and ``--isolated``, and the read itself in one ``python -c`` (imports,
-  ``load_trace``, ``analyze``, ``find_insights``: the in-process time to match);
+  ``load_trace``, ``analyze``, ``judge_trace``: the in-process time to match);
 - with ``--job DIR`` (``scripts/make_synthetic_job.py DIR --ranks 64``): ``ranks`` both ways.
 
     python bench/bench_cli.py --large /tmp/readers_bench/real/small_ops_114mb.json.gz --job /tmp/job64 --rounds 5

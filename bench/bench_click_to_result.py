@@ -6,7 +6,7 @@
 
 One iteration is what the page does after a click: ``service.submit(config)`` →
 ``ticket.result()`` (queue, worker process, run_profile, pickled RunResult back) →
-``load_trace(result.trace_gz)`` → ``analyze(trace)`` → ``find_insights(trace, analysis)``.
+``load_trace(result.trace_gz)`` → ``analyze(trace)`` → ``judge_trace(trace, analysis)``.
 Each part is timed with ``time.perf_counter``; the table gives the median over N runs.
 The service part is split into the worker's own stages (``RunResult.stage_s``) and what is
 left (dispatch, pipe, pickling): the service's overhead. Side by side, in the same loop,
@@ -57,12 +57,12 @@ def pipeline_steps():
     except ImportError:
         missing.append("lab.analysis.analyze")
     try:
-        from lab.analysis.insights.rules import find_insights
+        from lab.judge import judge_trace
 
-        steps.append(("find_insights", lambda result, state: state.__setitem__(
-            "insights", find_insights(state["trace"], state.get("analysis")))))
+        steps.append(("judge_trace", lambda result, state: state.__setitem__(
+            "insights", judge_trace(state["trace"], state["analysis"]).findings)))
     except ImportError:
-        missing.append("lab.insights.find_insights")
+        missing.append("lab.judge.judge_trace")
     return steps, missing
 
 
@@ -152,7 +152,7 @@ def report(args, config, start_s, first_s, rows, direct_s, missing) -> str:
         "| part | median | share |",
         "|---|---:|---:|",
     ]
-    for key in ("service", "worker stages", "service overhead", "load_trace", "analyze", "find_insights", "total"):
+    for key in ("service", "worker stages", "service overhead", "load_trace", "analyze", "judge_trace", "total"):
         if key in med:
             share = f"{100 * med[key] / med['total']:.0f} %" if key != "total" else ""
             bold = "**" if key == "total" else ""

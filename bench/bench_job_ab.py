@@ -8,7 +8,7 @@ this tree is the "after". The job: ``scripts/make_synthetic_job.py`` (64 ranks m
 gloo DDP rank trace of the corpus, rank 37 planted), written once and read by both. A round, in
 a fresh ``python`` whose working directory is the tree (its own ``lab``): a ``ReaderPool``
 started and warm, then timed what ``python -m lab ranks DIR`` does past its start: every rank
-submitted at once, each returning its ``RankSummary``, ``combine_ranks``, ``rank_insights``.
+submitted at once, each returning its ``RankSummary``, ``combine_ranks``, the rank rules (``judge_ranks``).
 The rounds alternate (before, after, before, after …) so both see the same load; medians.
 """
 
@@ -39,7 +39,11 @@ TITLE = "## 64-rank job: before and after the collectives"
 CPU_RANKS = 16  # ranks read again in the child's own process for the CPU time of one rank (load-independent)
 CHILD = """
 import json, pickle, sys, time
-from lab.analysis import combine_ranks, rank_insights
+from lab.analysis import combine_ranks
+try:  # the rank rules as each tree has them: judged findings, or the older insights
+    from lab.judge import judge_ranks as rank_rules
+except ImportError:
+    from lab.analysis import rank_insights as rank_rules
 from lab.core import HostSettings
 from lab.read import ReaderPool, read_rank_summaries
 paths = json.loads(sys.argv[1])
@@ -48,7 +52,7 @@ with ReaderPool(settings=settings).start(wait=True) as pool:
     t = time.perf_counter()
     summaries = read_rank_summaries(paths, settings=settings, pool=pool)
     ranks = combine_ranks(summaries)
-    insights = rank_insights(ranks)
+    found = rank_rules(ranks)
     wall = time.perf_counter() - t
 from lab.analysis import analyze, rank_summary
 from lab.trace import load_trace
@@ -66,7 +70,7 @@ load_ms = 1e3 * sorted(loads)[2]
 print(json.dumps({"wall_s": wall, "cpu_ms": cpu_ms, "load_ms": load_ms,
                   "straggler": ranks.straggler.rank if ranks.straggler else None,
                   "back_bytes": sum(len(pickle.dumps(s, protocol=5)) for s in summaries),
-                  "insights": [i.title for i in insights]}))
+                  "insights": [f.title for f in found]}))
 """
 
 
@@ -95,7 +99,7 @@ def report(before: list[dict], after: list[dict], *, base: str, n: int, disk_mb:
         f"{load[1]:.1f} at the end) · `python bench/bench_job_ab.py {base} --rounds {len(after)}`", "",
         f"The synthetic {n}-rank job (`scripts/make_synthetic_job.py`, rank {STRAGGLER} planted; {disk_mb:.1f} MB of "
         ".json.gz) read by two checkouts, each round a fresh process in its tree: the reader pool started, then "
-        "timed every rank read into its `RankSummary`, `combine_ranks` and `rank_insights` (what `python -m lab "
+        "timed every rank read into its `RankSummary`, `combine_ranks` and the rank rules (what `python -m lab "
         "ranks DIR` does past its start). Rounds alternated before, after, before …; medians.", "",
         "| | before | after |", "| --- | --- | --- |",
         f"| wall time, read + analysed | {wall_b:.2f} s | {wall_a:.2f} s |",

@@ -39,10 +39,10 @@ def measure(path: Path) -> list[tuple[str, int, int]]:
     """(interaction, bytes to the reader, bytes back) for one trace."""
     parsed = parse(str(path), settings=HostSettings.from_env())
     other = parse(str(path), settings=HostSettings.from_env())  # the compare's B: objects of its own
-    # What ui.cache.job_result sends for every job: the traces, their analyses and insights.
-    one = JobInput(traces=(parsed.trace,), analyses=(parsed.analysis,), insights=(parsed.insights,))
+    # What ui.cache.job_result sends for every job: the traces, their analyses and judged findings.
+    one = JobInput(traces=(parsed.trace,), analyses=(parsed.analysis,), findings=(parsed.findings,))
     two = JobInput(traces=(parsed.trace, other.trace), analyses=(parsed.analysis, other.analysis),
-                   insights=(parsed.insights, other.insights))
+                   findings=(parsed.findings, other.findings))
     jobs = (("by-shape toggle", Job(kind=JobKind.BY_SHAPE), one),
             ("TensorBoard tab", Job(kind=JobKind.TENSORBOARD), one),
             ("own-trace questions", Job(kind=JobKind.OWN, names=("yours",), code=own_answers), one),

@@ -10,7 +10,7 @@ does (``lab/read/reader.py``'s ``_Steps``: import lab.trace and lab.analysis, on
 of a bundled sample, ``gc.collect(); gc.freeze()``), then:
 
 * ``load``: ``load_trace(PATH)`` alone;
-* ``load+analyze``: ``load_trace`` + ``analyze`` + ``find_insights``, what a reader does per
+* ``load+analyze``: ``load_trace`` + ``analyze`` + ``judge_trace``, what a reader does per
   upload (``_Steps.parse``).
 
 ``--as-bytes`` reads the file into bytes first (untimed, counted: a reader handed the upload's
@@ -60,13 +60,14 @@ class _Sampler(threading.Thread):
 def _measure(mode: str, path: str, as_bytes: bool) -> dict:
     import gc
 
-    from lab.analysis import analyze, find_insights
+    from lab.analysis import analyze
+    from lab.judge import judge_trace
     from lab.samples import list_samples
     from lab.trace import load_trace
 
     sample = list_samples()[0].read_bytes()
     trace = load_trace(sample)
-    find_insights(trace, analyze(trace))
+    judge_trace(trace, analyze(trace))
     del trace
     gc.collect()
     gc.freeze()
@@ -87,7 +88,7 @@ def _measure(mode: str, path: str, as_bytes: bool) -> dict:
         sampler.stage = "analyze"
         t1 = time.perf_counter()
         analysis = analyze(trace)
-        find_insights(trace, analysis)
+        judge_trace(trace, analysis)
         out["analyze_s"] = time.perf_counter() - t1
     out["hwm_mb"] = _status_kb("VmHWM") / 1024
     sampler.stop.set()

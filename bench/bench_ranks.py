@@ -37,8 +37,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from benchmarks_md import write_section  # noqa: E402
 
-from lab.analysis import analyze_ranks, rank_insights  # noqa: E402
+from lab.analysis import analyze_ranks  # noqa: E402
 from lab.core import HostSettings  # noqa: E402
+from lab.judge import judge_ranks  # noqa: E402
 from lab.read import ReaderPool  # noqa: E402
 from lab.views import build_ranks_timeline, build_timeline, timeline_chart  # noqa: E402
 
@@ -97,7 +98,7 @@ def view_rows(parsed, ranks, repeats: int) -> list[tuple[str, int, int, float, f
     return rows
 
 
-def section(args, plan, one_s, two_s, analyze_ms, ranks, insights, rows, events) -> str:
+def section(args, plan, one_s, two_s, analyze_ms, ranks, findings, rows, events) -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
         "## 2-rank read", "",
@@ -122,7 +123,7 @@ def section(args, plan, one_s, two_s, analyze_ms, ranks, insights, rows, events)
                   "`analyze_ranks` adds milliseconds (this trace has no collectives to match); the stacked "
                   f"timeline sends {rows[0][2]:,} marks for "
                   f"{rows[0][1]:,} events, within the single timeline's 5,000 (rank 0 alone: {rows[2][2]:,}). "
-                  f"Insights that fired: {', '.join(i.title for i in insights) or 'none'}."]
+                  f"Findings that fired: {', '.join(f.title for f in findings) or 'none'}."]
     return "\n".join(lines) + "\n"
 
 
@@ -139,9 +140,9 @@ def main() -> int:
     names = [f"transformer_rank{r}.json.gz" for r in (0, 1)]
     ranks, analyze_ms = timed_ms(lambda: analyze_ranks([p.trace for p in parsed], names,
                                                        analyses=[p.analysis for p in parsed]), args.repeats)
-    insights = rank_insights(ranks)
+    findings = judge_ranks(ranks)
     rows = view_rows(parsed, ranks, args.repeats)
-    text = section(args, plan, one_s, two_s, analyze_ms, ranks, insights, rows, len(parsed[0].trace.events))
+    text = section(args, plan, one_s, two_s, analyze_ms, ranks, findings, rows, len(parsed[0].trace.events))
     print(text)
     if not args.quick:
         write_section(text)

@@ -4,7 +4,7 @@
 
 For each trace, ``--rounds`` times, interleaved (A B, A B, …, every trace in each round):
 
-* A, in-process: ``load_trace(bytes) + analyze + find_insights`` in this process on the file's
+* A, in-process: ``load_trace(bytes) + analyze + judge_trace`` in this process on the file's
   bytes already in memory — the floor an upload is held to;
 * B, upload: a fresh browser context opens the page (``streamlit run bench/timed_app.py``: the
   page itself, with time stamps), opens "Open your own trace", and sets the file on the
@@ -92,7 +92,7 @@ SEGMENTS = (
     ("· Streamlit: rerun with the file, page top → upload box", "page:upload_end", "accept"),
     ("· hand-off: read queued → reader parsing", "submitted", "stage:parsing"),
     ("decode (load_trace)", "stage:parsing", "stage:analysing"),
-    ("analysis (analyze + find_insights)", "stage:analysing", "stage:sending"),
+    ("analysis (analyze + judge_trace)", "stage:analysing", "stage:sending"),
     ("result's way back (pack, pipe, unpickle)", "stage:sending", "received"),
     ("page: settle, rerun, Summary drawn", "received", "page:verdict"),
     ("· of which: result → settled (the upload joins the session)", "received", "settled"),
@@ -123,13 +123,14 @@ def unique_copy(trace: Path, folder: Path, n: int) -> Path:
 
 
 def in_process(data: bytes) -> float:
-    from lab.analysis import analyze, find_insights
+    from lab.analysis import analyze
+    from lab.judge import judge_trace
     from lab.trace import load_trace
 
     started = time.perf_counter()
     trace = load_trace(data)
     analysis = analyze(trace)
-    find_insights(trace, analysis)
+    judge_trace(trace, analysis)
     return time.perf_counter() - started
 
 
@@ -305,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         cells = [_median([u[label] for u in results[c]["upload"]]) for c in cols]
         print(f"| {label} | " + " | ".join("—" if x is None else f"{x:.3f}" for x in cells) + " |")
     cells = [_median(results[c]["in_process"]) for c in cols]
-    print("| in-process load_trace + analyze + find_insights | " + " | ".join(f"{x:.3f}" for x in cells) + " |")
+    print("| in-process load_trace + analyze + judge_trace | " + " | ".join(f"{x:.3f}" for x in cells) + " |")
     ratios = []
     for c in cols:
         pairs = [u["total: file chosen → verdict on screen"] / a

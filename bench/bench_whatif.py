@@ -20,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lab.analysis.gemm.analyze import peak_for  # noqa: E402
+from lab.analysis import analyze  # noqa: E402
 from lab.explain import explain  # noqa: E402
-from lab.judge import judge  # noqa: E402
+from lab.judge import judge_trace  # noqa: E402
 from lab.trace import load_trace  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "explain"
@@ -43,12 +43,14 @@ def pair_rows(folder: Path = DATA) -> list[dict]:
     out = []
     for pair in manifest["pairs"]:
         base, fixed = pair["base"], pair["fixed"]
-        explained = {}
-        for stem in (base, fixed):
+        explained, judged = {}, {}
+        for stem in (base, fixed):  # as the page judges it: the analysed trace, with its context
             trace = load_trace((folder / f"{stem}.json.gz").read_bytes())
-            explained[stem] = explain(trace, peak=peak_for(trace))
+            analysis = analyze(trace)
+            explained[stem] = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
+            judged[stem] = judge_trace(trace, analysis, explained[stem])
         rule = FIX_RULE[base]
-        finding = next((f for f in judge(explained[base]).findings if f.rule == rule), None)
+        finding = next((f for f in judged[base].findings if f.rule == rule), None)
         a, b = explained[base].attribution, explained[fixed].attribution
         once = finding is not None and finding.scope == "once"
         base_us = float(a.steps["wall_us"].sum()) if once else a.step_us

@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_flag(p, option)
     p.add_argument("--out", type=Path, default=None, help="folder for trace.json.gz, key_averages.csv, summary.json")
 
-    for name, text in (("analyze", "read one trace and print its insights"),):
+    for name, text in (("analyze", "read one trace and print where its time went and its findings"),):
         a = sub.add_parser(name, help=text)
         a.add_argument("trace", help="a Chrome trace (.json or .json.gz)")
         a.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -222,8 +222,8 @@ def analyze_main(path: str, *, as_json: bool, settings: HostSettings | None = No
         parsed = _read(readers, path)
     if parsed is None:
         return EXIT_BAD_INPUT
-    report = build_report(parsed.trace, analysis=parsed.analysis, insights=parsed.insights,
-                          explanation=parsed.explanation, judgement=parsed.judgement)
+    report = build_report(parsed.trace, analysis=parsed.analysis, explanation=parsed.explanation,
+                          judgement=parsed.judgement)
     _print(report, format_report(report) + "\n", as_json=as_json)
     return 0
 
@@ -243,8 +243,8 @@ def compare_main(a: str, b: str, *, as_json: bool, settings: HostSettings | None
     if label_a == label_b:
         label_a, label_b = "A", "B"
     # What compare_traces does, on the analyses the reader made (traces alone: no run config).
-    comparison = compare_analyses(parsed_a.analysis, parsed_b.analysis, insights_a=parsed_a.insights,
-                                  insights_b=parsed_b.insights, label_a=label_a, label_b=label_b)
+    comparison = compare_analyses(parsed_a.analysis, parsed_b.analysis, findings_a=parsed_a.findings,
+                                  findings_b=parsed_b.findings, label_a=label_a, label_b=label_b)
     data = comparison_to_dict(comparison)
     _print(data, format_comparison(data) + "\n", as_json=as_json)
     return 0
@@ -261,7 +261,8 @@ def ranks_main(paths: Sequence[str], *, as_json: bool, settings: HostSettings | 
                pool: ReaderPool | ReadHere | None = None, sort: str = "rank", top: int | None = None) -> int:
     """``python -m lab ranks A B … [--json]``: every rank read at once (the pool's readers, or Ray
     tasks with ``PROFILER_LAB_BACKEND=ray``), each sending back only its summary; then the job."""
-    from lab.analysis import RanksError, combine_ranks, rank_insights
+    from lab.analysis import RanksError, combine_ranks
+    from lab.judge import judge_ranks
     from lab.read import read_rank_summaries
     from lab.views.ranks import ranks_dict, ranks_text
 
@@ -276,8 +277,8 @@ def ranks_main(paths: Sequence[str], *, as_json: bool, settings: HostSettings | 
     except RanksError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    insights = rank_insights(ranks)
-    _print(ranks_dict(ranks, insights), ranks_text(ranks, insights, sort=sort, top=top), as_json=as_json)
+    findings = judge_ranks(ranks)
+    _print(ranks_dict(ranks, findings), ranks_text(ranks, findings, sort=sort, top=top), as_json=as_json)
     return 0
 
 
@@ -360,9 +361,10 @@ def _table(args: argparse.Namespace, settings: HostSettings) -> int:
 
 
 def _memory(args: argparse.Namespace, settings: HostSettings) -> int:
-    from lab.analysis import MEMORY_RULES, analyze, find_insights
+    from lab.analysis import analyze
+    from lab.judge import judge_trace
     from lab.trace import load_trace
-    from lab.views.memory import MEMORY_CSV_COLUMNS, NO_MEMORY, memory_rows, memory_text
+    from lab.views.memory import MEMORY_CSV_COLUMNS, NO_MEMORY, memory_findings, memory_rows, memory_text
 
     trace = load_trace(args.trace, settings=settings)
     if not trace.has_memory:
@@ -373,7 +375,7 @@ def _memory(args: argparse.Namespace, settings: HostSettings) -> int:
     if args.csv:
         memory_rows(trace, memory)[list(MEMORY_CSV_COLUMNS)].to_csv(sys.stdout, index=False, float_format="%.3f")
         return 0
-    print(memory_text(trace, memory, find_insights(trace, analysis, rules=MEMORY_RULES)), end="")
+    print(memory_text(trace, memory, memory_findings(judge_trace(trace, analysis).findings)), end="")
     return 0
 
 

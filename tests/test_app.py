@@ -213,6 +213,28 @@ def test_first_visit_shows_a_gpu_sample_and_runs_nothing(at):
     open_view(at, "Summary")
 
 
+def test_summary_and_insights_show_the_judged_findings_in_one_list(at):
+    """The first visit's sample (4096³ bf16, eager): the Summary leads with the verdict and the
+    top findings, with no second "Top insight" list; the Insights tab lists every judged finding,
+    a note marked as one, with its caveat and its link."""
+    from lab.analysis import analyze
+    from lab.judge import judge_trace
+    from lab.trace import load_trace
+
+    trace = load_trace(H200_TRACE)
+    judged = judge_trace(trace, analyze(trace))
+    shown = [plain(m.value) for m in at.markdown]
+    assert "**Findings, largest saving first**" in [m.value for m in at.markdown]
+    assert not any("Top insight" in m for m in shown)
+    assert any(judged.findings[0].title in m for m in shown)
+    open_view(at, "Insights")
+    shown = [plain(m.value) for m in at.markdown]
+    for finding in judged.findings:
+        assert any(finding.title in m and ("· note" in m) == finding.is_note for m in shown), finding.title
+    captions = [plain(c.value) for c in at.caption]
+    assert any("profiler_recipe" in c for c in captions)
+
+
 # ------------------------------------------------------------------------------ a run
 
 

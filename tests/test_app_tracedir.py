@@ -94,6 +94,9 @@ def test_a_64_rank_job_shows_the_heat_map_and_the_straggler(monkeypatch, tmp_pat
     assert list(table["Rank"]) == list(range(64))
     assert "Compute per step (ms)" in table and "compute_ms" not in table  # per step, in words
     assert any("Straggler: rank 37" in t.value for t in at.text)
+    # The job's findings, judged with the ranks: each with what its fix would save.
+    cards = [m.value for m in at.markdown if "· saves" in m.value]
+    assert any("A straggler rank" in c and "per step" in c for c in cards), cards
     specs = [c.proto.spec for c in at.get("vega_lite_chart")]
     assert any('"hconcat"' in s and "communication (ms)" in s for s in specs)  # the heat map
     picks = at.multiselect[0]

@@ -1,4 +1,4 @@
-"""compare_traces / compare_analyses: eager vs compiled bf16 (the add kernel goes, the GEMM gains a
+"""compare_traces (lab.views) / compare_analyses: eager vs compiled bf16 (the add kernel goes, the GEMM gains a
 bias epilogue), and the page's Compare against its Insights tabs."""
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 from tracebuild import H200_PROPS, build, kernel, launch, matmul_add_steps, op
 
-from lab.analysis import analyze, find_insights
-from lab.analysis.compare import TOTAL_METRICS, compare_analyses, compare_traces
+from lab.analysis import analyze
+from lab.analysis.compare import TOTAL_METRICS, compare_analyses
 from lab.core.config import RunConfig
 from lab.core.devices import lookup_peak
+from lab.judge import judge_trace
 from lab.samples import list_samples
 from lab.trace.load import load_trace
+from lab.views.report import compare_traces
 
 DATA = Path(__file__).parent / "data"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -49,10 +51,8 @@ def test_add_kernel_gone_and_bias_in_the_gemm(eager_vs_compiled):
     assert math.isnan(new["ratio"].iloc[0])
     gone = set(kernels.loc[kernels["status"] == "gone", "name"])
     assert not any("bias" in name for name in gone)
-    assert "Bias add runs as a separate kernel after the GEMM" in eager_vs_compiled.insights_gone
-    # Compared from the traces alone (no config): the compiled GEMM is found by its kernel, but
-    # its region recorded no shapes, so the only new insight is the one that says so.
-    assert set(eager_vs_compiled.insights_new) <= {"GEMMs without a rate: shapes not recorded"}
+    assert "Bias add runs as a separate kernel after the GEMM" in eager_vs_compiled.findings_gone
+    assert not any("Bias add" in t for t in eager_vs_compiled.findings_new + eager_vs_compiled.findings_kept)
 
 
 def test_totals_against_brute_force(eager_vs_compiled):
@@ -89,7 +89,7 @@ def test_a_trace_against_itself_changes_nothing():
     assert (same.kernels["delta_us"] == 0).all() and (same.operators["delta_us"] == 0).all()
     assert set(same.kernels["status"]) == {"both"}
     assert (same.kernels["ratio"] == 1).all()
-    assert not same.insights_gone and not same.insights_new and same.insights_kept
+    assert not same.findings_gone and not same.findings_new and same.findings_kept
     assert (same.totals["delta"].fillna(0) == 0).all()
 
 
@@ -109,15 +109,15 @@ def test_gpu_vs_cpu_only_trace():
     assert diff.total("gpu_busy_us") == (30.0, 0.0)
 
 
-# ---- the page's Compare uses the Insights tabs' analyses ----------------------------------------
+# ---- the page's Compare uses the Insights tabs' analyses and findings ---------------------------
 
-FP32_NO_TF32 = "FP32 matmul without TF32 on a tensor-core GPU"
+FP32_NO_TF32 = "FP32 GEMMs without TF32"
 
 
 def _insights_tab(trace, config):
-    """What ui/cache.py computes for a run's Insights tab: analysed with its config and the device's peak."""
+    """What ui/cache.py computes for a run's Insights tab: analysed with its config and the device's peak, judged."""
     analysis = analyze(trace, peak=lookup_peak("NVIDIA H200"), config=config)
-    return analysis, find_insights(trace, analysis)
+    return analysis, judge_trace(trace, analysis).findings
 
 
 def _compiled_fp32_steps():
@@ -145,15 +145,15 @@ def _pairs():
 
 
 @pytest.mark.parametrize("pair", list(_pairs()), ids=["samples-seed", "samples-recorded", "fp32-compiled"])
-def test_compare_insights_are_the_difference_of_the_insights_tabs(pair):
+def test_compare_findings_are_the_difference_of_the_insights_tabs(pair):
     (trace_a, config_a), (trace_b, config_b) = pair
     analysis_a, tab_a = _insights_tab(trace_a, config_a)
     analysis_b, tab_b = _insights_tab(trace_b, config_b)
-    cmp = compare_analyses(analysis_a, analysis_b, insights_a=tab_a, insights_b=tab_b)
-    titles_a, titles_b = [i.title for i in tab_a], [i.title for i in tab_b]
-    assert cmp.insights_gone == tuple(t for t in titles_a if t not in titles_b)
-    assert cmp.insights_new == tuple(t for t in titles_b if t not in titles_a)
-    assert cmp.insights_kept == tuple(t for t in titles_a if t in titles_b)
+    cmp = compare_analyses(analysis_a, analysis_b, findings_a=tab_a, findings_b=tab_b)
+    rules_a, rules_b = [f.rule for f in tab_a], [f.rule for f in tab_b]  # matched by rule: titles carry numbers
+    assert cmp.findings_gone == tuple(f.title for f in tab_a if f.rule not in rules_b)
+    assert cmp.findings_new == tuple(f.title for f in tab_b if f.rule not in rules_a)
+    assert cmp.findings_kept == tuple(f.title for f in tab_a if f.rule in rules_b)
     # The same analyses give the same tables as comparing the traces.
     plain = compare_traces(trace_a, trace_b)
     assert cmp.kernels.equals(plain.kernels) and cmp.operators.equals(plain.operators)
@@ -166,6 +166,7 @@ def test_compare_without_the_config_would_miss_an_insight_the_tab_shows():
     fp32 = _compiled_fp32_steps()
     analysis_a, tab_a = _insights_tab(bf16, RunConfig(m=4096, k=4096, n=4096, dtype="bfloat16"))
     analysis_b, tab_b = _insights_tab(fp32, RunConfig(m=4096, k=4096, n=4096, dtype="float32", compile=True))
-    assert FP32_NO_TF32 in [i.title for i in tab_b]
-    assert FP32_NO_TF32 in compare_analyses(analysis_a, analysis_b, insights_a=tab_a, insights_b=tab_b).insights_new
-    assert FP32_NO_TF32 in compare_traces(bf16, fp32).insights_new
+    # The TF32 finding is the judge's (lab/judge/gemm_rules.py): the config's shapes give the GEMM its rate.
+    assert FP32_NO_TF32 in [f.title for f in judge_trace(fp32, analysis_b).findings]
+    assert FP32_NO_TF32 not in [f.title for f in judge_trace(bf16, analysis_a).findings]
+    assert FP32_NO_TF32 in compare_analyses(analysis_a, analysis_b, findings_a=tab_a, findings_b=tab_b).findings_new

@@ -17,22 +17,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.analysis import analyze, find_insights
-from lab.analysis.diagnoses import findings as dx
-from lab.analysis.diagnoses.capture import EMPTY_MAX_OPS, find_empty_capture, find_profiler_inflation
-from lab.analysis.diagnoses.comm import find_collectives
-from lab.analysis.diagnoses.copies import PAGEABLE_MIN_PCT, find_pageable_copies
-from lab.analysis.diagnoses.graphs import find_graph_replays, graph_replay_rows
-from lab.analysis.diagnoses.host import (
-    HOST_GAP_MIN_STRETCH_US,
-    HOST_GAP_MIN_US,
-    HOST_SYNC_CALLS,
-    find_host_gaps,
-    find_host_syncs,
+from lab.analysis import analyze
+from lab.analysis.diagnoses.capture import (
+    EMPTY_MAX_OPS,
+    capture_explains_missing_gpu,
+    find_empty_capture,
+    find_profiler_inflation,
 )
+from lab.analysis.diagnoses.comm import find_collectives
+from lab.analysis.diagnoses.graphs import find_graph_replays, graph_replay_rows
 from lab.analysis.diagnoses.steps import STEP_MIN_COVER_PCT, step_spans
-from lab.analysis.insights.rules import SEVERITIES, Insight
-from lab.judge import judge_trace
+from lab.explain.attribution import LONG_HOST_GAP_US
+from lab.judge import SEVERITIES, judge_trace
 from lab.trace import load_trace
 from tests import diagbuild as b
 from tests import tracebuild
@@ -42,7 +38,7 @@ SEED_SAMPLES = sorted([*(ROOT / "tests/data").glob("matmul_add_*.json.gz"),
                        *(ROOT / "lab/samples").glob("matmul_add_*.json.gz")])
 # The seed exercise on an H200 recorded with profile_memory: 3 steps, memory records, no OOM.
 GROUNDTRUTH_MEM = ROOT / "tests/data/groundtruth/cuda/seed_mem.json.gz"
-FINDERS = (find_host_syncs, find_host_gaps, find_pageable_copies, find_graph_replays, find_collectives,
+FINDERS = (find_graph_replays, find_collectives,
            find_empty_capture, find_profiler_inflation)
 
 # The rules of the findings that name a diagnosed cause (what the old weighed verdict named).
@@ -59,9 +55,9 @@ def _named(trace) -> str | None:
     return found.rule if found is not None else None
 
 
-def _fire(rule, trace):
-    """A diagnosis rule as ``find_insights`` calls it: with the trace's Analysis."""
-    return rule(trace, analyze(trace))
+def _judged(trace, rule: str):
+    """The judged finding of ``rule`` on the trace (None: it did not fire)."""
+    return next((f for f in judge_trace(trace, analyze(trace)).findings if f.rule == rule), None)
 
 
 # --- brute force over raw events ---------------------------------------------------------------
@@ -154,11 +150,8 @@ def load_raw(path: Path) -> dict:
 def test_every_diagnosis_is_silent_on_the_seed_samples(path):
     trace = load_trace(path)
     assert [f.__name__ for f in FINDERS if f(trace) is not None] == []
-    analysis = analyze(trace)
-    assert [r.__name__ for r in dx.DIAGNOSIS_RULES if r(trace, analysis) is not None] == []
-    assert dx.named_cause(analysis.findings) is None
     assert _named(trace) not in _DIAGNOSED  # the judged verdict names none of the diagnoses' causes
-    assert not dx.capture_explains_missing_gpu(trace, find_empty_capture(trace))
+    assert not capture_explains_missing_gpu(trace, find_empty_capture(trace))
     assert len(graph_replay_rows(trace)) == 0
 
 
@@ -212,146 +205,40 @@ def test_a_short_repeated_annotation_does_not_cover_the_trace():
     assert step_spans(tracebuild.build(events)).source == ""
 
 
-# --- 1. host syncs -----------------------------------------------------------------------------
+# --- host syncs, host work outside ops, pageable copies: the judge's, from the attribution ---------
+# (the diagnoses that measured them apart are gone: the time attribution holds each as a cause)
 
 
-def brute_syncs(doc: dict) -> dict:
-    x = complete(doc)
-    steps = periods(steps_of(doc))
-    gpu = [span(e) for e in x if is_gpu(e)]
-    syncs = [e for e in x if e["name"] in HOST_SYNC_CALLS and any(a <= e["ts"] < z for a, z in steps)]
-    idle = []
-    for e in syncs:
-        end = span(e)[1]
-        later = [s for s, _ in gpu if s >= end]
-        busy_now = any(s <= end < z for s, z in gpu)
-        idle.append(0.0 if busy_now or not later else min(later) - end)
-    items = [e for e in x if e["name"] == "aten::item" and any(a <= e["ts"] < z for a, z in steps)]
-    return dict(count=len(syncs), blocked=sum(e["dur"] for e in syncs), idle=sum(idle), items=len(items),
-                window=steps[-1][1] - steps[0][0])
-
-
-def test_item_every_step_is_found_with_the_idle_gpu_after_it():
+def test_item_every_step_is_sync_waits_named_by_its_op():
     doc = b.item_sync(n_steps=4, host_work_us=2000)
-    want = brute_syncs(doc)
-    f = find_host_syncs(b.load(doc))
-    assert (f.count, f.item_calls, f.per_step_max) == (want["count"], want["items"], 1)
-    assert f.blocked_us == pytest.approx(want["blocked"], abs=1e-3)
-    assert f.idle_after_us == pytest.approx(want["idle"], abs=1e-3)
-    assert f.idle_pct == pytest.approx(100 * want["idle"] / want["window"], abs=1e-6)
-    assert f.by_source[0][0] == ".item()" and f.severity == "warning"
-    insight = _fire(dx.host_syncs_rule, b.load(doc))
-    assert isinstance(insight, Insight) and str(want["count"]) in insight.evidence
+    found = _judged(b.load(doc), "sync_waits")
+    assert found is not None and "aten::_local_scalar_dense" in found.evidence
 
 
-def test_a_sync_after_the_last_step_is_not_inside_a_step():
-    doc = b.item_sync(n_steps=2)
-    last_end = max(z for _, z in steps_of(doc))
-    doc["traceEvents"].append(b.runtime("cudaDeviceSynchronize", last_end + 50, 300, 9999))
-    f = find_host_syncs(b.load(doc))
-    assert f.count == brute_syncs(doc)["count"]
-    assert "torch.cuda.synchronize()" not in [s for s, *_ in f.by_source]
+def test_two_ms_of_python_per_step_is_unrecorded_host_time():
+    found = _judged(b.load(b.item_sync(n_steps=4, host_work_us=2000)), "host_unrecorded")
+    assert found is not None and found.severity in ("warning", "critical")
 
 
-def test_stream_wait_event_is_not_a_host_sync():
-    events = [tracebuild.annotation("step", 1000 + 100 * i, 90) for i in range(3)]
-    events += [b.runtime("cudaStreamWaitEvent", 1010 + 100 * i, 40, 50 + i) for i in range(3)]
-    events += [tracebuild.kernel("k", 1060 + 100 * i, 10, 50 + i) for i in range(3)]
-    assert find_host_syncs(tracebuild.build(events)) is None
-
-
-# --- 2. host work outside any op --------------------------------------------------------------
-
-
-def brute_gaps(doc: dict) -> dict:
-    """Stretches ≥ HOST_GAP_MIN_STRETCH_US with no host op open, per step period, and the GPU
-    idle inside them."""
-    x = complete(doc)
-    steps = periods(steps_of(doc))
-    ops = [span(e) for e in x if e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
-           and not e["name"].startswith("ProfilerStep#")]
-    gaps = [g for g in uncovered_stretches(steps[0][0], steps[-1][1], ops) if g[1] - g[0] >= HOST_GAP_MIN_STRETCH_US]
-    gpu = [span(e) for e in x if is_gpu(e)]
-    unc = [measure(a, z, (gaps, True)) for a, z in steps]
-    idle = sum(measure(a, z, (gaps, True), (gpu, False)) for a, z in steps)
-    return dict(uncovered=sum(unc), median=float(np.median(unc)), idle=idle, period=sum(z - a for a, z in steps),
-                stretches=len(gaps))
-
-
-def test_two_ms_of_python_per_step_is_found_with_the_gpu_idle_it_causes():
-    doc = b.item_sync(n_steps=4, host_work_us=2000)
-    want = brute_gaps(doc)
-    f = find_host_gaps(b.load(doc))
-    assert f.stretches == want["stretches"]
-    assert f.uncovered_us == pytest.approx(want["uncovered"], abs=1e-3)
-    assert f.uncovered_median_us == pytest.approx(want["median"], abs=1e-3)
-    assert f.gpu_idle_us == pytest.approx(want["idle"], abs=1e-3)
-    assert f.gpu_idle_pct == pytest.approx(100 * want["idle"] / want["period"], abs=1e-6)
-    assert _fire(dx.host_gaps_rule, b.load(doc)).severity == "warning"
-
-
-def test_host_work_below_the_threshold_is_silent():
-    doc = b.item_sync(n_steps=4, host_work_us=HOST_GAP_MIN_US / 2)
-    assert brute_gaps(doc)["median"] < HOST_GAP_MIN_US
-    assert find_host_gaps(b.load(doc)) is None
-
-
-# --- 3. pageable copies ------------------------------------------------------------------------
+def test_short_host_work_between_ops_is_not_unrecorded_host_time():
+    # Stretches under LONG_HOST_GAP_US are Python between ops, not time nothing explains.
+    assert _judged(b.load(b.item_sync(n_steps=4, host_work_us=LONG_HOST_GAP_US / 4)), "host_unrecorded") is None
 
 
 def brute_copies(doc: dict, kind: str) -> dict:
     x = complete(doc)
     mine = [e for e in x if e.get("cat") == "gpu_memcpy" and kind in e["name"]]
-    gpu = [span(e) for e in x if is_gpu(e)]
-    lo, hi = min(s for s, _ in gpu), max(z for _, z in gpu)
-    busy = measure(lo, hi, (gpu, True))
     nbytes = sum(e["args"]["bytes"] for e in mine)
     return dict(count=len(mine), us=sum(e["dur"] for e in mine), bytes=nbytes,
-                gbps=nbytes / sum(e["dur"] for e in mine) / 1e3,
-                share=100 * measure(lo, hi, ([span(e) for e in mine], True)) / busy)
+                gbps=nbytes / sum(e["dur"] for e in mine) / 1e3)
 
 
-def test_pageable_copies_with_achieved_bandwidth_against_pinned():
+def test_pageable_copies_are_named_with_their_achieved_bandwidth():
     doc = b.pageable_copies(mb=64, pageable_gbps=6.0, pinned_gbps=50.0)
-    page, pin = brute_copies(doc, "Pageable"), brute_copies(doc, "Pinned")
-    f = find_pageable_copies(b.load(doc))
-    assert (f.count, f.pinned_count, f.directions) == (page["count"], pin["count"], ("HtoD",))
-    assert f.pageable_us == pytest.approx(page["us"], abs=1e-3)
-    assert f.pageable_busy_pct == pytest.approx(page["share"], abs=1e-6)
-    # the bytes come from the memcpys' own 'bytes' args; without them, from the copy ops' shapes
-    assert f.bytes_source == "trace"
-    assert (f.pageable_bytes, f.pinned_bytes) == (page["bytes"], pin["bytes"])
-    stripped = b.load(doc)
-    f_shapes = find_pageable_copies(dataclasses.replace(stripped, events=stripped.events.assign(copy_bytes=np.nan)))
-    assert f_shapes.bytes_source == "shapes"
-    assert (f_shapes.pageable_bytes, f_shapes.pinned_bytes) == (page["bytes"], pin["bytes"])
-    assert f.pageable_gbps == pytest.approx(page["gbps"]) and f.pinned_gbps == pytest.approx(pin["gbps"])
-    assert f.severity == "critical"
+    page = brute_copies(doc, "Pageable")
     named = _named_finding(b.load(doc))
     assert named.rule == "pageable_copies" and "pin_memory()" in named.suggestion
-    insight = _fire(dx.pageable_copies_rule, b.load(doc))
-    assert "non_blocking=True" in insight.suggestion and f"{page['gbps']:.1f} GB/s" in insight.evidence
-
-
-def test_copy_sizes_unknown_without_shapes_or_bytes_then_read_from_the_bytes_args():
-    doc = b.pageable_copies(record_shapes=False)
-    trace = b.load(doc)
-    # a trace without the memcpys' "bytes" args (older Kineto) and without shapes: no GB/s claimed
-    f = find_pageable_copies(dataclasses.replace(trace, events=trace.events.assign(copy_bytes=np.nan)))
-    assert (f.bytes_source, f.pageable_gbps) == ("", None)
-    assert "bytes unknown" in dx.pageable_copies_insight(f).evidence
-    # Kineto's args["bytes"] (Trace.events["copy_bytes"]) are used as they are
-    f2 = find_pageable_copies(trace)
-    assert f2.bytes_source == "trace" and f2.pageable_gbps == pytest.approx(brute_copies(doc, "Pageable")["gbps"])
-
-
-def test_a_tiny_pageable_copy_is_silent():
-    doc = b.pageable_copies(mb=1, pageable_gbps=6.0)
-    for e in complete(doc):
-        if e["name"] == "nvjet_sm90_gemm":
-            e["dur"] = 100_000  # GPU busy dominated by compute
-    assert brute_copies(doc, "Pageable")["share"] < PAGEABLE_MIN_PCT
-    assert find_pageable_copies(b.load(doc)) is None
+    assert "non_blocking=True" in named.suggestion and f"{page['gbps']:,.1f} GB/s" in named.evidence
 
 
 # --- 4. CUDA graphs ----------------------------------------------------------------------------
@@ -401,7 +288,7 @@ def test_nccl_share_overlap_and_the_job():
     assert dict(f.calls)["c10d::allreduce_"] == sum(e["name"] == "c10d::allreduce_" for e in x)
     judged = judge_trace(b.load(doc), analyze(b.load(doc)))
     assert judged.named.rule == "communication" and "rank 1 of 2" in judged.verdict
-    assert "Rank 1 of 2" in _fire(dx.collectives_rule, b.load(doc)).evidence
+    assert "c10d::allreduce_ ×" in judged.named.evidence
 
 
 def test_distributed_info_alone_names_the_job():
@@ -422,10 +309,9 @@ def test_empty_window_is_a_warning_and_explains_the_missing_gpu_activity():
     assert f.ops == len(ops) <= EMPTY_MAX_OPS
     assert f.profiler_steps == tuple(e["name"] for e in x if e["name"].startswith("ProfilerStep"))
     assert f.runtime_calls == sum(e.get("cat") == "cuda_runtime" for e in x)
-    assert dx.capture_explains_missing_gpu(b.load(doc), f)
-    insight = _fire(dx.empty_capture_rule, b.load(doc))
-    assert insight.severity in ("info", "warning") and "ProfilerStep#3" in insight.evidence
-    assert _named(b.load(doc)) == "empty_window"
+    assert capture_explains_missing_gpu(b.load(doc), f)
+    named = _named_finding(b.load(doc))
+    assert named.rule == "empty_window" and "ProfilerStep#3" in named.evidence
 
 
 def test_ops_without_gpu_activity_are_not_an_empty_window():
@@ -433,7 +319,7 @@ def test_ops_without_gpu_activity_are_not_an_empty_window():
     events = [tracebuild.op("aten::mm", 1000 + 50 * i, 40) for i in range(4)]
     events += [tracebuild.launch(1010 + 50 * i, 10, i + 1) for i in range(4)]
     trace = tracebuild.build(events, device_properties=[tracebuild.H200_PROPS])
-    assert not dx.capture_explains_missing_gpu(trace, find_empty_capture(trace))
+    assert not capture_explains_missing_gpu(trace, find_empty_capture(trace))
 
 
 # --- 8. with_stack / profile_memory ------------------------------------------------------------
@@ -450,7 +336,8 @@ def test_with_stack_is_named_with_its_measured_share():
     assert f.python_per_op == len(py) / sum(e.get("cat") == "cpu_op" for e in x)
     assert f.python_only_pct == pytest.approx(100 * measure(lo, hi, (py, True), (ops, False)) / (hi - lo))
     assert f.profile_memory is None  # the trace has neither the flag nor [memory] events
-    assert _fire(dx.profiler_inflation_rule, b.load(doc)).severity == "info"
+    note = _judged(b.load(doc), "profiler_options")
+    assert note is not None and note.is_note and f"{len(py):,} python_function events" in note.evidence
 
 
 def test_profile_memory_flag_is_read_once_the_meta_carries_it():
@@ -478,26 +365,18 @@ def test_item_every_step_is_sync_bound_not_overhead_bound():
     assert "aten::_local_scalar_dense" in next(x for x in judged.findings if x.rule == "sync_waits").evidence
 
 
-def test_findings_bundle_and_insights_are_valid():
+def test_findings_on_the_diagnosed_traces_are_valid():
     for doc in (b.item_sync(), b.pageable_copies(), b.graph_decode(), b.ddp_nccl(), b.empty_window(), b.with_stack()):
-        found = dx.diagnosis_insights(dx.diagnose(b.load(doc)))
-        assert found and all(isinstance(i, Insight) and i.severity in SEVERITIES for i in found)
-        assert all(any(ch.isdigit() for ch in i.evidence) for i in found)
+        found = judge_trace(b.load(doc), analyze(b.load(doc))).findings
+        assert found and all(f.severity in SEVERITIES for f in found)
+        assert all(any(ch.isdigit() for ch in f.evidence) for f in found)
 
 
 # --- computed once -----------------------------------------------------------------------------
 
 
-def test_a_rule_never_runs_the_diagnoses_again():
-    trace = load_trace(SEED_SAMPLES[0])
-    with pytest.raises(TypeError, match="needs the trace's Analysis"):
-        dx.host_syncs_rule(trace, None)
-    analysis = analyze(trace)
-    assert dx.findings_of(trace, analysis) is analysis.findings
-
-
 def test_analyze_and_the_rules_find_the_step_spans_once(monkeypatch):
-    # Every module that looks step spans up gets a counting step_spans: analyze + find_insights
+    # Every module that looks step spans up gets a counting step_spans: analyze + judge
     # on a profile_memory trace (steps, memory, OOM-free) must call it once, in diagnose.
     import sys
 
@@ -515,5 +394,5 @@ def test_analyze_and_the_rules_find_the_step_spans_once(monkeypatch):
     trace = load_trace(GROUNDTRUTH_MEM)
     analysis = analyze(trace)
     assert trace.has_memory and len(analysis.steps) > 0 and analysis.memory is not None
-    find_insights(trace, analysis)
+    judge_trace(trace, analysis)
     assert len(calls) == 1

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from lab.analysis import analyze, find_insights
+from lab.analysis import analyze
 from lab.analysis.gemm.analyze import NO_SHAPE_NOTE
 from lab.analysis.gemm.kinds import GEMM_KERNEL_FAMILIES, TORCH_FLOP_GEMMS, gemm_shape, is_gemm_kernel
 from lab.analysis.table.flops import _op_flops
 from lab.core.config import RunConfig
 from lab.core.devices import PEAKS
+from lab.judge import judge_trace
 from lab.samples import SAMPLES_DIR
 from lab.teach.roofline import run_summary
 from lab.trace import load_trace
@@ -107,7 +108,7 @@ def test_gemms_of_other_entry_points_have_their_rate(stem, op_name, unit):
 def test_summary_card_shows_the_gemm(stem, words):
     trace = load_trace(CUDA / f"{stem}.json.gz")
     analysis = analyze(trace)
-    card = next(m for m in summarize(trace, analysis, find_insights(trace, analysis)).metrics
+    card = next(m for m in summarize(trace, analysis).metrics
                 if m.label == "GEMM kernel")
     # A typical instance: the middle one by kernel time (equal FLOPs: the upper median rate).
     rates = [r for _, _, r in _expected_rates(stem, str(analysis.gemm["op"].iloc[0]))]
@@ -126,7 +127,7 @@ def test_roofline_point_is_the_fp8_gemm():
 def test_int8_gemm_far_below_its_peak_says_so_in_tops():
     trace = load_trace(CUDA / "int8_int_mm.json.gz")
     analysis = analyze(trace)
-    insight = next(i for i in find_insights(trace, analysis) if i.title == "GEMM far below the roof at its intensity")
+    insight = next(f for f in judge_trace(trace, analysis).findings if f.rule == "gemm_below_roof")
     worst = min(r for _, _, r in _expected_rates("int8_int_mm", "aten::_int_mm"))
     assert f"{worst:.1f} TOPS" in insight.evidence and "sm80" in insight.evidence
 
@@ -159,9 +160,9 @@ def test_gemms_without_shapes_say_what_to_record():
                     if e.get("cat") == "kernel" and is_gemm_kernel(e["name"])]
     assert len(analysis.gemm) == len(gemm_kernels) and analysis.gemm["tflops"].isna().all()
     assert any(n.startswith(NO_SHAPE_NOTE) and "record_shapes=True" in n for n in analysis.gemm_notes)
-    insights = find_insights(trace, analysis)
-    assert any("record_shapes=True" in i.suggestion for i in insights)
-    card = next(m for m in summarize(trace, analysis, insights).metrics if m.label == "GEMM kernel")
+    note = next(f for f in judge_trace(trace, analysis).findings if f.rule == "gemm_without_rate")
+    assert "record_shapes=True" in note.suggestion and note.scope == "note"
+    card = next(m for m in summarize(trace, analysis).metrics if m.label == "GEMM kernel")
     assert card.value == "no rate" and "record_shapes=True" in card.help
 
 

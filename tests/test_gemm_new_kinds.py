@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from lab.analysis import analyze, find_insights
+from lab.analysis import analyze
 from lab.analysis.gemm.analyze import GRAPH_REPLAY_SOURCE, NO_SHAPE_NOTE
 from lab.analysis.gemm.kinds import gemm_shape, is_gemm_kernel
 from lab.core.devices import PEAKS
+from lab.judge import judge_trace
 from lab.trace import load_trace
 
 CUDA = Path(__file__).resolve().parent / "data" / "groundtruth" / "cuda"
@@ -139,7 +140,7 @@ def test_gemms_replayed_from_a_cuda_graph_say_so(stem):
     (note,) = analysis.gemm_notes
     assert note.startswith(f"{NO_SHAPE_NOTE}: {len(replayed)} replayed from a CUDA graph")
     assert "record_shapes cannot help" in note
-    assert not any("record_shapes=True" in i.suggestion for i in find_insights(trace, analysis))
+    assert not any("record_shapes=True" in f.suggestion for f in judge_trace(trace, analysis).findings)
 
 
 @pytest.mark.parametrize("stem", ["conv_backward", "conv_channels_last"])

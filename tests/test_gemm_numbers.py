@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from lab.analysis import analyze, find_insights
+from lab.analysis import analyze
 from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.core.config import RunConfig
+from lab.judge import judge_trace
 from lab.samples import list_samples
 from lab.teach.roofline import run_summary
 from lab.trace.load import load_trace
@@ -37,14 +38,14 @@ RATE = re.compile(r"([\d,]+\.?\d*) (?:TFLOP/s|TOPS|GFLOP/s|GOPS)")
 
 
 def _card(trace, analysis, insights):
-    return next(m for m in summarize(trace, analysis, insights).metrics if m.label == "GEMM kernel")
+    return next(m for m in summarize(trace, analysis).metrics if m.label == "GEMM kernel")
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: Path(p).name.split(".")[0])
 def test_summary_card_roofline_and_insight_quote_one_gemm(path):
     trace = load_trace(path)
     analysis = analyze(trace)
-    insights = find_insights(trace, analysis)
+    insights = judge_trace(trace, analysis).findings
     card = _card(trace, analysis, insights)
     point = run_summary(RunConfig(), analysis, "NVIDIA H200")
     unit = card.value.split(" ", 1)[1]

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.analysis.gemm.analyze import peak_for
-from lab.explain import explain
-from lab.judge import judge
+from lab.analysis import analyze
+from lab.judge import judge_trace
 from lab.trace import load_trace
 
 DATA = Path(__file__).resolve().parent / "data" / "heldout"
@@ -30,8 +29,9 @@ ENTRIES = {e["stem"]: e for e in MANIFEST["entries"]}
 
 
 def _judged(stem: str):
+    """As the page judges it: the analysed trace, with its context (the GEMM table, memory, diagnoses)."""
     trace = load_trace((DATA / f"{stem}.json.gz").read_bytes())
-    return judge(explain(trace, peak=peak_for(trace)))
+    return judge_trace(trace, analyze(trace))
 
 
 def _raw(stem: str) -> list[dict]:

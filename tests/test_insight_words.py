@@ -1,4 +1,4 @@
-"""An insight's words match what the trace has (issue 26): a host-sync finding on a trace without
+"""A finding's words match what the trace has: a host-sync finding on a trace without
 steps does not speak of steps; a CPU run's memory advice does not send the reader to a CUDA tool."""
 
 from __future__ import annotations
@@ -8,26 +8,29 @@ import json
 import diagbuild as b
 import tracebuild as tb
 
-from lab.analysis import analyze, find_insights
-from lab.analysis.diagnoses import findings as dx
+from lab.analysis import analyze
+from lab.judge import judge_trace
 from lab.trace.load import load_trace
 
 
-def test_host_syncs_on_a_trace_without_steps_do_not_speak_of_steps():
+def test_sync_waits_on_a_trace_without_steps_do_not_speak_of_steps():
     doc = b.item_sync(n_steps=4)
     doc["traceEvents"] = [e for e in doc["traceEvents"]  # no ProfilerStep, no repeated label: no steps
                           if not str(e.get("name", "")).startswith("ProfilerStep#") and e.get("name") != "forward"]
     trace = b.load(doc)
-    insight = dx.host_syncs_rule(trace, analyze(trace))
-    assert insight is not None
-    assert "step" not in insight.title.lower()
-    assert "whole trace" in insight.evidence and "(it has no steps)" not in insight.evidence
+    found = {f.rule: f for f in judge_trace(trace, analyze(trace)).findings}
+    assert "sync_waits" in found
+    for f in found.values():
+        assert "step" not in f.title.lower()
+        assert " step" not in f.evidence.replace("step's thread", ""), f.evidence
+    assert "window" in found["sync_waits"].evidence
     stepped_trace = b.load(b.item_sync(n_steps=4))
-    stepped = dx.host_syncs_rule(stepped_trace, analyze(stepped_trace))
-    assert stepped.title == insight.title  # one title per rule (Compare diffs insights by title)
+    stepped = {f.rule: f for f in judge_trace(stepped_trace, analyze(stepped_trace)).findings}
+    assert stepped["sync_waits"].title == found["sync_waits"].title  # one title per rule
+    assert "step" in stepped["sync_waits"].evidence
 
 
-def _memory_insights(device_type: int) -> dict:
+def _memory_findings(device_type: int) -> dict:
     events, level, t = [], 0, 1000.0
     for k in range(4):  # every step keeps 4 KiB: a leak candidate, and a peak
         events.append(tb.annotation(f"ProfilerStep#{k + 1}", t, 1000.0))
@@ -38,11 +41,11 @@ def _memory_insights(device_type: int) -> dict:
                                     device_id=0 if device_type else -1))
         t += 1000.0
     trace = load_trace(json.dumps(tb.document(events)).encode())
-    return {i.title: i for i in find_insights(trace, analyze(trace))}
+    return {f.title: f for f in judge_trace(trace, analyze(trace)).findings}
 
 
 def test_cpu_memory_advice_names_no_cuda_tool_and_gpu_advice_keeps_the_snapshot():
-    cpu, gpu = _memory_insights(0), _memory_insights(1)
+    cpu, gpu = _memory_findings(0), _memory_findings(1)
     advice = [i for i in cpu.values() if "Memory" in i.title]
     assert len(advice) >= 2, list(cpu)
     for insight in advice:

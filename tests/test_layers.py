@@ -3,7 +3,7 @@ source; this runs it): a process that reads and analyses a trace loads no runner
 
 Each check starts a fresh ``python -c`` (a module loaded by an earlier test in this process
 would hide what the read itself loads), reads a real GPU trace through ``load_trace`` →
-``analyze`` → ``find_insights`` and reports ``sys.modules``.
+``analyze`` → ``judge_trace`` and reports ``sys.modules``.
 """
 
 from __future__ import annotations
@@ -23,14 +23,15 @@ TRACE = ROOT / "tests" / "data" / "matmul_add_4096_bf16.json.gz"
 _READ = """
 import json, sys
 {entry}
-from lab.analysis import analyze, find_insights
+from lab.analysis import analyze
+from lab.judge import judge_trace
 from lab.trace import load_trace
 
 trace = load_trace(sys.argv[1])
 analysis = analyze(trace)
-insights = find_insights(trace, analysis)
+findings = judge_trace(trace, analysis).findings
 loaded = sorted(m for m in sys.modules if m in ("lab.run", "torch") or m.startswith(("lab.run.", "torch.")))
-print(json.dumps({{"events": len(trace.events), "gemm_rows": len(analysis.gemm), "insights": len(insights),
+print(json.dumps({{"events": len(trace.events), "gemm_rows": len(analysis.gemm), "rules": [f.rule for f in findings],
                    "lab_modules": sum(m.startswith("lab.") for m in sys.modules), "loaded": loaded}}))
 """
 
@@ -44,8 +45,8 @@ def _read_in_child(entry: str = "") -> dict:
 
 def test_reading_a_trace_loads_no_runner_and_no_torch():
     out = _read_in_child()
-    # A real read: the 4096³ bf16 sample's events, its GEMM row, its insights (the unfused bias add).
-    assert out["events"] > 100 and out["gemm_rows"] >= 1 and out["insights"] >= 1
+    # A real read: the 4096³ bf16 sample's events, its GEMM row, its findings (the unfused bias add).
+    assert out["events"] > 100 and out["gemm_rows"] >= 1 and "unfused_bias_add" in out["rules"]
     assert out["lab_modules"] > 40  # trace, analysis and core were all imported
     assert out["loaded"] == []
 

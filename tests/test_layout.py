@@ -267,7 +267,7 @@ def test_no_flat_groups_of_prefixed_modules_in_analysis():
     folders = [LAB / "analysis", *(p.parent for p in (LAB / "analysis").glob("*/__init__.py"))]
     assert {str(f.relative_to(ROOT)): g for f in folders if (g := _prefix_groups(f))} == {}
     subpackages = {p.parent.name for p in (LAB / "analysis").glob("*/__init__.py")}
-    assert {"table", "diagnoses", "ranks", "memory", "gemm", "insights"} <= subpackages
+    assert {"table", "diagnoses", "ranks", "memory", "gemm"} <= subpackages
 
 
 def test_the_prefix_check_finds_a_group(tmp_path):
@@ -278,12 +278,11 @@ def test_the_prefix_check_finds_a_group(tmp_path):
 
 # --- one finding record --------------------------------------------------------------------------
 # A trace's sentences are lab.judge.Finding: a dataclass carrying a suggestion beside a title or
-# evidence is a second finding record. The older Insight is still read by the insight, memory,
-# GEMM and rank rules and the pages that show their cards; it leaves with them (then this set is
-# empty), and no other may join it.
+# evidence is a second finding record. The records it replaced are gone and may not come back under
+# their names either (the older Insight, with the insight, diagnosis, GEMM, memory and rank rules).
 _FINDING_FIELDS = frozenset({"title", "evidence", "suggestion"})
 _THE_RECORD = "lab.judge.finding.Finding"
-_RECORDS_BEING_REMOVED = frozenset({"lab.analysis.insights.record.Insight"})
+_REPLACED_RECORDS = frozenset({"Insight"})
 
 
 def _finding_records(path: Path, module: str) -> set[str]:
@@ -303,8 +302,15 @@ def _finding_records(path: Path, module: str) -> set[str]:
 
 def test_one_finding_record_in_lab():
     records = set().union(*(_finding_records(path, name) for name, path in _lab_modules().items()))
-    assert records - _RECORDS_BEING_REMOVED == {_THE_RECORD}
-    assert _RECORDS_BEING_REMOVED <= records  # one removed: take it off the set
+    assert records == {_THE_RECORD}
+
+
+def test_the_replaced_records_never_return():
+    """No class in lab/, ui/ or app.py is named like a record Finding replaced, whatever its fields."""
+    paths = [*_lab_modules().values(), *ROOT.glob("ui/*.py"), ROOT / "app.py"]
+    named = {f"{path}: {node.name}" for path in paths for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.ClassDef) and node.name in _REPLACED_RECORDS}
+    assert not named, f"{sorted(named)}: a trace's sentences are lab.judge.Finding"
 
 
 def test_the_record_check_finds_a_second_record(tmp_path):

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from lessonruns import h200_runs, raw_events
 
-from lab.analysis import analyze, find_insights
+from lab.analysis import analyze
 from lab.analysis.gemm.bound import BOUNDS, bound_of
-from lab.analysis.insights import rules as I
 from lab.core.devices import lookup_peak
+from lab.judge import judge_trace
 from lab.lessons import LESSONS, lesson_signals, questions_for
 from lab.samples import list_samples
 from lab.teach.roofline import Roofline, RunSummary, classify
@@ -75,7 +75,7 @@ def test_bound_of_by_hand():
 # --------------------------------------------------------------------------- 6. "far below peak" on a memory-bound GEMM
 
 
-def test_gemm_below_peak_is_silent_on_the_memory_bound_attention_gemm():
+def test_gemm_below_roof_is_silent_on_the_memory_bound_attention_gemm():
     """QKᵀ 4096×64×4096 bf16: 62 FLOP/B, 211 TFLOP/s = 21 % of the compute peak but 71 % of the
     bandwidth roof at its intensity: no loss to warn about."""
     trace, analysis = sample("attention_naive")
@@ -83,17 +83,22 @@ def test_gemm_below_peak_is_silent_on_the_memory_bound_attention_gemm():
     by_hand = 100.0 * rows["tflops"] / (rows["intensity_flops_per_byte"] * H200.memory_bandwidth_gbs / 1e3)
     assert (by_hand > 60).all() and (rows["pct_of_peak"] < 30).all()
     assert rows["pct_of_roof"].to_numpy() == pytest.approx(by_hand.to_numpy())
-    assert I.gemm_below_peak(trace, analysis) is None
+    assert judged("gemm_below_roof", trace, analysis) is None
 
 
-def test_gemm_below_peak_still_fires_under_the_roof():
+def test_gemm_below_roof_still_fires_under_the_roof():
     """The same recording judged on a device twice as fast in memory: now 36 % of its roof."""
     from lab.core.devices import DevicePeak
 
     trace = load_trace(sample_bytes("attention_naive"))
     fast = DevicePeak("Fast HBM", dict(H200.tflops), 2 * H200.memory_bandwidth_gbs, "test")
-    insight = I.gemm_below_peak(trace, analyze(trace, peak=fast))
+    insight = judged("gemm_below_roof", trace, analyze(trace, peak=fast))
     assert insight is not None and "memory-bound" in insight.evidence and "bandwidth roof" in insight.evidence
+
+
+def judged(rule: str, trace, analysis):
+    """The judge's finding of ``rule`` on the trace, None when it stayed silent."""
+    return next((f for f in judge_trace(trace, analysis).findings if f.rule == rule), None)
 
 
 def sample_bytes(stem: str) -> bytes:
@@ -105,7 +110,7 @@ def sample_bytes(stem: str) -> bytes:
 
 def test_fp32_insight_names_both_tf32_switches():
     trace, analysis = sample("matmul_add_4096x4096x4096_float32")
-    insight = I.fp32_without_tf32(trace, analysis)
+    insight = judged("tf32_gemms", trace, analysis)
     assert insight is not None
     assert "fp32_precision = 'tf32'" in insight.suggestion and "torch ≥ 2.9" in insight.suggestion
     assert "allow_tf32 = True" in insight.suggestion and "or use bfloat16" in insight.suggestion
@@ -118,28 +123,32 @@ def test_fp32_insight_on_the_math_sdpa_trace_does_not_say_use_bfloat16():
     math = [e for e in raw if e["name"] == "aten::_scaled_dot_product_attention_math"]
     assert math and all("c10::BFloat16" in e["args"]["Input type"] for e in math)
     trace, analysis = sample("attention_math")
-    insight = I.fp32_without_tf32(trace, analysis)
+    insight = judged("tf32_gemms", trace, analysis)
     assert insight is not None
     assert "use bfloat16" not in insight.suggestion
     assert "aten::_scaled_dot_product_attention_math" in insight.evidence
 
 
-# --------------------------------------------------------------------------- the cold-step insight
+# --------------------------------------------------------------------------- the cold first step (judged: slow_step)
 
 
-def test_cold_step_insight_silent_where_the_schedule_already_skipped_steps():
+def _slow_step(stem: str):
+    trace, analysis = sample(stem)
+    return analysis, next((f for f in judge_trace(trace, analysis).findings if f.rule == "slow_step"), None)
+
+
+def test_cold_step_silent_where_the_schedule_already_skipped_steps():
     """The TF32 recording used schedule(wait=1, warmup=1): its first recorded step is
     ProfilerStep#2, 2.9× the later ones only through a 100 µs label gap. Advising schedule()
     there was advice the trace already followed."""
-    trace, analysis = sample("matmul_add_4096x4096x4096_tf32")
+    analysis, found = _slow_step("matmul_add_4096x4096x4096_tf32")
     assert str(analysis.steps["name"].iloc[0]) == "ProfilerStep#2"
-    assert I.cold_first_step(trace, analysis) is None
+    assert found is None
 
 
-def test_cold_step_insight_still_fires_on_the_cold_recording():
-    trace, analysis = sample("matmul_add_1024x1024x1024_float32_cuda_cold")
-    insight = I.cold_first_step(trace, analysis)
-    assert insight is not None and "schedule(wait=1, warmup=1" in insight.suggestion
+def test_cold_step_still_fires_on_the_cold_recording():
+    _, found = _slow_step("matmul_add_1024x1024x1024_float32_cuda_cold")
+    assert found is not None and "schedule(wait=1, warmup=1" in found.suggestion
 
 
 # --------------------------------------------------------------------------- 8. kernels per step: check == reveal
@@ -179,5 +188,5 @@ def test_insights_quote_no_far_below_peak_on_any_lesson_recording():
     """No lesson recording gets the below-roof warning: every long GEMM there is ≥ 50 % of its roof."""
     for key in [k for k, lesson in LESSONS.items() if not lesson.host_only]:  # those have recordings
         for run in h200_runs(key):
-            titles = {i.title for i in find_insights(run.trace, run.analysis)}
-            assert "GEMM far below the roof at its intensity" not in titles, key
+            rules = {f.rule for f in judge_trace(run.trace, run.analysis).findings}
+            assert "gemm_below_roof" not in rules, key

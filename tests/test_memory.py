@@ -240,11 +240,16 @@ def _stepped(per_step: list[list[int]], *, device_type: int = 1, reserved_extra:
     return tb.document(events)
 
 
-def _insights(doc: dict) -> dict:
-    from lab.analysis import analyze, find_insights
+def _findings(trace) -> dict:
+    """The judge's findings of an analysed trace, by title."""
+    from lab.analysis import analyze
+    from lab.judge import judge_trace
 
-    trace = load_trace(json.dumps(doc).encode())
-    return {i.title: i for i in find_insights(trace, analyze(trace))}
+    return {f.title: f for f in judge_trace(trace, analyze(trace)).findings}
+
+
+def _insights(doc: dict) -> dict:
+    return _findings(load_trace(json.dumps(doc).encode()))
 
 
 LEAK = "Memory grows step after step: a leak candidate"
@@ -256,7 +261,7 @@ PEAK = "Memory peak and what was running"
 def test_memory_growth_fires_when_every_step_keeps_some():
     kept = 4096
     found = _insights(_stepped([[1 << 20, kept, -(1 << 20)]] * 4))
-    assert LEAK in found and found[LEAK].severity == "warning"
+    assert LEAK in found and found[LEAK].scope == "note" and found[LEAK].saving_us == 0  # memory, not time
     assert "4.00 KiB to 16.00 KiB" in found[LEAK].evidence and "+4.00 KiB per step" in found[LEAK].evidence
 
 
@@ -279,7 +284,7 @@ def test_fragmentation_fires_when_reserved_is_far_above_the_peak():
 
 
 def test_allocator_churn_fires_on_thousands_of_small_allocations_per_step():
-    from lab.analysis.memory.insights import CHURN_MIN_SMALL_PER_STEP
+    from lab.judge.memory_rules import CHURN_MIN_SMALL_PER_STEP
 
     many = [[512, -512] * CHURN_MIN_SMALL_PER_STEP] * 3
     found = _insights(_stepped(many))
@@ -298,13 +303,13 @@ def test_peak_owner_names_the_op_label_and_step():
 def test_memory_rules_stay_silent_without_memory_and_on_the_corpus_steady_loops(real):
     """The seed's matmul samples have no [memory] records: no memory insight. The corpus's
     profile_memory traces are steady training/inference loops: only the peak's owner."""
-    from lab.analysis import analyze, find_insights
+    from lab.judge import judge_trace
 
     for name in ("matmul_add_1024_fp32", "matmul_add_4096_bf16"):
         trace = load_trace(ROOT / "tests" / "data" / f"{name}.json.gz")
-        assert not {LEAK, FRAG, CHURN, PEAK} & {i.title for i in find_insights(trace, analyze(trace))}
+        assert not {LEAK, FRAG, CHURN, PEAK} & set(_findings(trace))
     path, raw, trace, analysis = real
-    titles = {i.title for i in find_insights(trace, analysis)}
+    titles = {f.title for f in judge_trace(trace, analysis).findings}
     assert PEAK in titles and not {LEAK, FRAG, CHURN, OOM} & titles
     assert not len(trace.out_of_memory) and not any(e.get("name") == "[OutOfMemory]" for e in raw["traceEvents"])
 
@@ -318,8 +323,6 @@ OOM = "Out of memory: an allocation was refused"
 
 
 def test_out_of_memory_records_equal_the_raw_json_and_the_insight_names_what_ran():
-    from lab.analysis import analyze, find_insights
-
     raw = _raw(OOM_TRACE)
     events = raw["traceEvents"]
     start_ns = min(_ns(e["ts"]) for e in events if e.get("ph") == "X")
@@ -335,8 +338,9 @@ def test_out_of_memory_records_equal_the_raw_json_and_the_insight_names_what_ran
     holding = [e for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"
                and _ns(e["ts"]) <= _ns(rec["ts"]) <= _ns(e["ts"]) + _ns(e["dur"])]
     label = max(holding, key=lambda e: (_ns(e["ts"]), -_ns(e["dur"])))["name"]
-    insight = {i.title: i for i in find_insights(trace, analyze(trace))}[OOM]
-    assert insight.severity == "critical"
+    insight = _findings(trace)[OOM]
+    # The run stopped there: the whole window is what a fix gives back, and it leads the judgement.
+    assert insight.severity == "critical" and insight.scope == "once" and insight.saving_us == insight.base_us
     gib = rec["args"]["Bytes"] / 2**30
     assert f"{gib:.2f} GiB was refused" in insight.evidence and f"record_function '{label}'" in insight.evidence
 
@@ -346,7 +350,7 @@ def test_a_real_cpu_leak_is_found(tmp_path):
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    from lab.analysis import analyze, find_insights
+    from lab.analysis import analyze
 
     kept, w = [], torch.randn(256, 256)
 
@@ -362,7 +366,7 @@ def test_a_real_cpu_leak_is_found(tmp_path):
     path = tmp_path / "leak.json"
     prof.export_chrome_trace(str(path))
     trace = load_trace(path)
-    found = {i.title: i for i in find_insights(trace, analyze(trace))}
+    found = _findings(trace)
     assert LEAK in found and "cpu" in found[LEAK].evidence
     averages = {e.key: e for e in prof.key_averages()}
     ours = analyze(trace).key_averages.set_index("name")
@@ -411,7 +415,7 @@ def test_cli_memory_prints_peaks_steps_and_insights_and_csv():
     proc = _lab("memory", str(path))
     assert proc.returncode == 0, proc.stderr
     assert "cuda:0: 8,440 records" in proc.stdout and "peak allocated 3.07 GiB" in proc.stdout
-    assert "[info] Memory peak and what was running" in proc.stdout
+    assert "[note] Memory peak and what was running" in proc.stdout
     proc = _lab("memory", str(path), "--csv")
     assert proc.returncode == 0, proc.stderr
     rows = list(csv.DictReader(proc.stdout.splitlines()))

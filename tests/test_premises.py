@@ -11,9 +11,7 @@ from collections import Counter
 import pytest
 import tracebuild as tb
 
-from lab.analysis import analyze, find_insights
-from lab.analysis.insights import rules as I
-from lab.analysis.memory.insights import FRAGMENTATION_TITLE
+from lab.analysis import analyze
 from lab.analysis.operators import host_work_us
 from lab.judge import judge_trace
 from lab.trace import load_trace
@@ -21,6 +19,7 @@ from lab.units import fmt_mem_bytes
 from lab.vocab import is_launch_call
 
 GIB = 1 << 30
+FRAGMENTATION_TITLE = "Reserved memory far above allocated: fragmentation"
 LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync",
             "cudaMemsetAsync", "cudaGraphLaunch", "cudaMemcpy", "cuMemcpyHtoDAsync_v2", "cuMemsetD32Async",
             "cudaLaunchCooperativeKernel", "cuGraphLaunch", "hipLaunchKernel")
@@ -28,10 +27,15 @@ NOT_LAUNCHES = ("cudaMalloc", "cudaFree", "cudaStreamIsCapturing", "cudaDeviceSy
                 "cudaLaunchHostFunc", "cudaGetDeviceProperties", "cudaStreamWaitEvent", "cudaMemGetInfo")
 
 
+def _said(trace, analysis) -> list:
+    """Everything the page says of a trace: its judged findings."""
+    return list(judge_trace(trace, analysis).findings)
+
+
 def _load(doc: dict):
     trace = load_trace(json.dumps(doc).encode())
     analysis = analyze(trace)
-    return trace, analysis, find_insights(trace, analysis)
+    return trace, analysis, _said(trace, analysis)
 
 
 def _runtime(name: str, ts: float, dur: float, corr: int) -> dict:
@@ -72,9 +76,12 @@ def test_allocation_only_program_is_described_not_alarmed():
     judged = judge_trace(trace, analysis)
     assert judged.named.rule == "no_gpu_work"
     assert not [i for i in found if i.severity == "critical"]
-    assert not any("CUPTI" in i.evidence + i.suggestion or i.title == I.cupti_missing.__name__ for i in found)
+    # cudaMalloc holds the host (the symptom), but no GPU activity waits for it (the premise).
+    assert sum(e["dur"] for e in runtime if e["name"] == "cudaMalloc") > 0
+    assert "allocator_calls" not in [f.rule for f in judged.findings]
+    assert not any("CUPTI" in i.evidence + i.suggestion for i in found)
     assert "No GPU activity recorded although a GPU was used" not in [i.title for i in found]
-    (described,) = [i for i in found if i.title == "Nothing was launched on the GPU"]
+    (described,) = [i for i in found if getattr(i, "rule", "") == "no_gpu_work"]
     top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     for text in (described.evidence, judged.verdict):
         assert f"{len(runtime):,} CUDA runtime/driver call(s)" in text
@@ -87,8 +94,9 @@ def test_allocation_only_program_is_described_not_alarmed():
 def test_a_launch_without_gpu_activity_still_points_at_cupti(name):
     doc = tb.document([tb.op("aten::mm", 0, 50), _runtime(name, 10, 5, 1)], device_properties=[tb.H200_PROPS])
     trace, analysis, found = _load(doc)
-    assert judge_trace(trace, analysis).named.rule == "no_gpu_events"
-    assert found[0].severity == "critical" and found[0].title == "No GPU activity recorded although a GPU was used"
+    named = judge_trace(trace, analysis).named
+    assert named.rule == "no_gpu_events" and named.title == "No GPU activity recorded although a GPU was used"
+    assert "CUPTI" in named.suggestion
 
 
 def test_device_properties_alone_are_no_gpu_use():
@@ -131,7 +139,8 @@ def test_fragmentation_fires_on_a_large_gap_that_grows_after_frees():
     doc = _memory_doc(GROWING_AFTER_FREES)
     peak, reserved, grown = _brute_fragmentation(doc)
     assert 1.45 < reserved / peak < 1.5 and reserved - peak >= GIB and grown > 0
-    found = {i.title: i for i in _load(doc)[2]}
+    trace, analysis, _ = _load(doc)
+    found = {f.title: f for f in judge_trace(trace, analysis).findings}
     assert FRAGMENTATION_TITLE in found
     assert f"({reserved / peak:.2f}×)" in found[FRAGMENTATION_TITLE].evidence
     assert f"reserved {fmt_mem_bytes(grown)} more after frees" in found[FRAGMENTATION_TITLE].evidence
@@ -141,7 +150,8 @@ def test_fragmentation_silent_when_the_gap_never_grew_after_frees():
     doc = _memory_doc(RESERVED_UP_FRONT)
     peak, reserved, grown = _brute_fragmentation(doc)
     assert reserved / peak < 1.5 and reserved - peak >= GIB and grown == 0
-    assert FRAGMENTATION_TITLE not in {i.title for i in _load(doc)[2]}
+    trace, analysis, _ = _load(doc)
+    assert FRAGMENTATION_TITLE not in {f.title for f in judge_trace(trace, analysis).findings}
 
 
 # --------------------------------------------------------------------------- host work is the program's
@@ -151,21 +161,22 @@ def _overhead(ts: float, dur: float, name: str = "Activity Buffer Request") -> d
     return {"ph": "X", "cat": "overhead", "name": name, "pid": -1, "tid": 0, "ts": ts, "dur": dur, "args": {}}
 
 
-def test_overhead_bound_does_not_count_the_profilers_own_time_as_host_work():
-    """Overhead-bound claims the program's host work dwarfs its GPU work; the profiler's buffer
+def test_launch_bound_does_not_count_the_profilers_own_time_as_host_work():
+    """Launch-bound claims the GPU waits for the program's host work; the profiler's buffer
     requests and module loading (cat overhead) are not the program's (H200 cuda_oom: 53.7 ms of
-    the 214 ms counted before)."""
+    the 214 ms counted before): they are the profiler's, a cause of their own."""
     events = [tb.op("aten::mm", 0, 100, **{"External id": 1}), tb.launch(20, 10, 1), tb.kernel("gemm", 40, 50, 1),
               _overhead(200, 3000), _overhead(3300, 900, "Runtime Triggered Module Loading")]
     doc = tb.document(events, device_properties=[tb.H200_PROPS])
     xs = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
-    gpu_us = sum(e["dur"] for e in xs if e["cat"] == "kernel")
     program_us = sum(e["dur"] for e in xs if e["cat"] == "cpu_op")  # one op, nothing nested in it
     profiler_us = sum(e["dur"] for e in xs if e["cat"] == "overhead")
-    assert program_us / gpu_us < I.OVERHEAD_BOUND_RATIO <= (program_us + profiler_us) / gpu_us
+    assert profiler_us > 10 * program_us
     trace, analysis, found = _load(doc)
     assert host_work_us(analysis.operators) == pytest.approx(program_us)
-    assert I.overhead_bound(trace, analysis) is None
+    rules = {f.rule: f for f in judge_trace(trace, analysis).findings}
+    assert "launch_bound" not in rules and "slow_host_op" not in rules
+    assert rules["profiler_cost"].saving_us <= profiler_us
 
 
 def test_the_real_allocation_only_recording_is_described_not_alarmed():
@@ -179,7 +190,7 @@ def test_the_real_allocation_only_recording_is_described_not_alarmed():
     raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     trace = load_trace(path)
     analysis = analyze(trace)
-    found = find_insights(trace, analysis)
+    found = _said(trace, analysis)
     runtime = Counter(e["name"] for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver"))
     assert runtime and not any(is_launch_call(n) for n in runtime)
     assert not [e for e in raw if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
@@ -201,7 +212,7 @@ def test_the_real_allocation_only_recording_is_described_not_alarmed():
     assert not any("CUPTI" in i.suggestion or "CUPTI" in i.title for i in found)
     assert [i.title for i in found if "CUPTI" in i.evidence] == ["Profiler overhead in the timeline"]
     assert "No GPU activity recorded although a GPU was used" not in [i.title for i in found]
-    (described,) = [i for i in found if i.title == "Nothing was launched on the GPU"]
+    (described,) = [i for i in found if getattr(i, "rule", "") == "no_gpu_work"]
     for text in (described.evidence, judged.verdict):
         assert f"{sum(runtime.values()):,} CUDA runtime/driver call(s)" in text
         assert "none launches a kernel, copy or memset" in text
@@ -211,5 +222,5 @@ def test_the_real_allocation_only_recording_is_described_not_alarmed():
     assert (main.allocations, main.frees, main.max_reserved_bytes) == (allocs, frees, reserved)
     assert main.peak.allocated_bytes == peak["args"]["Total Allocated"]
     assert (main.peak.op, main.peak.annotation) == (op, label) == ("aten::empty", "allocate")
-    (at_peak,) = [i for i in found if i.title == "Memory peak and what was running"]
+    (at_peak,) = [f for f in judged.findings if f.title == "Memory peak and what was running"]
     assert f"inside {op}, in record_function '{label}'" in at_peak.evidence

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from lab.analysis import RanksError, analyze, analyze_ranks, rank_insights
-from lab.analysis.ranks.insights import IMBALANCE_TITLE, LOW_OVERLAP_TITLE, SCHEDULING_TITLE, STRAGGLER_TITLE
+from lab.analysis import RanksError, analyze, analyze_ranks
 from lab.analysis.ranks.job import rank_from_name
+from lab.judge import judge_ranks
 from lab.trace import load_trace
 from lab.views import build_ranks_timeline, rank_table
 from lab.views.ranks_tables import table_headers
@@ -268,27 +268,30 @@ def test_straggler_is_the_rank_whose_calls_start_last_by_the_median_lateness(job
     assert ranks.offsets_us == pytest.approx(offsets, abs=1e-3)
 
 
+LOW_OVERLAP, STRAGGLER, SCHEDULING, IMBALANCE = "low_overlap", "straggler", "rank_scheduling", "compute_imbalance"
+
+
 def _in_steps(doc: dict, ts: float) -> bool:
     steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in complete(doc) if e["name"].startswith("ProfilerStep#"))
     return steps[0][0] <= ts < steps[-1][1]
 
 
-def test_rank_insights_fire_on_the_cpu_job_and_stay_quiet_where_it_is_even(job):
-    cpu = {i.title: i for i in rank_insights(job["cpu"][2])}
-    cuda = {i.title: i for i in rank_insights(job["cuda"][2])}
+def test_rank_findings_fire_on_the_cpu_job_and_stay_quiet_where_it_is_even(job):
+    cpu = {f.rule: f for f in judge_ranks(job["cpu"][2])}
+    cuda = {f.rule: f for f in judge_ranks(job["cuda"][2])}
     # CPU: rank 1 is 118 ms late in 360 ms steps, computes 34 % more, rank 0's comm is 21 % overlapped;
     # but both ranks ran the same ops on the same shapes (from the JSON): not an imbalance of work.
     docs = job["cpu"][0]
     works = [Counter((e["name"], json.dumps(e["args"].get("Input Dims"))) for e in complete(d)
                      if e["cat"] == "cpu_op" and _in_steps(d, e["ts"])) for d in docs]
     assert works[0] == works[1]
-    assert set(cpu) == {LOW_OVERLAP_TITLE, STRAGGLER_TITLE, SCHEDULING_TITLE}
-    assert IMBALANCE_TITLE not in cpu and "the same work" in cpu[STRAGGLER_TITLE].evidence
-    assert "cores of its own" in cpu[STRAGGLER_TITLE].suggestion  # a host-scheduling straggler: give it cores
-    assert "Rank 1 starts its collectives last" in cpu[STRAGGLER_TITLE].evidence
-    assert "bucket_cap_mb" in cpu[LOW_OVERLAP_TITLE].suggestion and "no_sync" in cpu[LOW_OVERLAP_TITLE].suggestion
+    assert set(cpu) == {LOW_OVERLAP, STRAGGLER, SCHEDULING}
+    assert IMBALANCE not in cpu and "the same work" in cpu[STRAGGLER].evidence
+    assert "cores of its own" in cpu[STRAGGLER].suggestion  # a host-scheduling straggler: give it cores
+    assert "Rank 1 starts its collectives last" in cpu[STRAGGLER].evidence
+    assert "bucket_cap_mb" in cpu[LOW_OVERLAP].suggestion and "no_sync" in cpu[LOW_OVERLAP].suggestion
     # The H200 pair: 0.4 ms apart in 48.5 ms steps, compute within 0.2 %; gloo hides 1 % of its comm.
-    assert set(cuda) == {LOW_OVERLAP_TITLE}
+    assert set(cuda) == {LOW_OVERLAP}
 
 
 # ---------------------------------------------------------------- stacked timeline, table, CLI
@@ -452,18 +455,66 @@ def test_straggler_is_named_on_the_jobs_clock_only():
     """Lateness compares ranks' timestamps: a warning only when every trace has the job's clock
     (baseTimeNanoseconds); without it the finding holds only on one host, and says so."""
     docs = _late(nccl_job(), 1, 400.0)  # rank 1's collectives start 400 µs later, steps of ~3 ms
-    with_clock = {i.title: i for i in rank_insights(_two_ranks(docs, base_ns=1_790_857_026_000_000_000))}
-    assert with_clock[STRAGGLER_TITLE].severity == "warning" and "rank 1" in with_clock[STRAGGLER_TITLE].evidence
-    without = {i.title: i for i in rank_insights(_two_ranks(docs))}
-    assert without[STRAGGLER_TITLE].severity == "info"
-    assert "lack baseTimeNanoseconds" in without[STRAGGLER_TITLE].evidence
+    with_clock = {f.rule: f for f in judge_ranks(_two_ranks(docs, base_ns=1_790_857_026_000_000_000))}
+    assert with_clock[STRAGGLER].caveat == "" and "rank 1" in with_clock[STRAGGLER].evidence
+    without = {f.rule: f for f in judge_ranks(_two_ranks(docs))}
+    assert "lack baseTimeNanoseconds" in without[STRAGGLER].caveat
 
 
 def test_compute_imbalance_needs_steps_on_every_rank_or_none():
     """Per-step compute on one rank against a whole trace on another is no imbalance."""
     docs = nccl_job()
     both = _two_ranks(docs)
-    assert IMBALANCE_TITLE not in {i.title for i in rank_insights(both)}  # equal work per step
+    assert IMBALANCE not in {f.rule for f in judge_ranks(both)}  # equal work per step
     mixed = _two_ranks(docs, drop_steps_of=1)
     assert [r.steps for r in mixed.ranks] == [2, 0]
-    assert IMBALANCE_TITLE not in {i.title for i in rank_insights(mixed)}
+    assert IMBALANCE not in {f.rule for f in judge_ranks(mixed)}
+
+
+# ---------------------------------------------------------------- the rank findings' premises and savings
+
+
+def _exposed_per_step(doc: dict) -> tuple[float, float]:
+    """(communication in the steps' window no compute hides, per step; its overlapped share %), from the JSON."""
+    lo, hi = window(doc)
+    comm = [(max(s, lo), min(e, hi)) for s, e in union(span(k) for k in launched_kernels(doc, nccl=True))
+            if min(e, hi) > max(s, lo)]
+    compute = union(span(k) for k in launched_kernels(doc, nccl=False))
+    hidden = total(intersect(comm, compute))
+    steps = sum(e["name"].startswith("ProfilerStep#") for e in complete(doc))
+    return (total(comm) - hidden) / steps, 100 * hidden / total(comm)
+
+
+def test_low_overlap_saves_the_communication_no_compute_hides():
+    docs = nccl_job()
+    found = {f.rule: f for f in judge_ranks(_two_ranks(docs))}
+    exposed = [_exposed_per_step(d) for d in docs]
+    assert all(share < 50 for _, share in exposed)
+    hit = found[LOW_OVERLAP]
+    assert hit.scope == "per step" and hit.saving_us == pytest.approx(max(e for e, _ in exposed), rel=1e-6)
+
+
+def test_low_overlap_silent_when_compute_hides_the_communication():
+    """Symptom: communication holds a large share of each rank's window. Premise absent: a GEMM runs
+    beside every all-reduce, so most of it is overlapped."""
+    docs = copy.deepcopy(nccl_job())
+    for doc in docs:
+        kernels = [e for e in complete(doc) if e.get("cat") == "kernel"]
+        for gemm, nccl in zip(kernels[0::2], kernels[1::2], strict=True):  # GEMM then all-reduce, each step
+            gemm["ts"], gemm["dur"] = nccl["ts"], nccl["dur"]
+    for doc in docs:
+        lo, hi = window(doc)
+        comm = length(union(span(k) for k in launched_kernels(doc, nccl=True)), lo, hi)
+        assert 100 * comm / (hi - lo) >= 20  # the symptom: a large share of the window
+        assert _exposed_per_step(doc)[1] >= 50  # the premise fails: at least half of it overlapped
+    assert LOW_OVERLAP not in {f.rule for f in judge_ranks(_two_ranks(docs))}
+
+
+def test_a_straggler_late_by_a_sliver_of_the_step_is_no_finding():
+    """Symptom: one rank starts its collectives last. Premise absent: by under 5 % of a step."""
+    docs = _late(nccl_job(), 1, 50.0)
+    starts = sorted(e["ts"] for e in complete(docs[0]) if e["name"].startswith("ProfilerStep#"))
+    assert 100 * 50.0 / (starts[1] - starts[0]) < 5  # 50 µs late in steps of 3 ms (start to start)
+    ranks = _two_ranks(docs, base_ns=1_790_857_026_000_000_000)
+    assert ranks.straggler is not None and ranks.straggler.rank == 1
+    assert STRAGGLER not in {f.rule for f in judge_ranks(ranks)}

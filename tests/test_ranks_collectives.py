@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.analysis import analyze, analyze_ranks, rank_insights
-from lab.analysis.ranks.insights import IMBALANCE_TITLE, STRAGGLER_TITLE
+from lab.analysis import analyze, analyze_ranks
+from lab.judge import judge_ranks
 from lab.trace import load_trace
 from tests import tracebuild as tb
 
@@ -190,7 +190,7 @@ def real(request):
     paths = sorted(folder.glob("rank*.pt.trace.json.gz"))
     traces = [load_trace(p) for p in paths]
     ranks = analyze_ranks(traces, [p.name for p in paths], analyses=[analyze(t) for t in traces])
-    return facts, docs, ranks, rank_insights(ranks)
+    return facts, docs, ranks, judge_ranks(ranks)
 
 
 def test_real_recordings_name_the_straggler_by_its_planted_cause(real):
@@ -205,12 +205,12 @@ def test_real_recordings_name_the_straggler_by_its_planted_cause(real):
     mine = sum(e["dur"] for e in me["traceEvents"] if e.get("name") == facts["range"] and s0 <= e["ts"] < s1)
     assert s.cause.mine_us == pytest.approx(mine / len(steps_of(me)))
     assert abs(s.cause.extra_us - plant_us) <= PLANT_TOLERANCE * plant_us
-    (hit,) = [i for i in insights if i.title == STRAGGLER_TITLE]
+    (hit,) = [f for f in insights if f.rule == "straggler"]
     assert hit.evidence.startswith(f"Rank {s.rank} spends ") and "'load_batch' before its forward" in hit.evidence
 
 
 def test_real_recordings_waits_the_straggler_none_the_others_the_plant(real):
-    facts, docs, ranks, _ = real
+    facts, docs, ranks, insights = real
     plant_us = facts["sleep_ms"] * 1e3
     expected = brute_waits(docs)
     for r, row in enumerate(ranks.ranks):
@@ -219,6 +219,11 @@ def test_real_recordings_waits_the_straggler_none_the_others_the_plant(real):
             assert expected[r] < 0.05 * plant_us
         else:
             assert abs(expected[r] - plant_us) <= PLANT_TOLERANCE * plant_us, (r, expected[r])
+    # What fixing the straggler saves per step: the others' wait for it (their median), the plant.
+    (hit,) = [f for f in insights if f.rule == "straggler"]
+    others = [w for r, w in enumerate(expected) if r != facts["straggler"]]
+    assert hit.scope == "per step" and hit.saving_us == pytest.approx(statistics.median(others), rel=1e-6, abs=1.0)
+    assert abs(hit.saving_us - plant_us) <= PLANT_TOLERANCE * plant_us
 
 
 def test_real_recordings_equal_work_is_never_called_an_imbalance(real):
@@ -226,7 +231,7 @@ def test_real_recordings_equal_work_is_never_called_an_imbalance(real):
     works = [brute_work(d) for d in docs]
     assert all(w == works[0] for w in works)  # the premise, from the JSON: same ops, same shapes
     assert ranks.same_work is True
-    assert IMBALANCE_TITLE not in {i.title for i in insights}
+    assert "compute_imbalance" not in {f.rule for f in insights}
 
 
 def test_real_recordings_all_reduce_size_is_the_models_gradients(real):
@@ -277,7 +282,7 @@ def test_an_open_jobs_summary_leads_with_the_straggler_and_its_cause(real):
     assert job.headline.startswith(f"{facts['ranks']} ranks of a world of {facts['ranks']} over gloo")
     assert job.straggler.startswith(f"Straggler: rank {facts['straggler']} spends ")
     assert "'load_batch' before its forward" in job.straggler
-    assert job.top_insight is not None and job.top_insight.title == STRAGGLER_TITLE
+    assert job.top_finding is not None and job.top_finding.rule == "straggler"
     assert "all_reduce" in job.collectives and "busbw" in job.collectives
 
 
@@ -363,5 +368,5 @@ def test_compute_imbalance_is_reported_when_the_work_differs_and_says_where():
 
     ranks = _ranked([rank(3), rank(6)])
     assert ranks.same_work is False and "aten::mm" in ranks.work_note
-    titles = {i.title: i for i in rank_insights(ranks)}
-    assert IMBALANCE_TITLE in titles and "the ranks' work differs" in titles[IMBALANCE_TITLE].evidence
+    titles = {f.rule: f for f in judge_ranks(ranks)}
+    assert "compute_imbalance" in titles and "the ranks' work differs" in titles["compute_imbalance"].evidence

@@ -34,7 +34,7 @@ def test_report_is_strict_json(report):
     _, _, rep = report
     text = json.dumps(rep, allow_nan=False)
     assert json.loads(text) == rep
-    for key in ("events", "by_category", "gpu", "top_kernels", "top_ops", "launch_delay_us", "insights",
+    for key in ("events", "by_category", "gpu", "top_kernels", "top_ops", "launch_delay_us", "explained",
                 "verdict", "steps", "gemm", "gemm_notes"):
         assert key in rep
 
@@ -99,10 +99,14 @@ def test_top_tables_against_brute_force(report):
     assert self_us == sorted(self_us, reverse=True) and len(rep["top_ops"]) <= R.TOP_ROWS
 
 
-def test_insights_listed_with_title_and_severity(report):
+def test_findings_listed_with_title_severity_and_notes_last(report):
     name, _, rep = report
-    titles = [i["title"] for i in rep["insights"]]
-    assert all(i["severity"] in ("critical", "warning", "info") for i in rep["insights"])
+    assert "insights" not in rep  # one list: the judged findings
+    found = rep["explained"]["findings"]
+    titles = [f["title"] for f in found]
+    assert all(f["severity"] in ("critical", "warning", "info") for f in found)
+    notes = [f["scope"] == "note" for f in found]
+    assert notes == sorted(notes)
     assert ("Bias add runs as a separate kernel after the GEMM" in titles) == (name != "matmul_add_4096_bf16_compiled")
 
 
@@ -131,8 +135,9 @@ def test_format_report_mentions_the_essentials():
     text = R.format_report(rep)
     assert rep["verdict"]["explanation"] in text
     assert "nvjet_sm90" in text and "aten::mm" in text
-    for insight in rep["insights"]:
-        assert insight["title"] in text
+    for finding in rep["explained"]["findings"]:
+        assert finding["title"] in text and finding["evidence"] in text
+        assert not finding["caveat"] or finding["caveat"] in text
 
 
 def test_analyze_main_prints_json_and_text(capsys):
@@ -161,7 +166,7 @@ def test_compare_main(tmp_path, capsys):
     assert cli.compare_main(a, b, as_json=True) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["label_a"] == "matmul_add_4096_bf16" and data["label_b"] == "matmul_add_4096_bf16_compiled"
-    assert "Bias add runs as a separate kernel after the GEMM" in data["insights_gone"]
+    assert "Bias add runs as a separate kernel after the GEMM" in data["findings_gone"]
     assert cli.compare_main(a, b, as_json=False) == 0
     assert "gone" in capsys.readouterr().out
     assert cli.compare_main(a, str(tmp_path / "nope.json"), as_json=False) == 2

@@ -73,7 +73,7 @@ def test_a_cpu_run_point_is_the_summary_step_throughput(warm_cpu, host_settings)
     point = run_summary(config, analysis, "cpu", step_tflops=result.step_tflops)
     want = 2 * 128 ** 3 / statistics.median(result.timing.unprofiled_us) / 1e6
     assert point.tflops == pytest.approx(want, rel=1e-9)
-    card = next(m for m in summarize(load_trace(result.trace_gz), analysis, [], run=result).metrics
+    card = next(m for m in summarize(load_trace(result.trace_gz), analysis, run=result).metrics
                 if m.label == "Step throughput")
     assert card.value == fmt_tflops(point.tflops)
     steps = [e["dur"] for e in json.loads(gzip.decompress(result.trace_gz))["traceEvents"]

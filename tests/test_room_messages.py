@@ -62,7 +62,7 @@ def test_a_sample_without_timings_shows_its_per_iteration_time_from_the_trace():
     data = sample.read_bytes()
     trace = load_trace(data)
     analysis = analyze(trace)
-    metrics = {m.label: m for m in summarize(trace, analysis, [], timing=sample.timing).metrics}
+    metrics = {m.label: m for m in summarize(trace, analysis, timing=sample.timing).metrics}
     doc = json.loads(gzip.decompress(data))
     step_name = str(analysis.steps["name"].iloc[0])
     windows = _step_windows(doc, step_name)

@@ -398,18 +398,18 @@ def pipeline_mutations():
 
 
 def _pipeline(payload: bytes) -> None:
-    from lab.analysis import analyze, find_insights, trace_key_averages
+    from lab.analysis import analyze, trace_key_averages
     from lab.analysis.memory import memory_series
     from lab.explain import explain
-    from lab.judge import judge
+    from lab.judge import judge_trace
     from lab.views.explained import attribution_frame, explanation_dict, explanation_text
     from lab.views.torch_table import torch_table_text
 
     trace = load_trace(payload)
     analysis = analyze(trace)
-    find_insights(trace, analysis)
     explanation = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
-    explanation_text(explanation_dict(explanation, judge(explanation)))
+    # judged with the trace's context: the context and trace rules (lab.judge) are fuzzed too
+    explanation_text(explanation_dict(explanation, judge_trace(trace, analysis, explanation)))
     attribution_frame(explanation)
     for by_shape in (False, True):
         torch_table_text(trace_key_averages(trace, group_by_input_shape=by_shape), sort_by="self_cpu_time_total",
@@ -419,7 +419,7 @@ def _pipeline(payload: bytes) -> None:
 
 
 def test_mutated_traces_never_crash_the_pipeline(capsys):
-    """1,000 mutated real traces through load_trace → analyze → find_insights → the trace-derived
+    """1,000 mutated real traces through load_trace → analyze → explain → judge → the trace-derived
     table (by name and by shape, and its text) → memory: each is refused with a TraceError that
     says why, or analysed; no other exception. Each case's time is measured and reported (the
     issue's bound is 5 s a case), not asserted."""

@@ -178,8 +178,8 @@ def test_a_64_rank_synthetic_job_read_from_its_directory_finds_the_planted_strag
     # The planted stretch (1.25) against the others' (≤ 1.02): its window is the longest by far.
     windows = {r["rank"]: r["window_us"] for r in job["ranks"]}
     assert max(windows, key=windows.get) == 37 and windows[37] > 1.2 * sorted(windows.values())[-2]
-    # Readable at 64 ranks: the insights name the ranks as ranges, not in 64 clauses.
-    insights = {i["title"]: i["evidence"] for i in job["insights"]}
+    # Readable at 64 ranks: the findings name the ranks as ranges, not in 64 clauses.
+    insights = {f["title"]: f["evidence"] for f in job["findings"]}
     assert all(len(e) < 600 for e in insights.values()), insights
     assert "64 of 64 ranks (ranks 0–63)" in insights["Communication barely overlaps compute"]
     # Every rank is the same trace stretched: the same work, run slower: the host's scheduling, no imbalance.

@@ -27,7 +27,7 @@ from ui.state import Subject
 # distinct runs being viewed at once without holding every trace ever seen.
 MAX_CACHED_TRACES = 16
 
-# What the views take: the Trace, its Analysis and insights (a name the views already use).
+# What the views take: the Trace, its Analysis, explanation and judgement (a name the views already use).
 Loaded = Parsed
 
 
@@ -48,7 +48,7 @@ def why_unreadable(exc: Exception) -> str:
 
 
 def load(subject: Subject, settings: HostSettings, readers: ReaderPool) -> Loaded | None:
-    """The subject's trace, analysis and insights; shows the reason and returns None if unreadable."""
+    """The subject's parsed trace (analysis, judgement); shows the reason and returns None if unreadable."""
     if subject.kind in ("upload", "ranks"):  # a group of ranks: its lowest rank's trace
         parsed = readers.uploads.get(state.owner(), subject.digest)
         if parsed is None and subject.rank_paths:  # a job from a trace directory: its lowest rank, read now
@@ -97,7 +97,7 @@ def job_result(job: Job, subjects: Sequence[Subject], loaded: Sequence[Loaded], 
     """The result of a multi-trace job over ``loaded`` (the subjects' parsed traces), run in a
     reader and kept per server by the subjects' keys; shows the reason and returns None if it failed."""
     given = JobInput(traces=tuple(x.trace for x in loaded), analyses=tuple(x.analysis for x in loaded),
-                     insights=tuple(x.insights for x in loaded))
+                     findings=tuple(x.findings for x in loaded))
     try:
         with st.spinner(SPINNER.get(job.kind, "Analysing…")):
             code = f"{job.code.__module__}.{job.code.__qualname__}" if job.code is not None else ""

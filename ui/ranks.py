@@ -13,17 +13,17 @@ from lab import views as lv
 from lab.read import ReaderPool, ReadFailed
 from ui import messages, state
 from ui.state import Subject
-from ui.views import insight_card
+from ui.views import finding_card
 
 __all__ = ["ranks_view"]
 
 
-def _straggler_text(ranks, insights) -> str:
+def _straggler_text(ranks, findings) -> str:
     s = ranks.straggler
     if s is None:
         return "No straggler: the ranks made no collective calls to match."
     where = ", ".join(f"{what} {'+' if d >= 0 else '−'}{lv.fmt_us(abs(d))}" for what, d in s.deltas_us)
-    why = lv.job_summary(ranks, insights).straggler.removeprefix("Straggler: ")
+    why = lv.job_summary(ranks, findings).straggler.removeprefix("Straggler: ")
     return (f"Straggler: rank {s.rank} starts its collectives last, by {lv.fmt_us(s.late_median_us)} (median over "
             f"{s.matched_calls} matched {s.call_name}). Why: {why} Per step against the other ranks' median: {where}.")
 
@@ -72,7 +72,7 @@ def ranks_view(subject: Subject, readers: ReaderPool) -> None:
                 f"{ranks.ranks[0].comm_source}")
     for warning in ranks.warnings:
         st.warning(warning, icon=":material/warning:")
-    st.text(_straggler_text(ranks, subject.ranks_insights))
+    st.text(_straggler_text(ranks, subject.ranks_findings))
     table = lv.rank_table(ranks)
     st.dataframe(table, hide_index=True, width="stretch", key=f"ranks_table_{subject.digest}",
                  column_config=_number_formats(table))
@@ -106,8 +106,10 @@ def ranks_view(subject: Subject, readers: ReaderPool) -> None:
         st.caption("One row a rank, one column a step; each panel has its own scale (darker = more). The straggler's "
                    "row is outlined.")
     _stacked(subject, ranks, readers)
-    for insight in subject.ranks_insights:  # computed with the ranks, in a reader
-        insight_card(insight)
+    if subject.ranks_findings:
+        st.markdown("**Findings across the ranks, largest saving first**")
+    for finding in subject.ranks_findings:  # judged with the ranks, in a reader
+        finding_card(finding)
 
 
 def _stacked(subject: Subject, ranks, readers: ReaderPool) -> None:

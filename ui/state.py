@@ -44,7 +44,7 @@ class Subject:
     # A job opened from a trace directory: each rank's file on the server, by rank (read in full
     # only when its timeline is asked for; the job itself came from the ranks' summaries).
     rank_paths: tuple[str, ...] = ()
-    ranks_insights: tuple = ()  # its rules' insights (lab.analysis.rank_insights), computed in a reader
+    ranks_findings: tuple = ()  # the job's findings (lab.judge.judge_ranks), computed in a reader
 
     @property
     def kind(self) -> str:
@@ -124,7 +124,7 @@ def ranks_key(digests) -> str:
     return "+".join(sorted(digests))
 
 
-def add_ranks(members: list[tuple[str, str]], analysis: RanksAnalysis, insights: tuple = (), *,
+def add_ranks(members: list[tuple[str, str]], analysis: RanksAnalysis, findings: tuple = (), *,
               paths: tuple[str, ...] = (), title: str | None = None) -> tuple[Subject, list[Subject]]:
     """Add a group of one job's ranks, already read (each ``Parsed`` is in the pool's store), and
     open its Ranks view on the next page run; returns it and the groups pushed out (to release)."""
@@ -132,7 +132,7 @@ def add_ranks(members: list[tuple[str, str]], analysis: RanksAnalysis, insights:
     names = ", ".join(name for name, _ in members)
     subject = Subject(key=f"ranks:{_next_id()}", title=title or f"Ranks: {len(members)} ranks of one job ({names})",
                       trace_bytes=b"", digest=members[0][1], ranks=tuple(members), ranks_analysis=analysis,
-                      ranks_insights=tuple(insights), rank_paths=paths)
+                      ranks_findings=tuple(findings), rank_paths=paths)
     groups.append(subject)
     dropped = groups[:-MAX_RANK_GROUPS]
     del groups[:-MAX_RANK_GROUPS]

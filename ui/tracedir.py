@@ -201,6 +201,6 @@ def _settle_job(job: _DirJob, readers: ReaderPool) -> str | None:
     ranks = result.analysis
     index = {n: i for i, n in enumerate(job.names)}
     order = [index[i.name] for i in ranks.infos]
-    state.add_ranks([(job.names[i], job.digests[i]) for i in order], ranks, result.insights,
+    state.add_ranks([(job.names[i], job.digests[i]) for i in order], ranks, result.findings,
                     paths=tuple(job.paths[i] for i in order), title=job.title)
     return None

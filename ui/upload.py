@@ -533,7 +533,7 @@ def _settle_group(group: _Group, readers: ReaderPool) -> str | None:
     except ReadFailed as exc:
         return _remember_refusal(group.key, f"These files cannot be kept: {access.read_failure(exc)}")
     _, dropped = state.add_ranks([(i.name, group.members[i.index].digest) for i in ranks.infos], ranks,
-                                 result.insights)
+                                 result.findings)
     for old in dropped:
         for _, digest in old.ranks:
             readers.uploads.drop(state.owner(), digest)

@@ -12,7 +12,7 @@ import gzip
 import streamlit as st
 
 from lab import views as lv
-from lab.analysis import TOTAL_METRICS, Insight, step_window
+from lab.analysis import TOTAL_METRICS, step_window
 from lab.core import DeviceInfo
 from lab.lessons import LESSONS, lesson_signals
 from lab.read import Job, JobKind
@@ -50,17 +50,17 @@ def sample_note(sample: Sample, device: DeviceInfo | None) -> None:
 
 
 def _job_lead(subject: Subject) -> None:
-    """An open job's Summary starts with the job: its ranks, its straggler and why, the insight to read first."""
+    """An open job's Summary starts with the job: its ranks, its straggler and why, the finding to read first."""
     ranks = subject.ranks_analysis
     if ranks is None:
         return
-    job = lv.job_summary(ranks, subject.ranks_insights)
+    job = lv.job_summary(ranks, subject.ranks_findings)
     st.markdown(f"**The job: {job.headline}**")
     st.text(job.straggler)
     if job.collectives:
         st.text(job.collectives)
-    if job.top_insight is not None:
-        insight_card(job.top_insight)
+    if job.top_finding is not None:
+        finding_card(job.top_finding)
     st.caption("The Ranks tab has every rank side by side. Below: the lowest rank's own trace.")
     st.markdown(f"**Rank {ranks.ranks[0].rank} on its own**")
 
@@ -68,7 +68,7 @@ def _job_lead(subject: Subject) -> None:
 def summary_view(subject: Subject, loaded: Loaded) -> None:
     _job_lead(subject)
     timing = subject.sample.timing if subject.sample else None
-    s = summarize(loaded.trace, loaded.analysis, loaded.insights, run=subject.run, timing=timing,
+    s = summarize(loaded.trace, loaded.analysis, run=subject.run, timing=timing,
                   explanation=loaded.explanation, judgement=loaded.judgement)
     if loaded.explanation is not None and loaded.judgement is not None:
         explained_summary(loaded)
@@ -86,9 +86,6 @@ def summary_view(subject: Subject, loaded: Loaded) -> None:
     if loaded.judgement is None:  # the judged verdict leads instead (explained_summary)
         st.markdown("**Verdict**")
         st.text(s.verdict)
-    if s.top_insight and loaded.judgement is None:
-        st.markdown("**Top insight**")
-        insight_card(s.top_insight)
 
 
 def explained_summary(loaded: Loaded) -> None:
@@ -112,13 +109,20 @@ def explained_summary(loaded: Loaded) -> None:
 
 
 def finding_card(finding) -> None:
+    """One ``lab.judge.Finding``: its saving (or "note" for one that explains a figure), evidence,
+    premise, what to try, what would change the figure, and where to read more."""
     when = "per step" if finding.scope == "per step" else "once, in the window"
+    saves = ("note: explains a figure, saves no time" if finding.scope == "note" else
+             f"saves {fmt_us(finding.saving_us)} {when} ({finding.saving_pct:.0f} %)")
     with st.container(border=True):
-        st.markdown(f"{SEVERITY_ICON.get(finding.severity, '')} **{md_escape(finding.title)}** · "
-                    f"saves {fmt_us(finding.saving_us)} {when} ({finding.saving_pct:.0f} %)")
+        st.markdown(f"{SEVERITY_ICON.get(finding.severity, '')} **{md_escape(finding.title)}** · {saves}")
         st.text(finding.evidence)
         st.caption(f"Premise: {finding.premise}")
         st.markdown(f"**Try:** {md_escape(finding.suggestion)}")
+        if finding.caveat:
+            st.caption(f":material/balance: **What would change this figure:** {md_escape(finding.caveat)}")
+        if finding.learn_more:
+            st.caption(f"Learn more: {finding.learn_more}")
 
 
 def roof_view(loaded: Loaded) -> None:
@@ -141,32 +145,16 @@ def roof_view(loaded: Loaded) -> None:
     st.dataframe(table, hide_index=True, width="stretch", column_config=config, key="tbl_roofs")
 
 
-def insight_card(insight: Insight) -> None:
-    with st.container(border=True):
-        st.markdown(f"{SEVERITY_ICON.get(insight.severity, '')} **{md_escape(insight.title)}** · {insight.severity}")
-        st.text(insight.evidence)
-        st.markdown(f"**Try:** {md_escape(insight.suggestion)}")
-        if insight.caveat:
-            st.caption(f":material/balance: **What would change this figure:** {md_escape(insight.caveat)}")
-        st.caption(f"Learn more: {insight.learn_more}")
-
-
 def insights_view(loaded: Loaded) -> None:
-    findings = loaded.judgement.findings if loaded.judgement is not None else ()
-    if findings:
-        st.markdown("**Findings, largest saving first** (each checked its premise; the saving is what the fix "
-                    "would recover, from the time attribution)")
-        for finding in findings:
-            finding_card(finding)
-    if not loaded.insights:
-        if not findings:
-            st.success("No rule fired on this trace: no obvious overhead, idle GPU or unfused work.")
+    """Every judged finding of the trace, largest saving first, notes last: the one list."""
+    findings = loaded.findings
+    if not findings:
+        st.success("No rule fired on this trace: no obvious overhead, idle GPU or unfused work.")
         return
-    if findings:
-        st.markdown("**Observations**")
-    st.caption(f"{len(loaded.insights)} observations, most severe first. Each cites the numbers that triggered it.")
-    for insight in loaded.insights:
-        insight_card(insight)
+    st.markdown("**Findings, largest saving first** (each checked its premise; the saving is what the fix "
+                "would recover, from the time attribution; notes explain a figure and come last)")
+    for finding in findings:
+        finding_card(finding)
 
 
 def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
@@ -286,8 +274,8 @@ def memory_view(subject: Subject, loaded: Loaded) -> None:
                f"{view.series.records:,} allocator records in this window, drawn with {view.points:,} points"
                f"{' (per pixel column: first, lowest, highest, last)' if view.series.reduced else ''}; "
                "▼ marks each device's peak. Same time axis as the Timeline: scroll to zoom, drag to pan.")
-    for insight in lv.memory_insights(loaded.insights):
-        insight_card(insight)
+    for finding in lv.memory_findings(loaded.judgement.findings if loaded.judgement is not None else ()):
+        finding_card(finding)
     devices = lv.device_table(memory, view.unit)
     st.markdown("**Devices**")
     st.dataframe(devices, hide_index=True, width="stretch", column_config=_float_formats(devices))
@@ -380,7 +368,7 @@ def compare_view(subjects: list[Subject], load, jobs) -> None:
     la, lb = load(a), load(b)
     if la is None or lb is None:
         return
-    # The cached analyses and insights (run config and peak included): what the two Insights tabs show.
+    # The cached analyses and judged findings (run config and peak included): what the two Insights tabs show.
     cmp = jobs(Job(kind=JobKind.COMPARE, labels=("A", "B")), [a, b], [la, lb])  # in a reader
     if cmp is None:
         return
@@ -388,10 +376,10 @@ def compare_view(subjects: list[Subject], load, jobs) -> None:
     totals = comparison_totals(cmp.totals, TOTAL_METRICS)
     st.dataframe(totals, hide_index=True, width="stretch",
                  column_config={"meaning": st.column_config.Column("meaning", width=TOTALS_MEANING_PX)})
-    if cmp.insights_gone or cmp.insights_new:
-        st.markdown("**Insights that changed**")
-        st.text("\n".join([f"gone in B:  {t}" for t in cmp.insights_gone] +
-                          [f"new in B:   {t}" for t in cmp.insights_new]))
+    if cmp.findings_gone or cmp.findings_new:
+        st.markdown("**Findings that changed**")
+        st.text("\n".join([f"gone in B:  {t}" for t in cmp.findings_gone] +
+                          [f"new in B:   {t}" for t in cmp.findings_new]))
     st.markdown("**GPU kernels** (time per name; status gone = only in A, new = only in B)")
     if cmp.kernels.empty:
         st.caption("Neither trace has GPU kernels (CPU runs): compare the operators below.")

@@ -1,12 +1,12 @@
-"""Stage 3 of the pipeline: a ``Trace`` → analyses (operators, kernels, GPU use, steps, GEMMs),
-insights (rules that cite numbers) and comparisons; ``Run`` (a named trace with its
-analysis) is what a lesson's check and questions read (``lab.lessons``).
+"""Stage 3 of the pipeline: a ``Trace`` → analyses (operators, kernels, GPU use, steps, GEMMs)
+and comparisons; ``Run`` (a named trace with its analysis) is what a lesson's check and questions
+read (``lab.lessons``). What the figures mean is ``lab.judge``'s.
 
 Each analysis is a pure function of a ``Trace`` returning plain data, one concern per module or
 sub-package. Sub-packages (each with its facade ``__init__``): ``table`` (torch's key_averages table
 derived from the trace), ``diagnoses`` (what bounds the trace), ``gemm`` (efficiency against the
 device's peak), ``memory`` (profile_memory's allocations over time), ``ranks`` (a job's ranks
-together), ``insights`` (the record and the rules). Top level: ``bundle`` is the facade (``analyze``
+together). Top level: ``bundle`` is the facade (``analyze``
 → ``Analysis``), ``operators`` (launch links, the operator and kernel tables), ``gpu`` (utilization,
 idle gaps, launch delays), ``steps``, ``compare``; the TensorBoard plugin's views:
 ``step_time`` (its step-time breakdown), ``kernels`` (its Kernel view) with ``tensor_cores`` (both
@@ -15,16 +15,13 @@ demand: not part of ``analyze``); ``columns`` and ``intervals`` hold helpers the
 """
 
 from lab.analysis.bundle import Analysis, Run, analyze
-from lab.analysis.compare import TOTAL_METRICS, Comparison, compare_analyses, compare_traces
+from lab.analysis.compare import TOTAL_METRICS, Comparison, compare_analyses
 from lab.analysis.gemm.analyze import device_name
-from lab.analysis.insights import Insight
-from lab.analysis.insights.rules import find_insights
 from lab.analysis.kernels import KernelView, kernel_view
-from lab.analysis.memory import MEMORY_RULES, MemoryAnalysis, memory_analysis, memory_series
+from lab.analysis.memory import MemoryAnalysis, memory_analysis, memory_series
 from lab.analysis.modules import ModuleView, module_view
 from lab.analysis.ranks import (
     HEAT_COLUMNS,
-    RANK_RULES,
     RankRow,
     RanksAnalysis,
     RanksError,
@@ -33,7 +30,6 @@ from lab.analysis.ranks import (
     analyze_ranks,
     combine_ranks,
     rank_frame,
-    rank_insights,
     rank_summary,
 )
 from lab.analysis.step_time import STEP_TIME_CATEGORIES, StepTime, step_time
@@ -42,11 +38,11 @@ from lab.analysis.table import trace_key_averages
 from lab.analysis.tensorboard import TensorBoardViews, tensorboard_views
 
 __all__ = [
-    "MEMORY_RULES", "TOTAL_METRICS", "Analysis", "Comparison", "Insight", "MemoryAnalysis", "Run",
-    "analyze", "compare_analyses", "compare_traces", "device_name", "find_insights",
+    "TOTAL_METRICS", "Analysis", "Comparison", "MemoryAnalysis", "Run",
+    "analyze", "compare_analyses", "device_name",
     "memory_analysis", "memory_series", "step_window", "trace_key_averages",
     "STEP_TIME_CATEGORIES", "KernelView", "ModuleView", "StepTime", "kernel_view", "module_view", "step_time",
     "TensorBoardViews", "tensorboard_views",
-    "RANK_RULES", "RankRow", "RanksAnalysis", "RanksError", "Straggler", "analyze_ranks", "rank_frame", "rank_insights",
+    "RankRow", "RanksAnalysis", "RanksError", "Straggler", "analyze_ranks", "rank_frame",
     "HEAT_COLUMNS", "RankSummary", "combine_ranks", "rank_summary",
 ]  # fmt: skip

@@ -1,7 +1,8 @@
-"""Two traces side by side: what got faster, what appeared or vanished, which insights changed.
+"""Two traces side by side: what got faster, what appeared or vanished, which findings changed.
 
-``compare_analyses(a, b, ...)`` (analyses already computed) and ``compare_traces(a, b)`` (two
-traces, analysed once each) treat A as the baseline: ``delta = B − A`` and ``ratio = B / A``.
+``compare_analyses(a, b, ...)`` (analyses and judged findings already computed; ``lab.views``'
+``compare_traces`` makes them from two traces) treats A as the baseline: ``delta = B − A`` and
+``ratio = B / A``.
 Rows are an outer join on the name; a name missing from one trace counts as 0 there
 (``status`` says "both", "gone" = only in A, or "new" = only in B; ``ratio`` is NaN when A is 0).
 """
@@ -9,16 +10,27 @@ Rows are an outer join on the name; a name missing from one trace counts as 0 th
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
-from lab.analysis.bundle import Analysis, analyze
-from lab.analysis.insights.rules import Insight, find_insights
+from lab.analysis.bundle import Analysis
 from lab.analysis.operators import host_work_us
 from lab.analysis.steps import per_iteration_us
-from lab.trace.load import Trace
+
+
+class Judged(Protocol):
+    """What a comparison reads of a finding (``lab.judge.Finding``, a layer above this one)."""
+
+    @property
+    def rule(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
 
 DIFF_COLUMNS = ("name", "cat", "status", "a_count", "b_count", "a_us", "b_us", "delta_us", "ratio")
 
@@ -33,9 +45,9 @@ class Comparison:
     kernels: pd.DataFrame
     # metric, a, b, delta, ratio: whole-trace figures (see ``TOTAL_METRICS``).
     totals: pd.DataFrame
-    insights_gone: tuple[str, ...]  # titles that fire on A but not on B
-    insights_new: tuple[str, ...]  # titles that fire on B but not on A
-    insights_kept: tuple[str, ...]  # titles that fire on both
+    findings_gone: tuple[str, ...]  # titles of the findings whose rule fires on A but not on B
+    findings_new: tuple[str, ...]  # … on B but not on A
+    findings_kept: tuple[str, ...]  # … on both (A's title)
 
     def total(self, metric: str) -> tuple[float, float]:
         row = self.totals[self.totals["metric"] == metric]
@@ -103,12 +115,13 @@ def _totals(analysis: Analysis) -> dict[str, float]:
     }
 
 
-def compare_analyses(analysis_a: Analysis, analysis_b: Analysis, *, insights_a: list[Insight],
-                     insights_b: list[Insight], label_a: str = "A", label_b: str = "B") -> Comparison:
-    """Compare B with the baseline A from analyses and insights already computed.
+def compare_analyses(analysis_a: Analysis, analysis_b: Analysis, *, findings_a: Sequence[Judged],
+                     findings_b: Sequence[Judged], label_a: str = "A", label_b: str = "B") -> Comparison:
+    """Compare B with the baseline A from analyses and judged findings already computed
+    (``lab.judge.Judgement.findings``). Findings are matched by rule (a title may carry numbers).
 
     The page passes its cached ones (``ui/cache.py``: analysed with the run's config and peak),
-    so "insights that changed" are exactly the difference of the two Insights tabs.
+    so "findings that changed" are exactly the difference of the two Insights tabs.
     """
     totals_a, totals_b = _totals(analysis_a), _totals(analysis_b)
     rows = []
@@ -116,26 +129,14 @@ def compare_analyses(analysis_a: Analysis, analysis_b: Analysis, *, insights_a: 
         va, vb = totals_a[metric], totals_b[metric]
         ratio = vb / va if va and not math.isnan(va) and va > 0 else float("nan")
         rows.append({"metric": metric, "a": va, "b": vb, "delta": vb - va, "ratio": ratio})
-    titles_a = [i.title for i in insights_a]
-    titles_b = [i.title for i in insights_b]
+    rules_a, rules_b = {f.rule for f in findings_a}, {f.rule for f in findings_b}
     return Comparison(
         label_a=label_a,
         label_b=label_b,
         operators=_diff(analysis_a.operators, analysis_b.operators, "self_us"),
         kernels=_diff(analysis_a.kernels, analysis_b.kernels, "total_us"),
         totals=pd.DataFrame(rows, columns=["metric", "a", "b", "delta", "ratio"]),
-        insights_gone=tuple(t for t in titles_a if t not in titles_b),
-        insights_new=tuple(t for t in titles_b if t not in titles_a),
-        insights_kept=tuple(t for t in titles_a if t in titles_b),
+        findings_gone=tuple(f.title for f in findings_a if f.rule not in rules_b),
+        findings_new=tuple(f.title for f in findings_b if f.rule not in rules_a),
+        findings_kept=tuple(f.title for f in findings_a if f.rule in rules_b),
     )
-
-
-def compare_traces(a: Trace, b: Trace, *, label_a: str = "A", label_b: str = "B") -> Comparison:
-    """Compare trace ``b`` with the baseline ``a``, analysing each once (the CLI's ``compare``).
-
-    Traces alone carry no run config, so GEMM shapes come from the traces only; a caller that
-    has analyses already (the page) uses ``compare_analyses``.
-    """
-    analysis_a, analysis_b = analyze(a), analyze(b)
-    return compare_analyses(analysis_a, analysis_b, insights_a=find_insights(a, analysis_a),
-                            insights_b=find_insights(b, analysis_b), label_a=label_a, label_b=label_b)

@@ -13,7 +13,7 @@ CUDA runtime/driver calls (``lab.vocab.is_launch_call``):
   a CUDA build): the program ran on the CPU, or the profile was taken without
   ``ProfilerActivity.CUDA``.
 
-The verdict reads ``gpu_use`` here; the two rules are in ``lab/analysis/insights/launches.py``.
+``lab.judge``'s rules on a trace without GPU activity read ``gpu_use`` here (``lab/judge/context.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Rules that need more of the trace than its explanation: what the capture window holds (empty,
-no GPU work), collectives across ranks, CUDA graph replays. Each returns a ``Finding`` or None,
-like ``rules.RULES``; the figures are the analysis's own (``lab.analysis.diagnoses`` finders and
-``lab.analysis.launches.gpu_use``), never computed again here.
+no GPU work), collectives across ranks, CUDA graph replays, the profiler's options. Each returns a
+``Finding`` or None, like ``rules.RULES``; the figures are the analysis's own
+(``lab.analysis.diagnoses`` finders and ``lab.analysis.launches.gpu_use``), never computed again
+here. ``trace_rules.py`` holds the rules that read the trace's events themselves.
 """
 
 from __future__ import annotations
@@ -10,15 +11,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lab.analysis.diagnoses.capture import EmptyCapture
+from lab.analysis.columns import mask_in
+from lab.analysis.diagnoses.capture import EmptyCapture, ProfilerInflation
 from lab.analysis.diagnoses.comm import COMM_BOUND_PCT, Collectives
 from lab.analysis.diagnoses.graphs import GraphReplays
 from lab.analysis.launches import GpuUse, gpu_use, gpu_work_text
+from lab.analysis.memory.analyze import OutOfMemory, out_of_memory_events
 from lab.analysis.operators import host_work_us
 from lab.explain.explanation import Explanation
 from lab.judge.finding import MATERIAL_PCT, Finding
+from lab.judge.gemm_facts import GemmFacts, gemm_facts
 from lab.trace import Trace
 from lab.units import fmt_us
+from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = ["CONTEXT_RULES", "GRAPH_KERNELS_PCT", "LEADING_RULES", "QUIET_FALLBACK_RULES", "TraceContext",
            "context_of", "graphs_replace_launches"]
@@ -36,21 +41,32 @@ QUIET_FALLBACK_RULES = ("graph_replays", "at_roof", "cpu_only")
 
 @dataclass(frozen=True)
 class TraceContext:
-    """What the context rules read: the trace's CUDA calls, the diagnoses' figures and its memory."""
+    """What the context rules read: the trace's CUDA calls, the diagnoses' figures, its memory and
+    its GEMMs; the trace and its analysis themselves for ``trace_rules``."""
 
-    use: GpuUse
+    use: GpuUse | None  # None where the trace has GPU activity: its CUDA calls need no counting then
     empty: EmptyCapture | None
     collectives: Collectives | None
     graphs: GraphReplays | None
     memory: Any  # lab.analysis.memory.MemoryAnalysis | None
     cpu_self_us: float  # lab.analysis.operators.host_work_us: the ops' self time, waits excluded
+    inflation: ProfilerInflation | None = None
+    trace: Trace | None = None
+    analysis: Any = None  # lab.analysis.Analysis
+    gemm: GemmFacts | None = None  # the GEMM table and what the GEMM findings read beside it
+    oom: tuple[OutOfMemory, ...] = ()  # profile_memory's "[OutOfMemory]" records, first first
 
 
 def context_of(trace: Trace, analysis: Any) -> TraceContext:
-    """The context of one analysed trace (``lab.analysis.Analysis``)."""
+    """The context of one analysed trace (``lab.analysis.Analysis``). The three rules on a trace
+    without GPU activity are silent on one with it, so its CUDA calls are counted only when it has
+    none (``gpu_use`` reads every runtime call's name: 286k events on the largest corpus trace)."""
     f = analysis.findings
-    return TraceContext(use=gpu_use(trace), empty=f.empty_capture, collectives=f.collectives, graphs=f.graphs,
-                        memory=analysis.memory, cpu_self_us=host_work_us(analysis.operators))
+    active = bool(mask_in(trace.events["cat"], GPU_ACTIVITY_CATS).any())
+    return TraceContext(use=None if active else gpu_use(trace), empty=f.empty_capture, collectives=f.collectives,
+                        graphs=f.graphs, memory=analysis.memory, cpu_self_us=host_work_us(analysis.operators),
+                        inflation=f.inflation, trace=trace, analysis=analysis, gemm=gemm_facts(trace, analysis),
+                        oom=out_of_memory_events(trace, spans=f.steps))
 
 
 def _window(ex: Explanation) -> float:
@@ -75,33 +91,38 @@ def empty_window(ex: Explanation, ctx: TraceContext) -> Finding | None:
 
 def no_gpu_events(ex: Explanation, ctx: TraceContext) -> Finding | None:
     use = ctx.use
-    if use.gpu_activities or not use.launched:
+    if use is None or use.gpu_activities or not use.launched:
         return None
+    props = f" and device properties of {use.devices_listed} GPU(s)" if use.devices_listed else ""
     return Finding(
-        "no_gpu_events", "profiler", "Work was sent to a GPU, but no GPU activity was recorded",
+        "no_gpu_events", "profiler", "No GPU activity recorded although a GPU was used",
         premise="launch calls in the trace, and not one kernel, copy or memset",
-        evidence=f"The run sent work to a GPU ({use.launch_calls:,} launch calls among {use.calls_text()}) but "
-                 "recorded no GPU activity, so GPU time cannot be judged",
-        suggestion="Profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], and check that CUPTI "
-                   "loads (its warnings on stderr).",
-        saving_us=0.0, base_us=_window(ex), scope="once")
+        evidence=f"The run sent work to a GPU ({use.launch_calls:,} launch calls among {use.calls_text()}{props}) "
+                 "but recorded no GPU activity, so GPU time cannot be judged",
+        suggestion="Profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]; if that is already set, "
+                   "CUPTI is missing or not permitted (check torch.autograd.kineto_available(), libcupti on the "
+                   "library path, and that the container allows GPU performance counters).",
+        saving_us=0.0, base_us=_window(ex), scope="once", learn_more="https://docs.nvidia.com/cupti/")
 
 
 def no_gpu_work(ex: Explanation, ctx: TraceContext) -> Finding | None:
     use = ctx.use
-    if use.gpu_activities or use.launched or not use.runtime_calls:
+    if use is None or use.gpu_activities or use.launched or not use.runtime_calls:
         return None
     return Finding(
         "no_gpu_work", "other_work", "CUDA calls that launch nothing: no GPU work",
         premise="CUDA runtime calls in the trace, none of which puts work on a stream",
         evidence=gpu_work_text(use, ctx.memory).rstrip("."),
-        suggestion="Nothing to speed up on the GPU; judge the host's time (the operator table) instead.",
-        saving_us=0.0, base_us=_window(ex), scope="once")
+        suggestion="If the GPU was meant to compute here, the work ran outside the profiled window (widen the "
+                   "schedule's active steps) or on the CPU (check the tensors' device); else judge the host's time "
+                   "(the operator table), and an allocation-only program in the Memory view.",
+        saving_us=0.0, base_us=_window(ex), scope="once",
+        learn_more="https://pytorch.org/docs/stable/profiler.html#torch.profiler.profile")
 
 
 def cpu_only(ex: Explanation, ctx: TraceContext) -> Finding | None:
     use = ctx.use
-    if use.gpu_activities or use.runtime_calls:
+    if use is None or use.gpu_activities or use.runtime_calls:
         return None
     listed = (f" The trace lists {use.devices_listed} GPU(s) but has no CUDA call: if the program meant to use "
               "one, profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"
@@ -121,16 +142,20 @@ def communication(ex: Explanation, ctx: TraceContext) -> Finding | None:
     if c is None or c.share_pct < COMM_BOUND_PCT or step <= 0 or 100.0 * us / step < MATERIAL_PCT:
         return None
     who = f"rank {c.rank} of {c.world_size}" if c.rank is not None and c.world_size else "this process"
+    period = "window" if ex.attribution.source == "window" else "step"
+    calls = ", ".join(f"{n} ×{k}" for n, k in c.calls[:4]) or "none on the host"
     overlap = f", {c.overlap_pct:.0f} % of it overlapped by compute" if c.overlap_pct is not None else ""
     return Finding(
         "communication", "communication", f"Communication-bound ({who}{', ' + c.backend if c.backend else ''})",
         premise=f"collectives take ≥ {COMM_BOUND_PCT:.0f} % of GPU busy or step time, and the step spends "
                 f"≥ {MATERIAL_PCT:.0f} % in communication no compute hides",
-        evidence=f"{fmt_us(us)} of the {fmt_us(step)} step in communication; collectives take "
+        evidence=f"{fmt_us(us)} of the {fmt_us(step)} {period} in communication; collectives take "
                  f"{c.comm_busy_pct:.0f} % of GPU busy time and {c.host_comm_pct:.0f} % of step time on the "
-                 f"host{overlap}",
+                 f"host{overlap}; calls: {calls}",
         suggestion="Overlap the collectives with compute (DDP gradient buckets, no_sync for accumulation steps), "
-                   "or communicate less (larger buckets, gradient compression), before tuning kernels.",
+                   "or communicate less (larger buckets, gradient compression), before tuning kernels; with gloo on "
+                   "GPUs the reduction runs on the CPU: use NCCL for CUDA tensors. Compare the ranks' traces to find "
+                   "a straggler.",
         saving_us=us, base_us=step,
         learn_more="https://pytorch.org/docs/stable/notes/ddp.html")
 
@@ -151,6 +176,32 @@ def graph_replays(ex: Explanation, ctx: TraceContext) -> Finding | None:
         learn_more="https://pytorch.org/docs/stable/notes/cuda.html#cuda-graphs")
 
 
+def profiler_options(ex: Explanation, ctx: TraceContext) -> Finding | None:
+    """with_stack / profile_memory were on: a note on what they add to host times (not the
+    program's time, so nothing to save)."""
+    f = ctx.inflation
+    if f is None:
+        return None
+    said = []
+    if f.with_stack:
+        said.append(f"with_stack recorded {f.python_events:,} python_function events ({f.python_per_op:.1f} per op); "
+                    f"{f.python_only_pct:.0f} % of the Python thread's time is in frames while no op runs")
+    if f.profile_memory:
+        said.append(f"profile_memory recorded {f.memory_events:,} allocation events" if f.memory_events
+                    else "profile_memory was on")
+    return Finding(
+        "profiler_options", "profiler", "Profiler options inflate host times",
+        premise="with_stack or profile_memory was on: each op's host time includes recording its stack or its "
+                "allocations",
+        evidence="; ".join(said) or "profiler options on",
+        suggestion="Read host (CPU) times from a profile without with_stack and profile_memory; keep those options "
+                   "for finding where an op is called or who allocates. Device (kernel) times are not affected.",
+        saving_us=0.0, base_us=ex.attribution.step_us, scope="note",
+        learn_more="https://pytorch.org/tutorials/recipes/recipes/profiler_recipe.html",
+        caveat="On the H200 corpus with_stack made small host-bound steps 1.3–1.4× longer, and python_function "
+               "frames are call stacks, not ops: counting them as ops double-counts host time.")
+
+
 def graphs_replace_launches(ctx: TraceContext) -> bool:
     """True when CUDA graphs replay at least GRAPH_KERNELS_PCT of the kernels: launch_bound's
     premise (kernels launched one by one) does not hold."""
@@ -158,5 +209,5 @@ def graphs_replace_launches(ctx: TraceContext) -> bool:
 
 
 CONTEXT_RULES: tuple[Callable[[Explanation, TraceContext], Finding | None], ...] = (
-    empty_window, no_gpu_events, no_gpu_work, cpu_only, communication, graph_replays,
+    empty_window, no_gpu_events, no_gpu_work, cpu_only, communication, graph_replays, profiler_options,
 )

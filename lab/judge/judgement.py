@@ -17,7 +17,10 @@ from lab.judge.context import (
     graphs_replace_launches,
 )
 from lab.judge.finding import MATERIAL_PCT, Finding
+from lab.judge.gemm_rules import GEMM_RULES
+from lab.judge.memory_rules import MEMORY_RULES
 from lab.judge.rules import RULES
+from lab.judge.trace_rules import TRACE_RULES
 from lab.trace import Trace
 from lab.units import fmt_us
 
@@ -39,18 +42,23 @@ def judge(explanation: Explanation, *, context: TraceContext | None = None) -> J
     """Every rule over the explanation (and, given the trace's ``context``, the context rules:
     ``lab.judge.context``), ranked by saving. The verdict is a leading finding (an empty window,
     no GPU work) if one fired, else the largest material saving, else a quiet fallback (CUDA graph
-    replays, work at its roof, a CPU-only trace), else where the time went."""
+    replays, work at its roof, a CPU-only trace), else where the time went. Notes (``scope`` "note")
+    come last and are never the verdict."""
     found = [f for rule in RULES if (f := rule(explanation)) is not None]
     if context is not None:
-        found += [f for rule in CONTEXT_RULES if (f := rule(explanation, context)) is not None]
+        found += [f for rule in (*CONTEXT_RULES, *TRACE_RULES, *GEMM_RULES, *MEMORY_RULES)
+                  if (f := rule(explanation, context)) is not None]
         if graphs_replace_launches(context):
             found = [f for f in found if f.rule != "launch_bound"]
+        if any(f.rule == "empty_window" for f in found):  # nothing of the program ran: no saving is its
+            found = [f for f in found if f.rule == "empty_window" or f.is_note]
     steps = explanation.attribution.steps
     window, n_steps = float(steps["wall_us"].sum()), max(len(steps), 1)
-    found.sort(key=lambda f: (-window_share_pct(f, window_us=window, n_steps=n_steps), f.rule))
+    # Notes explain a figure and save nothing: after every finding with a saving, never the verdict.
+    found.sort(key=lambda f: (f.is_note, -window_share_pct(f, window_us=window, n_steps=n_steps), f.rule))
     step = explanation.attribution.step_us
     lead = next((f for rule in LEADING_RULES for f in found if f.rule == rule), None)
-    top = lead or next((f for f in found if f.saving_pct >= MATERIAL_PCT), None)
+    top = lead or next((f for f in found if not f.is_note and f.saving_pct >= MATERIAL_PCT), None)
     quiet = None
     if lead is not None:
         verdict = f"{lead.title}: {lead.evidence}."

@@ -1,7 +1,7 @@
 """Reading traces apart from the server: a bounded pool of reader processes.
 
 ``ReaderPool`` (``pool``) is the facade: ``submit``/``read`` a trace's bytes or a path and get
-a ``Parsed`` (the ``Trace``, its ``Analysis`` and insights) or a ``ReadFailed`` whose message
+a ``Parsed`` (the ``Trace``, its ``Analysis``, explanation and judgement) or a ``ReadFailed`` whose message
 is for the visitor. Rooms: ``protocol`` (states, status records, the init record and the read
 request), ``limits`` (the host's reader plan, size estimates, the memory and time messages),
 ``queue`` (the readers as a client of ``lab.pool``: tickets, the two lanes, their words),

@@ -6,8 +6,8 @@ machine, and starting a reader interpreter (~1 s of imports, then the warm-up re
 than reading a small trace. ``ReadHere`` is the part of ``ReaderPool`` the CLI uses — ``read``
 a path into a ``Parsed``, ``read_rank`` one rank's ``RankSummary``, ``settings`` — done here,
 with the host's trace limits (events, decompressed size) and the same ``ReadFailed`` words as a
-reader's. ``parse`` is the one pipeline both run: ``load_trace`` → ``analyze`` → ``find_insights``,
-and ``explain`` → ``judge``.
+reader's. ``parse`` is the one pipeline both run: ``load_trace`` → ``analyze`` → ``explain`` →
+``judge``.
 No streamlit; the trace and analysis packages are imported when a trace is read.
 """
 
@@ -31,9 +31,9 @@ __all__ = ["ReadHere", "parse", "summarize_rank"]
 
 def parse(source, *, settings: HostSettings, config: RunConfig | None = None, peak: DevicePeak | None = None,
           on_stage: Callable[[str], None] | None = None) -> Parsed:
-    """``source`` (bytes, a buffer or a path) parsed, analysed and its insights found: the
+    """``source`` (bytes, a buffer or a path) parsed, analysed, explained and judged: the
     ``Parsed`` a reader sends back. ``on_stage("analysing")`` is called between the two."""
-    from lab.analysis import analyze, find_insights
+    from lab.analysis import analyze
     from lab.explain import explain
     from lab.judge import judge_trace
     from lab.trace import load_trace
@@ -44,7 +44,7 @@ def parse(source, *, settings: HostSettings, config: RunConfig | None = None, pe
         on_stage("analysing")
     analysis = analyze(trace, peak=peak, config=config)
     explanation = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
-    return Parsed(trace=trace, analysis=analysis, insights=find_insights(trace, analysis), explanation=explanation,
+    return Parsed(trace=trace, analysis=analysis, explanation=explanation,
                   judgement=judge_trace(trace, analysis, explanation))
 
 

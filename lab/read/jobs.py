@@ -8,7 +8,7 @@ TensorBoard tab's views), is a ``Job``: the server sends the traces and analyses
 (pickle-5 frames, no JSON) and gets back only the result, so the Streamlit script thread runs no
 analysis. Results:
 
-    RANKS     → ``RanksResult``              (``analyze_ranks`` and ``rank_insights``; ``JobRefused`` with its words)
+    RANKS     → ``RanksResult``              (``analyze_ranks``, ``judge_ranks``; ``JobRefused`` with its words)
     RANK_SUMMARIES → ``RanksResult``         (``combine_ranks`` of a directory job's ``RankSummary``s)
     COMPARE   → ``Comparison``               (``compare_analyses``, A = first, B = second)
     SIGNALS   → ``tuple[Signal, ...]``       (``code(lesson, runs)``: the lesson's check)
@@ -37,7 +37,8 @@ from lab.pool import Name
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from lab.analysis import Analysis, Insight, RanksAnalysis, RankSummary
+    from lab.analysis import Analysis, RanksAnalysis, RankSummary
+    from lab.judge import Finding
     from lab.trace import Trace
 
 __all__ = ["ByShape", "Job", "JobInput", "JobKind", "JobRefused", "RanksResult", "run_job"]
@@ -71,18 +72,18 @@ class Job:
 
 @dataclass(frozen=True)
 class JobInput:
-    """What the job reads: the traces, their analyses and insights, as the server holds them."""
+    """What the job reads: the traces, their analyses and judged findings, as the server holds them."""
 
     traces: tuple[Trace, ...] = ()
     analyses: tuple[Analysis, ...] = ()
-    insights: tuple[list[Insight], ...] = ()
+    findings: tuple[tuple[Finding, ...], ...] = ()  # each trace's Judgement.findings (COMPARE)
     summaries: tuple[RankSummary, ...] = ()  # RANK_SUMMARIES: each rank's, as its reader sent it back
 
 
 @dataclass(frozen=True)
 class RanksResult:
     analysis: RanksAnalysis
-    insights: tuple[Insight, ...]
+    findings: tuple[Finding, ...]  # lab.judge.judge_ranks: the job's findings, largest saving first
 
 
 @dataclass(frozen=True)
@@ -119,11 +120,11 @@ def run_job(job: Job, given: JobInput) -> Any:
                                                  causes=_rank_causes(given)))
         except analysis.RanksError as exc:
             raise JobRefused(str(exc), type(exc).__name__) from None
-        return RanksResult(analysis=ranks, insights=tuple(analysis.rank_insights(ranks)))
+        return RanksResult(analysis=ranks, findings=importlib.import_module("lab.judge").judge_ranks(ranks))
     if job.kind == JobKind.COMPARE:
         a, b = given.analyses
-        ins_a, ins_b = given.insights
-        return analysis.compare_analyses(a, b, insights_a=ins_a, insights_b=ins_b, label_a=job.labels[0],
+        found_a, found_b = given.findings
+        return analysis.compare_analyses(a, b, findings_a=found_a, findings_b=found_b, label_a=job.labels[0],
                                          label_b=job.labels[1])
     if job.kind == JobKind.BY_SHAPE:
         (one,) = given.analyses

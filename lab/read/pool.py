@@ -4,7 +4,7 @@ Why processes: parsing a 509 MB-JSON trace in the server took 1 GB of its memory
 a core with the GIL held, and a dozen at once would have the OOM killer end the server and
 every session with it. A reader process parses *and* analyses, under an address-space limit
 the host sets, at a lower CPU priority, and sends back only ``Parsed`` (DataFrames, analysis,
-insights). One that runs out of memory or time, or dies, is replaced; only its read fails.
+explanation, judgement). One that runs out of memory or time, or dies, is replaced; only its read fails.
 
 The chain::
 

@@ -26,9 +26,9 @@ from lab.core.settings import HostSettings
 from lab.pool import ChildState, Name, PoolFailed
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lab.analysis import Analysis, Insight
+    from lab.analysis import Analysis
     from lab.explain import Explanation
-    from lab.judge import Judgement
+    from lab.judge import Finding, Judgement
     from lab.trace import Trace
 
 __all__ = [
@@ -74,17 +74,21 @@ class ReadFailed(PoolFailed):
 
 @dataclass(frozen=True)
 class Parsed:
-    """What the views need of one trace: its ``Trace`` (DataFrames), ``Analysis``, insights, and its
+    """What the views need of one trace: its ``Trace`` (DataFrames), ``Analysis``, and its
     explanation and judgement."""
 
     trace: Trace
     analysis: Analysis
-    insights: list[Insight]
     result_bytes: int = 0  # its pickled size as it came from the reader: what holding it costs
     # Where each step's time went and the ops against their roofs (lab.explain), and the findings
     # ranked by what fixing each would save, with the verdict (lab.judge).
     explanation: Explanation | None = None
     judgement: Judgement | None = None
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """The judged findings, largest saving first (none without a judgement)."""
+        return self.judgement.findings if self.judgement is not None else ()
 
 
 # --------------------------------------------------------------------------- what callers see

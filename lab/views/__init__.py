@@ -19,7 +19,7 @@ from lab.views.memory import (
     build_memory_view,
     device_table,
     memory_chart,
-    memory_insights,
+    memory_findings,
     memory_ops,
     memory_rows,
     step_table,
@@ -66,7 +66,7 @@ from lab.vocab import SORT_KEYS, TORCH_SORT_KEYS, is_device_sort
 __all__ = [
     "VARIANTS", "ReplayChoice", "is_replay", "replay_choices", "replay_comparison", "replay_config", "replay_title",
     "variant_config", "variant_of",
-    "NO_MEMORY", "build_memory_view", "device_table", "memory_chart", "memory_insights", "memory_ops", "memory_rows",
+    "NO_MEMORY", "build_memory_view", "device_table", "memory_chart", "memory_findings", "memory_ops", "memory_rows",
     "step_table",
     "PERFETTO_HEIGHT_PX", "PERFETTO_INLINE_MAX_BYTES", "perfetto_button_html",
     "DEFAULT_PYTHON_LEVELS", "PROFILER_LANE_NOTE", "profiler_lanes",

@@ -119,13 +119,19 @@ def explanation_text(data: dict) -> str:
     for item in sorted(data["by_cause_median"].values(), key=lambda v: -v["us"]):
         lines.append(f"  {fmt_us(item['us']):>10}  {item['pct']:5.1f} %  {item['label']}")
     lines += [f"  ({u})" for u in data["unknown"]]
-    if data["findings"]:
-        lines += ["", "Findings (largest saving first)"]
-        for f in data["findings"]:
-            when = "per step" if f["scope"] == "per step" else "once"
-            lines.append(f"  [{f['severity']}] {f['title']}: saves {fmt_us(f['saving_us'])} {when} "
-                         f"({f['saving_pct']:.0f} %)")
-            lines.append(f"      premise: {f['premise']}")
-            lines.append(f"      evidence: {f['evidence']}")
-            lines.append(f"      try: {f['suggestion']}")
+    lines += ["", "Findings (largest saving first, notes last)"]
+    for f in data["findings"]:
+        when = "per step" if f["scope"] == "per step" else "once"
+        lines.append(f"  [note] {f['title']}" if f["scope"] == "note" else
+                     f"  [{f['severity']}] {f['title']}: saves {fmt_us(f['saving_us'])} {when} "
+                     f"({f['saving_pct']:.0f} %)")
+        lines.append(f"      premise: {f['premise']}")
+        lines.append(f"      evidence: {f['evidence']}")
+        lines.append(f"      try: {f['suggestion']}")
+        if f.get("caveat"):
+            lines.append(f"      what would change it: {f['caveat']}")
+        if f.get("learn_more"):
+            lines.append(f"      more: {f['learn_more']}")
+    if not data["findings"]:
+        lines.append("  none: nothing stands out")
     return "\n".join(lines)

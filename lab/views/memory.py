@@ -25,7 +25,7 @@ from lab.analysis.memory.analyze import (
     memory_analysis,
     memory_series,
 )
-from lab.analysis.memory.insights import MEMORY_TITLES
+from lab.judge.memory_rules import MEMORY_RULE_NAMES
 from lab.trace import Trace
 from lab.units import fmt_mem_bytes, fmt_us_fixed
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "MEMORY_CSV_COLUMNS", "NO_MEMORY", "MemoryView", "build_memory_view", "device_table", "memory_chart",
-    "memory_insights", "memory_ops", "memory_rows", "memory_text", "step_table",
+    "memory_findings", "memory_ops", "memory_rows", "memory_text", "step_table",
 ]  # fmt: skip
 
 MEMORY_CSV_COLUMNS = MEMORY_STEP_COLUMNS  # step -1: the whole trace
@@ -179,9 +179,9 @@ def step_table(memory: MemoryAnalysis, unit: tuple[int, str]) -> pd.DataFrame:
     })
 
 
-def memory_insights(insights: list) -> list:
-    """The memory rules' insights among a trace's insights, in their order."""
-    return [i for i in insights if i.title in MEMORY_TITLES]
+def memory_findings(findings) -> list:
+    """The memory rules' findings among a trace's judged findings (``Judgement.findings``), in their order."""
+    return sorted((f for f in findings if f.rule in MEMORY_RULE_NAMES), key=lambda f: MEMORY_RULE_NAMES.index(f.rule))
 
 
 def memory_ops(key_averages: pd.DataFrame, unit: tuple[int, str], *, limit: int = 10) -> pd.DataFrame:
@@ -224,8 +224,8 @@ def _sum_bytes(trace: Trace, device: str, sign: int) -> int:
     return int(b[b * sign > 0].sum() * sign)
 
 
-def memory_text(trace: Trace, memory: MemoryAnalysis, insights: list) -> str:
-    """What ``python -m lab memory`` prints: devices, the steps, the memory insights."""
+def memory_text(trace: Trace, memory: MemoryAnalysis, findings: list) -> str:
+    """What ``python -m lab memory`` prints: devices, the steps, the memory findings (``memory_findings``)."""
     lines = []
     for d in memory.devices:
         p = d.peak
@@ -244,6 +244,7 @@ def memory_text(trace: Trace, memory: MemoryAnalysis, insights: list) -> str:
                          f"{fmt_mem_bytes(r.end_allocated_bytes):>12} {r.allocations:>7,} {r.small_allocations:>7,}")
     else:
         lines += ["", "no steps found (no ProfilerStep#N nor a repeated record_function label): no per-step figures"]
-    for i in insights:
-        lines += ["", f"[{i.severity}] {i.title}", f"  {i.evidence}", f"  try: {i.suggestion}"]
+    for f in findings:
+        kind = "note" if f.scope == "note" else f.severity
+        lines += ["", f"[{kind}] {f.title}", f"  {f.evidence}", f"  try: {f.suggestion}"]
     return "\n".join(lines) + "\n"

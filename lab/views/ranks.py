@@ -18,8 +18,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from lab.analysis.insights.record import Insight
 from lab.analysis.ranks.analyze import RanksAnalysis
+from lab.judge.finding import Finding
 from lab.trace import Trace
 from lab.units import fmt_us
 from lab.views.ranks_tables import job_summary
@@ -123,8 +123,9 @@ def _plain(value):
     return value
 
 
-def ranks_dict(ranks: RanksAnalysis, insights: Sequence[Insight]) -> dict:
-    """``python -m lab ranks --json``: the job, a row per rank (µs), the straggler, the insights."""
+def ranks_dict(ranks: RanksAnalysis, findings: Sequence[Finding]) -> dict:
+    """``python -m lab ranks --json``: the job, a row per rank (µs), the straggler, the findings
+    (``lab.judge.judge_ranks``)."""
     s = ranks.straggler
     return {
         "world_size": ranks.world_size, "backend": ranks.backend,
@@ -139,7 +140,7 @@ def ranks_dict(ranks: RanksAnalysis, insights: Sequence[Insight]) -> dict:
         "same_work": ranks.same_work, "work_note": ranks.work_note,
         "collectives": [] if ranks.collectives is None else [
             {k: _plain(v) for k, v in row.items()} for row in ranks.collectives.to_dict("records")],
-        "insights": [vars(i) for i in insights],
+        "findings": [f.as_dict() for f in findings],
         "warnings": list(ranks.warnings),
     }
 
@@ -163,9 +164,10 @@ def _each(r, value: float, per_step: bool) -> str:
     return fmt_us(value / r.steps if per_step and r.steps else value)
 
 
-def ranks_text(ranks: RanksAnalysis, insights: Sequence[Insight], *, sort: str = "rank", top: int | None = None) -> str:
+def ranks_text(ranks: RanksAnalysis, findings: Sequence[Finding], *, sort: str = "rank", top: int | None = None
+               ) -> str:
     """``python -m lab ranks``: the table (by ``sort``, a ``TEXT_SORTS`` key; the first ``top``
-    rows), the straggler (marked ``*``) and the insights as text."""
+    rows), the straggler (marked ``*``) and the findings as text."""
     backend = f", {ranks.backend}" if ranks.backend else ""
     lines = [f"{len(ranks.ranks)} ranks of a world of {ranks.world_size}{backend}"]
     lines += [f"warning: {w}" for w in ranks.warnings]
@@ -195,11 +197,14 @@ def ranks_text(ranks: RanksAnalysis, insights: Sequence[Insight], *, sort: str =
     lines.append("straggler: none (no collective calls to match)" if s is None else
                  f"straggler: rank {s.rank} (marked *), late by {fmt_us(s.late_median_us)} (median of "
                  f"{s.matched_calls} matched {s.call_name})")
-    job = job_summary(ranks, insights)
+    job = job_summary(ranks, findings)
     if s is not None:
         lines.append(f"why: {job.straggler.removeprefix('Straggler: ')}")
     if job.collectives:
         lines.append(job.collectives)
-    for i in insights:
-        lines += [f"[{i.severity}] {i.title}", f"  {i.evidence}", f"  try: {i.suggestion}"]
+    for f in findings:
+        when = "per step" if f.scope == "per step" else "once"
+        lines += [f"[{f.severity}] {f.title}: saves {fmt_us(f.saving_us)} {when} ({f.saving_pct:.0f} %)",
+                  f"  premise: {f.premise}", f"  {f.evidence}", f"  try: {f.suggestion}"]
+        lines += [f"  caveat: {f.caveat}"] if f.caveat else []
     return "\n".join(lines) + "\n"

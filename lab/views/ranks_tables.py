@@ -4,7 +4,7 @@
 steps; "whole trace" in the header when the ranks have no steps), headers in words with their
 unit. ``collective_table``: a row per collective matched across ranks
 (``RanksAnalysis.collectives``). ``job_summary``: what an open job's Summary leads with — the
-job, its straggler and the cause, the insight to read first.
+job, its straggler and the cause, the finding to read first.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lab.analysis.insights.record import Insight
 from lab.analysis.ranks.analyze import RankRow, RanksAnalysis
-from lab.analysis.ranks.insights import STRAGGLER_TITLE, straggler_sentence
+from lab.analysis.ranks.sentence import straggler_sentence
+from lab.judge.finding import Finding
 from lab.units import fmt_us
 
 __all__ = ["COLLECTIVE_TABLE_COLUMNS", "RANK_CAUSE_GROUPS", "JobSummary", "collective_table", "job_summary",
@@ -93,7 +93,7 @@ class JobSummary:
     headline: str  # "4 ranks of a world of 4 over gloo"
     straggler: str  # "Straggler: rank 2 spends …", or why there is none
     collectives: str  # the matched collectives in one line ("" without)
-    top_insight: Insight | None  # the straggler's insight when it fired, else the first
+    top_finding: Finding | None  # the straggler's finding when it fired, else the largest saving
 
 
 def _collectives_line(ranks: RanksAnalysis) -> str:
@@ -115,7 +115,7 @@ def _collectives_line(ranks: RanksAnalysis) -> str:
     return f"Collectives matched across ranks ({how}): " + "; ".join(parts) + "."
 
 
-def job_summary(ranks: RanksAnalysis, insights: Sequence[Insight]) -> JobSummary:
+def job_summary(ranks: RanksAnalysis, findings: Sequence[Finding]) -> JobSummary:
     backend = f" over {ranks.backend}" if ranks.backend else ""
     s = ranks.straggler
     if s is None:
@@ -123,12 +123,12 @@ def job_summary(ranks: RanksAnalysis, insights: Sequence[Insight]) -> JobSummary
     else:
         sentence = straggler_sentence(ranks)
         straggler = f"Straggler: {sentence[0].lower()}{sentence[1:]}" if sentence else f"Straggler: rank {s.rank}."
-    first = next((i for i in insights if i.title == STRAGGLER_TITLE), insights[0] if insights else None)
+    first = next((f for f in findings if f.rule == "straggler"), findings[0] if findings else None)
     waits = [r.comm_wait_us / r.steps for r in ranks.ranks if r.steps and np.isfinite(r.comm_wait_us)]
     headline = f"{len(ranks.ranks)} ranks of a world of {ranks.world_size}{backend}"
     if waits:
         headline += f"; the ranks wait {fmt_us(float(np.median(waits)))} per step at the median for the last to arrive"
-    return JobSummary(headline=headline, straggler=straggler, collectives=_collectives_line(ranks), top_insight=first)
+    return JobSummary(headline=headline, straggler=straggler, collectives=_collectives_line(ranks), top_finding=first)
 
 
 # The per-rank attribution's columns: each a group of lab.explain's causes (every cause in one).

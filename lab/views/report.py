@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from lab.analysis import Analysis, Comparison, Insight, analyze, device_name, find_insights
+from lab.analysis import Analysis, Comparison, analyze, compare_analyses, device_name
 from lab.analysis.operators import host_work_us
 from lab.explain import Explanation, explain
 from lab.judge import Judgement, judge_trace
@@ -23,7 +23,7 @@ from lab.views.explained import explanation_dict, explanation_text
 from lab.views.summary import category_counts
 from lab.vocab import PROFILER_STEP_NAME
 
-__all__ = ["TOP_ROWS", "build_report", "comparison_to_dict", "format_comparison", "format_report"]
+__all__ = ["TOP_ROWS", "build_report", "compare_traces", "comparison_to_dict", "format_comparison", "format_report"]
 
 TOP_ROWS = 10  # rows of top_kernels / top_ops in a report
 
@@ -51,12 +51,11 @@ def _records(frame, columns, limit=None) -> list[dict]:
     return [dict(zip(columns, row)) for row in frame.itertuples(index=False, name=None)]
 
 
-def build_report(trace: Trace, *, analysis: Analysis | None = None,
-                 insights: list[Insight] | None = None, explanation: Explanation | None = None,
+def build_report(trace: Trace, *, analysis: Analysis | None = None, explanation: Explanation | None = None,
                  judgement: Judgement | None = None, top: int = TOP_ROWS) -> dict:
-    """JSON-ready summary of one trace (numbers in µs, shares in %; missing values are None)."""
+    """JSON-ready summary of one trace (numbers in µs, shares in %; missing values are None). The
+    findings are ``explained.findings``: the judged ones, largest saving first."""
     analysis = analysis or analyze(trace)
-    insights = insights if insights is not None else find_insights(trace, analysis)
     if explanation is None:
         explanation = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
     judgement = judgement if judgement is not None else judge_trace(trace, analysis, explanation)
@@ -102,8 +101,6 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
         "gemm": _gemm_rows(analysis.gemm),
         "gemm_notes": list(analysis.gemm_notes),
         "verdict": _verdict(analysis, judgement),
-        "insights": [{"severity": i.severity, "title": i.title, "evidence": i.evidence,
-                      "suggestion": i.suggestion, "learn_more": i.learn_more, "caveat": i.caveat} for i in insights],
         "memory": _memory(analysis),
         "explained": explanation_dict(explanation, judgement, top=top),
     }
@@ -191,15 +188,7 @@ def format_report(report: dict) -> str:
                          f"{_short(row['name'])}")
         lines.append("")
     lines += _gemm_lines(report)
-    lines.append(f"Insights ({len(report['insights'])})")
-    for item in report["insights"]:
-        lines += [f"  [{item['severity']}] {item['title']}", f"      {item['evidence']}",
-                  f"      → {item['suggestion']}", f"      more: {item['learn_more']}"]
-        if item.get("caveat"):
-            lines.append(f"      what would change it: {item['caveat']}")
-    if not report["insights"]:
-        lines.append("  none: nothing stands out")
-    return "\n".join(lines)
+    return "\n".join(lines).rstrip("\n")
 
 
 def _gemm_lines(report: dict) -> list[str]:
@@ -219,6 +208,15 @@ def _short(text: str, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def compare_traces(a: Trace, b: Trace, *, label_a: str = "A", label_b: str = "B") -> Comparison:
+    """Compare trace ``b`` with the baseline ``a``, each analysed and judged once. Traces alone
+    carry no run config, so GEMM shapes come from the traces only; a caller that has analyses and
+    judgements already (the page, the CLI's reads) uses ``compare_analyses``."""
+    analysis_a, analysis_b = analyze(a), analyze(b)
+    return compare_analyses(analysis_a, analysis_b, findings_a=judge_trace(a, analysis_a).findings,
+                            findings_b=judge_trace(b, analysis_b).findings, label_a=label_a, label_b=label_b)
+
+
 def comparison_to_dict(comparison: Comparison, *, top: int = 15) -> dict:
     """JSON-ready form of a ``Comparison`` (the ``top`` largest changes per table)."""
     cols = ("name", "cat", "status", "a_count", "b_count", "a_us", "b_us", "delta_us", "ratio")
@@ -228,9 +226,9 @@ def comparison_to_dict(comparison: Comparison, *, top: int = 15) -> dict:
         "totals": _records(comparison.totals, ("metric", "a", "b", "delta", "ratio")),
         "operators": _records(comparison.operators, cols, top),
         "kernels": _records(comparison.kernels, cols, top),
-        "insights_gone": list(comparison.insights_gone),
-        "insights_new": list(comparison.insights_new),
-        "insights_kept": list(comparison.insights_kept),
+        "findings_gone": list(comparison.findings_gone),
+        "findings_new": list(comparison.findings_new),
+        "findings_kept": list(comparison.findings_kept),
     })
 
 
@@ -249,8 +247,8 @@ def format_comparison(data: dict) -> str:
         for row in data[key][:8]:
             lines.append(f"  {row['status']:<4} {fmt_us(row['a_us']):>10} → {fmt_us(row['b_us']):>10}  "
                          f"{_short(row['name'], 60)}")
-    lines += ["", "Insights"]
-    lines += [f"  gone: {t}" for t in data["insights_gone"]]
-    lines += [f"  new:  {t}" for t in data["insights_new"]]
-    lines += [f"  kept: {t}" for t in data["insights_kept"]]
+    lines += ["", "Findings"]
+    lines += [f"  gone: {t}" for t in data["findings_gone"]]
+    lines += [f"  new:  {t}" for t in data["findings_new"]]
+    lines += [f"  kept: {t}" for t in data["findings_kept"]]
     return "\n".join(lines)

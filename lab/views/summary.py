@@ -1,7 +1,7 @@
 """The Summary view's content: a handful of headline numbers, each with how it was measured.
 
-A pure function of the run (when there is one), the trace's analysis and its insights, so the
-page only lays the metrics out.
+A pure function of the run (when there is one), the trace's analysis and its judgement, so the
+page only lays the metrics out; the findings themselves are ``Judgement.findings``, one list.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import pandas as pd
 
 from lab.analysis.bundle import Analysis
 from lab.analysis.gemm.analyze import NO_SHAPE_NOTE, device_name
-from lab.analysis.insights.rules import Insight
 from lab.analysis.steps import per_iteration_us
 from lab.core.config import OPTIONS
 from lab.core.result import RunResult
@@ -38,10 +37,9 @@ class Summary:
     config: str  # one line describing what ran ("" for an uploaded trace)
     metrics: tuple[Metric, ...]
     verdict: str  # the judged verdict (lab.judge.Judgement.verdict): the finding with the largest saving
-    top_insight: Insight | None
 
 
-def summarize(trace: Trace, analysis: Analysis, insights: list[Insight], *, run: RunResult | None = None,
+def summarize(trace: Trace, analysis: Analysis, *, run: RunResult | None = None,
               timing: dict | None = None, explanation: Explanation | None = None,
               judgement: Judgement | None = None) -> Summary:
     """``timing`` is a sample manifest's {"profiled_median_us", "unprofiled_median_us"} when no run.
@@ -67,7 +65,6 @@ def summarize(trace: Trace, analysis: Analysis, insights: list[Insight], *, run:
         config=_config_text(run),
         metrics=tuple(metrics),
         verdict=(judgement if judgement is not None else judge_trace(trace, analysis, explanation)).verdict,
-        top_insight=insights[0] if insights else None,
     )
 
 

@@ -106,7 +106,7 @@ def capture_explains_missing_gpu(trace: Trace, empty: EmptyCapture | None) -> bo
 def _python_only_pct(trace: Trace, py: np.ndarray) -> float:
     """Host time inside Python frames while no CPU thread runs an op, on the thread with the most
     frames, as a share of that thread's span (first to last frame or op). Ops of every thread
-    cover, as in diagnoses.host: backward's ops run on the autograd thread under a Python frame."""
+    cover, as the attribution does: backward's ops run on the autograd thread under a Python frame."""
     ev = trace.events
     lane_of = ev["lane_order"].to_numpy()
     lanes, n = np.unique(lane_of[py], return_counts=True)

@@ -15,7 +15,7 @@ from lab.trace import Trace
 from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = [
-    "GpuBusy", "covered_us", "ancestor_in", "gpu_busy", "idle_after_us", "intersect_us",
+    "GpuBusy", "covered_us", "ancestor_in", "gpu_busy", "intersect_us",
     "mask_in", "mask_where", "merge_intervals", "parents", "pct", "rows_in", "texts",
 ]  # fmt: skip
 
@@ -37,22 +37,6 @@ def intersect_us(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarr
     union = merge_intervals(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
     return np.maximum(covered_us(*a, win_start, win_end) + covered_us(*b, win_start, win_end)
                       - covered_us(*union, win_start, win_end), 0.0)
-
-
-def idle_after_us(busy: tuple[np.ndarray, np.ndarray], t: np.ndarray) -> np.ndarray:
-    """Per instant ``t``: how long the GPU stays idle from ``t`` until its next activity starts.
-
-    0 when ``t`` falls inside busy time; NaN when no activity starts after ``t`` (nothing
-    followed, so no idle time can be charged to whatever ended at ``t``).
-    """
-    starts, ends = busy
-    t = np.asarray(t, dtype=float)
-    if len(starts) == 0:
-        return np.full(len(t), np.nan)
-    k = np.searchsorted(starts, t, side="right")  # first interval starting after t
-    inside = (k > 0) & (ends[np.maximum(k - 1, 0)] > t)
-    nxt = np.where(k < len(starts), starts[np.minimum(k, len(starts) - 1)] - t, np.nan)
-    return np.where(inside, 0.0, nxt)
 
 
 # --- GPU busy time ---------------------------------------------------------------------------

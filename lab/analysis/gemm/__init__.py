@@ -1,6 +1,6 @@
 """GEMMs against the device's peak: what a GEMM is (``kinds``: the ops that run one, the kernels
 that are one, the dtype a kernel's name states), their FLOPs, achieved TFLOP/s (TOPS for int8)
-and efficiency (``analyze``), and the rules about GEMMs without a rate (``insights``).
+and efficiency (``analyze``). The findings about GEMMs are the judge's (``lab.judge.gemm_rules``).
 
 Only the kinds are re-exported here: the trace-derived table (``lab.analysis.table.flops``)
 reads torch's FLOP operands from them, and ``analyze`` imports the table's layer

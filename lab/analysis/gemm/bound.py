@@ -10,7 +10,8 @@ right of it compute-bound. "Below peak" is judged against the roof at the kernel
 (62 FLOP/B) cannot reach 989 TFLOP/s on an H200, whose ridge is at 206 FLOP/B.
 
 Used by the GEMM analysis (``lab.analysis.gemm``: its ``bound`` and ``pct_of_roof`` columns), the
-insights (``gemm_below_peak``), the room's roofline (``lab.teach.roofline.classify``) and the views.
+findings (``lab.judge.gemm_rules.gemm_below_roof``), the room's roofline
+(``lab.teach.roofline.classify``) and the views.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 ``analyze`` is the facade (``analyze_ranks`` → ``RanksAnalysis``: per-rank rows, stragglers);
 ``job`` checks that the traces form one job and aligns their clocks, ``comm`` splits each rank's
-time into compute and communication, ``insights`` the rules over the ranks.
+time into compute and communication, ``sentence`` says the straggler in words. The findings over
+the ranks are the judge's (``lab.judge.rank_rules``).
 """
 
 from lab.analysis.ranks.analyze import (
@@ -14,8 +15,7 @@ from lab.analysis.ranks.analyze import (
     combine_ranks,
     rank_frame,
 )
-from lab.analysis.ranks.insights import RANK_RULES, rank_insights
 from lab.analysis.ranks.summary import HEAT_COLUMNS, RankSummary, rank_summary
 
-__all__ = ["HEAT_COLUMNS", "RANK_RULES", "RankRow", "RankSummary", "RanksAnalysis", "RanksError", "Straggler",
-           "analyze_ranks", "combine_ranks", "rank_frame", "rank_insights", "rank_summary"]
+__all__ = ["HEAT_COLUMNS", "RankRow", "RankSummary", "RanksAnalysis", "RanksError", "Straggler",
+           "analyze_ranks", "combine_ranks", "rank_frame", "rank_summary"]
