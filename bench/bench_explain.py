@@ -28,6 +28,7 @@ from make_large_trace import events_for_megabytes, load_source, write_trace  # n
 from lab.analysis import analyze  # noqa: E402
 from lab.explain import explain  # noqa: E402
 from lab.judge import judge  # noqa: E402
+from lab.measure import measure  # noqa: E402
 from lab.trace import load_trace  # noqa: E402
 
 
@@ -55,12 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     analysis = analyze(trace)
 
     def explained():
-        ex = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
-        judge(ex)
+        judge(explain(measure(trace, analysis=analysis)))
 
     def both():
-        a = analyze(trace)
-        judge(explain(trace, links=a.links, spans=a.findings.steps, peak=a.peak))
+        judge(explain(measure(trace)))
 
     rows = [("analyze", _timed(lambda: analyze(trace), args.n)), ("explain + judge", _timed(explained, args.n)),
             ("analyze + explain + judge", _timed(both, args.n))]

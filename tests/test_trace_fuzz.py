@@ -402,13 +402,14 @@ def _pipeline(payload: bytes) -> None:
     from lab.analysis.memory import memory_series
     from lab.explain import explain
     from lab.judge import judge
+    from lab.measure import measure
     from lab.views.explained import attribution_frame, explanation_dict, explanation_text
     from lab.views.torch_table import torch_table_text
 
     trace = load_trace(payload)
     analysis = analyze(trace)
     find_insights(trace, analysis)
-    explanation = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
+    explanation = explain(measure(trace, analysis=analysis))
     explanation_text(explanation_dict(explanation, judge(explanation)))
     attribution_frame(explanation)
     for by_shape in (False, True):

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -20,8 +20,8 @@ from lab.trace.load import Trace
 from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = [
-    "LARGEST_GAPS", "GpuUtilization", "LaunchStats", "covered_us", "gpu_utilization", "launch_delays",
-    "merge_intervals", "trace_span_us",
+    "LARGEST_GAPS", "GpuUtilization", "LaunchStats", "covered_us", "gpu_activity_rows", "gpu_utilization",
+    "launch_delays", "merge_intervals", "trace_span_us",
 ]  # fmt: skip
 
 LARGEST_GAPS = 10  # how many idle gaps ``GpuUtilization.largest_gaps`` keeps
@@ -55,6 +55,14 @@ class GpuUtilization:
     busy_intervals: pd.DataFrame  # start_us, end_us: the union over all devices, sorted
     gaps: pd.DataFrame  # device, start_us, end_us, dur_us: idle time between activity, per device
     largest_gaps: pd.DataFrame  # the LARGEST_GAPS longest rows of ``gaps``
+    # Rows of Trace.events that are GPU activity (``gpu_activity_rows``), in row order.
+    activity_rows: np.ndarray = field(default_factory=lambda: np.array([], dtype=np.int64), repr=False, compare=False)
+
+
+def gpu_activity_rows(trace: Trace) -> np.ndarray:
+    """Rows of ``trace.events`` that are GPU activity (``cat`` in ``GPU_ACTIVITY_CATS``: kernels,
+    memcpys, memsets), in row order: the one definition every "GPU work" figure starts from."""
+    return np.flatnonzero(mask_in(trace.events["cat"], GPU_ACTIVITY_CATS))
 
 
 def trace_span_us(trace: Trace) -> float:
@@ -67,7 +75,7 @@ def trace_span_us(trace: Trace) -> float:
 def gpu_utilization(trace: Trace) -> GpuUtilization:
     """Busy time, active window and idle gaps of GPU activity, per device and overall."""
     ev = trace.events
-    rows = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    rows = gpu_activity_rows(trace)
     span = trace_span_us(trace)
     starts = ev["ts_us"].to_numpy(dtype=float)[rows]
     ends = starts + ev["dur_us"].to_numpy(dtype=float)[rows]
@@ -114,6 +122,7 @@ def gpu_utilization(trace: Trace) -> GpuUtilization:
         busy_intervals=pd.DataFrame({"start_us": ms, "end_us": me}),
         gaps=pd.DataFrame(gap),
         largest_gaps=pd.DataFrame({k: v[largest] for k, v in gap.items()}),
+        activity_rows=rows,
     )
 
 

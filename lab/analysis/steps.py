@@ -6,14 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lab.analysis.columns import mask_in, texts
+from lab.analysis.columns import texts
 from lab.analysis.diagnoses.steps import StepSpans, step_spans
-from lab.analysis.gpu import GpuUtilization, covered_us, gpu_utilization
+from lab.analysis.gpu import GpuUtilization, covered_us, gpu_activity_rows, gpu_utilization
 from lab.analysis.operators import Links, build_links
 from lab.trace.load import Trace
-from lab.vocab import GPU_ACTIVITY_CATS
 
-__all__ = ["STEP_COLUMNS", "per_iteration_us", "step_breakdown", "step_window", "step_windows"]
+__all__ = ["STEP_COLUMNS", "per_iteration_us", "step_breakdown", "step_of", "step_window", "step_windows"]
 
 STEP_COLUMNS = ("step", "name", "source", "start_us", "end_us", "cpu_us", "first_child_gap_us",
                 "gpu_busy_us", "gpu_idle_us", "gpu_busy_pct", "launched_gpu_us", "launched_count", "window_end_us",
@@ -33,7 +32,16 @@ def step_window(steps: pd.DataFrame, index: int, span_us: float) -> tuple[float,
     return float(steps["start_us"].iloc[index]), min(float(steps["window_end_us"].iloc[index]), float(span_us))
 
 
-def step_windows(trace: Trace, spans: StepSpans, links: Links) -> tuple[np.ndarray, np.ndarray]:
+def step_of(win_start: np.ndarray, win_end: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per instant ``t``, the index of the window (``step_windows``: sorted, not overlapping) that
+    holds it (start ≤ t < end), -1 outside every window: the one "which step is this in"."""
+    t = np.asarray(t, dtype=float)
+    k = np.searchsorted(win_start, t, side="right") - 1
+    return np.where((k >= 0) & (t < win_end[np.maximum(k, 0)]), k, -1) if len(win_start) else np.full(len(t), -1)
+
+
+def step_windows(trace: Trace, spans: StepSpans, links: Links, *,
+                 gpu_rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each step's window, the one definition of a step's time: from the previous step's
     completion to its own, where a step completes when both its host period (to the next step's
     start) and the GPU work it launched have ended. The windows tile the steps without overlap, and each is the step's
@@ -42,7 +50,7 @@ def step_windows(trace: Trace, spans: StepSpans, links: Links) -> tuple[np.ndarr
     ev = trace.events
     ts = ev["ts_us"].to_numpy()
     end = ts + ev["dur_us"].to_numpy()
-    gpu_rows = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    gpu_rows = gpu_rows if gpu_rows is not None else gpu_activity_rows(trace)
     start, period_end = spans.start_us, spans.period_end_us
     if not len(start):
         return start, period_end
@@ -69,7 +77,8 @@ def per_iteration_us(steps: pd.DataFrame) -> float:
 
 
 def step_breakdown(trace: Trace, *, links: Links | None = None, utilization: GpuUtilization | None = None,
-                   spans: StepSpans | None = None) -> pd.DataFrame:
+                   spans: StepSpans | None = None, windows: tuple[np.ndarray, np.ndarray] | None = None
+                   ) -> pd.DataFrame:
     """Per step: CPU time, GPU busy/idle inside the step's window, GPU work it launched.
 
     Steps are ``ProfilerStep#N`` events when the trace has them, else the outermost
@@ -77,7 +86,8 @@ def step_breakdown(trace: Trace, *, links: Links | None = None, utilization: Gpu
     union of all GPU activity clipped to [start_us, end_us] (the CPU window of the step);
     ``launched_gpu_us`` sums the GPU activity whose launch call lies inside the step, wherever
     it ran. ``first_child_gap_us`` = first child's start − the step's start. ``links``,
-    ``utilization`` and ``spans`` (``step_spans``): what ``analyze`` already has, else computed.
+    ``utilization``, ``spans`` (``step_spans``) and ``windows`` (``step_windows``): what ``analyze``
+    already has, else computed.
     """
     spans = spans if spans is not None else step_spans(trace)
     rows, source = spans.rows, spans.source
@@ -117,20 +127,20 @@ def step_breakdown(trace: Trace, *, links: Links | None = None, utilization: Gpu
         launched_us = np.bincount(kk[ok], weights=dur[gpu_rows][ok], minlength=len(rows))
         launched_n = np.bincount(kk[ok], minlength=len(rows))
         np.maximum.at(launched_end, kk[ok], (ts + dur)[gpu_rows][ok])
-    win_start, win_end = step_windows(trace, spans, links)
+    win_start, win_end = windows if windows is not None else step_windows(trace, spans, links,
+                                                                          gpu_rows=utilization.activity_rows)
     return pd.DataFrame({
         **_step_rows(ev, rows, source, start, end, gap, busy, launched_us, launched_n),
-        "window_end_us": _window_ends(trace, start, launched_end),
+        "window_end_us": _window_ends(trace, start, launched_end, utilization.activity_rows),
         "wall_us": win_end - win_start,
     })
 
 
-def _window_ends(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def _window_ends(trace: Trace, start: np.ndarray, end: np.ndarray, gpu: np.ndarray) -> np.ndarray:
     """Each step's window end: its CPU end (``end``: or the end of the GPU work it launched) or the
     next step's start, stretched over every GPU activity that starts by then (``_WINDOW_PASSES``)."""
     ev = trace.events
     out = np.maximum(end, np.r_[start[1:], end[-1:]]) if len(start) else end
-    gpu = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
     if not len(gpu):
         return out
     g_start = ev["ts_us"].to_numpy()[gpu]

@@ -31,11 +31,11 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from lab.analysis.columns import mask_in, mask_where, texts
-from lab.analysis.diagnoses.steps import StepSpans, step_spans
+from lab.analysis.columns import codes, mask_in, mask_where, texts
 from lab.analysis.gemm.kinds import is_gemm_kernel, is_gemm_op
-from lab.analysis.operators import Links, build_links
-from lab.analysis.steps import step_windows
+from lab.analysis.gpu import gpu_activity_rows
+from lab.analysis.operators import Links
+from lab.analysis.steps import step_of
 from lab.explain.classes import (
     CAUSES,
     COLLECTIVE_RANGE_PATTERN,
@@ -45,8 +45,9 @@ from lab.explain.classes import (
     kernel_class,
     op_class,
 )
+from lab.measure import Measures, measure
 from lab.trace import Trace
-from lab.vocab import GPU_ACTIVITY_CATS, LAUNCH_CATS, SYNC_NAMES
+from lab.vocab import LAUNCH_CATS, SYNC_NAMES
 
 __all__ = ["CAUSE_COLUMNS", "SYNC_DRAIN_TOLERANCE_US", "Attribution", "attribute", "work_classes"]
 
@@ -55,6 +56,7 @@ _INDEX = {c.key: i for i, c in enumerate(CAUSES)}
 # A synchronize returns just after the GPU's last kernel ends; its end may be stamped a little
 # before that kernel's end (host and device clocks are aligned by Kineto, not identical).
 SYNC_DRAIN_TOLERANCE_US = 2.0
+_DISPATCH_SOURCES = 10  # the ops with the most dispatch time that ``dispatch_sources`` names
 
 
 @dataclass(frozen=True)
@@ -103,11 +105,12 @@ class Attribution:
         return tot
 
 
-def work_classes(trace: Trace, links: Links) -> np.ndarray:
-    """Per event row, the work class index into ``CAUSES`` of its GPU activity (-1 elsewhere)."""
+def work_classes(trace: Trace, links: Links, gpu_rows: np.ndarray | None = None) -> np.ndarray:
+    """Per event row, the work class index into ``CAUSES`` of its GPU activity (-1 elsewhere).
+    ``gpu_rows``: ``Measures.gpu_rows`` when the caller has it."""
     ev = trace.events
     out = np.full(len(ev), -1, dtype=np.int64)
-    gpu = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    gpu = gpu_rows if gpu_rows is not None else gpu_activity_rows(trace)
     if not len(gpu):
         return out
     names, cats = texts(ev["name"], gpu), texts(ev["cat"], gpu)
@@ -124,19 +127,19 @@ def work_classes(trace: Trace, links: Links) -> np.ndarray:
     return out
 
 
-def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | None = None,
-              classes: np.ndarray | None = None) -> Attribution:
-    """Attribute each step's wall time (the whole window's without steps) to causes. ``classes``:
-    ``work_classes(trace, links)`` when the caller has it."""
+def attribute(measured: Measures | Trace, *, classes: np.ndarray | None = None) -> Attribution:
+    """Attribute each step's wall time (the whole window's without steps) to causes, from the
+    trace's ``Measures`` (its steps, windows, GPU activity rows and links; a bare ``Trace`` is
+    measured first). ``classes``: ``work_classes(trace, links)`` when the caller has it."""
+    measures = measured if isinstance(measured, Measures) else measure(measured)
+    trace, links, spans = measures.trace, measures.links, measures.spans
     ev = trace.events
-    links = links if links is not None else build_links(trace)
-    spans = spans if spans is not None else step_spans(trace)
     ts, dur = ev["ts_us"].to_numpy(), ev["dur_us"].to_numpy()
     end = ts + dur
     host_lane = spans.lane_order if len(spans) else _busiest_cpu_lane(trace)
-    gpu_rows = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    gpu_rows = measures.gpu_rows
     if len(spans):
-        win_start, win_end = step_windows(trace, spans, links)
+        win_start, win_end = measures.window_start_us, measures.window_end_us
         names = (list(texts(ev["name"], spans.rows)) if spans.source == "ProfilerStep"
                  else [f"{spans.name} #{i + 1}" for i in range(len(spans))])
         source = spans.source
@@ -153,7 +156,7 @@ def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | No
         bounds = np.array([float(win_start.min()), float(win_end.max())])
     seg_lo, seg_hi = bounds[:-1], bounds[1:]
     label = np.full(len(seg_lo), _INDEX["unrecorded"], dtype=np.int64)
-    classes = classes if classes is not None else work_classes(trace, links)
+    classes = classes if classes is not None else work_classes(trace, links, gpu_rows)
     busy = np.zeros(len(seg_lo), dtype=bool)
     for idx in sorted(set(classes[gpu_rows].tolist()), reverse=True):  # the first class in WORK_CLASSES wins
         rows = gpu_rows[classes[gpu_rows] == idx]
@@ -300,27 +303,30 @@ def _dispatch_sources(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, lab
     inner = _innermost((bounds[at] + bounds[at + 1]) / 2, ops, ts, end, ev["depth"].to_numpy())
     ok = inner >= 0
     n_win = len(win_start)
-
-    def window_of(t: np.ndarray) -> np.ndarray:
-        w = np.searchsorted(win_start, t, side="right") - 1
-        return np.where((w >= 0) & (t < win_end[np.maximum(w, 0)]), w, -1)
-
-    seg = pd.DataFrame({"name": texts(ev["name"], inner[ok]), "w": window_of(bounds[at][ok]),
-                        "us": bounds[at + 1][ok] - bounds[at][ok]})
-    seg = seg[seg["w"] >= 0]
-    calls = pd.DataFrame({"name": texts(ev["name"], ops), "w": window_of(ts[ops])})
-    calls = calls[calls["w"] >= 0]
-    us = seg.groupby(["name", "w"])["us"].sum().unstack(fill_value=0.0).reindex(columns=range(n_win), fill_value=0.0)
-    n = calls.groupby(["name", "w"]).size().unstack(fill_value=0).reindex(columns=range(n_win), fill_value=0)
-    med_us = us.median(axis=1).sort_values(ascending=False).head(10)
-    med_calls = n.median(axis=1)
-    return tuple((str(name), float(v), float(med_calls.get(name, 0.0))) for name, v in med_us.items() if v > 0)
+    name_codes, name_text = codes(ev["name"])  # grouped on integer codes, not on strings
+    seg_w = step_of(win_start, win_end, bounds[at][ok])
+    keep = seg_w >= 0
+    seg_name, seg_us = name_codes[inner[ok]][keep], (bounds[at + 1][ok] - bounds[at][ok])[keep]
+    if not len(seg_name):
+        return ()
+    call_w = step_of(win_start, win_end, ts[ops])
+    call_name = name_codes[ops][call_w >= 0]
+    names, seg_id = np.unique(seg_name, return_inverse=True)  # only ops that have dispatch time
+    us = np.zeros((len(names), n_win))
+    np.add.at(us, (seg_id, seg_w[keep]), seg_us)
+    n = np.zeros((len(names), n_win))
+    pos = np.searchsorted(names, call_name)
+    hit = (pos < len(names)) & (names[np.minimum(pos, len(names) - 1)] == call_name)
+    np.add.at(n, (pos[hit], call_w[call_w >= 0][hit]), 1.0)
+    med_us, med_calls = np.median(us, axis=1), np.median(n, axis=1)
+    top = [i for i in np.argsort(-med_us, kind="stable")[:_DISPATCH_SOURCES] if med_us[i] > 0]
+    return tuple((str(name_text[names[i]]), float(med_us[i]), float(med_calls[i])) for i in top)
 
 
 def _per_window(seg_lo: np.ndarray, seg_hi: np.ndarray, label: np.ndarray, win_start: np.ndarray,
                 win_end: np.ndarray, names: list[str]) -> pd.DataFrame:
-    w = np.searchsorted(win_start, seg_lo, side="right") - 1
-    inside = (w >= 0) & (seg_lo < win_end[np.maximum(w, 0)])
+    w = step_of(win_start, win_end, seg_lo)
+    inside = w >= 0
     n_win, n_cause = len(win_start), len(CAUSES)
     sums = np.bincount(w[inside] * n_cause + label[inside], weights=(seg_hi - seg_lo)[inside],
                        minlength=n_win * n_cause).reshape(n_win, n_cause)
@@ -348,7 +354,9 @@ def _unknowns(trace: Trace, gpu_rows: np.ndarray, host_lane: int, *, has_steps: 
     if not has_steps:
         out.append("no steps: the whole trace is one window (profile with a schedule and prof.step(), or wrap each "
                    "iteration in one record_function, for a bar per step)")
-    if len(trace.events) and not (trace.events["input_dims"].astype(str) != "").any():
+    dims_codes, dims_text = codes(trace.events["input_dims"])
+    present = np.bincount(dims_codes + 1, minlength=len(dims_text)) > 0  # [0]: missing, [i + 1]: dims_text[i]
+    if len(trace.events) and not (present & np.r_[False, dims_text[:-1].astype(str) != ""]).any():
         out.append("no shapes recorded: ops cannot be put against their roof (profile with record_shapes=True)")
     if host_lane < 0:
         out.append("no CPU thread recorded: the GPU's idle time cannot be explained")

@@ -15,6 +15,7 @@ import numpy as np
 from lab.analysis import Analysis, Comparison, Insight, analyze, device_name, find_insights
 from lab.explain import Explanation, explain
 from lab.judge import Judgement, judge
+from lab.measure import measure
 from lab.stats import median as _median
 from lab.trace.load import Trace
 from lab.units import fmt_pct, fmt_tflops, fmt_us
@@ -57,7 +58,7 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
     analysis = analysis or analyze(trace)
     insights = insights if insights is not None else find_insights(trace, analysis)
     if explanation is None:
-        explanation = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
+        explanation = explain(measure(trace, analysis=analysis))
     judgement = judgement if judgement is not None else judge(explanation)
     ev = trace.events
     by_category = _by_category(trace)
