@@ -13,11 +13,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from lab.analysis.columns import as_category, codes, frame, group_ids, group_median, group_min_max, mask_in
+from lab.analysis.columns import (
+    as_category,
+    codes,
+    frame,
+    gpu_activity_rows,
+    group_ids,
+    group_median,
+    group_min_max,
+)
 from lab.analysis.diagnoses.graphs import graph_replay_rows
 from lab.analysis.intervals import covered_us, merge_intervals
 from lab.trace.load import Trace
-from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = [
     "LARGEST_GAPS", "GpuUtilization", "LaunchStats", "covered_us", "gpu_activity_rows", "gpu_utilization",
@@ -57,12 +64,6 @@ class GpuUtilization:
     largest_gaps: pd.DataFrame  # the LARGEST_GAPS longest rows of ``gaps``
     # Rows of Trace.events that are GPU activity (``gpu_activity_rows``), in row order.
     activity_rows: np.ndarray = field(default_factory=lambda: np.array([], dtype=np.int64), repr=False, compare=False)
-
-
-def gpu_activity_rows(trace: Trace) -> np.ndarray:
-    """Rows of ``trace.events`` that are GPU activity (``cat`` in ``GPU_ACTIVITY_CATS``: kernels,
-    memcpys, memsets), in row order: the one definition every "GPU work" figure starts from."""
-    return np.flatnonzero(mask_in(trace.events["cat"], GPU_ACTIVITY_CATS))
 
 
 def trace_span_us(trace: Trace) -> float:

@@ -20,6 +20,7 @@ import pandas as pd
 from lab.analysis.columns import (
     codes,
     frame,
+    gpu_activity_rows,
     group_ids,
     group_min_max,
     group_mode,
@@ -149,7 +150,7 @@ def kernel_summary(trace: Trace) -> pd.DataFrame:
     shared_memory_bytes, occupancy_pct of its launches. Sorted by total_us, largest first.
     """
     ev = trace.events
-    rows = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    rows = gpu_activity_rows(trace)
     if not len(rows):
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("name", "cat", "grid", "block") else float)
                              for c in KERNEL_COLUMNS})

@@ -6,13 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lab.analysis.columns import texts
+from lab.analysis.columns import mask_in, texts
 from lab.analysis.diagnoses.steps import StepSpans, step_spans
 from lab.analysis.gpu import GpuUtilization, covered_us, gpu_activity_rows, gpu_utilization
+from lab.analysis.intervals import step_of
 from lab.analysis.operators import Links, build_links
 from lab.trace.load import Trace
 
-__all__ = ["STEP_COLUMNS", "per_iteration_us", "step_breakdown", "step_of", "step_window", "step_windows"]
+__all__ = [
+    "STEP_COLUMNS", "first_and_later_step_us", "per_iteration_us", "profiler_overlap_us", "step_breakdown",
+    "step_of", "step_window", "step_windows",
+]  # fmt: skip
 
 STEP_COLUMNS = ("step", "name", "source", "start_us", "end_us", "cpu_us", "first_child_gap_us",
                 "gpu_busy_us", "gpu_idle_us", "gpu_busy_pct", "launched_gpu_us", "launched_count", "window_end_us",
@@ -32,14 +36,6 @@ def step_window(steps: pd.DataFrame, index: int, span_us: float) -> tuple[float,
     return float(steps["start_us"].iloc[index]), min(float(steps["window_end_us"].iloc[index]), float(span_us))
 
 
-def step_of(win_start: np.ndarray, win_end: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Per instant ``t``, the index of the window (``step_windows``: sorted, not overlapping) that
-    holds it (start ≤ t < end), -1 outside every window: the one "which step is this in"."""
-    t = np.asarray(t, dtype=float)
-    k = np.searchsorted(win_start, t, side="right") - 1
-    return np.where((k >= 0) & (t < win_end[np.maximum(k, 0)]), k, -1) if len(win_start) else np.full(len(t), -1)
-
-
 def step_windows(trace: Trace, spans: StepSpans, links: Links, *,
                  gpu_rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each step's window, the one definition of a step's time: from the previous step's
@@ -57,12 +53,29 @@ def step_windows(trace: Trace, spans: StepSpans, links: Links, *,
     done = period_end.astype(float).copy()
     launched = gpu_rows[links.launch[gpu_rows] >= 0]
     if len(launched):
-        at = ts[links.launch[launched]]
-        k = np.searchsorted(start, at, side="right") - 1
-        ok = (k >= 0) & (at < period_end[np.maximum(k, 0)])
+        k = step_of(start, period_end, ts[links.launch[launched]])
+        ok = k >= 0
         np.maximum.at(done, k[ok], end[launched[ok]])
     done = np.maximum.accumulate(done)
     return np.concatenate(([start[0]], done[:-1])), done
+
+
+def first_and_later_step_us(steps: pd.DataFrame) -> tuple[float, float]:
+    """(the first step's CPU µs, the median CPU µs of the steps after it): what "the first step is
+    N× the later ones" divides, the one definition (NaN where there is no such step)."""
+    cpu = steps["cpu_us"].to_numpy(dtype=float) if len(steps) else np.array([])
+    first = float(cpu[0]) if len(cpu) else float("nan")
+    return first, float(np.median(cpu[1:])) if len(cpu) > 1 else float("nan")
+
+
+def profiler_overlap_us(trace: Trace, start_us: float, end_us: float) -> float:
+    """µs of the profiler's own events (cat "overhead": Activity Buffer Request, Lazy Function
+    Loading) that overlap [start_us, end_us], summed: the profiler's work in a window."""
+    ev = trace.events
+    rows = np.flatnonzero(mask_in(ev["cat"], ("overhead",)))
+    a = ev["ts_us"].to_numpy(dtype=float)[rows]
+    b = a + ev["dur_us"].to_numpy(dtype=float)[rows]
+    return float(np.clip(np.minimum(b, end_us) - np.maximum(a, start_us), 0.0, None).sum())
 
 
 def per_iteration_us(steps: pd.DataFrame) -> float:
@@ -118,12 +131,10 @@ def step_breakdown(trace: Trace, *, links: Links | None = None, utilization: Gpu
     gpu_rows = np.flatnonzero(links.launch >= 0)
     if len(gpu_rows):
         lrow = links.launch[gpu_rows]
-        lts = ts[lrow]
-        k = np.searchsorted(start, lts, side="right") - 1
-        ok = k >= 0
-        kk = np.where(ok, k, 0)
+        k = step_of(start, end, ts[lrow], closed=True)
+        kk = np.maximum(k, 0)
         lane = ev["lane_order"].to_numpy()
-        ok &= (lts <= end[kk]) & (lane[lrow] == lane[rows[kk]])
+        ok = (k >= 0) & (lane[lrow] == lane[rows[kk]])
         launched_us = np.bincount(kk[ok], weights=dur[gpu_rows][ok], minlength=len(rows))
         launched_n = np.bincount(kk[ok], minlength=len(rows))
         np.maximum.at(launched_end, kk[ok], (ts + dur)[gpu_rows][ok])

@@ -16,6 +16,7 @@ import numpy as np
 from lab.analysis.bundle import Run
 from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
 from lab.analysis.steps import per_iteration_us
+from lab.analysis.steps import step_of as window_step_of
 from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = [
@@ -42,10 +43,8 @@ def step_count(run: Run) -> int:
 def step_of(run: Run, ts: np.ndarray) -> np.ndarray:
     """The step index holding each time in ``ts`` (µs since trace start; -1 outside every step)."""
     steps = run.analysis.steps
-    out = np.full(len(ts), -1, dtype=int)
-    for i, (a, b) in enumerate(zip(steps["start_us"].to_numpy(dtype=float), steps["end_us"].to_numpy(dtype=float))):
-        out[(ts >= a) & (ts <= b)] = i
-    return out
+    return window_step_of(steps["start_us"].to_numpy(dtype=float), steps["end_us"].to_numpy(dtype=float),
+                          np.asarray(ts, dtype=float), closed=True)
 
 
 def in_steps(run: Run, ts: np.ndarray) -> np.ndarray:
