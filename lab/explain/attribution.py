@@ -113,17 +113,23 @@ def work_classes(trace: Trace, links: Links, gpu_rows: np.ndarray | None = None)
     gpu = gpu_rows if gpu_rows is not None else gpu_activity_rows(trace)
     if not len(gpu):
         return out
-    names, cats = texts(ev["name"], gpu), texts(ev["cat"], gpu)
+    name_codes, name_text = codes(ev["name"])
+    cat_codes, cat_text = codes(ev["cat"])
     owner = links.owner[gpu]
-    owner_names = np.where(owner >= 0, texts(ev["name"], np.maximum(owner, 0)), "")
-    cache: dict[tuple[str, str, str], int] = {}
-    for i, key in enumerate(zip(names, cats, owner_names)):
-        hit = cache.get(key)
-        if hit is None:
-            name, cat, owner_name = key
-            owned = op_class(owner_name, is_gemm=is_gemm_op(owner_name)) if owner_name else "other_work"
-            hit = cache[key] = _INDEX[kernel_class(name, cat=cat, is_gemm=is_gemm_kernel(name), owner_class=owned)]
-        out[gpu[i]] = hit
+    owner_code = np.where(owner >= 0, name_codes[np.maximum(owner, 0)], -1)
+    # One class per distinct (kernel name, category, owner op name): classified once each, on codes.
+    width_name, width_cat = len(name_text) + 1, len(cat_text) + 1
+    key = ((name_codes[gpu] + 1) * width_name + (owner_code + 1)) * width_cat + (cat_codes[gpu] + 1)
+    uniques, inverse = np.unique(key, return_inverse=True)
+    classes = np.empty(len(uniques), dtype=np.int64)
+    for i, k in enumerate(uniques.tolist()):
+        rest, cat = divmod(k, width_cat)
+        name, owned_by = divmod(rest, width_name)
+        kernel, owner_name = str(name_text[name - 1]), str(name_text[owned_by - 1]) if owned_by else ""
+        owned = op_class(owner_name, is_gemm=is_gemm_op(owner_name)) if owner_name else "other_work"
+        classes[i] = _INDEX[kernel_class(kernel, cat=str(cat_text[cat - 1]), is_gemm=is_gemm_kernel(kernel),
+                                         owner_class=owned)]
+    out[gpu] = classes[inverse.reshape(-1)]
     return out
 
 
