@@ -8,8 +8,8 @@ The trace is built once by ``make_large_trace`` (times shifted, ids renumbered).
 that commit checked out into a temporary git worktree. Each round runs one interpreter per side,
 old and new interleaved (so a busy host slows both alike); each interpreter loads the trace, warms
 up once and times ``--n`` calls, in process CPU time and wall time. The medians are over every
-timed call of every round. Target (explain issue): ``measure`` + ``explain`` + ``judge`` (what a
-reader runs now) no longer than ``analyze`` alone took before explain.
+timed call of every round. Target (explain issue): ``measure`` + ``explain`` + ``judge_trace`` (what
+``lab.read.here.parse`` runs now) no longer than ``analyze`` alone took before explain.
 """
 
 from __future__ import annotations
@@ -41,9 +41,13 @@ from lab.analysis import analyze
 steps = {"analyze": lambda: analyze(trace)}
 if sys.argv[4] == "new":
     from lab.explain import explain
-    from lab.judge import judge
+    from lab.judge import judge_trace
     from lab.measure import measure
-    steps["measure + explain + judge"] = lambda: judge(explain(measure(trace)))
+
+    def _now():
+        m = measure(trace)
+        judge_trace(trace, m.analysis, explain(m))
+    steps["measure + explain + judge"] = _now
 out = {"events": len(trace.events)}
 for name, fn in steps.items():
     fn()

@@ -178,7 +178,19 @@ def _brute_windows(ev: list[dict]) -> list[tuple[float, float]]:
                 done[i] = max(done[i], g["ts"] + g["dur"])
     for i in range(1, len(done)):
         done[i] = max(done[i], done[i - 1])
-    return list(zip([starts[0]] + done[:-1], done))
+    return list(zip([_brute_first_start(ev, calls, starts[0], period_end[0], done[0])] + done[:-1], done))
+
+
+def _brute_first_start(ev: list[dict], calls: dict, start: float, period_end: float, done: float) -> float:
+    """The first window starts at the first step's start, or where the GPU finishes the work queued
+    before the window (kernels launched before it, or without a recorded launch) that runs ahead of
+    the first kernel the step launched."""
+    gpu = [(calls.get(g.get("args", {}).get("correlation")), g) for g in ev if g.get("cat") in GPU_CATS]
+    own = [g["ts"] for at, g in gpu if at is not None and start <= at < period_end]
+    if not own:
+        return start
+    before = [g["ts"] + g["dur"] for at, g in gpu if (at is None or at < start) and g["ts"] < min(own)]
+    return min(max(start, max(before)), done) if before else start
 
 
 @pytest.fixture(scope="module", params=TRACES, ids=lambda p: p.name)

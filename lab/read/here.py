@@ -35,7 +35,7 @@ def parse(source, *, settings: HostSettings, config: RunConfig | None = None, pe
     ``Parsed`` a reader sends back. ``on_stage("analysing")`` is called between the two."""
     from lab.analysis import find_insights
     from lab.explain import explain
-    from lab.judge import judge
+    from lab.judge import judge_trace
     from lab.measure import measure
     from lab.trace import load_trace
 
@@ -46,7 +46,7 @@ def parse(source, *, settings: HostSettings, config: RunConfig | None = None, pe
     measures = measure(trace, peak=peak, config=config)
     analysis, explanation = measures.analysis, explain(measures)
     return Parsed(trace=trace, analysis=analysis, insights=find_insights(trace, analysis), explanation=explanation,
-                  judgement=judge(explanation))
+                  judgement=judge_trace(trace, analysis, explanation))
 
 
 def summarize_rank(path: str, settings: HostSettings) -> RankSummary:
