@@ -52,6 +52,14 @@ CATS_HOME = "lab/vocab.py"
 # A copy that cannot import lab: the replay script runs on a user's machine with torch alone.
 CATS_EXEMPT = {"lab/replay/standalone.py"}
 STEP_OF_HOME = "lab/analysis/intervals.py"
+# The modules that may read lab.vocab.GPU_ACTIVITY_CATS: everyone else asks gpu_activity_mask /
+# gpu_activity_rows (lab.analysis.columns) or Measures.gpu_rows.
+CATS_READERS = {
+    "lab/vocab.py": "its definition",
+    "lab/analysis/columns.py": "gpu_activity_mask: the one selection",
+    "lab/trace/load.py": "the loader pairs launches with GPU rows before a Trace exists",
+    "lab/analysis/table/key_averages.py": "torch's device role per category, not a selection of rows",
+}
 
 
 def _modules() -> dict[str, ast.Module]:
@@ -100,6 +108,17 @@ def activity_cat_lists(modules: dict[str, ast.Module]) -> list[str]:
     return out
 
 
+def activity_cat_readers(modules: dict[str, ast.Module]) -> list[str]:
+    """Modules that select GPU activity by reading GPU_ACTIVITY_CATS themselves."""
+    out = []
+    for path, tree in modules.items():
+        used = [n.lineno for n in ast.walk(tree) if (isinstance(n, ast.Name) and n.id == "GPU_ACTIVITY_CATS")
+                or (isinstance(n, ast.Attribute) and n.attr == "GPU_ACTIVITY_CATS")]
+        if used and path not in CATS_READERS:
+            out.append(f"{path}:{used[0]}")
+    return out
+
+
 def step_of_definitions(modules: dict[str, ast.Module]) -> list[str]:
     """Functions named "which step holds this" (step_of, in_steps, window_of …) that neither are
     the one definition nor call it."""
@@ -120,6 +139,10 @@ def test_the_gpu_activity_categories_are_listed_once():
     assert activity_cat_lists(_modules()) == []
 
 
+def test_gpu_activity_is_selected_in_one_place():
+    assert activity_cat_readers(_modules()) == []
+
+
 def test_which_step_holds_an_instant_is_defined_once():
     assert step_of_definitions(_modules()) == []
 
@@ -128,12 +151,14 @@ def test_the_scans_find_a_second_definition():
     planted = ast.parse("def _union(a, b):\n    pass\n\n"
                         "def host_busy_us(x):\n    pass\n\n"
                         "CATS = ('kernel', 'gpu_memcpy', 'gpu_memset')\n\n"
-                        "def window_of(t):\n    return t\n")
+                        "def window_of(t):\n    return t\n\n"
+                        "rows = mask_in(ev['cat'], vocab.GPU_ACTIVITY_CATS)\n")
     modules = {"lab/analysis/planted.py": planted}
     assert union_definitions(modules) == ["lab/analysis/planted.py:1 _union"]
     assert busy_definitions(modules) == ["lab/analysis/planted.py:4 host_busy_us"]
     assert activity_cat_lists(modules) == ["lab/analysis/planted.py:7"]
     assert step_of_definitions(modules) == ["lab/analysis/planted.py:9 window_of"]
+    assert activity_cat_readers(modules) == ["lab/analysis/planted.py:12"]
 
 
 # --- Measures against the raw JSON ----------------------------------------------------------------

@@ -20,6 +20,7 @@ import pandas as pd
 from lab.analysis.columns import (
     codes,
     frame,
+    gpu_activity_mask,
     gpu_activity_rows,
     group_ids,
     group_min_max,
@@ -33,7 +34,6 @@ from lab.analysis.table.key_averages import trace_key_averages
 from lab.trace.load import Trace
 from lab.vocab import (
     COMPILE_PATTERN,
-    GPU_ACTIVITY_CATS,
     LAUNCH_CATS,
     PROFILER_STEP_NAME,
     PROFILER_STEP_PREFIX,
@@ -75,7 +75,7 @@ def build_links(trace: Trace) -> Links:
     via_call = has & is_launch_call[np.where(has, owner, 0)]
     owner[via_call] = parent[owner[via_call]]
     # Traces without flows (older Kineto, stripped uploads): fall back to the shared External id.
-    is_gpu = mask_in(ev["cat"], GPU_ACTIVITY_CATS)
+    is_gpu = gpu_activity_mask(trace)
     orphan = np.flatnonzero(is_gpu & (launch < 0) & (ev["external_id"].to_numpy() >= 0))
     if len(orphan):
         is_op = mask_in(ev["cat"], ("cpu_op", "user_annotation")) & mask_in(ev["lane_kind"], ("cpu",))

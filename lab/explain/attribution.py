@@ -34,8 +34,10 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.columns import codes, mask_in, mask_where, texts
+from lab.analysis.diagnoses.common import ancestor_in
 from lab.analysis.gemm.kinds import is_gemm_kernel, is_gemm_op
 from lab.analysis.gpu import gpu_activity_rows
+from lab.analysis.intervals import merge_intervals
 from lab.analysis.operators import Links
 from lab.analysis.steps import step_of
 from lab.explain.classes import (
@@ -65,6 +67,10 @@ _DISPATCH_SOURCES = 10  # the ops with the most dispatch time that ``dispatch_so
 # planted host work 0.79 ms (a DataLoader's next batch with workers), while a time.sleep, a log
 # write or a NumPy call runs for milliseconds (tests/data/heldout: a 6 ms sleep per step).
 LONG_HOST_GAP_US = 1000.0
+# Up to this many rows, a label's segments are set run by run (a loop over their merged runs);
+# above it, by one cumulative count over every segment (114 MB trace: 572k segments, ~3 ms a pass,
+# while most host labels — syncs, the profiler's events, the optimizer — cover a few runs).
+_FEW_ROWS = 512
 
 
 @dataclass(frozen=True)
@@ -171,20 +177,20 @@ def attribute(measured: Measures | Trace, *, classes: np.ndarray | None = None) 
     if len(bounds) < 2:
         bounds = np.array([float(win_start.min()), float(win_end.max())])
     seg_lo, seg_hi = bounds[:-1], bounds[1:]
+    bnd = _Bounds(bounds, ts, end)
     label = np.full(len(seg_lo), _INDEX["unrecorded"], dtype=np.int64)
     classes = classes if classes is not None else work_classes(trace, links, gpu_rows)
     busy = np.zeros(len(seg_lo), dtype=bool)
     for idx in sorted(set(classes[gpu_rows].tolist()), reverse=True):  # the first class in WORK_CLASSES wins
-        rows = gpu_rows[classes[gpu_rows] == idx]
-        hit = _covered(bounds, ts[rows], end[rows])
+        hit = bnd.covered(gpu_rows[classes[gpu_rows] == idx])
         label[hit] = idx
         busy |= hit
-    host = _host_labels(trace, on_host, bounds, ts, end, has_gpu=bool(len(gpu_rows)))
+    host = _host_labels(trace, on_host, bnd, links.parent, has_gpu=bool(len(gpu_rows)))
     label[~busy] = host[~busy]
-    _waiting_for_collectives(trace, host_lane, bounds, ts, end, busy, label)
+    _waiting_for_collectives(trace, host_lane, bnd, busy, label)
     if len(gpu_rows):
-        _work_on_other_threads(trace, other_cpu, bounds, ts, end, busy, label)
-    _long_host_gaps(trace, on_host, spans.rows if len(spans) else np.array([], int), bounds, ts, end, label)
+        _work_on_other_threads(trace, other_cpu, bnd, links.parent, busy, label)
+    _long_host_gaps(trace, on_host, spans.rows if len(spans) else np.array([], int), bnd, label)
     sources: dict[str, float] = {}
     if len(gpu_rows):
         _drained_by_sync(trace, syncs, seg_lo, seg_hi, busy, label, ts, end, links, sources)
@@ -193,41 +199,74 @@ def attribute(measured: Measures | Trace, *, classes: np.ndarray | None = None) 
         source=source, host_lane=int(host_lane), has_gpu=bool(len(gpu_rows)),
         unknown=_unknowns(trace, gpu_rows, host_lane, has_steps=bool(len(spans))),
         sync_sources=tuple(sorted(sources.items(), key=lambda kv: -kv[1])),
-        dispatch_sources=_dispatch_sources(trace, on_host, bounds, label, ts, end, win_start, win_end),
+        dispatch_sources=_dispatch_sources(trace, on_host, bnd, links.parent, label, win_start, win_end),
     )
 
 
-def _covered(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Which segments (between consecutive ``bounds``) lie inside the union of [starts, ends).
-    Every start and end is one of the bounds (or outside them), so each interval covers a run of
-    whole segments: counted with one cumulative sum, not a search per segment."""
-    n = len(bounds)
-    if not len(starts):
-        return np.zeros(n - 1, dtype=bool)
-    lo = np.searchsorted(bounds, starts, side="left")
-    hi = np.searchsorted(bounds, ends, side="left")
-    depth = np.cumsum(np.bincount(lo, minlength=n + 1)[:n] - np.bincount(hi, minlength=n + 1)[:n])
-    return depth[:-1] > 0
+class _Bounds:
+    """The segment boundaries of one attribution, and where each event row starts and ends among
+    them: every start and end is one of the bounds (or outside them), so an event covers a run of
+    whole segments. Each row is searched for once, however many labels read it."""
+
+    def __init__(self, bounds: np.ndarray, ts: np.ndarray, end: np.ndarray):
+        self.bounds, self._ts, self._end = bounds, ts, end
+        self.lo = np.full(len(ts), -1, dtype=np.int64)
+        self.hi = np.full(len(ts), -1, dtype=np.int64)
+
+    def positions(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(first segment, one past the last) of each row: the bounds its start and end fall on."""
+        missing = rows[self.lo[rows] < 0]
+        if len(missing):
+            self.lo[missing] = np.searchsorted(self.bounds, self._ts[missing], side="left")
+            self.hi[missing] = np.searchsorted(self.bounds, self._end[missing], side="left")
+        return self.lo[rows], self.hi[rows]
+
+    def covered(self, rows: np.ndarray) -> np.ndarray:
+        """Which segments lie inside the union of the rows' [start, end)."""
+        n = len(self.bounds)
+        if not len(rows):
+            return np.zeros(n - 1, dtype=bool)
+        lo, hi = self.positions(rows)
+        if len(rows) <= _FEW_ROWS:  # a few intervals: set their runs, no pass over every segment
+            out = np.zeros(n - 1, dtype=bool)
+            for a, b in zip(*merge_intervals(lo, hi)):
+                out[int(a):int(b)] = True
+            return out
+        depth = np.cumsum(np.bincount(lo, minlength=n + 1)[:n] - np.bincount(hi, minlength=n + 1)[:n])
+        return depth[:-1] > 0
 
 
-def _innermost(mid: np.ndarray, rows: np.ndarray, ts: np.ndarray, end: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """For each segment midpoint, the innermost of ``rows`` (events of one lane) around it, -1 if none.
-    Events of one depth on one lane do not overlap, so each depth is one sorted search."""
-    out = np.full(len(mid), -1, dtype=np.int64)
-    for d in np.unique(depth[rows]):  # outermost first: deeper events overwrite
-        at = rows[depth[rows] == d]
-        at = at[np.argsort(ts[at], kind="stable")]
-        k = np.searchsorted(ts[at], mid, side="right") - 1
-        inside = (k >= 0) & (mid < end[at][np.maximum(k, 0)])
-        out[inside] = at[k[inside]]
+def _innermost(seg: np.ndarray, rows: np.ndarray, bnd: _Bounds, parent: np.ndarray) -> np.ndarray:
+    """For each segment index in ``seg``, the innermost of ``rows`` (properly nested events of one
+    lane) around it, -1 if none: the last of them to start at or before the segment, else its
+    nearest ancestor among ``rows`` that still covers the segment (one search, then a walk up)."""
+    out = np.full(len(seg), -1, dtype=np.int64)
+    if not len(rows) or not len(seg):
+        return out
+    lo, _ = bnd.positions(rows)
+    order = np.lexsort((np.arange(len(rows)), lo))
+    k = np.searchsorted(lo[order], seg, side="right") - 1
+    cand = np.where(k >= 0, rows[order][np.maximum(k, 0)], -1)
+    mine = np.zeros(len(parent), dtype=bool)
+    mine[rows] = True
+    up = np.full(len(parent), -1, dtype=np.int64)
+    up[rows] = ancestor_in(parent, mine, rows)
+    live = np.flatnonzero(cand >= 0)
+    while len(live):
+        c = cand[live]
+        ok = bnd.hi[c] > seg[live]
+        out[live[ok]] = c[ok]
+        live = live[~ok]
+        cand[live] = up[cand[live]]
+        live = live[cand[live] >= 0]
     return out
 
 
-def _host_labels(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, ts: np.ndarray, end: np.ndarray, *,
+def _host_labels(trace: Trace, on_host: np.ndarray, bnd: _Bounds, parent: np.ndarray, *,
                  has_gpu: bool) -> np.ndarray:
     """Each segment's host cause from the host thread's events (``HOST_CAUSES``, first wins)."""
     ev = trace.events
-    label = np.full(len(bounds) - 1, _INDEX["unrecorded"], dtype=np.int64)
+    label = np.full(len(bnd.bounds) - 1, _INDEX["unrecorded"], dtype=np.int64)
     if not len(on_host):
         return label
     cat = ev["cat"]
@@ -243,14 +282,11 @@ def _host_labels(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, ts: np.n
         ("sync", mask_in(name, SYNC_NAMES)),
         ("profiler", mask_in(cat, ("overhead",))),
     )
-    host_mask = np.zeros(len(ev), dtype=bool)
-    host_mask[on_host] = True
     for key, mask in kinds:
-        rows = np.flatnonzero(mask & host_mask)
-        label[_covered(bounds, ts[rows], end[rows])] = _INDEX[key]
+        label[bnd.covered(on_host[mask[on_host]])] = _INDEX[key]
     if not has_gpu:  # a CPU trace: an op's own time is its work, by the innermost op's class
-        ops = np.flatnonzero(mask_in(cat, ("cpu_op",)) & host_mask)
-        inner = _innermost((bounds[:-1] + bounds[1:]) / 2, ops, ts, end, ev["depth"].to_numpy())
+        ops = on_host[mask_in(cat, ("cpu_op",))[on_host]]
+        inner = _innermost(np.arange(len(label)), ops, bnd, parent)
         at = np.flatnonzero((label == _INDEX["dispatch"]) & (inner >= 0))
         op_names = texts(name, inner[at])
         cls = {n: _INDEX[op_class(n, is_gemm=is_gemm_op(n))] for n in set(op_names.tolist())}
@@ -258,8 +294,8 @@ def _host_labels(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, ts: np.n
     return label
 
 
-def _waiting_for_collectives(trace: Trace, host_lane: int, bounds: np.ndarray, ts: np.ndarray, end: np.ndarray,
-                             busy: np.ndarray, label: np.ndarray) -> None:
+def _waiting_for_collectives(trace: Trace, host_lane: int, bnd: _Bounds, busy: np.ndarray,
+                             label: np.ndarray) -> None:
     """Time the step's thread spends in no op (Python, nothing recorded) while a collective runs on
     another thread (gloo's all_reduce on its own thread, the DDP reducer waiting for it) is
     communication: the rank waits for its peers there."""
@@ -268,27 +304,27 @@ def _waiting_for_collectives(trace: Trace, host_lane: int, bounds: np.ndarray, t
     rows = np.flatnonzero(other & mask_where(ev["name"], lambda n: bool(COLLECTIVE_RANGE_PATTERN.search(n))))
     if not len(rows):
         return
-    waiting = _covered(bounds, ts[rows], end[rows]) & ~busy
+    waiting = bnd.covered(rows) & ~busy
     waiting &= np.isin(label, [_INDEX["python"], _INDEX["unrecorded"]])
     label[waiting] = _INDEX["communication"]
 
 
-def _work_on_other_threads(trace: Trace, other: np.ndarray, bounds: np.ndarray, ts: np.ndarray, end: np.ndarray,
-                           busy: np.ndarray, label: np.ndarray) -> None:
+def _work_on_other_threads(trace: Trace, other: np.ndarray, bnd: _Bounds, parent: np.ndarray, busy: np.ndarray,
+                           label: np.ndarray) -> None:
     """GPU idle while the step's thread is in no op (blocked in ``loss.backward()``, joining a
     thread) but another thread of the program works: that thread's work is what the GPU waits for.
     autograd runs a CUDA backward's ops on its own device thread, so without this a training
     step's backward would read as "Python between ops" on the step's thread."""
     if not len(other):
         return
-    theirs = _host_labels(trace, other, bounds, ts, end, has_gpu=True)
+    theirs = _host_labels(trace, other, bnd, parent, has_gpu=True)
     gap = np.isin(label, [_INDEX["python"], _INDEX["unrecorded"]])
     take = ~busy & gap & ~np.isin(theirs, [_INDEX["python"], _INDEX["unrecorded"]])
     label[take] = theirs[take]
 
 
-def _long_host_gaps(trace: Trace, on_host: np.ndarray, step_rows: np.ndarray, bounds: np.ndarray, ts: np.ndarray,
-                    end: np.ndarray, label: np.ndarray) -> None:
+def _long_host_gaps(trace: Trace, on_host: np.ndarray, step_rows: np.ndarray, bnd: _Bounds,
+                    label: np.ndarray) -> None:
     """A stretch of "Python between ops" of at least ``LONG_HOST_GAP_US`` in one piece, inside the
     step and nothing else, is host time no recorded event explains (a sleep, I/O, logging, NumPy):
     CPython's own work between two eager ops is tens of µs, so a graph or fusion would not recover
@@ -301,10 +337,10 @@ def _long_host_gaps(trace: Trace, on_host: np.ndarray, step_rows: np.ndarray, bo
     named = on_host[mask_in(cat, ("python_function", "user_annotation"))[on_host]]
     named = named[~np.isin(named, step_rows)]
     if len(named):
-        gap &= ~_covered(bounds, ts[named], end[named])
+        gap &= ~bnd.covered(named)
     starts = gap & ~np.concatenate(([False], gap[:-1]))
     run = np.cumsum(starts) - 1
-    seg = np.diff(bounds)
+    seg = np.diff(bnd.bounds)
     length = np.bincount(run[gap], weights=seg[gap])
     long_run = np.zeros(len(gap), dtype=bool)
     long_run[gap] = length[run[gap]] >= LONG_HOST_GAP_US
@@ -348,9 +384,8 @@ def _drained_by_sync(trace: Trace, syncs: np.ndarray, seg_lo: np.ndarray, seg_hi
         sources[str(w)] = sources.get(str(w), 0.0) + float(us)
 
 
-def _dispatch_sources(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, label: np.ndarray, ts: np.ndarray,
-                      end: np.ndarray, win_start: np.ndarray, win_end: np.ndarray
-                      ) -> tuple[tuple[str, float, float], ...]:
+def _dispatch_sources(trace: Trace, on_host: np.ndarray, bnd: _Bounds, parent: np.ndarray, label: np.ndarray,
+                      win_start: np.ndarray, win_end: np.ndarray) -> tuple[tuple[str, float, float], ...]:
     """Dispatch time by the innermost op around it: per op, the median over the windows of its µs
     and of its calls (a cold first step, cuBLAS's first call, does not make an op slow)."""
     ev = trace.events
@@ -358,9 +393,9 @@ def _dispatch_sources(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, lab
     if not len(at) or not len(on_host):
         return ()
     ops = on_host[mask_in(ev["cat"], ("cpu_op",))[on_host]]
-    inner = _innermost((bounds[at] + bounds[at + 1]) / 2, ops, ts, end, ev["depth"].to_numpy())
+    inner = _innermost(at, ops, bnd, parent)
     ok = inner >= 0
-    n_win = len(win_start)
+    bounds, ts, n_win = bnd.bounds, ev["ts_us"].to_numpy(), len(win_start)
     name_codes, name_text = codes(ev["name"])  # grouped on integer codes, not on strings
     seg_w = step_of(win_start, win_end, bounds[at][ok])
     keep = seg_w >= 0
@@ -370,12 +405,11 @@ def _dispatch_sources(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, lab
     call_w = step_of(win_start, win_end, ts[ops])
     call_name = name_codes[ops][call_w >= 0]
     names, seg_id = np.unique(seg_name, return_inverse=True)  # only ops that have dispatch time
-    us = np.zeros((len(names), n_win))
-    np.add.at(us, (seg_id, seg_w[keep]), seg_us)
-    n = np.zeros((len(names), n_win))
+    size = len(names) * n_win  # per (op, window) sums by one bincount each
+    us = np.bincount(seg_id.reshape(-1) * n_win + seg_w[keep], weights=seg_us, minlength=size).reshape(-1, n_win)
     pos = np.searchsorted(names, call_name)
     hit = (pos < len(names)) & (names[np.minimum(pos, len(names) - 1)] == call_name)
-    np.add.at(n, (pos[hit], call_w[call_w >= 0][hit]), 1.0)
+    n = np.bincount(pos[hit] * n_win + call_w[call_w >= 0][hit], minlength=size).reshape(-1, n_win).astype(float)
     med_us, med_calls = np.median(us, axis=1), np.median(n, axis=1)
     top = [i for i in np.argsort(-med_us, kind="stable")[:_DISPATCH_SOURCES] if med_us[i] > 0]
     return tuple((str(name_text[names[i]]), float(med_us[i]), float(med_calls[i])) for i in top)

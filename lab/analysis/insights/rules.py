@@ -13,7 +13,7 @@ import ast
 import numpy as np
 
 from lab.analysis.bundle import Analysis, analyze
-from lab.analysis.columns import mask_in, mask_where, texts
+from lab.analysis.columns import gpu_activity_rows, mask_in, mask_where, texts
 from lab.analysis.diagnoses.findings import DIAGNOSIS_RULES, findings_of, named_cause
 from lab.analysis.gemm.insights import (  # noqa: F401  (re-exported: the GEMM rules and their thresholds)
     GEMM_COLD_BELOW_MEDIAN,
@@ -34,7 +34,7 @@ from lab.analysis.memory.insights import MEMORY_RULES
 from lab.analysis.operators import host_work_us
 from lab.trace.load import Trace
 from lab.units import fmt_us_fixed
-from lab.vocab import COMPILE_PATTERN, GPU_ACTIVITY_CATS, SYNC_NAMES
+from lab.vocab import COMPILE_PATTERN, SYNC_NAMES
 
 # --- thresholds ------------------------------------------------------------------------------
 # Host work this many times the GPU work means the GPU idles most of the time, however fast its
@@ -249,7 +249,7 @@ def many_tiny_kernels(trace: Trace, analysis: Analysis) -> Insight | None:
 def unfused_bias_add(trace: Trace, analysis: Analysis) -> Insight | None:
     """A separate add kernel right after a GEMM, which addmm / torch.compile would fuse."""
     ev = trace.events
-    rows = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    rows = gpu_activity_rows(trace)
     if len(rows) < 2:
         return None
     links = analysis.links
