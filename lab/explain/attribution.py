@@ -171,13 +171,11 @@ def attribute(measured: Measures | Trace, *, classes: np.ndarray | None = None) 
     other_cpu = (np.flatnonzero(mask_in(ev["lane_kind"], ("cpu",)) & (ev["lane_order"].to_numpy() != host_lane)
                                 & (dur > 0)) if len(gpu_rows) else np.array([], int))
     syncs = on_host[mask_in(ev["name"], SYNC_NAMES)[on_host]] if len(on_host) else on_host
-    bounds = np.unique(np.concatenate([win_start, win_end, ts[gpu_rows], end[gpu_rows], ts[on_host], end[on_host],
-                                       end[syncs] + dur[syncs], ts[other_cpu], end[other_cpu]]))
-    bounds = bounds[(bounds >= win_start.min()) & (bounds <= win_end.max())]
-    if len(bounds) < 2:
-        bounds = np.array([float(win_start.min()), float(win_end.max())])
+    bnd = _Bounds.of(ts, end, np.concatenate([gpu_rows, on_host, other_cpu]),
+                     np.concatenate([win_start, win_end, end[syncs] + dur[syncs]]),
+                     lo=float(win_start.min()), hi=float(win_end.max()))
+    bounds = bnd.bounds
     seg_lo, seg_hi = bounds[:-1], bounds[1:]
-    bnd = _Bounds(bounds, ts, end)
     label = np.full(len(seg_lo), _INDEX["unrecorded"], dtype=np.int64)
     classes = classes if classes is not None else work_classes(trace, links, gpu_rows)
     busy = np.zeros(len(seg_lo), dtype=bool)
@@ -212,6 +210,30 @@ class _Bounds:
         self.bounds, self._ts, self._end = bounds, ts, end
         self.lo = np.full(len(ts), -1, dtype=np.int64)
         self.hi = np.full(len(ts), -1, dtype=np.int64)
+
+    @classmethod
+    def of(cls, ts: np.ndarray, end: np.ndarray, rows: np.ndarray, extra: np.ndarray, *, lo: float,
+           hi: float) -> _Bounds:
+        """The bounds: every start and end of ``rows`` and the ``extra`` instants inside [lo, hi]
+        (just lo and hi when fewer than two), with the rows already placed among them. One stable
+        argsort does both: one lane's rows come sorted by start, runs its merge sort takes whole
+        (a quarter of np.unique's time on the 114 MB trace), and the sorted order gives each
+        row's start and end their bound without a search."""
+        values = np.concatenate([ts[rows], end[rows], extra])
+        order = np.argsort(values, kind="stable")
+        ordered = values[order]
+        new = np.ones(len(ordered), dtype=bool)
+        new[1:] = ordered[1:] != ordered[:-1]
+        distinct = ordered[new]
+        first, stop = np.searchsorted(distinct, lo, side="left"), np.searchsorted(distinct, hi, side="right")
+        if stop - first < 2:
+            return cls(np.array([lo, hi]), ts, end)
+        out = cls(distinct[first:stop], ts, end)
+        at = np.empty(len(values), dtype=np.int64)
+        at[order] = np.cumsum(new) - 1
+        at = np.clip(at - first, 0, stop - first)  # outside [lo, hi]: before the first bound or past the last
+        out.lo[rows], out.hi[rows] = at[:len(rows)], at[len(rows):2 * len(rows)]
+        return out
 
     def positions(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(first segment, one past the last) of each row: the bounds its start and end fall on."""
@@ -360,17 +382,24 @@ def _drained_by_sync(trace: Trace, syncs: np.ndarray, seg_lo: np.ndarray, seg_hi
         return
     syncs = syncs[np.argsort(end[syncs], kind="stable")]
     sync_end, sync_wait = end[syncs], end[syncs] - ts[syncs]
-    idle = ~busy
-    new_gap = idle & np.concatenate(([True], busy[:-1]))
-    gap_id = np.cumsum(new_gap) - 1
-    gap_start = seg_lo[new_gap][np.maximum(gap_id, 0)]
-    k = np.searchsorted(sync_end, seg_lo, side="right") - 1
-    last_end = np.where(k >= 0, sync_end[np.maximum(k, 0)], -np.inf)
-    last_wait = np.where(k >= 0, sync_wait[np.maximum(k, 0)], 0.0)
-    movable = np.isin(label, [_INDEX["launch"], _INDEX["dispatch"], _INDEX["python"], _INDEX["unrecorded"]])
-    drained = (idle & movable & (last_end >= gap_start - SYNC_DRAIN_TOLERANCE_US)
-               & (seg_hi <= last_end + last_wait + 1e-9))
-    label[drained] = _INDEX["sync"]
+    gaps = np.flatnonzero(~busy & np.concatenate(([True], busy[:-1])))  # where each idle stretch begins
+    # Only a segment inside [a sync's end, its end + its wait] can drain (the latest sync before it
+    # is that one or a later one, whose stretch holds it too): those few runs, not every segment.
+    first = np.searchsorted(seg_lo, sync_end, side="left")
+    stop = np.searchsorted(seg_hi, sync_end + sync_wait + 1e-9, side="right")
+    run_lo, run_hi = merge_intervals(first[stop > first], stop[stop > first])
+    run_lo, run_hi = run_lo.astype(np.int64), run_hi.astype(np.int64)
+    if len(gaps) and len(run_lo):
+        size = run_hi - run_lo
+        at = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size - run_lo, size)
+        gap_start = seg_lo[gaps[np.maximum(np.searchsorted(gaps, at, side="right") - 1, 0)]]
+        k = np.searchsorted(sync_end, seg_lo[at], side="right") - 1
+        last_end = np.where(k >= 0, sync_end[np.maximum(k, 0)], -np.inf)
+        last_wait = np.where(k >= 0, sync_wait[np.maximum(k, 0)], 0.0)
+        movable = np.isin(label[at], [_INDEX["launch"], _INDEX["dispatch"], _INDEX["python"], _INDEX["unrecorded"]])
+        drained = (~busy[at] & movable & (last_end >= gap_start - SYNC_DRAIN_TOLERANCE_US)
+                   & (seg_hi[at] <= last_end + last_wait + 1e-9))
+        label[at[drained]] = _INDEX["sync"]
     # By source: the op that called the latest sync begun at or before each sync segment
     # (syncs on one thread do not overlap, so ordered by end they are ordered by start).
     is_sync = np.flatnonzero(label == _INDEX["sync"])
