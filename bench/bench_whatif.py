@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from lab.analysis import analyze  # noqa: E402
 from lab.explain import explain  # noqa: E402
 from lab.judge import judge_trace  # noqa: E402
+from lab.measure import measure  # noqa: E402
 from lab.trace import load_trace  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "explain"
@@ -47,7 +48,7 @@ def pair_rows(folder: Path = DATA) -> list[dict]:
         for stem in (base, fixed):  # as the page judges it: the analysed trace, with its context
             trace = load_trace((folder / f"{stem}.json.gz").read_bytes())
             analysis = analyze(trace)
-            explained[stem] = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
+            explained[stem] = explain(measure(trace, analysis=analysis))
             judged[stem] = judge_trace(trace, analysis, explained[stem])
         rule = FIX_RULE[base]
         finding = next((f for f in judged[base].findings if f.rule == rule), None)

@@ -13,7 +13,7 @@ __all__ = [
     "ADD_KERNEL_NAMES", "ALLOCATOR_CALLS", "ANNOTATION_CATS", "COLLECTIVE_RANGE_PATTERN", "COMPILE_PATTERN",
     "INPUT_PIPELINE_PATTERN",
     "OPTIMIZER_PATTERN", "DTYPES", "DTYPE_BYTES", "DTYPE_INFO", "Dtype", "ELEMENT_BYTES", "FLOW_CAT",
-    "GPU_ACTIVITY_CATS", "GPU_LANE_CATS", "INTEGER_DTYPES", "TRACE_DTYPES",
+    "GPU_ACTIVITY_CATS", "GPU_COPY_CATS", "GPU_LANE_CATS", "INTEGER_DTYPES", "TRACE_DTYPES",
     "MEMORY_DEVICE_KINDS", "MEMORY_DEVICE_TYPES", "MEMORY_EVENT_NAME", "MEMORY_HOST_TYPES", "OOM_EVENT_NAME",
     "GPU_ONLY_SORT_KEYS", "INPUT_TYPE_DTYPES", "LAUNCH_CALL_PATTERN", "LAUNCH_CATS", "LEGACY_SORT_KEYS",
     "OPERATOR_CATS", "PROFILER_STEP_PREFIX", "PROFILER_STEP_NAME", "STAGES", "STAGE_TEXT", "SORT_KEYS",
@@ -82,7 +82,9 @@ def torch_dtype_name(dtype: str) -> str:
 # --- trace categories and names torch writes ----------------------------------------------
 
 # GPU activity that occupies a stream; gpu_user_annotation sits on GPU lanes but is a label.
-GPU_ACTIVITY_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+# The GPU activity categories, the one list: a kernel, or a copy / memset (the "copy" work class).
+GPU_COPY_CATS = ("gpu_memcpy", "gpu_memset")
+GPU_ACTIVITY_CATS = ("kernel", *GPU_COPY_CATS)
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 # Of those calls, the ones that put work on a GPU stream: kernel launches (cudaLaunchKernel,
 # cudaLaunchKernelExC, cuLaunchKernel(Ex), cooperative launches), copies and memsets (cudaMemcpy*,

@@ -244,11 +244,13 @@ def test_ranks_read_here_one_after_the_other_or_isolated_at_once(readers_started
 
 def test_a_failed_analysis_is_refused_in_a_readers_words(readers_started, capsys, monkeypatch):
     import lab.analysis
+    import lab.measure.measures
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(lab.analysis, "analyze", broken)
+    monkeypatch.setattr(lab.measure.measures, "analyze", broken)  # parse measures first (lab.measure)
     assert cli.main(["analyze", str(DATA / "matmul_add_1024_fp32.json.gz")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: the lab could not analyse it (RuntimeError: boom)")

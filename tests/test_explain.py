@@ -214,3 +214,50 @@ def test_a_trace_without_steps_is_one_window_that_says_what_it_cannot_know():
 def test_explain_survives_a_trace_with_no_events_of_interest():
     ex = explain(build([op("aten::empty", 0, 1)]))
     assert len(ex.attribution.steps) == 1 and ex.roofs.empty
+
+
+def _nested(rng, lo: float, hi: float, depth: int, out: list) -> None:
+    """Random properly nested intervals inside [lo, hi): (start, end, depth, parent index)."""
+    parent = len(out) - 1 if depth else -1
+    t = lo
+    while t < hi - 2 and len(out) < 900:
+        a = t + float(rng.integers(0, 3))
+        b = min(hi, a + float(rng.integers(1, 40)))
+        if b <= a:
+            break
+        out.append((a, b, depth, parent))
+        if depth < 4 and b - a > 3 and rng.random() < 0.6:
+            _nested(rng, a, b, depth + 1, out)
+        t = b
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_segment_cover_and_innermost_equal_a_loop_over_the_events(seed):
+    """The attribution's two searches (which segments a set of events covers, and the innermost
+    event around each segment), on random nested events, against a loop over segment midpoints;
+    a few rows and many (the two ways ``covered`` counts)."""
+    import numpy as np
+
+    from lab.explain.attribution import _Bounds, _innermost
+
+    rng = np.random.default_rng(seed)
+    ev: list = []
+    _nested(rng, 0.0, 6000.0, 0, ev)
+    ts = np.array([e[0] for e in ev])
+    end = np.array([e[1] for e in ev])
+    depth = [e[2] for e in ev]
+    parent = np.array([e[3] for e in ev], dtype=np.int64)
+    bounds = np.unique(np.concatenate([ts, end]))
+    mid = (bounds[:-1] + bounds[1:]) / 2
+    assert len(ev) > 600 and max(depth) >= 3  # more rows than the few-rows way takes, nested deep
+    for size in (7, 300, len(ev)):  # under and over the few-rows threshold
+        rows = np.sort(rng.choice(len(ev), size=min(size, len(ev)), replace=False))
+        got = _Bounds(bounds, ts, end).covered(rows)
+        want = [any(ts[r] <= m < end[r] for r in rows) for m in mid]
+        assert got.tolist() == want
+        inner = _innermost(np.arange(len(mid)), rows, _Bounds(bounds, ts, end), parent)
+        brute = []
+        for m in mid:
+            around = [r for r in rows if ts[r] <= m < end[r]]
+            brute.append(max(around, key=lambda r: depth[r]) if around else -1)
+        assert inner.tolist() == brute

@@ -17,6 +17,7 @@ from lab.explain import WORK_CLASSES, explain
 from lab.judge import Finding, judge, judge_trace
 from lab.judge.finding import MATERIAL_PCT
 from lab.judge.rules import RULES
+from lab.measure import measure
 from lab.trace import load_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +30,7 @@ def _judged(path: Path):
     """As the page judges it: the analysed trace's explanation, judged with its context."""
     trace = load_trace(path.read_bytes())
     analysis = analyze(trace)
-    ex = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
+    ex = explain(measure(trace, analysis=analysis))
     return ex, judge_trace(trace, analysis, ex)
 
 

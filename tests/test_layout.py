@@ -180,25 +180,26 @@ LAYERS: dict[str, frozenset[str]] = {
     "samples": _LEAVES,
     "trace": _LEAVES | {"core"},
     "analysis": _LEAVES | {"core", "trace"},
-    # Where each step's time went and each op against its roof, read from the analysis' measures.
-    "explain": _LEAVES | {"core", "trace", "analysis"},
-    "judge": _LEAVES | {"core", "trace", "analysis", "explain"},  # findings with their savings, the verdict
+    "measure": _LEAVES | {"core", "trace", "analysis"},  # every figure of a trace once: Measures
+    # Where each step's time went and each op against its roof, read from the trace's Measures.
+    "explain": _LEAVES | {"core", "trace", "analysis", "measure"},
+    "judge": _LEAVES | {"core", "trace", "analysis", "measure", "explain"},  # findings with their savings, the verdict
     "pool": _LEAVES | {"core"},  # one process pool for workers and readers (branch "pool")
     "run": _LEAVES | {"core", "pool"},
     # Lesson code reaches the readers in the job the page hands them (lab.read.Job.code).
-    "read": _LEAVES | {"core", "pool", "trace", "analysis", "explain", "judge", "samples"},
+    "read": _LEAVES | {"core", "pool", "trace", "analysis", "measure", "explain", "judge", "samples"},
     # The Table's "Replay here" reads the replay's rows and side by side (lab.views.replay).
-    "views": _LEAVES | {"core", "trace", "analysis", "explain", "judge", "replay"},
+    "views": _LEAVES | {"core", "trace", "analysis", "measure", "explain", "judge", "replay"},
     # One op row of a trace → a spec, a script, a child run; its rates by explain's op model.
     "replay": _LEAVES | {"core", "trace", "analysis", "explain"},
     # One module per lesson: its text, runs, check, questions and claims; checks read the measures.
-    "lessons": _LEAVES | {"core", "trace", "analysis", "explain", "judge"},
+    "lessons": _LEAVES | {"core", "trace", "analysis", "measure", "explain", "judge"},
     "teach": _LEAVES | {"core", "trace", "analysis", "samples", "lessons"},  # giveaway reads the recordings' titles
     "access": _LEAVES | {"core", "run", "read"},
     "tracedir": _LEAVES | {"core"},  # the host's trace directories: names, listing, safe paths (issue 25)
     "serve": _LEAVES | {"core"},  # `profiler-lab serve`: streamlit run of the installed page
-    "cli": _LEAVES | {"core", "trace", "analysis", "explain", "judge", "run", "read", "views", "tracedir", "serve",
-            "replay"},
+    "cli": _LEAVES | {"core", "trace", "analysis", "measure", "explain", "judge", "run", "read", "views", "tracedir",
+            "serve", "replay"},
     "__main__": frozenset({"cli"}),
 }  # fmt: skip
 # Imports across layers that stand until the pool layer lands (branch "pool", issue 24): the

@@ -13,6 +13,7 @@ import pytest
 
 from lab.analysis import analyze, analyze_ranks
 from lab.explain import attribute
+from lab.measure import measure
 from lab.trace import load_trace
 from lab.views.ranks_tables import rank_causes_table
 
@@ -25,7 +26,7 @@ def _job(name: str):
     paths = sorted((JOBS / name).glob("*.json.gz"))
     traces = [load_trace(p.read_bytes()) for p in paths]
     analyses = [analyze(t) for t in traces]
-    causes = [attribute(t, links=a.links, spans=a.findings.steps).median_us() for t, a in zip(traces, analyses)]
+    causes = [attribute(measure(t, analysis=a)).median_us() for t, a in zip(traces, analyses)]
     return analyze_ranks(traces, [p.name for p in paths], analyses=analyses, causes=causes)
 
 

@@ -402,12 +402,13 @@ def _pipeline(payload: bytes) -> None:
     from lab.analysis.memory import memory_series
     from lab.explain import explain
     from lab.judge import judge_trace
+    from lab.measure import measure
     from lab.views.explained import attribution_frame, explanation_dict, explanation_text
     from lab.views.torch_table import torch_table_text
 
     trace = load_trace(payload)
     analysis = analyze(trace)
-    explanation = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
+    explanation = explain(measure(trace, analysis=analysis))
     # judged with the trace's context: the context and trace rules (lab.judge) are fuzzed too
     explanation_text(explanation_dict(explanation, judge_trace(trace, analysis, explanation)))
     attribution_frame(explanation)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import numpy as np
 import pandas as pd
 
 from lab.analysis.diagnoses.findings import Findings, diagnose
@@ -24,7 +25,7 @@ from lab.analysis.gemm.analyze import gemm_figures, peak_for, typical_gemm
 from lab.analysis.gpu import GpuUtilization, LaunchStats, gpu_utilization, launch_delays
 from lab.analysis.memory.analyze import MemoryAnalysis, memory_analysis
 from lab.analysis.operators import Links, build_links, kernel_summary, operator_summary
-from lab.analysis.steps import step_breakdown
+from lab.analysis.steps import step_breakdown, step_windows
 from lab.analysis.table.key_averages import trace_key_averages
 from lab.core.config import RunConfig
 from lab.core.devices import DevicePeak
@@ -54,6 +55,9 @@ class Analysis:
     # The GEMM instance every view quotes (Summary card, roofline point, insight caveat): one row of ``gemm``.
     gemm_typical: pd.Series | None = None
     memory: MemoryAnalysis | None = None  # profile_memory's records (None: the trace has none)
+    # Each step's window (lab.analysis.steps.step_windows: start_us, end_us), the one step time.
+    step_windows_us: tuple[np.ndarray, np.ndarray] = field(
+        default=(np.array([]), np.array([])), repr=False, compare=False)
     # The trace analysed, for the grouped-by-shape tables below: computed when first asked for
     # (the page's "Group by input shape" toggle), not on every analysis — 25 ms of the 52k-event
     # transformer trace's ~150 ms.
@@ -98,13 +102,14 @@ def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig |
     gemm = gemm_figures(trace, peak=peak, config=config, links=links)
     findings = diagnose(trace)  # first: its step spans serve the steps and memory tables too
     memory = memory_analysis(trace, spans=findings.steps)
+    windows = step_windows(trace, findings.steps, links, gpu_rows=utilization.activity_rows)
     return Analysis(
         key_averages=key_averages,
         operators=operators,
         kernels=kernel_summary(trace),
         utilization=utilization,
         launches=launches,
-        steps=step_breakdown(trace, links=links, utilization=utilization, spans=findings.steps),
+        steps=step_breakdown(trace, links=links, utilization=utilization, spans=findings.steps, windows=windows),
         gemm=gemm.rows,
         peak=peak,
         links=links,
@@ -113,4 +118,5 @@ def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig |
         findings=findings,
         trace=trace,
         memory=memory,
+        step_windows_us=windows,
     )

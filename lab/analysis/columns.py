@@ -15,7 +15,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from lab.vocab import GPU_ACTIVITY_CATS
+
 __all__ = [
+    "gpu_activity_mask", "gpu_activity_rows",
     "as_category", "codes", "dense_ids", "frame", "group_ids", "group_median", "group_min_max", "group_mode",
     "group_mode_values", "mask_in", "mask_where", "texts",
 ]  # fmt: skip
@@ -200,3 +203,16 @@ def parent_rows(depth: np.ndarray, lane: np.ndarray) -> np.ndarray:
         ok &= lane[cand] == lane[here]
         parent[here[ok]] = cand[ok]
     return parent
+
+
+def gpu_activity_mask(trace) -> np.ndarray:
+    """Per row of ``trace.events`` (a ``lab.trace.Trace``), whether it is GPU activity (``cat`` in
+    ``GPU_ACTIVITY_CATS``: kernels, memcpys, memsets): the one definition every "GPU work" figure
+    starts from (``tests/test_measures.py`` fails on another reader of the categories)."""
+    return mask_in(trace.events["cat"], GPU_ACTIVITY_CATS)
+
+
+def gpu_activity_rows(trace) -> np.ndarray:
+    """Rows of ``trace.events`` that are GPU activity (``gpu_activity_mask``), in row order
+    (``lab.analysis.gpu`` re-exports it)."""
+    return np.flatnonzero(gpu_activity_mask(trace))

@@ -8,20 +8,27 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from lab.analysis.columns import as_category, codes, frame, group_ids, group_median, group_min_max, mask_in
+from lab.analysis.columns import (
+    as_category,
+    codes,
+    frame,
+    gpu_activity_rows,
+    group_ids,
+    group_median,
+    group_min_max,
+)
 from lab.analysis.diagnoses.graphs import graph_replay_rows
 from lab.analysis.intervals import covered_us, merge_intervals
 from lab.trace.load import Trace
-from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = [
-    "GPU_BOUND_BUSY_PCT", "LARGEST_GAPS", "GpuUtilization", "LaunchStats", "covered_us", "gpu_utilization",
-    "launch_delays", "merge_intervals", "trace_span_us",
+    "GPU_BOUND_BUSY_PCT", "LARGEST_GAPS", "GpuUtilization", "LaunchStats", "covered_us", "gpu_activity_rows",
+    "gpu_utilization", "launch_delays", "merge_intervals", "trace_span_us",
 ]  # fmt: skip
 
 # A GPU that is busy at least this share of its active window is the bottleneck: the host
@@ -60,6 +67,8 @@ class GpuUtilization:
     busy_intervals: pd.DataFrame  # start_us, end_us: the union over all devices, sorted
     gaps: pd.DataFrame  # device, start_us, end_us, dur_us: idle time between activity, per device
     largest_gaps: pd.DataFrame  # the LARGEST_GAPS longest rows of ``gaps``
+    # Rows of Trace.events that are GPU activity (``gpu_activity_rows``), in row order.
+    activity_rows: np.ndarray = field(default_factory=lambda: np.array([], dtype=np.int64), repr=False, compare=False)
 
 
 def trace_span_us(trace: Trace) -> float:
@@ -72,7 +81,7 @@ def trace_span_us(trace: Trace) -> float:
 def gpu_utilization(trace: Trace) -> GpuUtilization:
     """Busy time, active window and idle gaps of GPU activity, per device and overall."""
     ev = trace.events
-    rows = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    rows = gpu_activity_rows(trace)
     span = trace_span_us(trace)
     starts = ev["ts_us"].to_numpy(dtype=float)[rows]
     ends = starts + ev["dur_us"].to_numpy(dtype=float)[rows]
@@ -119,6 +128,7 @@ def gpu_utilization(trace: Trace) -> GpuUtilization:
         busy_intervals=pd.DataFrame({"start_us": ms, "end_us": me}),
         gaps=pd.DataFrame(gap),
         largest_gaps=pd.DataFrame({k: v[largest] for k, v in gap.items()}),
+        activity_rows=rows,
     )
 
 

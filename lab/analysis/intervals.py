@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["covered_us", "innermost_open", "merge_intervals"]
+__all__ = ["covered_us", "innermost_open", "merge_intervals", "step_of"]
 
 
 def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -23,6 +23,24 @@ def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, n
     first = np.flatnonzero(new)
     last = np.append(first[1:] - 1, len(s) - 1)
     return s[first], run_end[last]
+
+
+def step_of(win_start: np.ndarray, win_end: np.ndarray, t, *, closed: bool = False,
+            last_closed: bool = False) -> np.ndarray:
+    """Per instant ``t``, the index of the window (sorted by start, not overlapping: the steps'
+    windows, their periods or their CPU spans) that holds it, start ≤ t < end, -1 outside every
+    window: the one "which step is this in" (``lab.analysis.steps`` re-exports it). ``closed``:
+    every window holds its end too (a step label's CPU span); ``last_closed``: the last one does
+    (a step's period runs to the next step's start, the last step's to its own end). Where two
+    windows touch, the later one holds the instant they share."""
+    t = np.atleast_1d(np.asarray(t, dtype=float))
+    if not len(win_start):
+        return np.full(len(t), -1, dtype=np.int64)
+    k = np.searchsorted(win_start, t, side="right") - 1
+    kk = np.maximum(k, 0)
+    stop = win_end[kk]
+    inside = (t <= stop) if closed else (t < stop) | (last_closed & (kk == len(win_start) - 1) & (t == stop))
+    return np.where((k >= 0) & inside, k, -1)
 
 
 def covered_us(starts: np.ndarray, ends: np.ndarray, win_start, win_end) -> np.ndarray:

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from lab.analysis.columns import mask_in, texts
+from lab.analysis.columns import gpu_activity_mask, mask_in, texts
 from lab.trace import Trace
 from lab.units import fmt_mem_bytes
-from lab.vocab import GPU_ACTIVITY_CATS, LAUNCH_CATS, is_launch_call
+from lab.vocab import LAUNCH_CATS, is_launch_call
 
 __all__ = ["GpuUse", "gpu_use", "gpu_work_text", "memory_text"]
 
@@ -60,7 +60,7 @@ def gpu_use(trace: Trace) -> GpuUse:
     counts = Counter(texts(ev["name"], rows).astype(str).tolist()) if len(rows) else Counter()
     calls = tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
     return GpuUse(runtime_calls=len(rows), launch_calls=sum(n for name, n in calls if is_launch_call(name)),
-                  calls=calls, gpu_activities=int(mask_in(ev["cat"], GPU_ACTIVITY_CATS).sum()),
+                  calls=calls, gpu_activities=int(gpu_activity_mask(trace).sum()),
                   devices_listed=len(trace.meta.device_properties or ()))
 
 

@@ -39,10 +39,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lab.analysis.columns import mask_in, texts
+from lab.analysis.columns import gpu_activity_mask, mask_in, texts
 from lab.analysis.step_time import COMM_OP_NAMES, RUNTIME_CATS
 from lab.trace.load import Trace
-from lab.vocab import GPU_ACTIVITY_CATS, PROFILER_STEP_PREFIX
+from lab.vocab import PROFILER_STEP_PREFIX
 
 __all__ = ["MODULE_COLUMNS", "MODULE_PREFIX", "NO_MODULES", "ModuleView", "module_view"]
 
@@ -137,7 +137,7 @@ def _device_totals(trace: Trace, nodes: np.ndarray, parent: np.ndarray) -> np.nd
     corr = ev["correlation"].to_numpy()
     dur = ev["dur_us"].to_numpy(dtype=float)
     runtime = np.flatnonzero(mask_in(ev["cat"], RUNTIME_CATS) & (corr >= 0))
-    gpu = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS) & (corr >= 0))
+    gpu = np.flatnonzero(gpu_activity_mask(trace) & (corr >= 0))
     own = np.zeros(len(nodes))
     if len(runtime) and len(gpu):
         rt_corr, rt_first = np.unique(corr[runtime], return_index=True)

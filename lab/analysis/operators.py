@@ -20,6 +20,8 @@ import pandas as pd
 from lab.analysis.columns import (
     codes,
     frame,
+    gpu_activity_mask,
+    gpu_activity_rows,
     group_ids,
     group_min_max,
     group_mode,
@@ -32,7 +34,6 @@ from lab.analysis.table.key_averages import trace_key_averages
 from lab.trace.load import Trace
 from lab.vocab import (
     COMPILE_PATTERN,
-    GPU_ACTIVITY_CATS,
     LAUNCH_CATS,
     PROFILER_STEP_NAME,
     PROFILER_STEP_PREFIX,
@@ -74,7 +75,7 @@ def build_links(trace: Trace) -> Links:
     via_call = has & is_launch_call[np.where(has, owner, 0)]
     owner[via_call] = parent[owner[via_call]]
     # Traces without flows (older Kineto, stripped uploads): fall back to the shared External id.
-    is_gpu = mask_in(ev["cat"], GPU_ACTIVITY_CATS)
+    is_gpu = gpu_activity_mask(trace)
     orphan = np.flatnonzero(is_gpu & (launch < 0) & (ev["external_id"].to_numpy() >= 0))
     if len(orphan):
         is_op = mask_in(ev["cat"], ("cpu_op", "user_annotation")) & mask_in(ev["lane_kind"], ("cpu",))
@@ -157,7 +158,7 @@ def kernel_summary(trace: Trace) -> pd.DataFrame:
     shared_memory_bytes, occupancy_pct of its launches. Sorted by total_us, largest first.
     """
     ev = trace.events
-    rows = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    rows = gpu_activity_rows(trace)
     if not len(rows):
         return pd.DataFrame({c: pd.Series(dtype=object if c in ("name", "cat", "grid", "block") else float)
                              for c in KERNEL_COLUMNS})

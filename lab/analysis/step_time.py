@@ -36,10 +36,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lab.analysis.columns import codes, mask_in, texts
+from lab.analysis.columns import codes, gpu_activity_mask, mask_in, texts
 from lab.analysis.intervals import merge_intervals
 from lab.trace.load import Trace
-from lab.vocab import GPU_ACTIVITY_CATS, PROFILER_STEP_PREFIX
+from lab.vocab import PROFILER_STEP_PREFIX
 
 __all__ = ["STEP_TIME_CATEGORIES", "StepTime", "step_time"]
 
@@ -143,7 +143,7 @@ def _device_steps(trace: Trace, steps: np.ndarray, names: list[str], ts: np.ndar
     ev = trace.events
     corr = ev["correlation"].to_numpy()
     rt = np.flatnonzero(_cat_mask(ev, RUNTIME_CATS))
-    dev = np.flatnonzero(_cat_mask(ev, GPU_ACTIVITY_CATS) & (corr >= 0))
+    dev = np.flatnonzero(gpu_activity_mask(trace) & (corr >= 0))
     if not len(steps) or not len(rt) or not len(dev):
         return steps, names, 0, False
     # Each GPU activity's launching runtime call (same correlation id), and that call's step:
@@ -165,7 +165,7 @@ def _device_steps(trace: Trace, steps: np.ndarray, names: list[str], ts: np.ndar
     np.minimum.at(dev_start, step_of, ts[matched_dev])
     prev = steps[0, 0]
     if np.isfinite(dev_start[0]):  # GPU work before step 0's that no step launched (L383-393)
-        loose = np.setdiff1d(np.flatnonzero(_cat_mask(ev, GPU_ACTIVITY_CATS)), matched_dev)
+        loose = np.setdiff1d(np.flatnonzero(gpu_activity_mask(trace)), matched_dev)
         before = end[loose][end[loose] < dev_start[0]]
         prev = max(prev, float(before.max())) if len(before) else prev
     out = steps.copy()

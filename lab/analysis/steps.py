@@ -8,12 +8,15 @@ import pandas as pd
 
 from lab.analysis.columns import mask_in, texts
 from lab.analysis.diagnoses.steps import StepSpans, step_spans
-from lab.analysis.gpu import GpuUtilization, covered_us, gpu_utilization
+from lab.analysis.gpu import GpuUtilization, covered_us, gpu_activity_rows, gpu_utilization
+from lab.analysis.intervals import step_of
 from lab.analysis.operators import Links, build_links
 from lab.trace.load import Trace
-from lab.vocab import GPU_ACTIVITY_CATS
 
-__all__ = ["STEP_COLUMNS", "per_iteration_us", "step_breakdown", "step_window", "step_windows"]
+__all__ = [
+    "STEP_COLUMNS", "first_and_later_step_us", "per_iteration_us", "profiler_overlap_us", "step_breakdown",
+    "step_of", "step_window", "step_windows",
+]  # fmt: skip
 
 STEP_COLUMNS = ("step", "name", "source", "start_us", "end_us", "cpu_us", "first_child_gap_us",
                 "gpu_busy_us", "gpu_idle_us", "gpu_busy_pct", "launched_gpu_us", "launched_count", "window_end_us",
@@ -33,7 +36,8 @@ def step_window(steps: pd.DataFrame, index: int, span_us: float) -> tuple[float,
     return float(steps["start_us"].iloc[index]), min(float(steps["window_end_us"].iloc[index]), float(span_us))
 
 
-def step_windows(trace: Trace, spans: StepSpans, links: Links) -> tuple[np.ndarray, np.ndarray]:
+def step_windows(trace: Trace, spans: StepSpans, links: Links, *,
+                 gpu_rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each step's window, the one definition of a step's time: from the previous step's
     completion to its own, where a step completes when both its host period (to the next step's
     start) and the GPU work it launched have ended. The windows tile the steps without overlap, and each is the step's
@@ -42,16 +46,15 @@ def step_windows(trace: Trace, spans: StepSpans, links: Links) -> tuple[np.ndarr
     ev = trace.events
     ts = ev["ts_us"].to_numpy()
     end = ts + ev["dur_us"].to_numpy()
-    gpu_rows = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    gpu_rows = gpu_rows if gpu_rows is not None else gpu_activity_rows(trace)
     start, period_end = spans.start_us, spans.period_end_us
     if not len(start):
         return start, period_end
     done = period_end.astype(float).copy()
     launched = gpu_rows[links.launch[gpu_rows] >= 0]
     if len(launched):
-        at = ts[links.launch[launched]]
-        k = np.searchsorted(start, at, side="right") - 1
-        ok = (k >= 0) & (at < period_end[np.maximum(k, 0)])
+        k = step_of(start, period_end, ts[links.launch[launched]])
+        ok = k >= 0
         np.maximum.at(done, k[ok], end[launched[ok]])
     done = np.maximum.accumulate(done)
     return np.concatenate(([_first_step_start(ts, end, gpu_rows, links, start, period_end, done)], done[:-1])), done
@@ -75,6 +78,24 @@ def _first_step_start(ts: np.ndarray, end: np.ndarray, gpu_rows: np.ndarray, lin
     return float(min(max(first, end[before].max()), done[0]))
 
 
+def first_and_later_step_us(steps: pd.DataFrame) -> tuple[float, float]:
+    """(the first step's CPU µs, the median CPU µs of the steps after it): what "the first step is
+    N× the later ones" divides, the one definition (NaN where there is no such step)."""
+    cpu = steps["cpu_us"].to_numpy(dtype=float) if len(steps) else np.array([])
+    first = float(cpu[0]) if len(cpu) else float("nan")
+    return first, float(np.median(cpu[1:])) if len(cpu) > 1 else float("nan")
+
+
+def profiler_overlap_us(trace: Trace, start_us: float, end_us: float) -> float:
+    """µs of the profiler's own events (cat "overhead": Activity Buffer Request, Lazy Function
+    Loading) that overlap [start_us, end_us], summed: the profiler's work in a window."""
+    ev = trace.events
+    rows = np.flatnonzero(mask_in(ev["cat"], ("overhead",)))
+    a = ev["ts_us"].to_numpy(dtype=float)[rows]
+    b = a + ev["dur_us"].to_numpy(dtype=float)[rows]
+    return float(np.clip(np.minimum(b, end_us) - np.maximum(a, start_us), 0.0, None).sum())
+
+
 def per_iteration_us(steps: pd.DataFrame) -> float:
     """One iteration's time from the trace alone (NaN without steps): the median of the steps'
     ``wall_us`` (``step_windows``: from one step's completion to the next, the GPU work each step
@@ -87,7 +108,8 @@ def per_iteration_us(steps: pd.DataFrame) -> float:
 
 
 def step_breakdown(trace: Trace, *, links: Links | None = None, utilization: GpuUtilization | None = None,
-                   spans: StepSpans | None = None) -> pd.DataFrame:
+                   spans: StepSpans | None = None, windows: tuple[np.ndarray, np.ndarray] | None = None
+                   ) -> pd.DataFrame:
     """Per step: CPU time, GPU busy/idle inside the step's window, GPU work it launched.
 
     Steps are ``ProfilerStep#N`` events when the trace has them, else the outermost
@@ -95,7 +117,8 @@ def step_breakdown(trace: Trace, *, links: Links | None = None, utilization: Gpu
     union of all GPU activity clipped to [start_us, end_us] (the CPU window of the step);
     ``launched_gpu_us`` sums the GPU activity whose launch call lies inside the step, wherever
     it ran. ``first_child_gap_us`` = first child's start − the step's start. ``links``,
-    ``utilization`` and ``spans`` (``step_spans``): what ``analyze`` already has, else computed.
+    ``utilization``, ``spans`` (``step_spans``) and ``windows`` (``step_windows``): what ``analyze``
+    already has, else computed.
     """
     spans = spans if spans is not None else step_spans(trace)
     rows, source = spans.rows, spans.source
@@ -126,29 +149,27 @@ def step_breakdown(trace: Trace, *, links: Links | None = None, utilization: Gpu
     gpu_rows = np.flatnonzero(links.launch >= 0)
     if len(gpu_rows):
         lrow = links.launch[gpu_rows]
-        lts = ts[lrow]
-        k = np.searchsorted(start, lts, side="right") - 1
-        ok = k >= 0
-        kk = np.where(ok, k, 0)
+        k = step_of(start, end, ts[lrow], closed=True)
+        kk = np.maximum(k, 0)
         lane = ev["lane_order"].to_numpy()
-        ok &= (lts <= end[kk]) & (lane[lrow] == lane[rows[kk]])
+        ok = (k >= 0) & (lane[lrow] == lane[rows[kk]])
         launched_us = np.bincount(kk[ok], weights=dur[gpu_rows][ok], minlength=len(rows))
         launched_n = np.bincount(kk[ok], minlength=len(rows))
         np.maximum.at(launched_end, kk[ok], (ts + dur)[gpu_rows][ok])
-    win_start, win_end = step_windows(trace, spans, links)
+    win_start, win_end = windows if windows is not None else step_windows(trace, spans, links,
+                                                                          gpu_rows=utilization.activity_rows)
     return pd.DataFrame({
         **_step_rows(ev, rows, source, start, end, gap, busy, launched_us, launched_n),
-        "window_end_us": _window_ends(trace, start, launched_end),
+        "window_end_us": _window_ends(trace, start, launched_end, utilization.activity_rows),
         "wall_us": win_end - win_start,
     })
 
 
-def _window_ends(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def _window_ends(trace: Trace, start: np.ndarray, end: np.ndarray, gpu: np.ndarray) -> np.ndarray:
     """Each step's window end: its CPU end (``end``: or the end of the GPU work it launched) or the
     next step's start, stretched over every GPU activity that starts by then (``_WINDOW_PASSES``)."""
     ev = trace.events
     out = np.maximum(end, np.r_[start[1:], end[-1:]]) if len(start) else end
-    gpu = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
     if not len(gpu):
         return out
     g_start = ev["ts_us"].to_numpy()[gpu]

@@ -33,11 +33,13 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from lab.analysis.columns import mask_in, mask_where, texts
-from lab.analysis.diagnoses.steps import StepSpans, step_spans
+from lab.analysis.columns import codes, mask_in, mask_where, texts
+from lab.analysis.diagnoses.common import ancestor_in
 from lab.analysis.gemm.kinds import is_gemm_kernel, is_gemm_op
-from lab.analysis.operators import Links, build_links
-from lab.analysis.steps import step_windows
+from lab.analysis.gpu import gpu_activity_rows
+from lab.analysis.intervals import merge_intervals
+from lab.analysis.operators import Links
+from lab.analysis.steps import step_of
 from lab.explain.classes import (
     CAUSES,
     COLLECTIVE_RANGE_PATTERN,
@@ -47,8 +49,9 @@ from lab.explain.classes import (
     kernel_class,
     op_class,
 )
+from lab.measure import Measures, measure
 from lab.trace import Trace
-from lab.vocab import ALLOCATOR_CALLS, GPU_ACTIVITY_CATS, LAUNCH_CATS, SYNC_NAMES
+from lab.vocab import ALLOCATOR_CALLS, LAUNCH_CATS, SYNC_NAMES
 
 __all__ = ["CAUSE_COLUMNS", "LONG_HOST_GAP_US", "SYNC_DRAIN_TOLERANCE_US", "Attribution", "attribute", "work_classes"]
 
@@ -57,12 +60,17 @@ _INDEX = {c.key: i for i, c in enumerate(CAUSES)}
 # A synchronize returns just after the GPU's last kernel ends; its end may be stamped a little
 # before that kernel's end (host and device clocks are aligned by Kineto, not identical).
 SYNC_DRAIN_TOLERANCE_US = 2.0
+_DISPATCH_SOURCES = 10  # the ops with the most dispatch time that ``dispatch_sources`` names
 # Host time in no op, in one piece, from which on it is not "Python between ops": CPython's work
 # between two eager ops (argument parsing, a module's __call__ and hooks) is 5–100 µs: the p99 of
 # the gaps is under 0.15 ms on every H200 recording in tests/data/explain, the longest one without
 # planted host work 0.79 ms (a DataLoader's next batch with workers), while a time.sleep, a log
 # write or a NumPy call runs for milliseconds (tests/data/heldout: a 6 ms sleep per step).
 LONG_HOST_GAP_US = 1000.0
+# Up to this many rows, a label's segments are set run by run (a loop over their merged runs);
+# above it, by one cumulative count over every segment (114 MB trace: 572k segments, ~3 ms a pass,
+# while most host labels — syncs, the profiler's events, the optimizer — cover a few runs).
+_FEW_ROWS = 512
 
 
 @dataclass(frozen=True)
@@ -111,40 +119,47 @@ class Attribution:
         return tot
 
 
-def work_classes(trace: Trace, links: Links) -> np.ndarray:
-    """Per event row, the work class index into ``CAUSES`` of its GPU activity (-1 elsewhere)."""
+def work_classes(trace: Trace, links: Links, gpu_rows: np.ndarray | None = None) -> np.ndarray:
+    """Per event row, the work class index into ``CAUSES`` of its GPU activity (-1 elsewhere).
+    ``gpu_rows``: ``Measures.gpu_rows`` when the caller has it."""
     ev = trace.events
     out = np.full(len(ev), -1, dtype=np.int64)
-    gpu = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    gpu = gpu_rows if gpu_rows is not None else gpu_activity_rows(trace)
     if not len(gpu):
         return out
-    names, cats = texts(ev["name"], gpu), texts(ev["cat"], gpu)
+    name_codes, name_text = codes(ev["name"])
+    cat_codes, cat_text = codes(ev["cat"])
     owner = links.owner[gpu]
-    owner_names = np.where(owner >= 0, texts(ev["name"], np.maximum(owner, 0)), "")
-    cache: dict[tuple[str, str, str], int] = {}
-    for i, key in enumerate(zip(names, cats, owner_names)):
-        hit = cache.get(key)
-        if hit is None:
-            name, cat, owner_name = key
-            owned = op_class(owner_name, is_gemm=is_gemm_op(owner_name)) if owner_name else "other_work"
-            hit = cache[key] = _INDEX[kernel_class(name, cat=cat, is_gemm=is_gemm_kernel(name), owner_class=owned)]
-        out[gpu[i]] = hit
+    owner_code = np.where(owner >= 0, name_codes[np.maximum(owner, 0)], -1)
+    # One class per distinct (kernel name, category, owner op name): classified once each, on codes.
+    width_name, width_cat = len(name_text) + 1, len(cat_text) + 1
+    key = ((name_codes[gpu] + 1) * width_name + (owner_code + 1)) * width_cat + (cat_codes[gpu] + 1)
+    uniques, inverse = np.unique(key, return_inverse=True)
+    classes = np.empty(len(uniques), dtype=np.int64)
+    for i, k in enumerate(uniques.tolist()):
+        rest, cat = divmod(k, width_cat)
+        name, owned_by = divmod(rest, width_name)
+        kernel, owner_name = str(name_text[name - 1]), str(name_text[owned_by - 1]) if owned_by else ""
+        owned = op_class(owner_name, is_gemm=is_gemm_op(owner_name)) if owner_name else "other_work"
+        classes[i] = _INDEX[kernel_class(kernel, cat=str(cat_text[cat - 1]), is_gemm=is_gemm_kernel(kernel),
+                                         owner_class=owned)]
+    out[gpu] = classes[inverse.reshape(-1)]
     return out
 
 
-def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | None = None,
-              classes: np.ndarray | None = None) -> Attribution:
-    """Attribute each step's wall time (the whole window's without steps) to causes. ``classes``:
-    ``work_classes(trace, links)`` when the caller has it."""
+def attribute(measured: Measures | Trace, *, classes: np.ndarray | None = None) -> Attribution:
+    """Attribute each step's wall time (the whole window's without steps) to causes, from the
+    trace's ``Measures`` (its steps, windows, GPU activity rows and links; a bare ``Trace`` is
+    measured first). ``classes``: ``work_classes(trace, links)`` when the caller has it."""
+    measures = measured if isinstance(measured, Measures) else measure(measured)
+    trace, links, spans = measures.trace, measures.links, measures.spans
     ev = trace.events
-    links = links if links is not None else build_links(trace)
-    spans = spans if spans is not None else step_spans(trace)
     ts, dur = ev["ts_us"].to_numpy(), ev["dur_us"].to_numpy()
     end = ts + dur
     host_lane = spans.lane_order if len(spans) else _busiest_cpu_lane(trace)
-    gpu_rows = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    gpu_rows = measures.gpu_rows
     if len(spans):
-        win_start, win_end = step_windows(trace, spans, links)
+        win_start, win_end = measures.window_start_us, measures.window_end_us
         names = (list(texts(ev["name"], spans.rows)) if spans.source == "ProfilerStep"
                  else [f"{spans.name} #{i + 1}" for i in range(len(spans))])
         source = spans.source
@@ -156,26 +171,24 @@ def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | No
     other_cpu = (np.flatnonzero(mask_in(ev["lane_kind"], ("cpu",)) & (ev["lane_order"].to_numpy() != host_lane)
                                 & (dur > 0)) if len(gpu_rows) else np.array([], int))
     syncs = on_host[mask_in(ev["name"], SYNC_NAMES)[on_host]] if len(on_host) else on_host
-    bounds = np.unique(np.concatenate([win_start, win_end, ts[gpu_rows], end[gpu_rows], ts[on_host], end[on_host],
-                                       end[syncs] + dur[syncs], ts[other_cpu], end[other_cpu]]))
-    bounds = bounds[(bounds >= win_start.min()) & (bounds <= win_end.max())]
-    if len(bounds) < 2:
-        bounds = np.array([float(win_start.min()), float(win_end.max())])
+    bnd = _Bounds.of(ts, end, np.concatenate([gpu_rows, on_host, other_cpu]),
+                     np.concatenate([win_start, win_end, end[syncs] + dur[syncs]]),
+                     lo=float(win_start.min()), hi=float(win_end.max()))
+    bounds = bnd.bounds
     seg_lo, seg_hi = bounds[:-1], bounds[1:]
     label = np.full(len(seg_lo), _INDEX["unrecorded"], dtype=np.int64)
-    classes = classes if classes is not None else work_classes(trace, links)
+    classes = classes if classes is not None else work_classes(trace, links, gpu_rows)
     busy = np.zeros(len(seg_lo), dtype=bool)
     for idx in sorted(set(classes[gpu_rows].tolist()), reverse=True):  # the first class in WORK_CLASSES wins
-        rows = gpu_rows[classes[gpu_rows] == idx]
-        hit = _covered(bounds, ts[rows], end[rows])
+        hit = bnd.covered(gpu_rows[classes[gpu_rows] == idx])
         label[hit] = idx
         busy |= hit
-    host = _host_labels(trace, on_host, bounds, ts, end, has_gpu=bool(len(gpu_rows)))
+    host = _host_labels(trace, on_host, bnd, links.parent, has_gpu=bool(len(gpu_rows)))
     label[~busy] = host[~busy]
-    _waiting_for_collectives(trace, host_lane, bounds, ts, end, busy, label)
+    _waiting_for_collectives(trace, host_lane, bnd, busy, label)
     if len(gpu_rows):
-        _work_on_other_threads(trace, other_cpu, bounds, ts, end, busy, label)
-    _long_host_gaps(trace, on_host, spans.rows if len(spans) else np.array([], int), bounds, ts, end, label)
+        _work_on_other_threads(trace, other_cpu, bnd, links.parent, busy, label)
+    _long_host_gaps(trace, on_host, spans.rows if len(spans) else np.array([], int), bnd, label)
     sources: dict[str, float] = {}
     if len(gpu_rows):
         _drained_by_sync(trace, syncs, seg_lo, seg_hi, busy, label, ts, end, links, sources)
@@ -184,41 +197,96 @@ def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | No
         source=source, host_lane=int(host_lane), has_gpu=bool(len(gpu_rows)),
         unknown=_unknowns(trace, gpu_rows, host_lane, has_steps=bool(len(spans))),
         sync_sources=tuple(sorted(sources.items(), key=lambda kv: -kv[1])),
-        dispatch_sources=_dispatch_sources(trace, on_host, bounds, label, ts, end, win_start, win_end),
+        dispatch_sources=_dispatch_sources(trace, on_host, bnd, links.parent, label, win_start, win_end),
     )
 
 
-def _covered(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Which segments (between consecutive ``bounds``) lie inside the union of [starts, ends).
-    Every start and end is one of the bounds (or outside them), so each interval covers a run of
-    whole segments: counted with one cumulative sum, not a search per segment."""
-    n = len(bounds)
-    if not len(starts):
-        return np.zeros(n - 1, dtype=bool)
-    lo = np.searchsorted(bounds, starts, side="left")
-    hi = np.searchsorted(bounds, ends, side="left")
-    depth = np.cumsum(np.bincount(lo, minlength=n + 1)[:n] - np.bincount(hi, minlength=n + 1)[:n])
-    return depth[:-1] > 0
+class _Bounds:
+    """The segment boundaries of one attribution, and where each event row starts and ends among
+    them: every start and end is one of the bounds (or outside them), so an event covers a run of
+    whole segments. Each row is searched for once, however many labels read it."""
+
+    def __init__(self, bounds: np.ndarray, ts: np.ndarray, end: np.ndarray):
+        self.bounds, self._ts, self._end = bounds, ts, end
+        self.lo = np.full(len(ts), -1, dtype=np.int64)
+        self.hi = np.full(len(ts), -1, dtype=np.int64)
+
+    @classmethod
+    def of(cls, ts: np.ndarray, end: np.ndarray, rows: np.ndarray, extra: np.ndarray, *, lo: float,
+           hi: float) -> _Bounds:
+        """The bounds: every start and end of ``rows`` and the ``extra`` instants inside [lo, hi]
+        (just lo and hi when fewer than two), with the rows already placed among them. One stable
+        argsort does both: one lane's rows come sorted by start, runs its merge sort takes whole
+        (a quarter of np.unique's time on the 114 MB trace), and the sorted order gives each
+        row's start and end their bound without a search."""
+        values = np.concatenate([ts[rows], end[rows], extra])
+        order = np.argsort(values, kind="stable")
+        ordered = values[order]
+        new = np.ones(len(ordered), dtype=bool)
+        new[1:] = ordered[1:] != ordered[:-1]
+        distinct = ordered[new]
+        first, stop = np.searchsorted(distinct, lo, side="left"), np.searchsorted(distinct, hi, side="right")
+        if stop - first < 2:
+            return cls(np.array([lo, hi]), ts, end)
+        out = cls(distinct[first:stop], ts, end)
+        at = np.empty(len(values), dtype=np.int64)
+        at[order] = np.cumsum(new) - 1
+        at = np.clip(at - first, 0, stop - first)  # outside [lo, hi]: before the first bound or past the last
+        out.lo[rows], out.hi[rows] = at[:len(rows)], at[len(rows):2 * len(rows)]
+        return out
+
+    def positions(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(first segment, one past the last) of each row: the bounds its start and end fall on."""
+        missing = rows[self.lo[rows] < 0]
+        if len(missing):
+            self.lo[missing] = np.searchsorted(self.bounds, self._ts[missing], side="left")
+            self.hi[missing] = np.searchsorted(self.bounds, self._end[missing], side="left")
+        return self.lo[rows], self.hi[rows]
+
+    def covered(self, rows: np.ndarray) -> np.ndarray:
+        """Which segments lie inside the union of the rows' [start, end)."""
+        n = len(self.bounds)
+        if not len(rows):
+            return np.zeros(n - 1, dtype=bool)
+        lo, hi = self.positions(rows)
+        if len(rows) <= _FEW_ROWS:  # a few intervals: set their runs, no pass over every segment
+            out = np.zeros(n - 1, dtype=bool)
+            for a, b in zip(*merge_intervals(lo, hi)):
+                out[int(a):int(b)] = True
+            return out
+        depth = np.cumsum(np.bincount(lo, minlength=n + 1)[:n] - np.bincount(hi, minlength=n + 1)[:n])
+        return depth[:-1] > 0
 
 
-def _innermost(mid: np.ndarray, rows: np.ndarray, ts: np.ndarray, end: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """For each segment midpoint, the innermost of ``rows`` (events of one lane) around it, -1 if none.
-    Events of one depth on one lane do not overlap, so each depth is one sorted search."""
-    out = np.full(len(mid), -1, dtype=np.int64)
-    for d in np.unique(depth[rows]):  # outermost first: deeper events overwrite
-        at = rows[depth[rows] == d]
-        at = at[np.argsort(ts[at], kind="stable")]
-        k = np.searchsorted(ts[at], mid, side="right") - 1
-        inside = (k >= 0) & (mid < end[at][np.maximum(k, 0)])
-        out[inside] = at[k[inside]]
+def _innermost(seg: np.ndarray, rows: np.ndarray, bnd: _Bounds, parent: np.ndarray) -> np.ndarray:
+    """For each segment index in ``seg``, the innermost of ``rows`` (properly nested events of one
+    lane) around it, -1 if none: the last of them to start at or before the segment, else its
+    nearest ancestor among ``rows`` that still covers the segment (one search, then a walk up)."""
+    out = np.full(len(seg), -1, dtype=np.int64)
+    if not len(rows) or not len(seg):
+        return out
+    lo, _ = bnd.positions(rows)
+    order = np.lexsort((np.arange(len(rows)), lo))
+    k = np.searchsorted(lo[order], seg, side="right") - 1
+    cand = np.where(k >= 0, rows[order][np.maximum(k, 0)], -1)
+    mine = np.zeros(len(parent), dtype=bool)
+    mine[rows] = True
+    live = np.flatnonzero(cand >= 0)
+    while len(live):
+        c = cand[live]
+        ok = bnd.hi[c] > seg[live]
+        out[live[ok]] = c[ok]
+        live = live[~ok]
+        cand[live] = ancestor_in(parent, mine, cand[live])  # only the candidates that ended walk up
+        live = live[cand[live] >= 0]
     return out
 
 
-def _host_labels(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, ts: np.ndarray, end: np.ndarray, *,
+def _host_labels(trace: Trace, on_host: np.ndarray, bnd: _Bounds, parent: np.ndarray, *,
                  has_gpu: bool) -> np.ndarray:
     """Each segment's host cause from the host thread's events (``HOST_CAUSES``, first wins)."""
     ev = trace.events
-    label = np.full(len(bounds) - 1, _INDEX["unrecorded"], dtype=np.int64)
+    label = np.full(len(bnd.bounds) - 1, _INDEX["unrecorded"], dtype=np.int64)
     if not len(on_host):
         return label
     cat = ev["cat"]
@@ -234,14 +302,11 @@ def _host_labels(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, ts: np.n
         ("sync", mask_in(name, SYNC_NAMES)),
         ("profiler", mask_in(cat, ("overhead",))),
     )
-    host_mask = np.zeros(len(ev), dtype=bool)
-    host_mask[on_host] = True
     for key, mask in kinds:
-        rows = np.flatnonzero(mask & host_mask)
-        label[_covered(bounds, ts[rows], end[rows])] = _INDEX[key]
+        label[bnd.covered(on_host[mask[on_host]])] = _INDEX[key]
     if not has_gpu:  # a CPU trace: an op's own time is its work, by the innermost op's class
-        ops = np.flatnonzero(mask_in(cat, ("cpu_op",)) & host_mask)
-        inner = _innermost((bounds[:-1] + bounds[1:]) / 2, ops, ts, end, ev["depth"].to_numpy())
+        ops = on_host[mask_in(cat, ("cpu_op",))[on_host]]
+        inner = _innermost(np.arange(len(label)), ops, bnd, parent)
         at = np.flatnonzero((label == _INDEX["dispatch"]) & (inner >= 0))
         op_names = texts(name, inner[at])
         cls = {n: _INDEX[op_class(n, is_gemm=is_gemm_op(n))] for n in set(op_names.tolist())}
@@ -249,8 +314,8 @@ def _host_labels(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, ts: np.n
     return label
 
 
-def _waiting_for_collectives(trace: Trace, host_lane: int, bounds: np.ndarray, ts: np.ndarray, end: np.ndarray,
-                             busy: np.ndarray, label: np.ndarray) -> None:
+def _waiting_for_collectives(trace: Trace, host_lane: int, bnd: _Bounds, busy: np.ndarray,
+                             label: np.ndarray) -> None:
     """Time the step's thread spends in no op (Python, nothing recorded) while a collective runs on
     another thread (gloo's all_reduce on its own thread, the DDP reducer waiting for it) is
     communication: the rank waits for its peers there."""
@@ -259,27 +324,27 @@ def _waiting_for_collectives(trace: Trace, host_lane: int, bounds: np.ndarray, t
     rows = np.flatnonzero(other & mask_where(ev["name"], lambda n: bool(COLLECTIVE_RANGE_PATTERN.search(n))))
     if not len(rows):
         return
-    waiting = _covered(bounds, ts[rows], end[rows]) & ~busy
+    waiting = bnd.covered(rows) & ~busy
     waiting &= np.isin(label, [_INDEX["python"], _INDEX["unrecorded"]])
     label[waiting] = _INDEX["communication"]
 
 
-def _work_on_other_threads(trace: Trace, other: np.ndarray, bounds: np.ndarray, ts: np.ndarray, end: np.ndarray,
-                           busy: np.ndarray, label: np.ndarray) -> None:
+def _work_on_other_threads(trace: Trace, other: np.ndarray, bnd: _Bounds, parent: np.ndarray, busy: np.ndarray,
+                           label: np.ndarray) -> None:
     """GPU idle while the step's thread is in no op (blocked in ``loss.backward()``, joining a
     thread) but another thread of the program works: that thread's work is what the GPU waits for.
     autograd runs a CUDA backward's ops on its own device thread, so without this a training
     step's backward would read as "Python between ops" on the step's thread."""
     if not len(other):
         return
-    theirs = _host_labels(trace, other, bounds, ts, end, has_gpu=True)
+    theirs = _host_labels(trace, other, bnd, parent, has_gpu=True)
     gap = np.isin(label, [_INDEX["python"], _INDEX["unrecorded"]])
     take = ~busy & gap & ~np.isin(theirs, [_INDEX["python"], _INDEX["unrecorded"]])
     label[take] = theirs[take]
 
 
-def _long_host_gaps(trace: Trace, on_host: np.ndarray, step_rows: np.ndarray, bounds: np.ndarray, ts: np.ndarray,
-                    end: np.ndarray, label: np.ndarray) -> None:
+def _long_host_gaps(trace: Trace, on_host: np.ndarray, step_rows: np.ndarray, bnd: _Bounds,
+                    label: np.ndarray) -> None:
     """A stretch of "Python between ops" of at least ``LONG_HOST_GAP_US`` in one piece, inside the
     step and nothing else, is host time no recorded event explains (a sleep, I/O, logging, NumPy):
     CPython's own work between two eager ops is tens of µs, so a graph or fusion would not recover
@@ -292,10 +357,10 @@ def _long_host_gaps(trace: Trace, on_host: np.ndarray, step_rows: np.ndarray, bo
     named = on_host[mask_in(cat, ("python_function", "user_annotation"))[on_host]]
     named = named[~np.isin(named, step_rows)]
     if len(named):
-        gap &= ~_covered(bounds, ts[named], end[named])
+        gap &= ~bnd.covered(named)
     starts = gap & ~np.concatenate(([False], gap[:-1]))
     run = np.cumsum(starts) - 1
-    seg = np.diff(bounds)
+    seg = np.diff(bnd.bounds)
     length = np.bincount(run[gap], weights=seg[gap])
     long_run = np.zeros(len(gap), dtype=bool)
     long_run[gap] = length[run[gap]] >= LONG_HOST_GAP_US
@@ -315,17 +380,24 @@ def _drained_by_sync(trace: Trace, syncs: np.ndarray, seg_lo: np.ndarray, seg_hi
         return
     syncs = syncs[np.argsort(end[syncs], kind="stable")]
     sync_end, sync_wait = end[syncs], end[syncs] - ts[syncs]
-    idle = ~busy
-    new_gap = idle & np.concatenate(([True], busy[:-1]))
-    gap_id = np.cumsum(new_gap) - 1
-    gap_start = seg_lo[new_gap][np.maximum(gap_id, 0)]
-    k = np.searchsorted(sync_end, seg_lo, side="right") - 1
-    last_end = np.where(k >= 0, sync_end[np.maximum(k, 0)], -np.inf)
-    last_wait = np.where(k >= 0, sync_wait[np.maximum(k, 0)], 0.0)
-    movable = np.isin(label, [_INDEX["launch"], _INDEX["dispatch"], _INDEX["python"], _INDEX["unrecorded"]])
-    drained = (idle & movable & (last_end >= gap_start - SYNC_DRAIN_TOLERANCE_US)
-               & (seg_hi <= last_end + last_wait + 1e-9))
-    label[drained] = _INDEX["sync"]
+    gaps = np.flatnonzero(~busy & np.concatenate(([True], busy[:-1])))  # where each idle stretch begins
+    # Only a segment inside [a sync's end, its end + its wait] can drain (the latest sync before it
+    # is that one or a later one, whose stretch holds it too): those few runs, not every segment.
+    first = np.searchsorted(seg_lo, sync_end, side="left")
+    stop = np.searchsorted(seg_hi, sync_end + sync_wait + 1e-9, side="right")
+    run_lo, run_hi = merge_intervals(first[stop > first], stop[stop > first])
+    run_lo, run_hi = run_lo.astype(np.int64), run_hi.astype(np.int64)
+    if len(gaps) and len(run_lo):
+        size = run_hi - run_lo
+        at = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size - run_lo, size)
+        gap_start = seg_lo[gaps[np.maximum(np.searchsorted(gaps, at, side="right") - 1, 0)]]
+        k = np.searchsorted(sync_end, seg_lo[at], side="right") - 1
+        last_end = np.where(k >= 0, sync_end[np.maximum(k, 0)], -np.inf)
+        last_wait = np.where(k >= 0, sync_wait[np.maximum(k, 0)], 0.0)
+        movable = np.isin(label[at], [_INDEX["launch"], _INDEX["dispatch"], _INDEX["python"], _INDEX["unrecorded"]])
+        drained = (~busy[at] & movable & (last_end >= gap_start - SYNC_DRAIN_TOLERANCE_US)
+                   & (seg_hi[at] <= last_end + last_wait + 1e-9))
+        label[at[drained]] = _INDEX["sync"]
     # By source: the op that called the latest sync begun at or before each sync segment
     # (syncs on one thread do not overlap, so ordered by end they are ordered by start).
     is_sync = np.flatnonzero(label == _INDEX["sync"])
@@ -339,9 +411,8 @@ def _drained_by_sync(trace: Trace, syncs: np.ndarray, seg_lo: np.ndarray, seg_hi
         sources[str(w)] = sources.get(str(w), 0.0) + float(us)
 
 
-def _dispatch_sources(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, label: np.ndarray, ts: np.ndarray,
-                      end: np.ndarray, win_start: np.ndarray, win_end: np.ndarray
-                      ) -> tuple[tuple[str, float, float], ...]:
+def _dispatch_sources(trace: Trace, on_host: np.ndarray, bnd: _Bounds, parent: np.ndarray, label: np.ndarray,
+                      win_start: np.ndarray, win_end: np.ndarray) -> tuple[tuple[str, float, float], ...]:
     """Dispatch time by the innermost op around it: per op, the median over the windows of its µs
     and of its calls (a cold first step, cuBLAS's first call, does not make an op slow)."""
     ev = trace.events
@@ -349,30 +420,45 @@ def _dispatch_sources(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, lab
     if not len(at) or not len(on_host):
         return ()
     ops = on_host[mask_in(ev["cat"], ("cpu_op",))[on_host]]
-    inner = _innermost((bounds[at] + bounds[at + 1]) / 2, ops, ts, end, ev["depth"].to_numpy())
+    inner = _innermost(at, ops, bnd, parent)
     ok = inner >= 0
-    n_win = len(win_start)
+    bounds, ts, n_win = bnd.bounds, ev["ts_us"].to_numpy(), len(win_start)
+    name_codes, name_text = codes(ev["name"])  # grouped on integer codes, not on strings
+    seg_w = step_of(win_start, win_end, bounds[at][ok])
+    keep = seg_w >= 0
+    seg_name, seg_us = name_codes[inner[ok]][keep], (bounds[at + 1][ok] - bounds[at][ok])[keep]
+    if not len(seg_name):
+        return ()
+    call_w = step_of(win_start, win_end, ts[ops])
+    call_name = name_codes[ops][call_w >= 0]
+    names, seg_id = np.unique(seg_name, return_inverse=True)  # only ops that have dispatch time
+    size = len(names) * n_win  # per (op, window) sums by one bincount each
+    us = np.bincount(seg_id.reshape(-1) * n_win + seg_w[keep], weights=seg_us, minlength=size).reshape(-1, n_win)
+    pos = np.searchsorted(names, call_name)
+    hit = (pos < len(names)) & (names[np.minimum(pos, len(names) - 1)] == call_name)
+    n = np.bincount(pos[hit] * n_win + call_w[call_w >= 0][hit], minlength=size).reshape(-1, n_win).astype(float)
+    med_us, med_calls = np.median(us, axis=1), np.median(n, axis=1)
+    top = [i for i in np.argsort(-med_us, kind="stable")[:_DISPATCH_SOURCES] if med_us[i] > 0]
+    return tuple((str(name_text[names[i]]), float(med_us[i]), float(med_calls[i])) for i in top)
 
-    def window_of(t: np.ndarray) -> np.ndarray:
-        w = np.searchsorted(win_start, t, side="right") - 1
-        return np.where((w >= 0) & (t < win_end[np.maximum(w, 0)]), w, -1)
 
-    seg = pd.DataFrame({"name": texts(ev["name"], inner[ok]), "w": window_of(bounds[at][ok]),
-                        "us": bounds[at + 1][ok] - bounds[at][ok]})
-    seg = seg[seg["w"] >= 0]
-    calls = pd.DataFrame({"name": texts(ev["name"], ops), "w": window_of(ts[ops])})
-    calls = calls[calls["w"] >= 0]
-    us = seg.groupby(["name", "w"])["us"].sum().unstack(fill_value=0.0).reindex(columns=range(n_win), fill_value=0.0)
-    n = calls.groupby(["name", "w"]).size().unstack(fill_value=0).reindex(columns=range(n_win), fill_value=0)
-    med_us = us.median(axis=1).sort_values(ascending=False).head(10)
-    med_calls = n.median(axis=1)
-    return tuple((str(name), float(v), float(med_calls.get(name, 0.0))) for name, v in med_us.items() if v > 0)
+def _window_of_segments(seg_lo: np.ndarray, win_start: np.ndarray, win_end: np.ndarray) -> np.ndarray:
+    """``step_of`` for the (sorted) segment starts: windows that follow one another without
+    overlap hold runs of segments, found by two searches per window instead of one per segment."""
+    if len(win_start) > 1 and not ((np.diff(win_start) >= 0).all() and (win_start[1:] >= win_end[:-1]).all()):
+        return step_of(win_start, win_end, seg_lo)
+    first = np.searchsorted(seg_lo, win_start, side="left")
+    size = np.maximum(np.searchsorted(seg_lo, win_end, side="left") - first, 0)
+    out = np.full(len(seg_lo), -1, dtype=np.int64)
+    at = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size - first, size)
+    out[at] = np.repeat(np.arange(len(win_start)), size)
+    return out
 
 
 def _per_window(seg_lo: np.ndarray, seg_hi: np.ndarray, label: np.ndarray, win_start: np.ndarray,
                 win_end: np.ndarray, names: list[str]) -> pd.DataFrame:
-    w = np.searchsorted(win_start, seg_lo, side="right") - 1
-    inside = (w >= 0) & (seg_lo < win_end[np.maximum(w, 0)])
+    w = _window_of_segments(seg_lo, win_start, win_end)
+    inside = w >= 0
     n_win, n_cause = len(win_start), len(CAUSES)
     sums = np.bincount(w[inside] * n_cause + label[inside], weights=(seg_hi - seg_lo)[inside],
                        minlength=n_win * n_cause).reshape(n_win, n_cause)
@@ -400,7 +486,9 @@ def _unknowns(trace: Trace, gpu_rows: np.ndarray, host_lane: int, *, has_steps: 
     if not has_steps:
         out.append("no steps: the whole trace is one window (profile with a schedule and prof.step(), or wrap each "
                    "iteration in one record_function, for a bar per step)")
-    if len(trace.events) and not (trace.events["input_dims"].astype(str) != "").any():
+    dims_codes, dims_text = codes(trace.events["input_dims"])
+    present = np.bincount(dims_codes + 1, minlength=len(dims_text)) > 0  # [0]: missing, [i + 1]: dims_text[i]
+    if len(trace.events) and not (present & np.r_[False, dims_text[:-1].astype(str) != ""]).any():
         out.append("no shapes recorded: ops cannot be put against their roof (profile with record_shapes=True)")
     if host_lane < 0:
         out.append("no CPU thread recorded: the GPU's idle time cannot be explained")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from lab.vocab import (  # the names torch writes, defined once
     COLLECTIVE_RANGE_PATTERN,
     COMPILE_PATTERN,
+    GPU_COPY_CATS,
     INPUT_PIPELINE_PATTERN,
     OPTIMIZER_PATTERN,
 )
@@ -134,7 +135,7 @@ def op_class(name: str, *, is_gemm: bool) -> str:
 def kernel_class(name: str, *, cat: str, is_gemm: bool, owner_class: str) -> str:
     """The class of one GPU activity: copies and memsets by their category, GEMMs by their
     kernel's name, then the class of the op that launched it, then the kernel's own name."""
-    if cat in ("gpu_memcpy", "gpu_memset"):
+    if cat in GPU_COPY_CATS:
         return "copy"
     if is_gemm:
         return "gemm"

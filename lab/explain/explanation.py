@@ -1,5 +1,5 @@
 """``explain``: a trace's attribution, outlier steps, op roofs and the launch facts the findings
-need, computed once per trace (``lab.analysis.analyze`` calls it with what it already has)."""
+need, computed once per trace from its ``Measures`` (``lab.measure``)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,14 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.columns import mask_in, mask_where, texts
-from lab.analysis.diagnoses.steps import StepSpans, step_spans
-from lab.analysis.operators import Links, build_links
+from lab.analysis.operators import Links
 from lab.core.devices import DevicePeak
 from lab.explain.attribution import Attribution, attribute, work_classes
 from lab.explain.classes import OPTIMIZER_PATTERN
 from lab.explain.outliers import Outlier, outlier_steps
 from lab.explain.roofs import op_roofs
+from lab.measure import Measures, measure
 from lab.trace import Trace
-from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = ["Explanation", "LaunchFacts", "explain"]
 
@@ -46,20 +45,20 @@ class Explanation:
     peak: DevicePeak | None
 
 
-def explain(trace: Trace, *, links: Links | None = None, spans: StepSpans | None = None,
-            peak: DevicePeak | None = None) -> Explanation:
-    links = links if links is not None else build_links(trace)
-    spans = spans if spans is not None else step_spans(trace)
-    classes = work_classes(trace, links)
-    attribution = attribute(trace, links=links, spans=spans, classes=classes)
+def explain(source: Measures | Trace, *, peak: DevicePeak | None = None) -> Explanation:
+    """``source``'s attribution, outlier steps, op roofs and launch facts, read from its
+    ``Measures`` (``lab.measure.measure``; a bare ``Trace`` is measured first, with ``peak``)."""
+    measures = source if isinstance(source, Measures) else measure(source, peak=peak)
+    trace, links, gpu, peak = measures.trace, measures.links, measures.gpu_rows, measures.peak
+    classes = work_classes(trace, links, gpu)
+    attribution = attribute(measures, classes=classes)
     return Explanation(attribution=attribution, outliers=outlier_steps(attribution),
-                       roofs=op_roofs(trace, links=links, peak=peak, classes=classes),
-                       launches=_launch_facts(trace, links), peak=peak)
+                       roofs=op_roofs(trace, links=links, peak=peak, classes=classes, gpu_rows=gpu),
+                       launches=_launch_facts(trace, links, gpu), peak=peak)
 
 
-def _launch_facts(trace: Trace, links: Links) -> LaunchFacts:
+def _launch_facts(trace: Trace, links: Links, gpu: np.ndarray) -> LaunchFacts:
     ev = trace.events
-    gpu = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
     dur = ev["dur_us"].to_numpy()
     kernels = gpu[mask_in(ev["cat"], ("kernel",))[gpu]]
     opt_rows = np.flatnonzero(mask_where(ev["name"], lambda n: bool(OPTIMIZER_PATTERN.search(n))))

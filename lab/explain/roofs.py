@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lab.analysis.columns import codes, mask_in
+from lab.analysis.columns import codes
 from lab.analysis.gemm.bound import (
     LATENCY_BOUND,
     LATENCY_FRACTION,
@@ -23,13 +23,13 @@ from lab.analysis.gemm.bound import (
     bound_of,
     pct_of_roof,
 )
+from lab.analysis.gpu import gpu_activity_rows
 from lab.analysis.operators import Links
 from lab.core.devices import DevicePeak
 from lab.explain.attribution import work_classes
 from lab.explain.classes import CAUSES
 from lab.explain.op_work import op_work
 from lab.trace import Trace
-from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = ["ABOVE_ROOF_PCT", "ROOF_COLUMNS", "op_roofs"]
 
@@ -40,16 +40,17 @@ ROOF_COLUMNS = ("name", "input_dims", "input_type", "op_class", "dtype", "calls"
 ABOVE_ROOF_PCT = 110.0
 
 
-def op_roofs(trace: Trace, *, links: Links, peak: DevicePeak | None, classes: np.ndarray | None = None
-             ) -> pd.DataFrame:
+def op_roofs(trace: Trace, *, links: Links, peak: DevicePeak | None, classes: np.ndarray | None = None,
+             gpu_rows: np.ndarray | None = None) -> pd.DataFrame:
     """One row per op (name, shapes, types) that owns GPU work, longest GPU time first.
-    ``classes``: ``work_classes(trace, links)`` when the caller has it."""
+    ``classes`` and ``gpu_rows``: ``work_classes(trace, links)`` and ``Measures.gpu_rows`` when the
+    caller has them."""
     ev = trace.events
-    gpu = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    gpu = gpu_rows if gpu_rows is not None else gpu_activity_rows(trace)
     owned = gpu[links.owner[gpu] >= 0]
     if not len(owned):
         return pd.DataFrame({c: [] for c in ROOF_COLUMNS})
-    classes = classes if classes is not None else work_classes(trace, links)
+    classes = classes if classes is not None else work_classes(trace, links, gpu)
     owner = links.owner[owned]
     keys = ("name", "input_dims", "input_type")
     cats = {k: codes(ev[k]) for k in keys}  # integer codes: grouping on them, not on strings

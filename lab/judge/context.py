@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lab.analysis.columns import mask_in
+from lab.analysis.columns import gpu_activity_mask
 from lab.analysis.diagnoses.capture import EmptyCapture, ProfilerInflation
 from lab.analysis.diagnoses.comm import COMM_BOUND_PCT, Collectives
 from lab.analysis.diagnoses.graphs import GraphReplays
@@ -23,7 +23,6 @@ from lab.judge.finding import MATERIAL_PCT, Finding
 from lab.judge.gemm_facts import GemmFacts, gemm_facts
 from lab.trace import Trace
 from lab.units import fmt_us
-from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = ["CONTEXT_RULES", "GRAPH_KERNELS_PCT", "LEADING_RULES", "QUIET_FALLBACK_RULES", "TraceContext",
            "context_of", "graphs_replace_launches"]
@@ -62,7 +61,7 @@ def context_of(trace: Trace, analysis: Any) -> TraceContext:
     without GPU activity are silent on one with it, so its CUDA calls are counted only when it has
     none (``gpu_use`` reads every runtime call's name: 286k events on the largest corpus trace)."""
     f = analysis.findings
-    active = bool(mask_in(trace.events["cat"], GPU_ACTIVITY_CATS).any())
+    active = bool(gpu_activity_mask(trace).any())
     return TraceContext(use=None if active else gpu_use(trace), empty=f.empty_capture, collectives=f.collectives,
                         graphs=f.graphs, memory=analysis.memory, cpu_self_us=host_work_us(analysis.operators),
                         inflation=f.inflation, trace=trace, analysis=analysis, gemm=gemm_facts(trace, analysis),

@@ -21,6 +21,7 @@ from lab.judge.gemm_rules import GEMM_RULES
 from lab.judge.memory_rules import MEMORY_RULES
 from lab.judge.rules import RULES
 from lab.judge.trace_rules import TRACE_RULES
+from lab.measure import measure
 from lab.trace import Trace
 from lab.units import fmt_us
 
@@ -75,9 +76,9 @@ def judge(explanation: Explanation, *, context: TraceContext | None = None) -> J
 
 def judge_trace(trace: Trace, analysis: Any, explanation: Explanation | None = None) -> Judgement:
     """``judge`` with the trace's context, for an analysed trace (``lab.analysis.Analysis``): the
-    explanation made from the analysis's links, steps and peak unless given."""
+    explanation made from the analysis's ``Measures`` unless given."""
     if explanation is None:
-        explanation = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
+        explanation = explain(measure(trace, analysis=analysis))
     return judge(explanation, context=context_of(trace, analysis))
 
 

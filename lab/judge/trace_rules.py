@@ -11,13 +11,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from lab.analysis.columns import mask_in, mask_where, texts
+from lab.analysis.columns import gpu_activity_rows, mask_in, mask_where, texts
 from lab.analysis.gemm.kinds import is_gemm_kernel
 from lab.explain.explanation import Explanation
 from lab.judge.context import TraceContext
 from lab.judge.finding import NOTE, Finding
 from lab.units import fmt_us
-from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = ["ADD_OPS", "TRACE_RULES", "annotation_over_100_pct", "profiler_overhead_event", "steps_overlapping",
            "unfused_bias_add"]
@@ -38,7 +37,7 @@ def _bias_adds(ctx: TraceContext) -> tuple[np.ndarray, np.ndarray] | None:
     if trace is None or analysis is None:
         return None
     ev = trace.events
-    rows = np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS))
+    rows = gpu_activity_rows(trace)
     if len(rows) < 2:
         return None
     gemm_kernels = set(analysis.gemm["kernel"]) if len(analysis.gemm) else set()

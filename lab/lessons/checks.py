@@ -18,6 +18,7 @@ from lab.analysis.figures import work_per_step
 from lab.explain import Explanation, cause, explain
 from lab.judge import Judgement, judge_trace
 from lab.lessons.schema import Signal
+from lab.measure import measure
 from lab.trace.load import Trace
 from lab.vocab import ADD_KERNEL_NAMES
 
@@ -60,8 +61,7 @@ def all_on_gpu(runs: list[Run]) -> bool:
 
 def explanation_of(run: Run) -> Explanation:
     """The run's explanation, from its analysis's links, steps and peak (as the readers make it)."""
-    analysis = run.analysis
-    return explain(run.trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
+    return explain(measure(run.trace, analysis=run.analysis))
 
 
 def judgement_of(run: Run) -> Judgement:

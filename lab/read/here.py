@@ -33,17 +33,17 @@ def parse(source, *, settings: HostSettings, config: RunConfig | None = None, pe
           on_stage: Callable[[str], None] | None = None) -> Parsed:
     """``source`` (bytes, a buffer or a path) parsed, analysed, explained and judged: the
     ``Parsed`` a reader sends back. ``on_stage("analysing")`` is called between the two."""
-    from lab.analysis import analyze
     from lab.explain import explain
     from lab.judge import judge_trace
+    from lab.measure import measure
     from lab.trace import load_trace
 
     trace = load_trace(source, settings=settings)
     del source
     if on_stage is not None:
         on_stage("analysing")
-    analysis = analyze(trace, peak=peak, config=config)
-    explanation = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
+    measures = measure(trace, peak=peak, config=config)
+    analysis, explanation = measures.analysis, explain(measures)
     return Parsed(trace=trace, analysis=analysis, explanation=explanation,
                   judgement=judge_trace(trace, analysis, explanation))
 
@@ -53,13 +53,15 @@ def summarize_rank(path: str, settings: HostSettings) -> RankSummary:
     sends back for ``ReadRequest(rank_of_job=…)`` and a Ray task for a rank."""
     from dataclasses import replace
 
-    from lab.analysis import analyze, rank_summary
+    from lab.analysis import rank_summary
     from lab.explain import attribute
+    from lab.measure import measure
     from lab.trace import load_trace
 
     trace = load_trace(path, settings=settings)
-    analysis = analyze(trace)
-    causes = attribute(trace, links=analysis.links, spans=analysis.findings.steps).median_us()
+    measures = measure(trace)
+    analysis = measures.analysis
+    causes = attribute(measures).median_us()
     return replace(rank_summary(trace, os.path.basename(path), analysis), causes=causes)
 
 

@@ -106,7 +106,8 @@ def _rank_causes(given: JobInput) -> list | None:
     if not given.analyses or len(given.analyses) != len(given.traces):
         return None
     explain = importlib.import_module("lab.explain")
-    return [explain.attribute(t, links=a.links, spans=a.findings.steps).median_us()
+    measure = importlib.import_module("lab.measure").measure
+    return [explain.attribute(measure(t, analysis=a)).median_us()
             for t, a in zip(given.traces, given.analyses, strict=True)]
 
 

@@ -21,7 +21,7 @@ from lab.analysis.gpu import GPU_BOUND_BUSY_PCT
 from lab.lessons.checks import judgement_of
 from lab.lessons.schema import Answer, Band, Question, Where, band_of
 from lab.units import fmt_mem_bytes, fmt_pct, fmt_us
-from lab.vocab import GPU_ACTIVITY_CATS, PROFILER_STEP_PREFIX
+from lab.vocab import PROFILER_STEP_PREFIX
 
 __all__ = ["OWN_LESSON", "OWN_QUESTION_TEXTS", "own_answers", "own_questions"]
 
@@ -118,7 +118,7 @@ def _gpu_busy(runs: Sequence[Run]) -> Answer:
     run = runs[0]
     util = run.analysis.utilization
     pct = float(util.active_busy_pct)
-    rows = np.flatnonzero(run.trace.events["cat"].astype(str).isin(list(GPU_ACTIVITY_CATS)).to_numpy())
+    rows = util.activity_rows
     return Answer(choice=band_of(pct, _HALF), measured=pct,
                   measured_text=(f"GPU busy {fmt_pct(pct)} of its active window ({fmt_us(util.busy_us)} of "
                                  f"{fmt_us(util.active_span_us)})"),
@@ -144,7 +144,7 @@ def _bound(runs: Sequence[Run]) -> Answer:
     util = run.analysis.utilization
     pct = float(util.active_busy_pct)
     delay = run.analysis.launches.delay_median_us
-    rows = np.flatnonzero(run.trace.events["cat"].astype(str).isin(list(GPU_ACTIVITY_CATS)).to_numpy())
+    rows = util.activity_rows
     return Answer(choice=band_of(pct, _BOUND), measured=pct,
                   measured_text=(f"GPU busy {fmt_pct(pct)} of its active window (the line is "
                                  f"{GPU_BOUND_BUSY_PCT:.0f} %), median launch delay {fmt_us(delay)}; "

@@ -16,6 +16,7 @@ from lab.analysis import Analysis, Comparison, analyze, compare_analyses, device
 from lab.analysis.operators import host_work_us
 from lab.explain import Explanation, explain
 from lab.judge import Judgement, judge_trace
+from lab.measure import measure
 from lab.stats import median as _median
 from lab.trace.load import Trace
 from lab.units import fmt_pct, fmt_tflops, fmt_us
@@ -57,7 +58,7 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None, explanation:
     findings are ``explained.findings``: the judged ones, largest saving first."""
     analysis = analysis or analyze(trace)
     if explanation is None:
-        explanation = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
+        explanation = explain(measure(trace, analysis=analysis))
     judgement = judgement if judgement is not None else judge_trace(trace, analysis, explanation)
     ev = trace.events
     by_category = _by_category(trace)

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lab.analysis.columns import gpu_activity_mask
 from lab.analysis.diagnoses.common import covered_us, mask_in, mask_where, merge_intervals, pct, texts
 from lab.trace import Trace
-from lab.vocab import GPU_ACTIVITY_CATS, PROFILER_STEP_PREFIX, is_launch_call
+from lab.vocab import PROFILER_STEP_PREFIX, is_launch_call
 
 __all__ = [
     "EMPTY_MAX_OPS", "EmptyCapture", "ProfilerInflation", "capture_explains_missing_gpu",
@@ -76,7 +77,7 @@ def find_empty_capture(trace: Trace) -> EmptyCapture | None:
     """The trace holds (almost) no op and no GPU activity; None when it captured a program."""
     ev = trace.events
     ops = _op_mask(trace)
-    gpu = int(mask_in(ev["cat"], GPU_ACTIVITY_CATS).sum())
+    gpu = int(gpu_activity_mask(trace).sum())
     if int(ops.sum()) > EMPTY_MAX_OPS or gpu:
         return None
     steps = np.flatnonzero(mask_where(ev["name"], lambda n: n.startswith(PROFILER_STEP_PREFIX)))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lab.analysis.columns import gpu_activity_mask
 from lab.analysis.diagnoses.common import (
     ancestor_in,
     covered_us,
@@ -32,7 +33,6 @@ from lab.analysis.diagnoses.common import (
 )
 from lab.analysis.diagnoses.steps import StepSpans, step_spans
 from lab.trace import Trace
-from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = [
     "COMM_BOUND_PCT", "COMM_KERNEL_PATTERN", "COMM_OP_PREFIXES", "COMM_LOW_OVERLAP_PCT", "COMM_WARN_PCT", "Collectives",
@@ -110,7 +110,7 @@ def _comm_gpu_rows(trace: Trace, op_rows: np.ndarray) -> np.ndarray:
     nccl = np.flatnonzero(mask_in(ev["cat"], ("kernel",)) & mask_where(ev["name"], COMM_KERNEL_PATTERN.search))
     flows = trace.flows
     grows, lrows = flows["gpu_row"].to_numpy(), flows["launch_row"].to_numpy()
-    keep = mask_in(ev["cat"], GPU_ACTIVITY_CATS)[grows]
+    keep = gpu_activity_mask(trace)[grows]
     grows, lrows = grows[keep], lrows[keep]
     if len(op_rows) and len(lrows):
         is_comm = np.zeros(len(ev), dtype=bool)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from lab.analysis.columns import mask_in, mask_where, parent_rows, texts
+from lab.analysis.columns import gpu_activity_rows, mask_in, mask_where, parent_rows, texts
 from lab.analysis.intervals import covered_us, merge_intervals
 from lab.trace import Trace
-from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = [
     "GpuBusy", "covered_us", "ancestor_in", "gpu_busy", "intersect_us",
@@ -58,10 +57,11 @@ class GpuBusy:
 
 
 def gpu_busy(trace: Trace, rows: np.ndarray | None = None) -> GpuBusy:
-    """GPU busy intervals of ``rows`` (default: all GPU activity) — core.gpu_utilization's union."""
+    """GPU busy intervals of ``rows`` (default: all GPU activity, ``lab.analysis.gpu.gpu_activity_rows``)
+    — ``gpu_utilization``'s union (``merge_intervals``)."""
     ev = trace.events
     if rows is None:
-        rows = rows_in(trace, "cat", GPU_ACTIVITY_CATS)
+        rows = gpu_activity_rows(trace)
     s = ev["ts_us"].to_numpy()[rows]
     e = s + ev["dur_us"].to_numpy()[rows]
     ms, me = merge_intervals(s, e)

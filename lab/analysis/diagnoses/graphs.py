@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lab.analysis.columns import gpu_activity_mask
 from lab.analysis.diagnoses.common import gpu_busy, mask_in, mask_where, merge_intervals, pct
 from lab.analysis.diagnoses.steps import StepSpans, step_spans
 from lab.trace import Trace
-from lab.vocab import GPU_ACTIVITY_CATS, LAUNCH_CATS
+from lab.vocab import LAUNCH_CATS
 
 __all__ = ["GRAPH_LAUNCH_PREFIXES", "GraphReplays", "find_graph_replays", "graph_launch_rows", "graph_replay_rows"]
 
@@ -55,7 +56,7 @@ def _replay_pairs(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     launches = graph_launch_rows(trace)
     flows = trace.flows
     lrows, grows = flows["launch_row"].to_numpy(), flows["gpu_row"].to_numpy()
-    keep = np.isin(lrows, launches) & mask_in(trace.events["cat"], GPU_ACTIVITY_CATS)[grows]
+    keep = np.isin(lrows, launches) & gpu_activity_mask(trace)[grows]
     lrows, grows = lrows[keep], grows[keep]
     order = np.lexsort((trace.events["ts_us"].to_numpy()[grows], lrows))
     return lrows[order], grows[order]

@@ -47,7 +47,6 @@ from lab.analysis.figures.first_step import (
 )
 from lab.analysis.figures.steps import (
     CALL_CATS,
-    GPU_WORK_CATS,
     call_mean_us,
     call_share_pct,
     calls_per_step,
@@ -95,7 +94,7 @@ from lab.analysis.figures.table import (
 )
 
 __all__ = [
-    "CALL_CATS", "FIGURES", "GPU_WORK_CATS", "Run", "call_mean_us", "call_share_pct", "calls_per_step",
+    "CALL_CATS", "FIGURES", "Run", "call_mean_us", "call_share_pct", "calls_per_step",
     "child_calls_per_step", "child_op", "copy_bytes_per_step", "copy_call_ratio", "copy_gb_per_s", "copy_kinds",
     "copy_names", "event_rows", "first_step_excess_in_us", "first_step_ratio", "first_step_share_pct",
     "first_step_us", "gemm_kernel_us", "gemm_op_share_pct", "gemms_per_step", "gpu_busy_pct", "in_steps",

@@ -7,6 +7,7 @@ import numpy as np
 
 from lab.analysis.bundle import Run
 from lab.analysis.figures.steps import event_rows, in_steps
+from lab.analysis.steps import first_and_later_step_us, profiler_overlap_us
 from lab.trace.load import Trace
 
 __all__ = [
@@ -15,29 +16,20 @@ __all__ = [
 ]  # fmt: skip
 
 
-def _cpu_us(run: Run) -> np.ndarray:
-    return run.analysis.steps["cpu_us"].to_numpy(dtype=float)
-
-
 def first_step_ratio(run: Run) -> float:
-    """The first step's CPU time over the median of the later steps'."""
-    cpu = _cpu_us(run)
-    if len(cpu) < 2:
-        return float("nan")
-    rest = float(np.median(cpu[1:]))
-    return float(cpu[0]) / rest if rest > 0 else float("nan")
+    """The first step's CPU time over the median of the later steps' (``first_and_later_step_us``)."""
+    first, rest = first_and_later_step_us(run.analysis.steps)
+    return first / rest if rest > 0 else float("nan")
 
 
 def first_step_us(run: Run) -> float:
     """The first recorded step's CPU time, in µs."""
-    cpu = _cpu_us(run)
-    return float(cpu[0]) if len(cpu) else float("nan")
+    return first_and_later_step_us(run.analysis.steps)[0]
 
 
 def later_step_median_us(run: Run) -> float:
     """The median CPU time of the steps after the first, in µs."""
-    cpu = _cpu_us(run)
-    return float(np.median(cpu[1:])) if len(cpu) > 1 else float("nan")
+    return first_and_later_step_us(run.analysis.steps)[1]
 
 
 def _first_step(run: Run) -> tuple[float, float, float]:
@@ -70,11 +62,7 @@ def profiler_overhead_in_first_step_us(run: Run) -> float:
     if not len(run.analysis.steps):
         return float("nan")
     start, end, _ = _first_step(run)
-    ev = run.trace.events
-    rows = event_rows(run, ("overhead",))
-    a = ev["ts_us"].to_numpy(dtype=float)[rows]
-    b = a + ev["dur_us"].to_numpy(dtype=float)[rows]
-    return float(np.clip(np.minimum(b, end) - np.maximum(a, start), 0.0, None).sum())
+    return profiler_overlap_us(run.trace, start, end)
 
 
 def first_step_share_pct(run: Run, what: str) -> float:

@@ -16,10 +16,10 @@ import numpy as np
 from lab.analysis.bundle import Run
 from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
 from lab.analysis.steps import per_iteration_us
-from lab.vocab import GPU_ACTIVITY_CATS
+from lab.analysis.steps import step_of as window_step_of
 
 __all__ = [
-    "CALL_CATS", "GPU_WORK_CATS", "call_mean_us", "call_share_pct", "calls_per_step", "event_rows",
+    "CALL_CATS", "call_mean_us", "call_share_pct", "calls_per_step", "event_rows",
     "gemm_kernel_us", "gemm_op_share_pct", "gemms_per_step", "gpu_busy_pct", "in_steps", "kernel_mean_us",
     "kernel_rows", "kernel_step_index", "kernel_time_share_pct", "kernels_matching_per_step", "kernels_per_step",
     "launch_delay_median_us", "launch_delay_of_step_us", "launch_delay_share_pct", "launch_delays_us",
@@ -27,7 +27,6 @@ __all__ = [
     "step_count", "step_of", "step_us", "step_work_rows", "unprofiled_step_us", "work_per_step",
 ]  # fmt: skip
 
-GPU_WORK_CATS = GPU_ACTIVITY_CATS  # the one definition, lab.vocab
 # What a "call" is for calls_per_step and call_share_pct: an operator or a CUDA runtime/driver call.
 CALL_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
 
@@ -42,10 +41,8 @@ def step_count(run: Run) -> int:
 def step_of(run: Run, ts: np.ndarray) -> np.ndarray:
     """The step index holding each time in ``ts`` (µs since trace start; -1 outside every step)."""
     steps = run.analysis.steps
-    out = np.full(len(ts), -1, dtype=int)
-    for i, (a, b) in enumerate(zip(steps["start_us"].to_numpy(dtype=float), steps["end_us"].to_numpy(dtype=float))):
-        out[(ts >= a) & (ts <= b)] = i
-    return out
+    return window_step_of(steps["start_us"].to_numpy(dtype=float), steps["end_us"].to_numpy(dtype=float),
+                          np.asarray(ts, dtype=float), closed=True)
 
 
 def in_steps(run: Run, ts: np.ndarray) -> np.ndarray:
@@ -73,10 +70,11 @@ def _in_step_rows(run: Run, rows: np.ndarray) -> np.ndarray:
     return rows[in_steps(run, _ts(run)[rows])]
 
 
-def kernel_step_index(run: Run, cats: tuple[str, ...] = ("kernel",)) -> tuple[np.ndarray, np.ndarray]:
-    """(GPU activity rows, the step each was launched in): only rows whose launch call is known
-    and starts inside a step (the GPU work itself may run after the step ends: the GPU lags)."""
-    rows = event_rows(run, cats)
+def kernel_step_index(run: Run, cats: tuple[str, ...] | None = ("kernel",)) -> tuple[np.ndarray, np.ndarray]:
+    """(GPU activity rows of ``cats``, all of it for None, and the step each was launched in): only
+    rows whose launch call is known and starts inside a step (the GPU work itself may run after the
+    step ends: the GPU lags)."""
+    rows = event_rows(run, cats) if cats is not None else run.analysis.utilization.activity_rows
     launch = run.analysis.links.launch[rows] if len(rows) else rows
     known = launch >= 0
     rows, launch = rows[known], launch[known]
@@ -290,7 +288,7 @@ def phase_us(run: Run, label: str) -> float:
         return 0.0
     if not run.trace.has_gpu:
         return sum(b - a for a, b in windows) / step_count(run)
-    rows, _ = kernel_step_index(run, GPU_WORK_CATS)
+    rows, _ = kernel_step_index(run, None)
     launch_ts = _ts(run)[run.analysis.links.launch[rows]]
     inside = np.zeros(len(rows), dtype=bool)
     for a, b in windows:

@@ -23,6 +23,7 @@ import pandas as pd
 
 from lab.analysis.columns import mask_in, texts
 from lab.analysis.diagnoses.steps import StepSpans, step_spans
+from lab.analysis.intervals import step_of
 from lab.trace import Trace
 from lab.vocab import PROFILER_STEP_PREFIX
 
@@ -203,13 +204,7 @@ def _fragmented_growth(nbytes: np.ndarray, allocated: np.ndarray, reserved: np.n
 def _step_of(spans, ts: float) -> int:
     """Index of the step whose iteration [start, next start) holds ``ts`` (the last step: up to
     its end, inclusive), -1 if none."""
-    if not len(spans):
-        return -1
-    k = int(np.searchsorted(spans.start_us, ts, side="right")) - 1
-    if k < 0:
-        return -1
-    inside = ts < spans.period_end_us[k] or (k == len(spans) - 1 and ts <= spans.end_us[k])
-    return k if inside else -1
+    return int(step_of(spans.start_us, spans.period_end_us, ts, last_closed=True)[0])
 
 
 def _running_at(trace: Trace, ts: float, lane_order: int) -> tuple[str, str]:

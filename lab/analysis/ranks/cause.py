@@ -24,6 +24,7 @@ import pandas as pd
 from lab.analysis.diagnoses.comm import COMM_OP_PREFIXES
 from lab.analysis.diagnoses.common import mask_in, mask_where
 from lab.analysis.diagnoses.steps import StepSpans
+from lab.analysis.intervals import step_of
 from lab.trace import Trace
 from lab.vocab import PROFILER_STEP_PREFIX
 
@@ -75,11 +76,10 @@ def _first_in_step(starts: np.ndarray, spans: StepSpans, at: np.ndarray) -> np.n
     out = np.full(len(at), np.inf)
     if not len(starts) or not len(spans):
         return out
-    ends = spans.period_end_us
-    k = np.searchsorted(spans.start_us, at, side="right") - 1
     nxt = np.searchsorted(np.sort(starts), at, side="left")
     s = np.append(np.sort(starts), np.inf)[nxt]
-    ok = (k >= 0) & (s < ends[np.maximum(k, 0)])
+    k = step_of(spans.start_us, spans.period_end_us, at)
+    ok = (k >= 0) & (step_of(spans.start_us, spans.period_end_us, s) == k)
     out[ok] = s[ok]
     return out
 

@@ -38,12 +38,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lab.analysis.columns import gpu_activity_rows
 from lab.analysis.diagnoses.comm import COMM_KERNEL_PATTERN, comm_op_rows
-from lab.analysis.diagnoses.common import ancestor_in, intersect_us, mask_in, mask_where, merge_intervals, parents
+from lab.analysis.diagnoses.common import (
+    ancestor_in,
+    gpu_busy,
+    intersect_us,
+    mask_in,
+    mask_where,
+    merge_intervals,
+    parents,
+)
 from lab.analysis.diagnoses.steps import StepSpans, step_spans
-from lab.analysis.intervals import covered_us
+from lab.analysis.intervals import covered_us, step_of
 from lab.trace import Trace
-from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = [
     "COMM_HOST", "COMM_NCCL", "COMM_NONE", "CALL_PREFIX", "RankTimes", "rank_times", "subtract_intervals",
@@ -101,7 +109,8 @@ def subtract_intervals(a: Intervals, b: Intervals) -> Intervals:
     return merge_intervals(lo[keep], hi[keep])
 
 
-def _union(ts: np.ndarray, end: np.ndarray, rows: np.ndarray) -> Intervals:
+def _intervals_of(ts: np.ndarray, end: np.ndarray, rows: np.ndarray) -> Intervals:
+    """The merged [ts, end) intervals of ``rows``: ``merge_intervals``, the one union."""
     return merge_intervals(ts[rows], end[rows])
 
 
@@ -120,10 +129,7 @@ def _in_steps(trace: Trace, at_us: np.ndarray) -> np.ndarray:
     spans = step_spans(trace)
     if not len(spans):
         return np.ones(len(at_us), dtype=bool)
-    k = np.searchsorted(spans.start_us, at_us, side="right") - 1
-    kk = np.maximum(k, 0)
-    last = kk == len(spans) - 1
-    return (k >= 0) & ((at_us < spans.period_end_us[kk]) | (last & (at_us <= spans.end_us[kk])))
+    return step_of(spans.start_us, spans.period_end_us, at_us, last_closed=True) >= 0
 
 
 def _launched_in_steps(trace: Trace, ts: np.ndarray, gpu_rows: np.ndarray) -> np.ndarray:
@@ -153,8 +159,8 @@ def _cpu_compute(trace: Trace, ts: np.ndarray, end: np.ndarray, op_rows: np.ndar
     lane = ev["lane_order"].to_numpy()
     pieces_s, pieces_e = [], []
     for ln in np.unique(lane[ops]):
-        mine = _union(ts, end, ops[lane[ops] == ln])
-        cut = _union(ts, end, op_rows[lane[op_rows] == ln])
+        mine = _intervals_of(ts, end, ops[lane[ops] == ln])
+        cut = _intervals_of(ts, end, op_rows[lane[op_rows] == ln])
         s, e = subtract_intervals(mine, cut)
         pieces_s.append(s)
         pieces_e.append(e)
@@ -167,8 +173,8 @@ def _overlap_by_device(ts, end, device, comm_rows, compute_rows, window) -> floa
     """HTA: Σ over devices of |communication ∩ compute| on that device, inside the window."""
     total = 0.0
     for d in np.unique(device[comm_rows]):
-        c = _union(ts, end, comm_rows[device[comm_rows] == d])
-        k = _union(ts, end, compute_rows[device[compute_rows] == d])
+        c = _intervals_of(ts, end, comm_rows[device[comm_rows] == d])
+        k = _intervals_of(ts, end, compute_rows[device[compute_rows] == d])
         total += float(intersect_us(c, k, *window)[0])
     return total
 
@@ -200,24 +206,24 @@ def rank_times(trace: Trace, *, spans: StepSpans | None = None) -> RankTimes:
     is_nccl = kernels & mask_where(ev["name"], COMM_KERNEL_PATTERN.search)
     nccl, op_rows = np.flatnonzero(is_nccl), comm_op_rows(trace)
     compute_rows = np.flatnonzero(kernels & ~is_nccl)
-    has_gpu = bool(mask_in(ev["cat"], GPU_ACTIVITY_CATS).any())
+    has_gpu = bool(len(gpu_activity_rows(trace)))
     if len(nccl):
-        source, comm = COMM_NCCL, _union(ts, end, nccl)
+        source, comm = COMM_NCCL, merge_intervals(ts[nccl], end[nccl])
     elif len(op_rows):
-        source, comm = COMM_HOST, _union(ts, end, op_rows)
+        source, comm = COMM_HOST, merge_intervals(ts[op_rows], end[op_rows])
     else:
         source, comm = COMM_NONE, merge_intervals(np.array([]), np.array([]))
-    compute = _union(ts, end, compute_rows) if has_gpu else _cpu_compute(trace, ts, end, op_rows)
-    comm_launched = (_union(ts, end, _launched_in_steps(trace, ts, nccl)) if source == COMM_NCCL
-                     else _union(ts, end, op_rows[_in_steps(trace, ts[op_rows])]))
-    compute_launched = (_union(ts, end, _launched_in_steps(trace, ts, compute_rows)) if has_gpu
+    compute = _intervals_of(ts, end, compute_rows) if has_gpu else _cpu_compute(trace, ts, end, op_rows)
+    comm_launched = (_intervals_of(ts, end, _launched_in_steps(trace, ts, nccl)) if source == COMM_NCCL
+                     else _intervals_of(ts, end, op_rows[_in_steps(trace, ts[op_rows])]))
+    compute_launched = (_intervals_of(ts, end, _launched_in_steps(trace, ts, compute_rows)) if has_gpu
                         else _cpu_compute(trace, ts, end, op_rows, launched=True))
     if source == COMM_NCCL:
         overlap = _overlap_by_device(ts, end, device, nccl, compute_rows, window)
     else:
         overlap = float(intersect_us(comm, compute, *window)[0]) if len(comm[0]) and len(compute[0]) else 0.0
     if has_gpu:
-        busy = _union(ts, end, np.flatnonzero(mask_in(ev["cat"], GPU_ACTIVITY_CATS)))
+        busy = gpu_busy(trace).intervals
     else:
         busy = merge_intervals(np.concatenate([comm[0], compute[0]]), np.concatenate([comm[1], compute[1]]))
     call_starts, call_name = _calls(trace, ts, op_rows, nccl)

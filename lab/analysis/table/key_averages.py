@@ -59,6 +59,7 @@ from lab.analysis.table.flops import op_flops_of
 from lab.analysis.table.memory import event_memory, memory_row, oom_row, self_memory
 from lab.core.columns import KEY_AVERAGES_COLUMNS
 from lab.trace import Trace
+from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = ["trace_key_averages"]
 
@@ -68,7 +69,7 @@ _OP, _PYTHON, _RUNTIME, _DEVICE, _GPU_LABEL = 1, 2, 3, 4, 5
 _ROLES = {"cpu_op": _OP, "user_annotation": _OP, "python_function": _PYTHON,
           "cuda_runtime": _RUNTIME, "cuda_driver": _RUNTIME, "overhead": _RUNTIME,
           "xpu_runtime": _RUNTIME, "privateuse1_runtime": _RUNTIME, "privateuse1_driver": _RUNTIME,
-          "kernel": _DEVICE, "gpu_memcpy": _DEVICE, "gpu_memset": _DEVICE, "cuda_sync": _DEVICE,
+          **dict.fromkeys(GPU_ACTIVITY_CATS, _DEVICE), "cuda_sync": _DEVICE,
           "gpu_user_annotation": _GPU_LABEL}
 _ANNOTATION_CATS = ("user_annotation", "gpu_user_annotation")
 # c10d Work's profiling ranges (ProcessGroupGloo/NCCL/MPI/UCC profilingTitle): async in torch.
