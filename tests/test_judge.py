@@ -282,3 +282,36 @@ def test_python_overhead_is_silent_on_a_gpu_trace():
     ex, j = _judged(SAMPLES / "small_ops_256x256x16_bfloat16_cuda.json.gz")
     assert 100 * ex.attribution.median_us()["python"] / ex.attribution.step_us >= MATERIAL_PCT
     assert "python_overhead" not in [f.rule for f in j.findings]
+
+
+def _host_held_steps(*, held_by: str, gpu_busy: bool) -> object:
+    """Each 3 ms step spends 2 ms with its thread held — in nothing recorded (``held_by``
+    "unrecorded": longer than LONG_HOST_GAP_US, so not Python between ops) or in the profiler's own
+    "Activity Buffer Request" ("profiler") — then runs one GEMM. With ``gpu_busy`` a kernel runs
+    through the held stretch (the hold costs the step nothing), else the GPU idles through it."""
+    ev = []
+    for i in range(4):
+        t = 1000 + i * 3000
+        ev += [annotation(f"ProfilerStep#{i}", t, 3000),
+               op("aten::mm", t + 2500, 100,
+                  **{"Input Dims": [[64, 64], [64, 64]], "Input type": ["c10::BFloat16"] * 2}),
+               launch(t + 2510, 10, i + 1),
+               kernel("nvjet_sm90_tst_64x64", t + (5 if gpu_busy else 2530), 2900 if gpu_busy else 20, i + 1)]
+        if held_by == "profiler":
+            ev.append(op("Activity Buffer Request", t + 100, 2000, cat="overhead"))
+    return build(ev, device_properties=[H200_PROPS])
+
+
+@pytest.mark.parametrize("gpu_busy", [False, True])
+@pytest.mark.parametrize(("held_by", "rule"), [("unrecorded", "host_unrecorded"), ("profiler", "profiler_cost")])
+def test_host_holds_are_findings_only_where_the_gpu_waits_for_them(held_by, rule, gpu_busy):
+    """The symptom both times (≥ 2 ms a step with the thread held, far over MATERIAL_PCT of the
+    step); the premise — the GPU idles meanwhile — only without the long kernel."""
+    trace = _host_held_steps(held_by=held_by, gpu_busy=gpu_busy)
+    ev = trace.events
+    if held_by == "profiler":
+        assert (ev["cat"].astype(str) == "overhead").sum() == 4
+    else:  # nothing recorded on the thread for 2 ms before each GEMM
+        assert (ev.loc[ev["name"].astype(str) == "aten::mm", "ts_us"].diff().dropna() == 3000).all()
+    rules = [f.rule for f in judge(explain(trace, peak=peak_for(trace))).findings]
+    assert (rule in rules) is not gpu_busy

@@ -68,7 +68,7 @@ HOST_CAUSES = (
     Cause("compile", "torch.compile compiling", "host", "#ff7f0e"),
     Cause("input", "input pipeline", "host", "#ffbb78"),
     Cause("optimizer", "optimizer step", "host", "#f7b6d2"),
-    Cause("allocator", "device memory allocation (cudaMalloc / cudaFree)", "host", "#ad494a"),
+    Cause("allocator", "device memory allocation (cudaMalloc / cudaFree)", "host", "#637939"),
     Cause("launch", "launch calls", "host", "#ff9896"),
     Cause("dispatch", "op dispatch (host side of ops)", "host", "#dbdb8d"),
     Cause("python", "Python between ops", "host", "#c49c94"),

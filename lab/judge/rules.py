@@ -392,7 +392,9 @@ def attention_written_out(ex: Explanation) -> Finding | None:
 def host_unrecorded(ex: Explanation) -> Finding | None:
     return _cause_finding(
         ex, "unrecorded", "host_unrecorded", "Host time no recorded event explains",
-        premise="the step's thread is in no recorded op, annotation or call",
+        premise=("the GPU idles" if ex.attribution.has_gpu else "the step waits") + " while the step's thread is in "
+                f"no recorded op, annotation or call for ≥ {LONG_HOST_GAP_US:,.0f} µs at a time (shorter gaps are "
+                "Python between ops); with the GPU busy meanwhile the time costs nothing",
         what="with nothing recorded on the step's thread",
         suggestion="Something outside torch runs here (time.sleep, file or network I/O, logging, NumPy, the "
                    "GIL held by another thread): record with with_stack=True or wrap it in record_function.")
@@ -413,7 +415,9 @@ def allocator_calls(ex: Explanation) -> Finding | None:
 def profiler_cost(ex: Explanation) -> Finding | None:
     return _cause_finding(
         ex, "profiler", "profiler_cost", "The profiler's own work is in the step",
-        premise="the profiler's own events hold " + ("the GPU idle" if ex.attribution.has_gpu else "the step's thread"),
+        premise=("the profiler's own events (cat 'overhead') hold the GPU idle: the step's thread is in them while "
+                 "no kernel, copy or memset runs; overhead under running GPU work costs the step nothing"
+                 if ex.attribution.has_gpu else "the profiler's own events (cat 'overhead') hold the step's thread"),
         what="in the profiler's own work",
         suggestion="Not the program's time: it goes away unprofiled. Record fewer options (with_stack, "
                    "profile_memory) or more steps per cycle to shrink it.")
