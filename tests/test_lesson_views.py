@@ -125,3 +125,33 @@ def test_a_cpu_runs_explanation_says_its_h200_figures_are_the_recordings(key):
     if quotes and not lesson.host_only:
         assert shown.startswith(RECORDING_LEAD), key
     assert explanation_for(key, recorded=True) == lesson.explain
+
+
+# A per-iteration figure of an explanation, and the Summary card that shows it on a timed run.
+STEP_CARDS = {"profiled_step_us": "Per iteration, profiled", "unprofiled_step_us": "Per iteration, no profiler",
+              "step_us": "Per iteration, profiled"}
+
+
+def _step_claims():
+    """(lesson key, claim) of each H200 claim that quotes a time per iteration, or a ratio of two."""
+    for key in RECORDED:
+        for claim in LESSONS[key].claims:
+            if claim.figure in STEP_CARDS and claim.device == GPU:
+                yield key, claim
+
+
+@pytest.mark.parametrize("item", list(_step_claims()), ids=lambda item: f"{item[0]}:{item[1].says[:30]}")
+def test_a_step_time_an_explanation_quotes_is_a_summary_card(item):
+    """Each run a step-time claim reads (both runs of a ratio) shows that figure on its Summary card:
+    a timed recording's card is its CUDA-event median, so an explanation that read the trace's steps
+    (``step_us``: the loop lesson's "about 40 times as long", 54.8× on its cards) fails here."""
+    key, claim = item
+    by_name = {}
+    for ref in filter(None, (claim.run, claim.over)):
+        other, _, name = ref.rpartition(":")
+        lesson_key = other or key
+        runs, timings = h200_runs(lesson_key), _timings(lesson_key)
+        by_name[ref] = next((r, t) for r, t in zip(runs, timings, strict=True) if r.name == name)
+    for ref, (run, timing) in by_name.items():
+        value = fig.FIGURES[claim.figure](run, *claim.args)
+        assert _card(run, timing, STEP_CARDS[claim.figure]) == fmt_us(value), (key, claim.says, ref)
