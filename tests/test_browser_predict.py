@@ -82,9 +82,9 @@ def _radio(page, question):
     return _predict_form(page).locator('[data-testid="stRadio"]').filter(has_text=question.text[:40])
 
 
-def _predict(page, choices: dict[str, str]) -> None:
+def _predict(page, choices: dict[str, str], kind: str = "cuda") -> None:
     """Click each question's choice in the lesson's form, then lock them in."""
-    for question in questions_for(KEY, "cuda"):
+    for question in questions_for(KEY, kind):
         _radio(page, question).get_by_text(choices[question.key], exact=True).click()
     _lock_in(page)
 
@@ -154,3 +154,29 @@ def test_a_lessons_compare_opens_its_pair_after_an_unrelated_run(page, playwrigh
         assert value.startswith("Sample:") and "64x64x64" not in value, value
     assert "compile" not in a.input_value().lower() and "compile" in b.input_value().lower(), \
         (a.input_value(), b.input_value())
+
+
+def test_predict_run_reveal_on_this_host(page, playwright_api):
+    """The whole loop on a run made here: predict, *Run lesson*, and the reveal answers every
+    question this host's runs ask, each with the prediction, under one score in both places."""
+    _pick_lesson(page, KEY)
+    asked = questions_for(KEY, "cpu")
+    _predict(page, {q.key: q.choices[0] for q in asked}, "cpu")
+    _sidebar(page).get_by_role("button", name="Run lesson").click()
+    reveal = _main(page).get_by_text(f"Reveal — {LESSONS[KEY].title}").first
+    playwright_api.expect(reveal).to_be_visible(timeout=RUN_S * 1000)
+    wait_page_idle(page, RUN_S)
+    answers = _answers(page)
+    assert len(answers) == len(asked) and all("you predicted" in a for a in answers), answers
+    side = _scores(_sidebar(page))
+    assert len(side) == 1 and side == _scores(_main(page)), (side, _scores(_main(page)))
+    assert side[0].endswith(f"of {len(asked)} right"), side
+    reveal.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "browser_predict_run_reveal_1280.png"), full_page=True)
+    # The speed-up's evidence is the Summary cards: its button opens the Summary, not the Table.
+    _main(page).get_by_role("tab", name="Table", exact=True).click()
+    wait_page_idle(page, RUN_S)
+    _main(page).get_by_role("button", name="Open the Summary").click()
+    wait_page_idle(page, RUN_S)
+    summary = _main(page).get_by_role("tab", name="Summary", exact=True)
+    playwright_api.expect(summary).to_have_attribute("aria-selected", "true", timeout=UI_S * 1000)
