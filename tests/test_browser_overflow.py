@@ -22,7 +22,8 @@ LESSON = "calls"  # a lesson with an H200 recording: its check, reveal and expla
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1200)]
 
 # Each element whose text is cut. Skipped: a dataframe or code block (they scroll by design),
-# hidden elements (no offsetParent, or width 0) and Streamlit's "Skip to main content" link.
+# hidden elements (no offsetParent, or width 0), Streamlit's "Skip to main content" link and
+# KaTeX's MathML copy of a formula (1 px, for screen readers; the room code is drawn as one).
 CUT_JS = """() => {
   const out = [];
   for (const e of document.querySelectorAll('[data-testid="stApp"] *')) {
@@ -36,7 +37,8 @@ CUT_JS = """() => {
       continue;
     }
     if (e instanceof SVGElement || !e.offsetParent) continue;
-    if (e.closest('[data-testid="stDataFrame"], [data-testid="stCode"], [data-testid="stSkipToContent"]')) continue;
+    if (e.closest('[data-testid="stDataFrame"], [data-testid="stCode"], [data-testid="stSkipToContent"], '
+                  + '.katex-mathml')) continue;
     const cs = getComputedStyle(e), text = (e.innerText || "").trim();
     const clips = cs.overflowX !== "visible" || cs.textOverflow === "ellipsis";
     if (clips && text && e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1)
@@ -114,3 +116,47 @@ def test_no_text_is_cut_at_800_px(page):
     _look(page, cut, "lesson")
     assert not cut, "\n".join(f"{where}: {' | '.join(t.replace(chr(10), ' ') for t in found)}"
                                for where, found in cut.items())
+
+
+QUESTION = "At 64³, which is larger in the table's aten::mm row: Self CPU or Self CUDA?"
+
+
+@pytest.fixture(scope="module")
+def room_server(playwright_api, tmp_path_factory):
+    db = tmp_path_factory.mktemp("rooms") / "rooms.sqlite3"
+    with app_server("browser_overflow_room_server.log", env={"PROFILER_LAB_DATABASE_URL": f"sqlite:///{db}"}) as url:
+        yield url
+
+
+def test_the_room_is_not_cut_at_800_px(browser, room_server, playwright_api):
+    """The instructor's room view at 800 px once an attendee locked in a prediction: its chart's
+    title (the question, ~80 characters) and the rest of the view fit."""
+    import re
+
+    teacher = open_app_ready(playwright_api, browser, room_server, width=WIDTH, height=1400, ui_s=UI_S, run_s=RUN_S)
+    attendee = open_app_ready(playwright_api, browser, room_server, width=1280, height=1000, ui_s=UI_S, run_s=RUN_S)
+    try:
+        bar = teacher.locator('[data-testid="stSidebar"]')
+        if bar.get_attribute("data-collapsed") == "true":
+            teacher.locator('[data-testid="stExpandSidebarButton"]').first.click()
+            playwright_api.expect(bar).to_have_attribute("data-collapsed", "false")
+        bar.get_by_role("button", name="Open a room (instructor)").click()
+        hosted = bar.get_by_text(re.compile(r"You host room [A-Z]{5}"))
+        playwright_api.expect(hosted).to_be_visible(timeout=UI_S * 1000)
+        code = re.search(r"[A-Z]{5}", hosted.inner_text().replace("You host room", "")).group(0)
+        side = attendee.locator('[data-testid="stSidebar"]')
+        side.get_by_label("Room code").fill(code)
+        side.get_by_label("Your name (shown to the instructor)").fill("attendee")
+        side.get_by_role("button", name="Join the room").click()
+        playwright_api.expect(side.get_by_text(re.compile(rf"In room {code} as"))).to_be_visible(timeout=UI_S * 1000)
+        wait_page_idle(attendee, RUN_S)
+        side.get_by_role("radiogroup", name=QUESTION).get_by_text("Self CPU", exact=True).click()
+        side.get_by_role("button", name="Lock in my predictions").click()
+        view = teacher.locator(".st-key-instructor_view")
+        playwright_api.expect(view.get_by_text("1 answer")).to_be_visible(timeout=60_000)
+        cut: dict[str, list[str]] = {}
+        _look(teacher, cut, "room")
+        assert not cut, cut
+    finally:
+        teacher.context.close()
+        attendee.context.close()
