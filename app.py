@@ -120,6 +120,7 @@ with st.sidebar:
             st.text(controls.reader_text(readers.health()))
     access.host_sign_in(settings, limiter)
     layout.collapse_sidebar_when_narrow()
+    layout.page_styles()
 
 st.title("Profiler Lab")
 st.caption("torch.profiler gives you two artifacts: the key_averages **table** (what takes the most time?) "

@@ -120,7 +120,7 @@ def test_lesson_check_and_reveal_say_one_number_on_a_cpu_run(at):
     if at.session_state["runs"][-1].run.device.kind != "cpu":
         pytest.skip("the CPU phrasing needs a CPU host")
     checks, answers = _check_and_reveal(at)
-    _reveal_numbers_agree(checks, answers, ("of",))  # "the GEMM itself is X %" / "aten::mm is X %"
+    _reveal_numbers_agree(checks, answers, ("Self CPU % in the table",))  # the GEMM op's share, both boxes
 
 
 def test_the_table_view_of_an_h200_recording_reads_as_text(at):

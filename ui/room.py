@@ -201,7 +201,7 @@ def _roofline(points: list[RunSummary], device: DeviceInfo | None, title: str, k
         return
     same = [p for p in points if p.dtype == dtype]
     shown = roof_over(roof, same)  # never below a run it is drawn with
-    st.altair_chart(lv.roofline_chart(roofline_data(shown, same), title, notes=shown.raised), width="stretch",
+    st.altair_chart(lv.roofline_chart(roofline_data(roof, same), title, notes=shown.raised), width="stretch",
                     key=key)
     st.caption(roof_caption(roof, shown))  # lab's own words and figures, no visitor text
 

@@ -141,9 +141,13 @@ def _open_timeline(subject_key: str, digest: str, step: int | None) -> None:
     st.session_state["view"] = "Timeline"
 
 
-def open_table(subject_key: str) -> None:
+def open_view(subject_key: str, view: str) -> None:
     st.session_state["subject"] = subject_key
-    st.session_state["view"] = "Table"
+    st.session_state["view"] = view
+
+
+def open_table(subject_key: str) -> None:
+    open_view(subject_key, "Table")
 
 
 def _score(q: Question, answer: Answer, check_key: tuple) -> str | None:
@@ -180,6 +184,9 @@ def _one(q: Question, answer: Answer, names: list[str], loaded: list, subjects: 
             st.altair_chart(chart, width="stretch", key=f"reveal_chart_{q.key}_{subject.digest}")
         st.button("Open this window in the Timeline", key=f"reveal_tl_{q.key}", on_click=_open_timeline,
                   args=(subject.key, subject.digest, where.step))
+    elif where.view:  # the view the caption names (the Summary's cards, the Memory view's peak)
+        st.button(f"Open the {where.view}", key=f"reveal_view_{q.key}", on_click=open_view,
+                  args=(subject.key, where.view))
     else:
         st.button("Open the Table", key=f"reveal_table_{q.key}", on_click=open_table, args=(subject.key,))
 

@@ -14,7 +14,7 @@ import streamlit as st
 from lab import views as lv
 from lab.analysis import TOTAL_METRICS, step_window
 from lab.core import DeviceInfo
-from lab.lessons import LESSONS, lesson_signals
+from lab.lessons import LESSONS, explanation_for, lesson_signals
 from lab.read import Job, JobKind
 from lab.samples import Sample
 from lab.views import SORT_KEYS, TORCH_SORT_KEYS, category_counts, comparison_totals, fmt_us, is_device_sort, summarize
@@ -240,8 +240,10 @@ def timeline_view(subject: Subject, loaded: Loaded) -> None:
     window = _time_window(subject, loaded, "tl")
     has_python = bool((loaded.trace.events["cat"] == "python_function").any())
     own = lv.profiler_lanes(loaded.trace.events)
-    # The toggles this trace needs, side by side from the left.
-    cols = iter(st.columns(4))
+    # The toggles this trace needs, side by side from the left: two columns, each wide enough for
+    # its label at 800 px with the sidebar open (a quarter of the ~468 px main column cut
+    # "Profiler's own lanes" to 43 px, measured).
+    cols = iter(st.columns(2))
     all_python = has_python and next(cols).toggle(
         "All Python frames", key="tl_python_all",
         help=f"with_stack's call stacks: by default only the outermost {lv.DEFAULT_PYTHON_LEVELS} levels are drawn.")
@@ -513,5 +515,7 @@ def lesson_check(subjects: list[Subject], load, jobs) -> None:
             icon = (":material/info:" if not signal.expected
                     else ":material/check_circle:" if signal.present else ":material/cancel:")
             st.markdown(f"{icon} {md_escape(signal.title)} — {md_escape(signal.evidence)}")
-        if lesson.explain:  # after the runs opened: the reveal's companion, never before the predictions
-            st.markdown(lesson.explain)
+        cpu_runs = not recorded and any(s.run is not None and s.run.device.kind != "cuda" for s in opened.subjects)
+        explanation = explanation_for(opened.key, recorded=not cpu_runs)
+        if explanation:  # after the runs opened: the reveal's companion, never before the predictions
+            st.markdown(explanation)

@@ -39,9 +39,11 @@ from lab.lessons.schema import (
 )
 
 __all__ = [
-    "ANY_DEVICE", "CPU", "GPU", "LESSONS", "QUESTIONS", "Answer", "Band", "Claim", "Lesson", "LessonRun",
+    "ANY_DEVICE", "CPU", "GPU", "LESSONS", "QUESTIONS", "RECORDING_LEAD",
+    "Answer", "Band", "Claim", "Lesson", "LessonRun",
     "LessonSchemaError", "Question",
-    "Signal", "Where", "answer_questions", "asked_on", "band_of", "lesson_configs", "lesson_signals", "questions_for",
+    "Signal", "Where", "answer_questions", "asked_on", "band_of",
+    "explanation_for", "lesson_configs", "lesson_signals", "questions_for",
     "scan_lessons", "schema_problems", "skipped_for",
 ]  # fmt: skip
 
@@ -105,3 +107,20 @@ def skipped_for(lesson_key: str, device_kind: str) -> tuple[tuple[Question, str]
     """The lesson's GPU questions a CPU run cannot answer, each with why (said on the page)."""
     return tuple((q, f"needs a GPU run: {q.why_gpu}") for q in LESSONS[lesson_key].questions
                  if device_kind not in q.devices and q.why_gpu)
+
+
+# What a CPU run's explanation says first: the figures it quotes from the H200 recording are the
+# recording's, not the run's (a CPU run shows its own figures in the check and the reveal above it).
+RECORDING_LEAD = ("**On the lab's H200 recording** (your runs are CPU runs: their own figures are in the "
+                  "lesson check and the reveal; the figures below are the recording's):")
+
+
+def explanation_for(lesson_key: str, *, recorded: bool) -> str:
+    """The lesson's explanation as the page shows it beside opened runs: as written beside its H200
+    recording (``recorded``) or a GPU lesson's own runs; beside CPU runs, led by ``RECORDING_LEAD``
+    when it quotes a figure of the H200 recording (a claim with ``device="cuda"``)."""
+    lesson = LESSONS[lesson_key]
+    if not lesson.explain or recorded or lesson.host_only:
+        return lesson.explain
+    quotes_recording = any(c.device == GPU and c.says in lesson.explain for c in lesson.claims)
+    return f"{RECORDING_LEAD}\n\n{lesson.explain}" if quotes_recording else lesson.explain

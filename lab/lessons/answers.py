@@ -12,6 +12,7 @@ from lab.analysis.bundle import Run
 from lab.analysis.figures import event_rows, step_count, step_work_rows, work_per_step
 from lab.analysis.steps import step_window
 from lab.lessons.schema import Answer, Band, Where, band_of
+from lab.units import fmt_us
 
 __all__ = [
     "FEWER", "HALF_BANDS", "MAX_HIGHLIGHT", "NEEDS_KERNELS", "ONE_KERNEL", "SAME_WITHIN", "YES_NO", "banded",
@@ -150,16 +151,16 @@ HALF_BANDS = (Band(label="under 50 %", below=50.0), Band(label="50 % or more"))
 
 
 def step_time_ratio(first: int, second: int, bands: Sequence[Band], what: str) -> Callable[[Sequence[Run]], Answer]:
+    """The speed-up the Summary cards show: the runs' "Per iteration, profiled" (``profiled_step_us``)."""
     def answer(runs: Sequence[Run]) -> Answer:
-        a, b = fig.step_us(runs[first]), fig.step_us(runs[second])
+        a, b = fig.profiled_step_us(runs[first]), fig.profiled_step_us(runs[second])
         ratio = a / b if b > 0 else float("nan")
         return Answer(
             choice=band_of(ratio, bands),
             measured=ratio,
-            measured_text=f"{a:,.0f} µs vs {b:,.0f} µs per step: {ratio:.2f}× ({what})",
-            where=where_window(
-                runs[first], first, fig.kernel_step_index(runs[first])[0], f"one step of the {runs[first].name} run"
-            ),
+            measured_text=f"{fmt_us(a)} vs {fmt_us(b)} per iteration, profiled: {ratio:.2f}× ({what})",
+            where=Where(text=f"the Summary card \"Per iteration, profiled\" of the {runs[first].name} and the "
+                             f"{runs[second].name} runs", run=first, view="Summary"),
         )
 
     return answer

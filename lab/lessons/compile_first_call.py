@@ -85,7 +85,7 @@ def _compile_first_call(runs: list[Run]) -> list[Signal]:
         Signal("the verdict names the compile", found is not None and found.cause == "compile",
                f"verdict: {found.title if found else 'no cause'}"),
         Signal("after warm-up no compile is left in the window", w_share == 0.0,
-               f"{w_share:.1f} % compile in the warmed-up run; its step: {fmt_us(fig.step_us(warm))}"),
+               f"{w_share:.1f} % compile in the warmed-up run; its step: {fmt_us(fig.profiled_step_us(warm))}"),
     ]
 
 
@@ -158,7 +158,7 @@ LESSON = Lesson(
         claim_between("under 1 % of that run's window", "gpu_busy_pct", "first call profiled", 0.0, 1.0),
         claim_equals("runs two kernels a step", "kernels_per_step", "warmed up", 2.0),
         claim_equals("one fused Triton kernel", "kernels_matching_per_step", "warmed up", 1.0, args=("^triton_",)),
-        claim_between("a step takes about 0.3 ms", "step_us", "warmed up", 250.0, 400.0),
+        claim_between("a step takes about 0.3 ms", "profiled_step_us", "warmed up", 250.0, 400.0),
         claim_between("about three quarters of it", "gpu_busy_pct", "warmed up", 65.0, 85.0),
         # "Measures the compiler": the first step an order of magnitude over a later one. On a CPU the
         # compile takes seconds against steps of tens of ms; the ratio moves with the host's load

@@ -94,7 +94,7 @@ LESSON = Lesson(
                      args=(ADD_KERNEL_NAMES,)),
         claim_equals("The compiled graph calls `aten::addmm`", "calls_per_step", "compiled", 1.0,
                      args=("aten::addmm",)),
-        claim_between("about twice the eager one", "step_us", "compiled", 1.6, 2.4, over="eager"),
+        claim_between("about twice the eager one", "profiled_step_us", "compiled", 1.6, 2.4, over="eager"),
         claim_equals("an `aten::copy_` under", "child_calls_per_step", "compiled", 1.0,
                      args=("aten::addmm", "aten::copy_"), device=CPU_RUN),
         claim_equals("On a CPU `aten::addmm` runs too", "calls_per_step", "compiled", 1.0,

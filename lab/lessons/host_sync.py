@@ -66,7 +66,7 @@ def _host_sync(runs: list[Run]) -> list[Signal]:
 
 def _read_once_faster(each: Run, once: Run, gemms: float) -> Signal:
     """Information, not a check: whether dropping the syncs paid off depends on who waits for whom."""
-    t_each, t_once = fig.step_us(each), fig.step_us(once)
+    t_each, t_once = fig.profiled_step_us(each), fig.profiled_step_us(once)
     kernel_us = fig.gemm_kernel_us(once)
     host_us = float(once.analysis.steps["cpu_us"].median()) / max(gemms, 1.0)
     evidence = (
@@ -170,7 +170,7 @@ LESSON = Lesson(
         claim_between("about 24 µs of GPU work", "gemm_kernel_us", "item() each matmul", 20.0, 28.0),
         claim_between("busy under half of its window", "gpu_busy_pct", "item() each matmul", 0.0, 50.0),
         claim_between("busy under half of its window", "gpu_busy_pct", "read once", 0.0, 50.0),
-        claim_between("is not the slower one, profiled", "step_us", "item() each matmul", 0.0, 1.0,
+        claim_between("is not the slower one, profiled", "profiled_step_us", "item() each matmul", 0.0, 1.0,
                       over="read once"),
         claim_between("or not", "unprofiled_step_us", "item() each matmul", 0.0, 1.0, over="read once"),
     ),

@@ -124,7 +124,7 @@ WORKLOADS = (
 def _input_pipeline(runs: list[Run]) -> list[Signal]:
     starved, fed = runs
     s_in, f_in = cause_share_pct(starved, "input"), cause_share_pct(fed, "input")
-    t_s, t_f = fig.step_us(starved), fig.step_us(fed)
+    t_s, t_f = fig.profiled_step_us(starved), fig.profiled_step_us(fed)
     return [
         Signal("the input pipeline holds up most of the starved step", s_in >= _MOST_PCT,
                f"{s_in:.0f} % of the step time (median) is the input pipeline (attribution)"),
@@ -193,18 +193,18 @@ LESSON = Lesson(
     claims=(
         claim_equals("nine GEMM kernels a step", "gemms_per_step", "no workers", float(GEMMS + 1)),
         claim_equals("nine GEMM kernels a step", "gemms_per_step", f"{WORKERS} workers", float(GEMMS + 1)),
-        claim_between("8 items of 2 ms", "step_us", "no workers", 16_000.0, float("inf"), device=CPU_RUN),
-        claim_between("takes about 38 ms", "step_us", "no workers", 33_000.0, 43_000.0),
+        claim_between("8 items of 2 ms", "profiled_step_us", "no workers", 16_000.0, float("inf"), device=CPU_RUN),
+        claim_between("takes about 38 ms", "profiled_step_us", "no workers", 33_000.0, 43_000.0),
         claim_between("busy only about 30 % of the time", "gpu_busy_pct", "no workers", 20.0, 40.0),
         claim_between("about 1.2 ms each", "gemm_kernel_us", "no workers", 1_000.0, 1_400.0),
         claim_between("busy over 90 %", "gpu_busy_pct", f"{WORKERS} workers", 90.0, 100.0),
-        claim_between("a step takes about 12 ms", "step_us", f"{WORKERS} workers", 10_000.0, 14_000.0),
-        claim_between("about 3× faster, with the profiler", "step_us", "no workers", 2.5, 4.0,
+        claim_between("a step takes about 12 ms", "profiled_step_us", f"{WORKERS} workers", 10_000.0, 14_000.0),
+        claim_between("about 3× faster, with the profiler", "profiled_step_us", "no workers", 2.5, 4.0,
                       over=f"{WORKERS} workers"),
         claim_between("and without", "unprofiled_step_us", "no workers", 2.5, 4.0, over=f"{WORKERS} workers"),
         claim_between("The GEMMs did not change", "gemm_kernel_us", "no workers", 0.9, 1.1, over=f"{WORKERS} workers"),
-        claim_between("without a GPU to starve", "step_us", "no workers", 1.5, float("inf"), over=f"{WORKERS} workers",
-                      device=CPU_RUN),
+        claim_between("without a GPU to starve", "profiled_step_us", "no workers", 1.5, float("inf"),
+                      over=f"{WORKERS} workers", device=CPU_RUN),
     ),
     check=_input_pipeline,
     questions=QUESTIONS,

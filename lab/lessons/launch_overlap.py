@@ -49,7 +49,7 @@ def _delays_text(delays: list[float]) -> str:
 def _launch_overlap(runs: list[Run]) -> list[Signal]:
     free, synced = runs
     if not all_on_gpu(runs):
-        text = f"steps {fmt_us(fig.step_us(free))} vs {fmt_us(fig.step_us(synced))}; {_ON_GPU_ONLY}"
+        text = f"steps {fmt_us(fig.profiled_step_us(free))} vs {fmt_us(fig.profiled_step_us(synced))}; {_ON_GPU_ONLY}"
         return [Signal("the CPU runs ahead of the GPU", False, text, expected=False)]
     d_free, d_sync = fig.launch_delays_us(free), fig.launch_delays_us(synced)
     grows = len(d_free) >= 2 and d_free[-1] >= DELAY_GROWTH * max(d_free[0], 1e-3)

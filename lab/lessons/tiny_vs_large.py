@@ -14,7 +14,7 @@ from lab.analysis.bundle import Run
 from lab.analysis.figures import gemm_op_share_pct, launch_delay_share_pct
 from lab.analysis.gpu import GPU_BOUND_BUSY_PCT
 from lab.core.workloads import GemmShape
-from lab.lessons.answers import cat_rows, ka_row, named_rows, where_window
+from lab.lessons.answers import cat_rows, ka_row, where_window
 from lab.lessons.schema import (
     CPU,
     GPU,
@@ -41,9 +41,10 @@ ACTIVE_WINDOW = ("The GPU's *active window* is the span from the trace's first G
                  "its *busy share* is the part of that span in which a kernel, copy or memset runs.")
 
 
-# CPU traces: the GEMM op must take at least this share of a large run's step to count as
-# compute-bound, and under the lower share of a tiny run's step for overhead-bound: at 64³ the
-# dispatcher and Python cost more than the multiply itself (seen here: ~20 % on 2 CPU cores).
+# CPU traces: the GEMM op's Self CPU % in the Table (its self time over every row's, the steps'
+# spans included) must be at least this in a large run to count as compute-bound, and under the
+# lower share in a tiny run for overhead-bound: at 64³ the dispatcher and Python cost more than
+# the multiply itself (seen here: 27 % on 2 CPU cores; 1024³: over 90 %).
 COMPUTE_SHARE_LARGE_PCT = 70.0
 
 
@@ -63,7 +64,7 @@ def _tiny_vs_large(runs: list[Run]) -> list[Signal]:
         else:  # CPU only: how much of the step is the multiply itself?
             share = gemm_op_share_pct(run)
             present = share < COMPUTE_SHARE_TINY_PCT if want_overhead else share >= COMPUTE_SHARE_LARGE_PCT
-            evidence = f"the GEMM itself is {fmt_pct(share)} of the step's CPU time"
+            evidence = f"the GEMM op's Self CPU % in the table is {fmt_pct(share)}"
         out.append(Signal(f"{run.name} is {kind}", bool(present), evidence))
     return out
 
@@ -95,12 +96,11 @@ def _gpu_busy(runs: Sequence[Run]) -> Answer:
 
 def _gemm_share(runs: Sequence[Run]) -> Answer:
     run = runs[0]
-    mm = named_rows(run, ("aten::mm",))
-    # The lesson check's own figure (``check`` above), so the two boxes say one number.
+    # The Table's figure, and the lesson check's (``check`` above): the three say one number.
     pct = gemm_op_share_pct(run)
     return Answer(choice=band_of(pct, _HALF), measured=pct,
-                  measured_text=f"aten::mm is {fmt_pct(pct)} of a step's CPU time (medians)",
-                  where=where_window(run, 0, mm, "the tiny run's first step: aten::mm inside it"))
+                  measured_text=f"aten::mm's Self CPU % in the table: {fmt_pct(pct)}",
+                  where=Where(text="the table's aten::mm row of the tiny run: Self CPU %", row="aten::mm", run=0))
 
 
 _SHARE = (Band(label="under 10 %", below=10.0), Band(label="10–50 %", below=50.0), Band(label="over half"))
@@ -134,7 +134,8 @@ QUESTIONS: tuple[Question, ...] = (
        tells={"under 10 %": ("a small part of the step", "the CPU's own work"),
               "over half": ("most of the step is the launch",)}),
     question("tiny_vs_large.gemm_share", "At 64³ on this CPU, will the matmul itself (aten::mm) be more or less than "
-       "half of each step's time?", [b.label for b in _HALF], _gemm_share, (CPU,),
+       "half of the CPU time, as the table's Self CPU % column gives it?", [b.label for b in _HALF], _gemm_share,
+       (CPU,),
        tells={"less than half": ("cost more than the multiply",), "half or more": ("mostly the GEMM",)}),
 )
 
@@ -151,7 +152,7 @@ LESSON = Lesson(
     look_for="overhead-bound verdict on the tiny run, GPU-bound on the large one",
     explain=(
         "At 64³ the GPU finishes each kernel in about 2 µs, while Python, the dispatcher, the "
-        "launches and the profiler's own records take about 150 µs a step on the CPU (H200 host): "
+        "launches and the profiler's own records take about 110 µs a step on the CPU (H200 host): "
         "the table's aten::mm row has Self CPU far "
         "above Self CUDA, and on the H200 the GPU was busy 2 % of its active window. The wait "
         "from a launch call to its kernel is a small part of the step: the step is the CPU's own "
@@ -162,7 +163,7 @@ LESSON = Lesson(
     ),
     claims=(
         claim_between("finishes each kernel in about 2 µs", "gemm_kernel_us", "tiny", 1.0, 3.0),
-        claim_between("about 150 µs a step", "step_us", "tiny", 120.0, 180.0),
+        claim_between("about 110 µs a step", "profiled_step_us", "tiny", 90.0, 140.0),
         claim_between("Self CPU far above Self CUDA", "self_cuda_over_self_cpu", "tiny", 0.0, 0.2,
                       args=("aten::mm",)),
         claim_between("busy 2 % of its active window", "gpu_busy_pct", "tiny", 1.0, 3.5),

@@ -193,7 +193,11 @@ def sweep_config(shape: tuple[int, int, int], device_kind: str) -> RunConfig:
 
 def roofline_data(roof: Roofline, points: Sequence[RunSummary]) -> dict[str, pd.DataFrame]:
     """The chart's data: the roof (a polyline), the three regions, and the points with their region.
-    The roof drawn is ``roof_over(roof, points)``: pass that roof (its ``raised`` words) to the chart."""
+    The roof drawn is ``roof_over(roof, points)``: pass that roof (its ``raised`` words) to the chart.
+    Each point's region is classified against ``roof`` itself, the device's: a roof raised to the
+    room's best run would put that run on its roof and call it compute-bound whatever it is (a 64³
+    run alone in a room), and make a run's colour depend on who else ran."""
+    points_region = [classify(p, roof) for p in points]
     roof = roof_over(roof, points)
     xs = [p.intensity_flops_per_byte for p in points] + [roof.ridge_flops_per_byte]
     x_lo = 10 ** math.floor(math.log10(max(min(xs) / 4, 1e-3)))
@@ -212,7 +216,7 @@ def roofline_data(roof: Roofline, points: Sequence[RunSummary]) -> dict[str, pd.
         "who": [p.display_name for p in points], "shape": [p.shape_text for p in points],
         "dtype": [p.dtype for p in points], "device": [p.device for p in points],
         "intensity_flops_per_byte": [p.intensity_flops_per_byte for p in points],
-        "tflops": [p.tflops for p in points], "region": [classify(p, roof) for p in points],
+        "tflops": [p.tflops for p in points], "region": points_region,
     })
     return {"roof": line, "regions": regions, "points": pts,
             "domain": pd.DataFrame({"x": [x_lo, x_hi], "y": [y_lo, y_hi]})}

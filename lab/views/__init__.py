@@ -39,7 +39,7 @@ from lab.views.replay import (
     variant_config,
     variant_of,
 )
-from lab.views.roofline import answers_chart, answers_frame, reveal_timeline, roofline_chart
+from lab.views.roofline import answers_chart, answers_frame, reveal_timeline, roofline_chart, title_lines
 from lab.views.summary import category_counts, comparison_totals, summarize
 from lab.views.tables import (
     format_key_averages,
@@ -70,7 +70,7 @@ __all__ = [
     "step_table",
     "PERFETTO_HEIGHT_PX", "PERFETTO_INLINE_MAX_BYTES", "perfetto_button_html",
     "DEFAULT_PYTHON_LEVELS", "PROFILER_LANE_NOTE", "profiler_lanes",
-    "answers_chart", "answers_frame", "reveal_timeline", "roofline_chart",
+    "answers_chart", "answers_frame", "reveal_timeline", "roofline_chart", "title_lines",
     "SORT_KEYS", "TORCH_SORT_COLUMNS", "TORCH_SORT_KEYS", "build_timeline", "category_counts", "comparison_totals",
     "fmt_us", "format_key_averages", "is_device_sort", "kernel_table", "key_averages_view", "limit_text_table",
     "profiled_device", "trace_table", "summarize", "timeline_chart", "to_csv_bytes", "torch_sorted", "torch_table_text",

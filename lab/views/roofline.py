@@ -8,6 +8,7 @@ Data comes from ``lab.teach`` (``roofline_data``, a room's answer counts, a ques
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -20,8 +21,8 @@ from lab.views.timeline import TimelineData, build_timeline, outline_layer, time
 if TYPE_CHECKING:  # pragma: no cover
     import altair as alt
 
-__all__ = ["HIGHLIGHT", "RATE_UNITS", "REGION_COLORS", "answers_chart", "answers_frame", "log_ticks", "rate_unit",
-           "reveal_timeline", "roofline_chart"]
+__all__ = ["HIGHLIGHT", "RATE_UNITS", "REGION_COLORS", "TITLE_LINE_CHARS", "answers_chart", "answers_frame",
+           "log_ticks", "rate_unit", "reveal_timeline", "roofline_chart", "title_lines"]
 
 REGION_COLORS = {"latency-bound": "#bab0ac", "memory-bound": "#72b7b2", "compute-bound": "#f58518"}
 # The reveal's window: wide enough to read one step's lanes, the rest of the page stays in view.
@@ -110,7 +111,8 @@ def roofline_chart(data: Mapping[str, pd.DataFrame], title: str, *, notes: Seque
     layers = (regions, names, overhead, roof, points, *labels)
     # fit-x: the width is the container's, the height the plot's own (what roofline_labels assumes;
     # "fit" shrank the plot to ~180 px to make room for the axes and the legend).
-    heading = alt.TitleParams(title, subtitle=list(notes) if notes else alt.Undefined, anchor="start")
+    subtitle = [line for note in notes for line in title_lines(note)]
+    heading = alt.TitleParams(title_lines(title), subtitle=subtitle or alt.Undefined, anchor="start")
     return alt.layer(*layers).properties(width="container", height=ROOFLINE_HEIGHT_PX, title=heading,
                                          autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
 
@@ -122,8 +124,21 @@ def answers_frame(choices: Sequence[str], predicted: Mapping[str, int], measured
     return pd.DataFrame(rows)
 
 
+# A chart title's line: Vega never wraps a title, and at an 800 px window with the sidebar open a
+# room chart is ~468 px wide, about 60 characters of its 13 px bold title: a question's text
+# (~80 characters) ran past the chart's edge. Titles are broken into lines of at most this many.
+TITLE_LINE_CHARS = 52
+
+
+def title_lines(text: str) -> list[str]:
+    """``text`` in lines of at most ``TITLE_LINE_CHARS`` characters, broken between words (a
+    list title is drawn a line each)."""
+    return textwrap.wrap(text, TITLE_LINE_CHARS) or [text]
+
+
 def answers_chart(frame: pd.DataFrame, title: str) -> alt.Chart:
-    """The room's predictions per choice as bars, the measured answers beside them."""
+    """The room's predictions per choice as bars, the measured answers beside them; the title (a
+    question) in lines that fit the chart (``title_lines``)."""
     import altair as alt  # on first draw: the CLI never pays its import
 
     return alt.Chart(frame).mark_bar().encode(
@@ -133,7 +148,8 @@ def answers_chart(frame: pd.DataFrame, title: str) -> alt.Chart:
         color=alt.Color("kind:N", scale=alt.Scale(domain=["predicted", "measured"], range=["#4c78a8", "#54a24b"]),
                         legend=alt.Legend(title=None, orient="bottom")),
         tooltip=["choice:N", "kind:N", "count:Q"],
-    ).properties(width="container", height=alt.Step(16, **{"for": "offset"}), title=title)
+    ).properties(width="container", height=alt.Step(16, **{"for": "offset"}),
+                 title=alt.TitleParams(title_lines(title), anchor="start"))
 
 
 def reveal_timeline(trace: Trace, window_us: tuple[float, float],

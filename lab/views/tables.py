@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from lab.analysis.table.shares import cpu_shares_pct, share_pct
 from lab.core.result import KEY_AVERAGES_COLUMNS
 from lab.vocab import SORT_KEYS
 
@@ -241,11 +242,8 @@ def _with_shares(df: pd.DataFrame) -> pd.DataFrame:
     is_annotation = _bool_column(view, "is_user_annotation")
     on_device = view["device_type"].astype(str).str.lower() != "cpu" if "device_type" in view.columns \
         else pd.Series(False, index=view.index)
-    self_cpu = _number_column(view, "self_cpu_us")
     # torch: "Self CPU time total" sums every row's self CPU time, annotations included.
-    cpu_total = self_cpu.sum()
-    view["self_cpu_pct"] = _share(self_cpu, cpu_total)
-    view["cpu_total_pct"] = _share(_number_column(view, "cpu_total_us"), cpu_total)
+    view["self_cpu_pct"], view["cpu_total_pct"] = cpu_shares_pct(view)
     # torch: device time total sums device-type rows that are not user annotations.
     self_device = _number_column(view, "self_device_us")
     device_rows = on_device.to_numpy() & ~is_annotation
@@ -254,7 +252,7 @@ def _with_shares(df: pd.DataFrame) -> pd.DataFrame:
         # that launched it, so the ops' self device time sums to the same total.
         device_rows = ~is_annotation
     device_total = self_device[device_rows].sum()
-    view["self_device_pct"] = _share(self_device, device_total)
+    view["self_device_pct"] = share_pct(self_device, device_total)
     note = np.full(len(view), "", dtype=object)
     note[is_annotation & on_device.to_numpy()] = GPU_ANNOTATION_NOTE
     note[is_annotation & ~on_device.to_numpy()] = CPU_ANNOTATION_NOTE
@@ -272,12 +270,6 @@ def _number_column(df: pd.DataFrame, column: str) -> np.ndarray:
     if column not in df.columns:
         return np.zeros(len(df))
     return df[column].to_numpy(dtype=np.float64)
-
-
-def _share(values: np.ndarray, total: float) -> np.ndarray:
-    if not total or not np.isfinite(total):
-        return np.zeros(len(values))
-    return 100.0 * values / total
 
 
 def _sort_values(column: pd.Series) -> np.ndarray:

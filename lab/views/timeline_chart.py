@@ -25,9 +25,11 @@ TOOLTIP_NAME_CHARS = 160
 ROW_STEP_PX = 12
 MIN_ROW_STEP_PX = 3
 MAX_PLOT_HEIGHT_PX = 480
-# Legend entries per line: "gpu_user_annotation" is ~150 px, and Streamlit's centred layout
-# gives ~700 px; more columns get clipped on the right.
-LEGEND_COLUMNS = 4
+# Legend entries per line: "gpu_user_annotation" is ~150 px, and at an 800 px window with the
+# sidebar open the chart is ~468 px wide: with 4 columns "user_annotation", "gpu_user_annotation"
+# and "cpu_op" ended past the chart's right edge (measured in Chromium,
+# tests/test_browser_overflow.py); two columns fit.
+LEGEND_COLUMNS = 2
 # Lane labels are cut past this width: "CPU thread 497 (pt_autograd_0)" is ~190 px, and at an
 # 800 px viewport the plot keeps ~500 px beside them.
 LANE_LABEL_PX = 200

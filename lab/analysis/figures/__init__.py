@@ -71,6 +71,7 @@ from lab.analysis.figures.steps import (
     overhead_ratio,
     phase_ratio,
     phase_us,
+    profiled_step_us,
     recorded_steps,
     step_count,
     step_of,
@@ -105,7 +106,7 @@ __all__ = [
     "on_other_thread", "op_device_us", "ops_per_step", "ops_present", "overhead_ratio", "phase_ratio", "phase_us",
     "profiler_overhead_in_first_step_us", "recorded_steps", "self_cuda_over_self_cpu", "self_share_pct",
     "shape_row_count", "shape_rows", "step_count", "step_of", "step_us", "step_work_rows", "top_self_cpu_row",
-    "top_shape", "unprofiled_step_us", "work_per_step",
+    "profiled_step_us", "top_shape", "unprofiled_step_us", "work_per_step",
 ]  # fmt: skip
 
 FIGURES: dict[str, Callable[..., float | str]] = {
@@ -144,6 +145,7 @@ FIGURES: dict[str, Callable[..., float | str]] = {
     "memory_rise_units": memory_rise_units,
     "launch_delay_of_step_us": launch_delay_of_step_us,
     "recorded_steps": recorded_steps,
+    "profiled_step_us": profiled_step_us,
     "unprofiled_step_us": unprofiled_step_us,
     "call_mean_us": call_mean_us,
     "copy_kinds": copy_kinds,

@@ -17,14 +17,15 @@ from lab.analysis.bundle import Run
 from lab.analysis.gemm.kinds import GEMM_LEAF_OPS, is_gemm_kernel
 from lab.analysis.steps import per_iteration_us
 from lab.analysis.steps import step_of as window_step_of
+from lab.analysis.table.shares import cpu_shares_pct
 
 __all__ = [
     "CALL_CATS", "call_mean_us", "call_share_pct", "calls_per_step", "event_rows",
     "gemm_kernel_us", "gemm_op_share_pct", "gemms_per_step", "gpu_busy_pct", "in_steps", "kernel_mean_us",
     "kernel_rows", "kernel_step_index", "kernel_time_share_pct", "kernels_matching_per_step", "kernels_per_step",
     "launch_delay_median_us", "launch_delay_of_step_us", "launch_delay_share_pct", "launch_delays_us",
-    "non_gemm_kernel_us_per_step", "ops_per_step", "overhead_ratio", "phase_ratio", "phase_us", "recorded_steps",
-    "step_count", "step_of", "step_us", "step_work_rows", "unprofiled_step_us", "work_per_step",
+    "non_gemm_kernel_us_per_step", "ops_per_step", "overhead_ratio", "phase_ratio", "phase_us", "profiled_step_us",
+    "recorded_steps", "step_count", "step_of", "step_us", "step_work_rows", "unprofiled_step_us", "work_per_step",
 ]  # fmt: skip
 
 # What a "call" is for calls_per_step and call_share_pct: an operator or a CUDA runtime/driver call.
@@ -163,6 +164,13 @@ def recorded_steps(run: Run) -> float:
     return float(len(run.analysis.steps))
 
 
+def profiled_step_us(run: Run) -> float:
+    """The time per iteration the Summary card "Per iteration, profiled" shows: the median of the
+    profiled steps timed apart from the trace (``Run.timing``: CUDA events on a GPU) where the run
+    has one, else the trace's own (``step_us``, the card's figure for a recording without timing)."""
+    return run.timing[0] if run.timing is not None else step_us(run)
+
+
 def unprofiled_step_us(run: Run) -> float:
     """The median time per iteration with the profiler off (``Run.timing``); NaN without timing."""
     return run.timing[1] if run.timing is not None else float("nan")
@@ -190,15 +198,18 @@ def call_share_pct(run: Run, name: str) -> float:
 
 
 def gemm_op_share_pct(run: Run) -> float:
-    """CPU traces: the median GEMM op's duration (× GEMM ops per step) over the median step's, in %.
-    Medians, because on a loaded CPU one step can stall for tens of ms in the thread pool; a
-    single outlier should not decide whether a run is overhead- or compute-bound."""
-    steps = run.analysis.steps
-    gemm = event_rows(run, ("cpu_op",), GEMM_LEAF_OPS, lane_kind="cpu")
-    if not len(steps) or not len(gemm):
+    """The GEMM op rows' (``aten::mm``, ``aten::addmm``…) Self CPU % in the Table: their self CPU
+    time over the table's "Self CPU time total" (every row's, the steps' own spans included), as
+    torch's table and the Table view compute it (``lab.analysis.table.shares``): the lesson quotes
+    the figure the Table shows. NaN without a GEMM op row."""
+    ka = run.analysis.key_averages
+    if ka is None or not len(ka):
         return float("nan")
-    per_step = len(gemm) / len(steps)  # GEMM ops per step (1 for matmul_add)
-    return 100.0 * float(np.median(_durations(run, gemm))) * per_step / float(steps["cpu_us"].median())
+    self_pct, _ = cpu_shares_pct(ka)
+    gemm = ka["name"].astype(str).isin(GEMM_LEAF_OPS).to_numpy().copy()
+    if "device_type" in ka.columns:
+        gemm &= ka["device_type"].astype(str).str.lower().eq("cpu").to_numpy()
+    return float(self_pct[gemm].sum()) if gemm.any() else float("nan")
 
 
 def kernel_time_share_pct(run: Run, pattern: str) -> float:

@@ -2,11 +2,13 @@
 
 ``key_averages`` builds the rows (``trace_key_averages``; columns ``lab.core.KEY_AVERAGES_COLUMNS``),
 ``flops`` gives an operator's FLOPs as torch's ``with_flops`` counts them, ``memory`` its
-allocations as ``profile_memory`` attributes them.
+allocations as ``profile_memory`` attributes them, ``shares`` the table's CPU % columns.
 """
 
 from lab.analysis.table.flops import op_flops_of
 from lab.analysis.table.key_averages import trace_key_averages
 from lab.analysis.table.memory import MEMORY_COLUMNS, EventMemory, event_memory
+from lab.analysis.table.shares import cpu_shares_pct, share_pct
 
-__all__ = ["MEMORY_COLUMNS", "EventMemory", "event_memory", "op_flops_of", "trace_key_averages"]
+__all__ = ["MEMORY_COLUMNS", "EventMemory", "cpu_shares_pct", "event_memory", "op_flops_of", "share_pct",
+           "trace_key_averages"]
