@@ -21,7 +21,7 @@ CPU_LESSONS = [k for k, lesson in LESSONS.items() if not lesson.needs_gpu]
 
 
 def _card(run, timing: dict | None, title: str) -> str:
-    summary = lv.summarize(run.trace, run.analysis, [], timing=timing)
+    summary = lv.summarize(run.trace, run.analysis, timing=timing)
     return next(m.value for m in summary.metrics if m.label == title)
 
 
