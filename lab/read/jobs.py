@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from lab.analysis import Analysis, Insight, RanksAnalysis, RankSummary
+    from lab.read.kept import TraceRef
     from lab.trace import Trace
 
 __all__ = ["ByShape", "Job", "JobInput", "JobKind", "JobRefused", "RanksResult", "run_job"]
@@ -71,12 +72,15 @@ class Job:
 
 @dataclass(frozen=True)
 class JobInput:
-    """What the job reads: the traces, their analyses and insights, as the server holds them."""
+    """What the job reads: the traces, their analyses and insights — or their ``refs``."""
 
     traces: tuple[Trace, ...] = ()
     analyses: tuple[Analysis, ...] = ()
     insights: tuple[list[Insight], ...] = ()
     summaries: tuple[RankSummary, ...] = ()  # RANK_SUMMARIES: each rank's, as its reader sent it back
+    # Instead of the traces: the keys of traces a reader keeps (lab.read.kept), one per trace;
+    # the reader fills traces, analyses and insights from what it holds, or reads them again.
+    refs: tuple[TraceRef, ...] = ()
 
 
 @dataclass(frozen=True)
