@@ -95,7 +95,7 @@ def side(traces: list[Path]) -> list[dict]:
             measured(path.name, "own-trace questions",
                      lambda o=opened: job(Job(kind=JobKind.OWN, names=("yours",), code=own_answers), [o]))
             measured(path.name, "compare with the first trace",
-                     lambda o=opened: job(Job(kind=JobKind.COMPARE), [o, first]))
+                     lambda o=opened, f=first: job(Job(kind=JobKind.COMPARE), [o, f]))
     finally:
         pool.shutdown()
     return rows

@@ -18,7 +18,9 @@ uploads (``ResultStore``). No streamlit import: the page keeps one pool per serv
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lab.core.config import RunConfig
 from lab.core.devices import DevicePeak
@@ -50,13 +52,15 @@ class ReaderPool:
     def __init__(self, *, settings: HostSettings, readers: int | None = None,
                  abandon_after_s: float = ABANDONED_TICKET_S, small_read_json_bytes: int = SMALL_READ_JSON_BYTES,
                  spool_dir: Path = SPOOL_DIR, spool_min_bytes: int = SPOOL_MIN_BYTES, keep_bytes: int | None = None,
-                 kept_dir: Path = KEPT_DIR):
+                 kept_dir: Path = KEPT_DIR, warm_code: tuple[Callable[..., Any], ...] = ()):
         """``readers`` overrides the host's count (the CLI uses one); ``small_read_json_bytes`` is
         where the large lane starts (tests lower it to queue large reads without large files);
         bytes of at least ``spool_min_bytes`` reach their reader as a file in ``spool_dir``
         (``lab.read.spool``), smaller ones as a frame. Each reader keeps parsed traces read with
         ``keep`` in ``keep_bytes`` (default ``kept.KEEP_SHARE`` of its memory limit); the bytes
-        they were read from stay in ``kept_dir`` (``kept.KeptSources``, the held-uploads budget)."""
+        they were read from stay in ``kept_dir`` (``kept.KeptSources``, the held-uploads budget).
+        ``warm_code``: the page's job code each reader calls once on its warm-up read
+        (``protocol.InitReader.warm_code``)."""
         self.spool_dir, self.spool_min_bytes = spool_dir, spool_min_bytes
         if readers is not None:
             settings = settings.replace(reader_count=readers)
@@ -69,7 +73,8 @@ class ReaderPool:
         self.sources = KeptSources(self.plan.held_uploads_mb * MIB, kept_dir)
         self.keep_bytes = int(self.plan.memory_mb * MIB * KEEP_SHARE) if keep_bytes is None else keep_bytes
         records = [ReaderRecord(i) for i in range(self.plan.count)]
-        self._queue = ReadQueue(self.plan, records, abandon_after_s=abandon_after_s, keep_bytes=self.keep_bytes)
+        self._queue = ReadQueue(self.plan, records, abandon_after_s=abandon_after_s, keep_bytes=self.keep_bytes,
+                                 warm_code=warm_code)
         self._pool = ChildPool(self._queue, thread_name="profiler-lab-reader")
 
     # ------------------------------------------------------------------ lifecycle

@@ -17,8 +17,9 @@ pandas: ``Parsed`` names its field types as strings.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lab.core.config import RunConfig
 from lab.core.devices import DevicePeak
@@ -139,6 +140,9 @@ class InitReader:
     memory_mb: int  # address space the reader may add to its start-up size (RLIMIT_AS)
     nice: int  # added to the reader's CPU niceness
     keep_bytes: int = 0  # what its kept parsed traces may hold (lab.read.kept.KeptTraces); 0 keeps none
+    # The page's job code (``Job.code``) the reader calls once with the warm-up trace's runs,
+    # pickled by reference: its imports and first calls are paid before the first visitor's.
+    warm_code: tuple[Callable[..., Any], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -116,14 +116,15 @@ class ReaderClient(PoolClient):
     no_child_text = ("no trace reader could start on this host just now; open the file again in a minute "
                      "(the host's Server status says why)")
 
-    def __init__(self, plan: ReaderPlan, keep_bytes: int = 0):
-        self.plan, self.keep_bytes = plan, keep_bytes
+    def __init__(self, plan: ReaderPlan, keep_bytes: int = 0, warm_code: tuple = ()):
+        self.plan, self.keep_bytes, self.warm_code = plan, keep_bytes, warm_code
 
     def spawn(self, child):
         return start_reader_process()
 
     def init_message(self, child) -> InitReader:
-        return InitReader(memory_mb=self.plan.memory_mb, nice=READER_NICE, keep_bytes=self.keep_bytes)
+        return InitReader(memory_mb=self.plan.memory_mb, nice=READER_NICE, keep_bytes=self.keep_bytes,
+                           warm_code=self.warm_code)
 
     def describe(self, ticket) -> str:
         return ticket.label
@@ -160,8 +161,8 @@ class ReadQueue(PoolQueue):
     """The pool's queue with the readers' two lanes."""
 
     def __init__(self, plan: ReaderPlan, readers: list[ReaderRecord], *, abandon_after_s: float,
-                 keep_bytes: int = 0):
-        super().__init__(ReaderClient(plan, keep_bytes), readers, abandon_after_s=abandon_after_s,
+                 keep_bytes: int = 0, warm_code: tuple = ()):
+        super().__init__(ReaderClient(plan, keep_bytes, warm_code), readers, abandon_after_s=abandon_after_s,
                          lanes={Lane.SMALL: LaneRule(priority=0), Lane.LARGE: LaneRule(1, plan.large_slots)})
         self.plan = plan
         self.holders: OrderedDict[str, int] = OrderedDict()  # kept key → pid of the reader that read it last

@@ -47,7 +47,7 @@ def _reader_main(conn, init: InitReader) -> None:
     pipe = ChildPipe(conn)
     try:
         steps = _Steps()
-        steps.warm_up()
+        steps.warm_up(init.warm_code)
     except BaseException as error:  # noqa: BLE001 - report, then exit: nothing can be read
         pipe.send(Ready(pid=os.getpid(), usable=False, error=f"{type(error).__name__}: {error}"))
         return
@@ -110,11 +110,16 @@ class _Steps:
         self.jobs = importlib.import_module("lab.read.jobs")
         self.here = importlib.import_module("lab.read.here")
 
-    def warm_up(self) -> None:
+    def warm_up(self, warm_code=()) -> None:
+        """One bundled sample read, and each of the page's ``warm_code`` called once on it (a
+        visitor's first question must not pay its imports: 0.3 s for lab.teach on the 2-core box)."""
         samples = importlib.import_module("lab.samples")
         found = samples.list_samples()
         if found:
-            self.parse(found[0].read_bytes(), self.settings.HostSettings(), None, None)
+            parsed = self.parse(found[0].read_bytes(), self.settings.HostSettings(), None, None)
+            runs = [self.analysis.Run(found[0].title, parsed.trace, parsed.analysis)]
+            for code in warm_code:
+                code(runs)
         # What the imports and the warm-up left (~2·10^5 objects: pandas, numpy, altair's grammar)
         # out of the collector's sight: every full collection while a trace was read traversed them,
         # 0.2-0.3 s pauses on the 2-core host (the pipeline fuzz test's slowest cases).
