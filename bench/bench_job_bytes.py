@@ -101,6 +101,43 @@ def side(traces: list[Path]) -> list[dict]:
     return rows
 
 
+def sessions(trace: Path, count: int) -> dict:
+    """``count`` sessions, each with its own upload open (the trace re-gzipped with its own
+    header time: other bytes, another digest) and its TensorBoard view and by-shape table asked
+    for, as ``ui.upload`` and ``ui.cache`` do it: the server's peak RSS (``ru_maxrss``)."""
+    import gzip
+    import resource
+
+    from lab.core import HostSettings
+    from lab.read import Job, JobInput, JobKind, ReaderPool
+
+    keeps = "keep" in inspect.signature(ReaderPool.submit).parameters
+    raw = gzip.decompress(trace.read_bytes()) if trace.suffix == ".gz" else trace.read_bytes()
+    start_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    pool = ReaderPool(settings=HostSettings.from_env()).start(wait=True)
+    try:
+        for n in range(count):
+            data = gzip.compress(raw, compresslevel=1, mtime=n)
+            digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+            parsed = pool.read(data, keep=f"{digest}:") if keeps else pool.read(data)
+            pool.uploads.put(f"session{n}", digest, parsed)  # what ui.upload._settle keeps
+            del data
+            given = JobInput(traces=(parsed.trace,), analyses=(parsed.analysis,), insights=(parsed.insights,))
+            for kind in (JobKind.TENSORBOARD, JobKind.BY_SHAPE):
+                if keeps:
+                    pool.run_job(Job(kind=kind), given, keys=(f"{digest}:",))
+                else:
+                    pool.run_job(Job(kind=kind), given)
+            del parsed, given
+        held = pool.uploads.stats()
+        readers_rss = sum(r.rss_bytes or 0 for r in pool.health().readers)
+    finally:
+        pool.shutdown()
+    return {"sessions": count, "server_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "server_rss_before_mb": start_rss / 1024, "held_uploads": held[0], "held_mb": held[1] / MB,
+            "readers_rss_mb": readers_rss / MB}
+
+
 def table(results: dict[str, list[dict]]) -> str:
     """Medians per (trace, interaction), before against after."""
     def medians(rows, field):
@@ -127,10 +164,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--side", type=Path, help=argparse.SUPPRESS)  # a child: measure the lab at this tree
     parser.add_argument("--raw", type=Path, help="write every round's rows here (JSON)")
+    parser.add_argument("--sessions", type=int, default=0,
+                        help="instead: this many sessions with an upload open (the first trace), peak RSS")
     args = parser.parse_args(argv)
     if args.side is not None:
         sys.path.insert(0, str(args.side))
-        print(json.dumps(side([p.resolve() for p in args.traces])))
+        found = (sessions(args.traces[0].resolve(), args.sessions) if args.sessions
+                 else side([p.resolve() for p in args.traces]))
+        print(json.dumps(found))
+        return 0
+    if args.sessions:
+        for n in range(args.rounds):
+            for name, tree in {"before": args.before, "after": HERE}.items():
+                out = subprocess.run([sys.executable, __file__, "--side", str(tree), "--sessions", str(args.sessions),
+                                      str(args.traces[0])], cwd=tree, check=True, capture_output=True, text=True)
+                print(f"round {n + 1} {name}: {out.stdout.strip().splitlines()[-1]}")
         return 0
     results: dict[str, list[dict]] = {"before": [], "after": []}
     trees = {"before": args.before, "after": HERE}
