@@ -21,8 +21,10 @@ from ui import (
     cache,
     controls,
     layout,
+    messages,
     own_trace,
     ranks,
+    replay,
     room,
     state,
     teach,
@@ -130,6 +132,12 @@ st.caption("torch.profiler gives you two artifacts: the key_averages **table** (
 # Nothing runs until a button is pressed: the form only returns a config on "Run profile".
 if submitted is not None:
     run_submitted(service, settings, device, submitted, limiter=limiter, readers=readers)
+replay_asked = replay.take_request()  # the Table's "Replay here" or a variant's button, clicked
+if isinstance(replay_asked, str):
+    messages.error(replay_asked)
+elif replay_asked is not None:
+    run_submitted(service, settings, device, replay_asked.config, limiter=limiter, readers=readers,
+                  name=replay_asked.name, view="Table")
 if lesson_click is not None:
     action, lesson_key = lesson_click
     # Statements, not a conditional expression: Streamlit's magic writes an expression's value

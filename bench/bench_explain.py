@@ -27,7 +27,7 @@ from make_large_trace import events_for_megabytes, load_source, write_trace  # n
 
 from lab.analysis import analyze  # noqa: E402
 from lab.explain import explain  # noqa: E402
-from lab.judge import judge  # noqa: E402
+from lab.judge import judge_trace  # noqa: E402
 from lab.trace import load_trace  # noqa: E402
 
 
@@ -56,11 +56,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def explained():
         ex = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
-        judge(ex)
+        judge_trace(trace, analysis, ex)
 
     def both():
         a = analyze(trace)
-        judge(explain(trace, links=a.links, spans=a.findings.steps, peak=a.peak))
+        judge_trace(trace, a)
 
     rows = [("analyze", _timed(lambda: analyze(trace), args.n)), ("explain + judge", _timed(explained, args.n)),
             ("analyze + explain + judge", _timed(both, args.n))]

@@ -1,6 +1,7 @@
 """What the lab predicts a fix would save, against the program recorded with the fix applied.
 
     python bench/bench_whatif.py            # tests/data/explain: H200 pairs (scripts/record_explain_programs.py)
+    python bench/bench_whatif.py heldout    # tests/data/heldout: pairs recorded after the rules were written
 
 For each pair in the recordings' manifest: the finding the lab gives the base trace for the
 cause the fix addresses, its predicted step (the base trace's step minus the saving; for a
@@ -29,7 +30,11 @@ DATA = ROOT / "tests" / "data" / "explain"
 FIX_RULE = {"input_bound": "input_pipeline", "compile_in_window": "compilation", "adam_per_param": "optimizer_loop",
             "sync_in_loop": "sync_waits", "copies_pageable": "pageable_copies", "fp32_gemm": "tf32_gemms",
             "launch_bound": "launch_bound", "attention_eager": "attention_written_out",
-            "decode_kv_cache": "slow_host_op"}
+            "decode_kv_cache": "slow_host_op",
+            # tests/data/heldout (scripts/record_heldout_programs.py)
+            "mask_indexing": "tf32_gemms", "empty_cache_each_step": "allocator_calls",
+            "collate_in_python": "input_pipeline", "layernorm_by_hand": "below_roof", "vit_fp32": "tf32_gemms",
+            "sleepy_logger": "host_unrecorded"}
 
 
 def pair_rows(folder: Path = DATA) -> list[dict]:
@@ -61,11 +66,13 @@ def _ms(us: float) -> str:
     return f"{us / 1e3:,.2f}"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    folder = ROOT / "tests" / "data" / args[0] if args else DATA
     print("| base → fixed (fix) | finding | saving predicted (ms) | measured: base − fixed, profiled (ms) | error |"
           " measured without the profiler (ms) | error | step predicted / fixed, profiled (ms) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in pair_rows():
+    for r in pair_rows(folder):
         err = 100 * (r["saving_us"] - r["measured_saving_us"]) / r["measured_saving_us"]
         what = f"{r['rule']}{'' if r['fired'] else ' (did not fire)'}"
         if r["scope"] == "window":  # a one-off: the window's saving; the truth's per-step median does not hold it

@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass
 
 __all__ = [
-    "ADD_KERNEL_NAMES", "ANNOTATION_CATS", "COLLECTIVE_RANGE_PATTERN", "COMPILE_PATTERN", "INPUT_PIPELINE_PATTERN",
+    "ADD_KERNEL_NAMES", "ALLOCATOR_CALLS", "ANNOTATION_CATS", "COLLECTIVE_RANGE_PATTERN", "COMPILE_PATTERN",
+    "INPUT_PIPELINE_PATTERN",
     "OPTIMIZER_PATTERN", "DTYPES", "DTYPE_BYTES", "DTYPE_INFO", "Dtype", "ELEMENT_BYTES", "FLOW_CAT",
     "GPU_ACTIVITY_CATS", "GPU_LANE_CATS", "INTEGER_DTYPES", "TRACE_DTYPES",
     "MEMORY_DEVICE_KINDS", "MEMORY_DEVICE_TYPES", "MEMORY_EVENT_NAME", "MEMORY_HOST_TYPES", "OOM_EVENT_NAME",
@@ -116,6 +117,15 @@ PROFILER_STEP_NAME = "ProfilerStep*"
 SYNC_NAMES = (
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
     "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+)  # fmt: skip
+
+# The device allocator's calls, which PyTorch's caching allocator makes only when its cache
+# misses (a new size, the first step) or is emptied (torch.cuda.empty_cache()); cudaFree also waits
+# for the device. Stream-ordered and host-pinned allocations count as well.
+ALLOCATOR_CALLS = (
+    "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaMallocHost", "cudaFreeHost",
+    "cudaHostAlloc", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease",
+    "hipMalloc", "hipFree",
 )  # fmt: skip
 
 # torch.compile's compilation as torch writes it: dynamo_timed's record_functions

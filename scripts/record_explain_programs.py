@@ -779,8 +779,8 @@ def _summary(manifest: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None, *, catalogue: Callable[[], list[Case]] = cases, doc: str = "") -> int:
+    ap = argparse.ArgumentParser(description=(doc or __doc__).split("\n\n")[0])
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
     ap.add_argument("--quick", action="store_true", help="tiny sizes (CPU)")
     ap.add_argument("--only", default="", help="comma-separated stems")
@@ -790,7 +790,7 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args(argv)
     if args.list:
-        for c in cases():
+        for c in catalogue():
             print(f"{c.stem:22} {','.join(c.devices):9} {c.cause:20} {c.fix_of or ''}")
         return 0
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -801,8 +801,8 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     ctx = gt.Ctx(args.device, args.quick, out)
     only = {s.strip() for s in args.only.split(",") if s.strip()}
-    todo = [c for c in cases() if not only or c.stem in only]
-    manifest = dict(format=1, recorder="scripts/record_explain_programs.py",
+    todo = [c for c in catalogue() if not only or c.stem in only]
+    manifest = dict(format=1, recorder=f"scripts/{Path(sys.argv[0]).name}",
                     created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                     device=ctx.device, device_name=gt._device_name(ctx), quick=ctx.quick,
                     **gt._versions(), host=dict(cpus=os.cpu_count(), platform=platform.platform()),

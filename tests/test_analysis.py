@@ -21,12 +21,12 @@ from tracebuild import H200_PROPS, annotation, build, kernel, launch, matmul_add
 from lab.analysis import analyze
 from lab.analysis.gemm.analyze import ABOVE_PEAK_NOTE, gemm_efficiency, gemm_figures
 from lab.analysis.gemm.kinds import gemm_kernel_dtype, gemm_shape, is_gemm_kernel
-from lab.analysis.gpu import covered_us, gpu_utilization, launch_delays
-from lab.analysis.operators import kernel_summary
+from lab.analysis.gpu import GPU_BOUND_BUSY_PCT, covered_us, gpu_utilization, launch_delays
+from lab.analysis.operators import host_work_us, kernel_summary
 from lab.analysis.steps import step_breakdown
-from lab.analysis.verdict import GPU_BOUND_BUSY_PCT, bound_verdict, host_work_us
 from lab.core.config import RunConfig
 from lab.core.devices import DevicePeak, lookup_peak
+from lab.judge import judge_trace
 from lab.trace.load import load_trace
 
 DATA = Path(__file__).parent / "data"
@@ -583,25 +583,26 @@ def test_gemm_shapes_per_op(op_name, dims, expected):
 
 
 def test_verdicts_on_real_traces(real):
-    name, raw, _, analysis = real
+    name, raw, trace, analysis = real
     gpu = [(e["ts"], e["ts"] + e["dur"]) for e in _xs(raw) if e.get("cat") in GPU_CATS]
     busy, _ = naive_union(gpu)
     busy_pct = 100 * busy / (max(e for _, e in gpu) - min(s for s, _ in gpu))
-    verdict = analysis.verdict
-    assert verdict.gpu_busy_pct == pytest.approx(busy_pct, abs=1e-3)
-    assert verdict.kind == ("gpu-bound" if busy_pct >= GPU_BOUND_BUSY_PCT else "cpu-bound")
-    expected = {"matmul_add_4096_bf16": "gpu-bound", "matmul_add_1024_fp32": "cpu-bound",
-                "matmul_add_4096_bf16_compiled": "cpu-bound"}
-    assert verdict.kind == expected[name]
-    assert f"{busy_pct:.0f} %" in verdict.explanation
+    assert analysis.utilization.active_busy_pct == pytest.approx(busy_pct, abs=1e-3)
+    gpu_bound = {"matmul_add_4096_bf16": True, "matmul_add_1024_fp32": False, "matmul_add_4096_bf16_compiled": False}
+    assert (busy_pct >= GPU_BOUND_BUSY_PCT) == gpu_bound[name]
+    # The judged verdict: on the GPU-bound run the kernels against their roof are judged; on the
+    # others no finding says the GPU work is at its roof.
+    rules = [f.rule for f in judge_trace(trace, analysis).findings]
+    assert ("at_roof" in rules or "below_roof" in rules) if gpu_bound[name] else "at_roof" not in rules
 
 
 def test_verdict_without_gpu():
     cpu_only = build([op("aten::mm", 0, 100), op("aten::add", 120, 10)])
-    assert bound_verdict(cpu_only).kind == "cpu-only"
+    # named among the findings; a material host cause on the CPU (here 20 µs unrecorded) may still lead
+    assert "cpu_only" in [f.rule for f in judge_trace(cpu_only, analyze(cpu_only)).findings]
     launches_only = build([op("aten::mm", 0, 100), launch(10, 5, 1)], device_properties=[H200_PROPS])
-    verdict = bound_verdict(launches_only)
-    assert verdict.kind == "no-gpu-events"
+    judged = judge_trace(launches_only, analyze(launches_only))
+    assert judged.named.rule == "no_gpu_events" and "1 launch calls" in judged.verdict
 
 
 def test_cpu_only_trace_analyzes_to_empty_tables():

@@ -17,8 +17,7 @@ from lab.analysis import (  # noqa: E402
     Run,  # noqa: E402
     analyze,
 )
-from lab.explain import explain  # noqa: E402
-from lab.judge import judge  # noqa: E402
+from lab.judge import judge_trace  # noqa: E402
 from lab.teach import own_questions  # noqa: E402
 from lab.trace.load import load_trace  # noqa: E402
 from tests.test_app import APP, H200_TRACE, ROOT, TIMEOUT_S, assert_healthy, errors  # noqa: E402
@@ -60,7 +59,7 @@ def _verdict(path) -> str:
     """The verdict the Summary leads with: the judged one (the finding with the largest saving)."""
     trace = load_trace(path.read_bytes())
     analysis = analyze(trace)
-    return judge(explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)).verdict
+    return judge_trace(trace, analysis).verdict
 
 
 def test_the_run_that_accepts_an_upload_shows_its_verdict_without_a_second_run(at, page_runs):

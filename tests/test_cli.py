@@ -15,6 +15,7 @@ from conftest import read_trace
 
 from lab import cli
 from lab.core import RunConfig
+from lab.units import fmt_us
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -147,6 +148,7 @@ PROFILE_FLAG_HELP = {
     "--straggler-ms": "distributed workloads: the straggler's extra time per step, ms (default %(default)s)",
     "--straggler-cause": "one of input, compute: a slow input pipeline (sleep in 'load_batch') or extra compute "
                          "(default %(default)s)",
+    "--replay": "the replay workload: the op row as JSON (the page's 'Replay here' and python -m lab replay write it)",
     "--out": "folder for trace.json.gz, key_averages.csv, summary.json",
 }
 
@@ -324,8 +326,10 @@ def test_analyze_json_carries_the_verdict_its_cause_and_the_insights():
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     verdict = report["verdict"]
-    assert verdict["kind"] == "copy-bound"
-    assert verdict["cause"]["pageable_us"] == pytest.approx(sum(e["dur"] for e in copies), abs=1e-3)
+    assert verdict["kind"] == "pageable_copies" and verdict["explanation"].startswith(verdict["cause"]["title"])
+    # the cause's numbers: the pageable copies' time per step, as the finding's evidence quotes it
+    per_step = sum(e["dur"] for e in copies) / max(report["explained"]["steps"], 1)
+    assert verdict["cause"]["evidence"].startswith(f"{fmt_us(per_step)} of the ")
     assert "Copies from pageable host memory" in [i["title"] for i in report["insights"]]
 
 

@@ -221,7 +221,7 @@ def test_every_field_declares_its_option_once():
     for name, option in OPTIONS.items():
         assert option.name == name and option.label
         assert option.default == getattr(RunConfig(), name)
-        assert option.group in {"what", "labels", "schedule", "profiler", "job"}
+        assert option.group in {"what", "labels", "schedule", "profiler", "job", "replay"}
         if option.kind == "int":
             assert option.low is not None, name  # RunConfig refuses values below it
         assert not option.inline or option.group == "schedule"

@@ -32,6 +32,7 @@ from lab.analysis.diagnoses.host import (
 )
 from lab.analysis.diagnoses.steps import STEP_MIN_COVER_PCT, step_spans
 from lab.analysis.insights.rules import SEVERITIES, Insight
+from lab.judge import judge_trace
 from lab.trace import load_trace
 from tests import diagbuild as b
 from tests import tracebuild
@@ -43,6 +44,19 @@ SEED_SAMPLES = sorted([*(ROOT / "tests/data").glob("matmul_add_*.json.gz"),
 GROUNDTRUTH_MEM = ROOT / "tests/data/groundtruth/cuda/seed_mem.json.gz"
 FINDERS = (find_host_syncs, find_host_gaps, find_pageable_copies, find_graph_replays, find_collectives,
            find_empty_capture, find_profiler_inflation)
+
+# The rules of the findings that name a diagnosed cause (what the old weighed verdict named).
+_DIAGNOSED = ("empty_window", "pageable_copies", "communication", "sync_waits", "host_unrecorded", "graph_replays")
+
+
+def _named_finding(trace):
+    """The finding the judged verdict names (``lab.judge.Judgement.named``)."""
+    return judge_trace(trace, analyze(trace)).named
+
+
+def _named(trace) -> str | None:
+    found = _named_finding(trace)
+    return found.rule if found is not None else None
 
 
 def _fire(rule, trace):
@@ -142,7 +156,8 @@ def test_every_diagnosis_is_silent_on_the_seed_samples(path):
     assert [f.__name__ for f in FINDERS if f(trace) is not None] == []
     analysis = analyze(trace)
     assert [r.__name__ for r in dx.DIAGNOSIS_RULES if r(trace, analysis) is not None] == []
-    assert dx.weigh_verdict(trace) is None
+    assert dx.named_cause(analysis.findings) is None
+    assert _named(trace) not in _DIAGNOSED  # the judged verdict names none of the diagnoses' causes
     assert not dx.capture_explains_missing_gpu(trace, find_empty_capture(trace))
     assert len(graph_replay_rows(trace)) == 0
 
@@ -312,8 +327,8 @@ def test_pageable_copies_with_achieved_bandwidth_against_pinned():
     assert (f_shapes.pageable_bytes, f_shapes.pinned_bytes) == (page["bytes"], pin["bytes"])
     assert f.pageable_gbps == pytest.approx(page["gbps"]) and f.pinned_gbps == pytest.approx(pin["gbps"])
     assert f.severity == "critical"
-    verdict = dx.weigh_verdict(b.load(doc))
-    assert verdict.kind == "copy-bound" and "pin_memory()" in verdict.headline
+    named = _named_finding(b.load(doc))
+    assert named.rule == "pageable_copies" and "pin_memory()" in named.suggestion
     insight = _fire(dx.pageable_copies_rule, b.load(doc))
     assert "non_blocking=True" in insight.suggestion and f"{page['gbps']:.1f} GB/s" in insight.evidence
 
@@ -361,9 +376,10 @@ def test_graph_replays_per_replay_not_per_kernel():
     rows = graph_replay_rows(trace)
     want = sorted(round(k["ts"] - t0, 3) for ks in per for k in ks)
     assert sorted(np.round(trace.events["ts_us"].to_numpy()[rows], 3)) == want
-    verdict = dx.weigh_verdict(trace)
-    assert verdict.kind == "graph-replays" and "overhead-bound" in verdict.replaces
-    assert "gpu-bound" not in verdict.replaces
+    judged = judge_trace(trace, analyze(trace))
+    # Replays rule out a launch-bound reading; they are no saving, so any material cause still leads.
+    assert judged.named.rule == "graph_replays" and "launch_bound" not in [x.rule for x in judged.findings]
+    assert judged.verdict_finding is None or judged.verdict_finding.rule != "graph_replays"
 
 
 # --- 5. collectives ----------------------------------------------------------------------------
@@ -383,8 +399,8 @@ def test_nccl_share_overlap_and_the_job():
     assert f.overlap_pct == pytest.approx(100 * measure(lo, hi, (comm, True), (compute, True))
                                           / measure(lo, hi, (comm, True)))
     assert dict(f.calls)["c10d::allreduce_"] == sum(e["name"] == "c10d::allreduce_" for e in x)
-    verdict = dx.weigh_verdict(b.load(doc))
-    assert verdict.kind == "communication-bound" and "rank 1 of 2" in verdict.headline
+    judged = judge_trace(b.load(doc), analyze(b.load(doc)))
+    assert judged.named.rule == "communication" and "rank 1 of 2" in judged.verdict
     assert "Rank 1 of 2" in _fire(dx.collectives_rule, b.load(doc)).evidence
 
 
@@ -409,7 +425,7 @@ def test_empty_window_is_a_warning_and_explains_the_missing_gpu_activity():
     assert dx.capture_explains_missing_gpu(b.load(doc), f)
     insight = _fire(dx.empty_capture_rule, b.load(doc))
     assert insight.severity in ("info", "warning") and "ProfilerStep#3" in insight.evidence
-    assert dx.weigh_verdict(b.load(doc)).kind == "empty-window"
+    assert _named(b.load(doc)) == "empty_window"
 
 
 def test_ops_without_gpu_activity_are_not_an_empty_window():
@@ -452,9 +468,14 @@ def test_profile_memory_flag_is_read_once_the_meta_carries_it():
 
 
 def test_item_every_step_is_sync_bound_not_overhead_bound():
-    verdict = dx.weigh_verdict(b.load(b.item_sync(host_work_us=2000)))
-    assert verdict.kind == "sync-bound" and "overhead-bound" in verdict.replaces
-    assert ".item()" in verdict.headline
+    trace = b.load(b.item_sync(host_work_us=2000))
+    judged = judge_trace(trace, analyze(trace))
+    # The sync and the host work it keeps from overlapping are named; no launch-bound reading.
+    assert judged.named.rule in ("sync_waits", "host_unrecorded")
+    rules = [x.rule for x in judged.findings]
+    assert "sync_waits" in rules and "launch_bound" not in rules
+    # .item() by its op: aten::_local_scalar_dense is what .item() dispatches to.
+    assert "aten::_local_scalar_dense" in next(x for x in judged.findings if x.rule == "sync_waits").evidence
 
 
 def test_findings_bundle_and_insights_are_valid():

@@ -48,7 +48,8 @@ def _brute(events: list[dict], step_name: str | None) -> tuple[dict[str, float],
     """Busy GPU time per window total and the total wall, by plain loops over the raw events: the
     steps (ProfilerStep#N, or the annotation the lab chose; none: the whole trace), each step's
     completion the later of the next step's start and the end of the GPU work its launches queued
-    (launch call and GPU activity paired by correlation)."""
+    (launch call and GPU activity paired by correlation); the first step's start the later of its
+    own and the end of the GPU work queued before it."""
     t0 = min(e["ts"] for e in events)
     steps = sorted((e for e in events if step_name is not None and e.get("cat") in ("cpu_op", "user_annotation")
                     and (str(e["name"]).startswith("ProfilerStep#") if step_name == "ProfilerStep"
@@ -69,7 +70,18 @@ def _brute(events: list[dict], step_name: str | None) -> tuple[dict[str, float],
                     done[i] = max(done[i], g["ts"] + g["dur"])
         for i in range(1, len(done)):
             done[i] = max(done[i], done[i - 1])
-        windows = list(zip([starts[0]] + done[:-1], done))
+        # The first step begins once the GPU has run what earlier, unrecorded steps queued: the
+        # GPU work whose launch is not in the trace (or before the step) that starts before the
+        # first work this step launched.
+        first = starts[0]
+        call_ts = {id(g): (runtime.get((g.get("args") or {}).get("correlation")) or {}).get("ts") for g in gpu}
+        own = [g["ts"] for g in gpu if call_ts[id(g)] is not None and starts[0] <= call_ts[id(g)] < period_end[0]]
+        if own:
+            carry = [g["ts"] + g["dur"] for g in gpu
+                     if (call_ts[id(g)] is None or call_ts[id(g)] < starts[0]) and g["ts"] < min(own)]
+            if carry:
+                first = min(max(first, max(carry)), done[0])
+        windows = list(zip([first] + done[:-1], done))
     else:
         windows = [(t0, max(e["ts"] + e["dur"] for e in events))]
     busy = 0.0

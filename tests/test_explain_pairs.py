@@ -28,6 +28,10 @@ CAUSE_RULE = {"input_pipeline": "input_pipeline", "compilation": "compilation", 
               "pageable_copies": "pageable_copies", "fp32_gemm": "tf32_gemms", "attention_unfused":
               "attention_written_out", "sdpa_plan_per_length": "slow_host_op", "launch": "launch_bound"}
 PLANTED = [e["stem"] for e in MANIFEST["entries"] if e.get("cause") in CAUSE_RULE]
+# Programs with a second planted cause, which may be the larger: sync_in_loop does 2 ms of host
+# work per step outside any op (busy(), "the host's own per-step work"), of which 1.3 ms holds the
+# GPU idle beyond the sync's drain (0.85 ms). Both must be findings; the verdict is the larger.
+ALSO_PLANTED = {"sync_in_loop": "host_unrecorded"}
 # A fix leaves at most this share of the saving its finding promised (CUDA graphs keep one
 # replay's host work per step: 161 µs of the launch-bound loop's 3.54 ms).
 LEFT_AFTER_FIX = 0.10
@@ -43,7 +47,9 @@ def test_the_verdict_names_the_planted_cause(stem):
     cause = next(e["cause"] for e in MANIFEST["entries"] if e["stem"] == stem)
     judged = _judged(stem)
     assert judged.verdict_finding is not None, judged.verdict
-    assert judged.verdict_finding.rule == CAUSE_RULE[cause], judged.verdict
+    planted = {CAUSE_RULE[cause], ALSO_PLANTED.get(stem, CAUSE_RULE[cause])}
+    assert judged.verdict_finding.rule in planted, judged.verdict
+    assert planted <= {f.rule for f in judged.findings}, [f.rule for f in judged.findings]
 
 
 @pytest.mark.parametrize("pair", MANIFEST["pairs"], ids=lambda p: f"{p['base']}->{p['fixed']}")

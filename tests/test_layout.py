@@ -187,7 +187,8 @@ LAYERS: dict[str, frozenset[str]] = {
     "run": _LEAVES | {"core", "pool"},
     # Lesson code reaches the readers in the job the page hands them (lab.read.Job.code).
     "read": _LEAVES | {"core", "pool", "trace", "analysis", "explain", "judge", "samples"},
-    "views": _LEAVES | {"core", "trace", "analysis", "explain", "judge"},
+    # The Table's "Replay here" reads the replay's rows and side by side (lab.views.replay).
+    "views": _LEAVES | {"core", "trace", "analysis", "explain", "judge", "replay"},
     "replay": _LEAVES | {"core", "trace", "analysis"},  # one op row of a trace → a spec, a script, a child run
     # One module per lesson: its text, runs, check, questions and claims; checks read the measures.
     "lessons": _LEAVES | {"core", "trace", "analysis", "explain", "judge"},
@@ -272,3 +273,41 @@ def test_the_prefix_check_finds_a_group(tmp_path):
     for name in ("diag_host", "diag_steps", "gemm", "gpu", "memory", "memory_insights", "key_averages"):
         (tmp_path / f"{name}.py").write_text("")
     assert _prefix_groups(tmp_path) == {"diag": ["diag_host", "diag_steps"], "memory": ["memory", "memory_insights"]}
+
+
+# --- one finding record --------------------------------------------------------------------------
+# A trace's sentences are lab.judge.Finding: a dataclass carrying a suggestion beside a title or
+# evidence is a second finding record. The older Insight is still read by the insight, memory,
+# GEMM and rank rules and the pages that show their cards; it leaves with them (then this set is
+# empty), and no other may join it.
+_FINDING_FIELDS = frozenset({"title", "evidence", "suggestion"})
+_THE_RECORD = "lab.judge.finding.Finding"
+_RECORDS_BEING_REMOVED = frozenset({"lab.analysis.insights.record.Insight"})
+
+
+def _finding_records(path: Path, module: str) -> set[str]:
+    """The dataclasses in ``path`` whose annotated fields hold "suggestion" and a title or evidence."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        decorators = {ast.unparse(d).split("(")[0] for d in node.decorator_list}
+        if not decorators & {"dataclass", "dataclasses.dataclass"}:
+            continue
+        fields = {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+        if "suggestion" in fields and len(fields & _FINDING_FIELDS) >= 2:
+            found.add(f"{module}.{node.name}")
+    return found
+
+
+def test_one_finding_record_in_lab():
+    records = set().union(*(_finding_records(path, name) for name, path in _lab_modules().items()))
+    assert records - _RECORDS_BEING_REMOVED == {_THE_RECORD}
+    assert _RECORDS_BEING_REMOVED <= records  # one removed: take it off the set
+
+
+def test_the_record_check_finds_a_second_record(tmp_path):
+    path = tmp_path / "advice.py"
+    path.write_text("from dataclasses import dataclass\n\n\n@dataclass(frozen=True)\nclass Advice:\n"
+                    "    title: str\n    suggestion: str\n\n\nclass Plain:\n    title: str\n    suggestion: str\n")
+    assert _finding_records(path, "lab.advice") == {"lab.advice.Advice"}

@@ -14,6 +14,8 @@ import tracebuild as tb
 from lab.analysis import analyze, find_insights
 from lab.analysis.insights import rules as I
 from lab.analysis.memory.insights import FRAGMENTATION_TITLE
+from lab.analysis.operators import host_work_us
+from lab.judge import judge_trace
 from lab.trace import load_trace
 from lab.units import fmt_mem_bytes
 from lab.vocab import is_launch_call
@@ -67,13 +69,14 @@ def test_allocation_only_program_is_described_not_alarmed():
     assert len(runtime) == 466 and not any(is_launch_call(n) for n in counts)
     records = [e["args"] for e in doc["traceEvents"] if e.get("name") == "[memory]"]
     peak = max(r["Total Allocated"] for r in records)
-    assert analysis.verdict.kind == "no-gpu-work"
+    judged = judge_trace(trace, analysis)
+    assert judged.named.rule == "no_gpu_work"
     assert not [i for i in found if i.severity == "critical"]
     assert not any("CUPTI" in i.evidence + i.suggestion or i.title == I.cupti_missing.__name__ for i in found)
     assert "No GPU activity recorded although a GPU was used" not in [i.title for i in found]
     (described,) = [i for i in found if i.title == "Nothing was launched on the GPU"]
     top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    for text in (described.evidence, analysis.verdict.explanation):
+    for text in (described.evidence, judged.verdict):
         assert f"{len(runtime):,} CUDA runtime/driver call(s)" in text
         assert f"{top[0][0]} ×{top[0][1]:,}" in text and "none launches a kernel, copy or memset" in text
         assert f"cuda:0 peaked at {fmt_mem_bytes(peak)} allocated" in text
@@ -84,7 +87,7 @@ def test_allocation_only_program_is_described_not_alarmed():
 def test_a_launch_without_gpu_activity_still_points_at_cupti(name):
     doc = tb.document([tb.op("aten::mm", 0, 50), _runtime(name, 10, 5, 1)], device_properties=[tb.H200_PROPS])
     trace, analysis, found = _load(doc)
-    assert analysis.verdict.kind == "no-gpu-events"
+    assert judge_trace(trace, analysis).named.rule == "no_gpu_events"
     assert found[0].severity == "critical" and found[0].title == "No GPU activity recorded although a GPU was used"
 
 
@@ -92,7 +95,8 @@ def test_device_properties_alone_are_no_gpu_use():
     """Kineto lists the host's GPUs in every trace of a CUDA build, CPU-only programs included."""
     doc = tb.document([tb.op("aten::mm", 0, 50), tb.op("aten::add", 60, 10)], device_properties=[tb.H200_PROPS])
     trace, analysis, found = _load(doc)
-    assert analysis.verdict.kind == "cpu-only" and "lists 1 GPU(s)" in analysis.verdict.explanation
+    cpu_only = next(f for f in judge_trace(trace, analysis).findings if f.rule == "cpu_only")
+    assert "lists 1 GPU(s)" in cpu_only.evidence
     assert not [i for i in found if i.severity == "critical"]
 
 
@@ -160,7 +164,7 @@ def test_overhead_bound_does_not_count_the_profilers_own_time_as_host_work():
     profiler_us = sum(e["dur"] for e in xs if e["cat"] == "overhead")
     assert program_us / gpu_us < I.OVERHEAD_BOUND_RATIO <= (program_us + profiler_us) / gpu_us
     trace, analysis, found = _load(doc)
-    assert analysis.verdict.cpu_self_us == pytest.approx(program_us)
+    assert host_work_us(analysis.operators) == pytest.approx(program_us)
     assert I.overhead_bound(trace, analysis) is None
 
 
@@ -190,14 +194,15 @@ def test_the_real_allocation_only_recording_is_described_not_alarmed():
     op = min((e for e in around if e["cat"] == "cpu_op"), key=lambda e: e["dur"])["name"]
     label = min((e for e in around if e["cat"] == "user_annotation"), key=lambda e: e["dur"])["name"]
 
-    assert analysis.verdict.kind == "no-gpu-work"
+    judged = judge_trace(trace, analysis)
+    assert judged.named.rule == "no_gpu_work"
     assert not [i for i in found if i.severity == "critical"]
     # No advice about CUPTI (the one mention left names the profiler's own buffer requests).
     assert not any("CUPTI" in i.suggestion or "CUPTI" in i.title for i in found)
     assert [i.title for i in found if "CUPTI" in i.evidence] == ["Profiler overhead in the timeline"]
     assert "No GPU activity recorded although a GPU was used" not in [i.title for i in found]
     (described,) = [i for i in found if i.title == "Nothing was launched on the GPU"]
-    for text in (described.evidence, analysis.verdict.explanation):
+    for text in (described.evidence, judged.verdict):
         assert f"{sum(runtime.values()):,} CUDA runtime/driver call(s)" in text
         assert "none launches a kernel, copy or memset" in text
         assert (f"cuda:0 peaked at {fmt_mem_bytes(peak['args']['Total Allocated'])} allocated "

@@ -179,8 +179,10 @@ def await_worker(service: ProfileService, timeout_s: float = WORKER_START_TIMEOU
 
 
 def run_submitted(service: ProfileService, settings: HostSettings, device: DeviceInfo | None,
-                  submitted: RunConfig | ConfigError, *, limiter: RateLimiter, readers: ReaderPool) -> None:
-    """The form's "Run profile": refuse with one message, or run and show the result's Summary."""
+                  submitted: RunConfig | ConfigError, *, limiter: RateLimiter, readers: ReaderPool,
+                  name: str | None = None, view: str = "Summary") -> None:
+    """The form's "Run profile" (and the Table's "Replay here"): refuse with one message, or run
+    and show the result's ``view`` under ``name`` in "Showing"."""
     if isinstance(submitted, ConfigError):
         messages.error(str(submitted))
         return
@@ -201,11 +203,11 @@ def run_submitted(service: ProfileService, settings: HostSettings, device: Devic
         messages.error(why)
         return
     c = submitted
-    results = run_configs(service, [(f"{c.workload} {c.shape_text} {c.dtype}", submitted)],
+    results = run_configs(service, [(name or f"{c.workload} {c.shape_text} {c.dtype}", submitted)],
                           force_fresh=bool(st.session_state.get(FORCE_FRESH_KEY)))
     if results:
-        state.add_run(results[0])
-        st.session_state["view"] = "Summary"
+        state.add_run(results[0], name=name)
+        st.session_state["view"] = view
         open_job(results[0], settings, readers)
 
 

@@ -18,7 +18,7 @@ from lab.lessons import LESSONS, lesson_signals
 from lab.read import Job, JobKind
 from lab.samples import Sample
 from lab.views import SORT_KEYS, TORCH_SORT_KEYS, category_counts, comparison_totals, fmt_us, is_device_sort, summarize
-from ui import teach
+from ui import replay, teach
 from ui.cache import Loaded
 from ui.messages import md_escape
 from ui.state import Subject, opened_lesson, subject_timing
@@ -69,7 +69,7 @@ def summary_view(subject: Subject, loaded: Loaded) -> None:
     _job_lead(subject)
     timing = subject.sample.timing if subject.sample else None
     s = summarize(loaded.trace, loaded.analysis, loaded.insights, run=subject.run, timing=timing,
-                  explanation=loaded.explanation)
+                  explanation=loaded.explanation, judgement=loaded.judgement)
     if loaded.explanation is not None and loaded.judgement is not None:
         explained_summary(loaded)
     st.text(f"Device: {s.device}")
@@ -170,6 +170,7 @@ def insights_view(loaded: Loaded) -> None:
 
 
 def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
+    replay.replay_box(subject, loaded)  # a replay's result beside its row; else "Replay an op here"
     run = subject.run
     has_device = loaded.trace.has_gpu or (run is not None and run.device.kind == "cuda")
     sort_keys = [k for k in SORT_KEYS if has_device or not is_device_sort(k)]

@@ -1,5 +1,5 @@
-"""Stage 3 of the pipeline: a ``Trace`` → analyses (operators, kernels, GPU use, steps, GEMMs, the
-verdict), insights (rules that cite numbers) and comparisons; ``Run`` (a named trace with its
+"""Stage 3 of the pipeline: a ``Trace`` → analyses (operators, kernels, GPU use, steps, GEMMs),
+insights (rules that cite numbers) and comparisons; ``Run`` (a named trace with its
 analysis) is what a lesson's check and questions read (``lab.lessons``).
 
 Each analysis is a pure function of a ``Trace`` returning plain data, one concern per module or
@@ -8,7 +8,7 @@ derived from the trace), ``diagnoses`` (what bounds the trace), ``gemm`` (effici
 device's peak), ``memory`` (profile_memory's allocations over time), ``ranks`` (a job's ranks
 together), ``insights`` (the record and the rules). Top level: ``bundle`` is the facade (``analyze``
 → ``Analysis``), ``operators`` (launch links, the operator and kernel tables), ``gpu`` (utilization,
-idle gaps, launch delays), ``steps``, ``verdict``, ``compare``; the TensorBoard plugin's views:
+idle gaps, launch delays), ``steps``, ``compare``; the TensorBoard plugin's views:
 ``step_time`` (its step-time breakdown), ``kernels`` (its Kernel view) with ``tensor_cores`` (both
 Tensor-Core rules), ``modules`` (its Module view), and ``tensorboard`` (the three together, on
 demand: not part of ``analyze``); ``columns`` and ``intervals`` hold helpers they share.

@@ -2,7 +2,7 @@
 
 One analyzer per concern, each a pure function of a ``Trace`` (HTA-style):
 ``operators`` (links, operator and kernel tables), ``gpu`` (utilization, gaps, launch delays),
-``steps``, ``gemm`` (efficiency against the device's peak), ``verdict`` and ``memory``
+``steps``, ``gemm`` (efficiency against the device's peak) and ``memory``
 (profile_memory's allocations over time).
 
 Not here, by design: what only one tab shows is computed when that tab asks, in a reader job —
@@ -26,7 +26,6 @@ from lab.analysis.memory.analyze import MemoryAnalysis, memory_analysis
 from lab.analysis.operators import Links, build_links, kernel_summary, operator_summary
 from lab.analysis.steps import step_breakdown
 from lab.analysis.table.key_averages import trace_key_averages
-from lab.analysis.verdict import Verdict, bound_verdict
 from lab.core.config import RunConfig
 from lab.core.devices import DevicePeak
 from lab.trace.load import Trace
@@ -36,7 +35,7 @@ __all__ = ["Analysis", "Run", "analyze"]
 
 @dataclass(frozen=True)
 class Analysis:
-    """The analyses of one trace that the verdict, the insights and most tabs read, computed
+    """The analyses of one trace that the judge, the insights and most tabs read, computed
     once by ``analyze``. Not the TensorBoard plugin's views: ``tensorboard_views(trace)``, when
     the "TensorBoard" tab is opened (a reader job)."""
 
@@ -47,7 +46,6 @@ class Analysis:
     launches: LaunchStats
     steps: pd.DataFrame
     gemm: pd.DataFrame
-    verdict: Verdict
     peak: DevicePeak | None
     links: Links
     findings: Findings  # the diagnoses (lab.analysis.diagnoses.findings), computed once
@@ -108,8 +106,6 @@ def analyze(trace: Trace, *, peak: DevicePeak | None = None, config: RunConfig |
         launches=launches,
         steps=step_breakdown(trace, links=links, utilization=utilization, spans=findings.steps),
         gemm=gemm.rows,
-        verdict=bound_verdict(trace, operators=operators, utilization=utilization, launches=launches,
-                              findings=findings, memory=memory),
         peak=peak,
         links=links,
         gemm_notes=gemm.notes,

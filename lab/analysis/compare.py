@@ -16,8 +16,8 @@ import pandas as pd
 
 from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.insights.rules import Insight, find_insights
+from lab.analysis.operators import host_work_us
 from lab.analysis.steps import per_iteration_us
-from lab.analysis.verdict import host_work_us
 from lab.trace.load import Trace
 
 DIFF_COLUMNS = ("name", "cat", "status", "a_count", "b_count", "a_us", "b_us", "delta_us", "ratio")

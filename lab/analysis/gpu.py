@@ -20,10 +20,15 @@ from lab.trace.load import Trace
 from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = [
-    "LARGEST_GAPS", "GpuUtilization", "LaunchStats", "covered_us", "gpu_utilization", "launch_delays",
-    "merge_intervals", "trace_span_us",
+    "GPU_BOUND_BUSY_PCT", "LARGEST_GAPS", "GpuUtilization", "LaunchStats", "covered_us", "gpu_utilization",
+    "launch_delays", "merge_intervals", "trace_span_us",
 ]  # fmt: skip
 
+# A GPU that is busy at least this share of its active window is the bottleneck: the host
+# keeps a queue of work ahead of it. Below it the GPU waits for the host between kernels.
+# 80 % follows HTA's temporal breakdown practice of treating sustained idle > 20 % as host-bound
+# (https://hta.readthedocs.io/en/latest/source/features/temporal_breakdown.html).
+GPU_BOUND_BUSY_PCT = 80.0
 LARGEST_GAPS = 10  # how many idle gaps ``GpuUtilization.largest_gaps`` keeps
 
 

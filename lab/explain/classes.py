@@ -60,13 +60,15 @@ WORK_CLASSES = (
 # Host causes, highest priority first: an instant inside several (a launch inside the optimizer
 # step inside a compiled region's compile) is counted under the first. The profiler's own work
 # is never the program's; a synchronisation is a wait whatever encloses it; compilation, the
-# input pipeline and the optimizer step are the cause of everything they run.
+# input pipeline and the optimizer step are the cause of everything they run; an allocator call
+# is a runtime call, but not a launch.
 HOST_CAUSES = (
     Cause("profiler", "the profiler's own work", "host", "#bcbd22"),
     Cause("sync", "synchronisation", "host", "#d62728"),
     Cause("compile", "torch.compile compiling", "host", "#ff7f0e"),
     Cause("input", "input pipeline", "host", "#ffbb78"),
     Cause("optimizer", "optimizer step", "host", "#f7b6d2"),
+    Cause("allocator", "device memory allocation (cudaMalloc / cudaFree)", "host", "#637939"),
     Cause("launch", "launch calls", "host", "#ff9896"),
     Cause("dispatch", "op dispatch (host side of ops)", "host", "#dbdb8d"),
     Cause("python", "Python between ops", "host", "#c49c94"),

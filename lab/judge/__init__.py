@@ -5,8 +5,10 @@
 them all and ranks them by saving.
 """
 
+from lab.judge.context import TraceContext, context_of
 from lab.judge.finding import MATERIAL_PCT, SEVERITIES, Finding, severity_of
-from lab.judge.judgement import Judgement, judge
+from lab.judge.judgement import Judgement, judge, judge_trace
 from lab.judge.rules import RULES
 
-__all__ = ["MATERIAL_PCT", "RULES", "SEVERITIES", "Finding", "Judgement", "judge", "severity_of"]
+__all__ = ["MATERIAL_PCT", "RULES", "SEVERITIES", "Finding", "Judgement", "TraceContext", "context_of", "judge",
+           "judge_trace", "severity_of"]

@@ -4,39 +4,73 @@ and the verdict — the largest recoverable cause, or where the time went when n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from lab.explain.classes import cause
-from lab.explain.explanation import Explanation
+from lab.explain.explanation import Explanation, explain
+from lab.judge.context import (
+    CONTEXT_RULES,
+    LEADING_RULES,
+    QUIET_FALLBACK_RULES,
+    TraceContext,
+    context_of,
+    graphs_replace_launches,
+)
 from lab.judge.finding import MATERIAL_PCT, Finding
 from lab.judge.rules import RULES
+from lab.trace import Trace
 from lab.units import fmt_us
 
-__all__ = ["Judgement", "judge", "window_share_pct"]
+__all__ = ["Judgement", "judge", "judge_trace", "window_share_pct"]
 
 
 @dataclass(frozen=True)
 class Judgement:
     findings: tuple[Finding, ...]  # largest saving (as a share of its base) first
     verdict: str  # one sentence: the biggest cause and what fixing it saves
-    verdict_finding: Finding | None  # the finding the verdict names (None: no recoverable cause)
+    verdict_finding: Finding | None  # the finding the verdict names (None: no leading or recoverable cause)
     step_us: float  # the one step time (lab.explain.Attribution.step_us)
+    # The finding the verdict's sentence is about, a quiet one too (CUDA graph replays, work at its
+    # roof, a CPU-only trace); None when the verdict says where the time went.
+    named: Finding | None = None
 
 
-def judge(explanation: Explanation) -> Judgement:
+def judge(explanation: Explanation, *, context: TraceContext | None = None) -> Judgement:
+    """Every rule over the explanation (and, given the trace's ``context``, the context rules:
+    ``lab.judge.context``), ranked by saving. The verdict is a leading finding (an empty window,
+    no GPU work) if one fired, else the largest material saving, else a quiet fallback (CUDA graph
+    replays, work at its roof, a CPU-only trace), else where the time went."""
     found = [f for rule in RULES if (f := rule(explanation)) is not None]
+    if context is not None:
+        found += [f for rule in CONTEXT_RULES if (f := rule(explanation, context)) is not None]
+        if graphs_replace_launches(context):
+            found = [f for f in found if f.rule != "launch_bound"]
     steps = explanation.attribution.steps
     window, n_steps = float(steps["wall_us"].sum()), max(len(steps), 1)
     found.sort(key=lambda f: (-window_share_pct(f, window_us=window, n_steps=n_steps), f.rule))
     step = explanation.attribution.step_us
-    top = next((f for f in found if f.saving_pct >= MATERIAL_PCT), None)
-    if top is not None:
+    lead = next((f for rule in LEADING_RULES for f in found if f.rule == rule), None)
+    top = lead or next((f for f in found if f.saving_pct >= MATERIAL_PCT), None)
+    quiet = None
+    if lead is not None:
+        verdict = f"{lead.title}: {lead.evidence}."
+    elif top is not None:
         when = "per step" if top.scope == "per step" else "once, in the window"
         verdict = (f"{top.title}: fixing it would save {fmt_us(top.saving_us)} {when} "
                    f"({top.saving_pct:.0f} % of {fmt_us(top.base_us)}). {top.evidence}.")
     else:
-        roof = next((f for f in found if f.rule == "at_roof"), None)
-        verdict = f"{roof.title}: {roof.evidence}." if roof is not None else _where_it_went(explanation)
-    return Judgement(findings=tuple(found), verdict=verdict, verdict_finding=top, step_us=step)
+        quiet = next((f for rule in QUIET_FALLBACK_RULES for f in found if f.rule == rule), None)
+        verdict = f"{quiet.title}: {quiet.evidence}." if quiet is not None else _where_it_went(explanation)
+    named = top if top is not None else quiet
+    return Judgement(findings=tuple(found), verdict=verdict, verdict_finding=top, step_us=step, named=named)
+
+
+def judge_trace(trace: Trace, analysis: Any, explanation: Explanation | None = None) -> Judgement:
+    """``judge`` with the trace's context, for an analysed trace (``lab.analysis.Analysis``): the
+    explanation made from the analysis's links, steps and peak unless given."""
+    if explanation is None:
+        explanation = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
+    return judge(explanation, context=context_of(trace, analysis))
 
 
 def window_share_pct(finding: Finding, *, window_us: float, n_steps: int) -> float:

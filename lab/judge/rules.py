@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from lab.explain.attribution import LONG_HOST_GAP_US
 from lab.explain.classes import WORK_CLASSES, cause
 from lab.explain.explanation import Explanation
 from lab.explain.outliers import OUTLIER_FACTOR
@@ -84,13 +85,32 @@ def _cause_finding(ex: Explanation, key: str, rule: str, title: str, *, premise:
 
 
 def input_pipeline(ex: Explanation) -> Finding | None:
+    gpu = ex.attribution.has_gpu
     return _cause_finding(
-        ex, "input", "input_pipeline", "Input pipeline starves the GPU",
-        premise="the GPU sits idle while the step's thread waits in the DataLoader / DataPipe",
-        what="(median) waiting for the next batch, GPU idle",
-        suggestion="Load batches in parallel with the GPU: DataLoader(num_workers=N, pin_memory=True, "
-                   "persistent_workers=True, prefetch_factor=2+); move decoding/augmentation off the step's thread.",
+        ex, "input", "input_pipeline", "Input pipeline starves the GPU" if gpu else "Input pipeline holds up the step",
+        premise=("the GPU sits idle while the step's thread waits in the DataLoader / DataPipe" if gpu else
+                 "the step's thread waits in the DataLoader / DataPipe instead of computing"),
+        what="(median) waiting for the next batch" + (", GPU idle" if gpu else ""),
+        suggestion="Load batches in parallel with the " + ("GPU" if gpu else "step") + ": DataLoader(num_workers=N, "
+                   + ("pin_memory=True, " if gpu else "") + "persistent_workers=True, prefetch_factor=2+); move "
+                   "decoding/augmentation off the step's thread.",
         learn_more="https://pytorch.org/docs/stable/data.html#multi-process-data-loading")
+
+
+def python_overhead(ex: Explanation) -> Finding | None:
+    """A CPU trace's launch-bound: no GPU waits, but the step's time between its ops is the
+    interpreter's (short stretches in no op; a long one is host time nothing recorded explains)."""
+    if ex.attribution.has_gpu:
+        return None  # on a GPU trace the GPU's wait for the host is launch_bound's
+    return _cause_finding(
+        ex, "python", "python_overhead", "Python between ops holds the step",
+        premise="the step's thread runs Python between its ops (stretches under "
+                f"{LONG_HOST_GAP_US / 1e3:.0f} ms in no op)",
+        what="in Python between ops",
+        suggestion="Fewer, larger ops: vectorise the Python loop over tensors (one op on a batch instead of one per "
+                   "item), build tensors once instead of from Python lists each step, or let torch.compile trace "
+                   "the loop away.",
+        learn_more="https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html")
 
 
 def compilation(ex: Explanation) -> Finding | None:
@@ -372,16 +392,33 @@ def attention_written_out(ex: Explanation) -> Finding | None:
 def host_unrecorded(ex: Explanation) -> Finding | None:
     return _cause_finding(
         ex, "unrecorded", "host_unrecorded", "Host time no recorded event explains",
-        premise="the step's thread is in no recorded op, annotation or call",
+        premise=("the GPU idles" if ex.attribution.has_gpu else "the step waits") + " while the step's thread is in "
+                f"no recorded op, annotation or call for ≥ {LONG_HOST_GAP_US:,.0f} µs at a time (shorter gaps are "
+                "Python between ops); with the GPU busy meanwhile the time costs nothing",
         what="with nothing recorded on the step's thread",
         suggestion="Something outside torch runs here (time.sleep, file or network I/O, logging, NumPy, the "
                    "GIL held by another thread): record with with_stack=True or wrap it in record_function.")
 
 
+def allocator_calls(ex: Explanation) -> Finding | None:
+    return _cause_finding(
+        ex, "allocator", "allocator_calls", "The GPU waits for device memory allocation",
+        premise="the GPU sits idle while the step's thread is in cudaMalloc / cudaFree (the caching allocator "
+                "missed, or was emptied)",
+        what="in cudaMalloc / cudaFree, GPU idle",
+        suggestion="Let PyTorch's caching allocator reuse its blocks: drop torch.cuda.empty_cache() from the loop, "
+                   "keep tensor shapes stable between steps (pad or bucket them), and try "
+                   "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation.",
+        learn_more="https://pytorch.org/docs/stable/notes/cuda.html#memory-management")
+
+
 def profiler_cost(ex: Explanation) -> Finding | None:
     return _cause_finding(
         ex, "profiler", "profiler_cost", "The profiler's own work is in the step",
-        premise="the profiler's own events hold the GPU idle", what="in the profiler's own work",
+        premise=("the profiler's own events (cat 'overhead') hold the GPU idle: the step's thread is in them while "
+                 "no kernel, copy or memset runs; overhead under running GPU work costs the step nothing"
+                 if ex.attribution.has_gpu else "the profiler's own events (cat 'overhead') hold the step's thread"),
+        what="in the profiler's own work",
         suggestion="Not the program's time: it goes away unprofiled. Record fewer options (with_stack, "
                    "profile_memory) or more steps per cycle to shrink it.")
 
@@ -410,5 +447,5 @@ def at_roof(ex: Explanation) -> Finding | None:
 RULES: tuple[Callable[[Explanation], Finding | None], ...] = (
     input_pipeline, compilation, slow_step, sync_waits, optimizer_loop, slow_host_op, launch_bound, pageable_copies,
     tf32_gemms, attention_written_out,
-    below_roof, host_unrecorded, profiler_cost, at_roof,
+    below_roof, allocator_calls, python_overhead, host_unrecorded, profiler_cost, at_roof,
 )

@@ -16,7 +16,7 @@ import pandas as pd
 from lab.analysis.bundle import Run
 from lab.analysis.figures import work_per_step
 from lab.explain import Explanation, cause, explain
-from lab.judge import Judgement, judge
+from lab.judge import Judgement, judge_trace
 from lab.lessons.schema import Signal
 from lab.trace.load import Trace
 from lab.vocab import ADD_KERNEL_NAMES
@@ -65,7 +65,7 @@ def explanation_of(run: Run) -> Explanation:
 
 
 def judgement_of(run: Run) -> Judgement:
-    return judge(explanation_of(run))
+    return judge_trace(run.trace, run.analysis, explanation_of(run))
 
 
 def cause_share_pct(run: Run, key: str) -> float:

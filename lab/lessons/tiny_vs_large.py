@@ -12,6 +12,7 @@ import numpy as np
 
 from lab.analysis.bundle import Run
 from lab.analysis.figures import gemm_op_share_pct, launch_delay_share_pct
+from lab.analysis.gpu import GPU_BOUND_BUSY_PCT
 from lab.core.workloads import GemmShape
 from lab.lessons.answers import cat_rows, ka_row, named_rows, where_window
 from lab.lessons.schema import (
@@ -54,11 +55,11 @@ def _tiny_vs_large(runs: list[Run]) -> list[Signal]:
     out = []
     for run, want_overhead in ((tiny, True), (large, False)):
         kind = "overhead-bound" if want_overhead else "compute-bound"
-        if run.trace.has_gpu:  # the GPU verdict: does the GPU wait for the host?
-            verdict = run.analysis.verdict
-            present = (verdict.kind == "cpu-bound") == want_overhead
-            busy = fmt_pct(run.analysis.utilization.active_busy_pct)
-            evidence = f"GPU busy {busy} of its active window ({verdict.kind})"
+        if run.trace.has_gpu:  # does the GPU wait for the host (busy under the GPU-bound line)?
+            busy_pct = run.analysis.utilization.active_busy_pct
+            present = (busy_pct < GPU_BOUND_BUSY_PCT) == want_overhead
+            evidence = (f"GPU busy {fmt_pct(busy_pct)} of its active window (GPU-bound from "
+                        f"{GPU_BOUND_BUSY_PCT:.0f} %)")
         else:  # CPU only: how much of the step is the multiply itself?
             share = gemm_op_share_pct(run)
             present = share < COMPUTE_SHARE_TINY_PCT if want_overhead else share >= COMPUTE_SHARE_LARGE_PCT

@@ -35,7 +35,7 @@ def parse(source, *, settings: HostSettings, config: RunConfig | None = None, pe
     ``Parsed`` a reader sends back. ``on_stage("analysing")`` is called between the two."""
     from lab.analysis import analyze, find_insights
     from lab.explain import explain
-    from lab.judge import judge
+    from lab.judge import judge_trace
     from lab.trace import load_trace
 
     trace = load_trace(source, settings=settings)
@@ -45,7 +45,7 @@ def parse(source, *, settings: HostSettings, config: RunConfig | None = None, pe
     analysis = analyze(trace, peak=peak, config=config)
     explanation = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
     return Parsed(trace=trace, analysis=analysis, insights=find_insights(trace, analysis), explanation=explanation,
-                  judgement=judge(explanation))
+                  judgement=judge_trace(trace, analysis, explanation))
 
 
 def summarize_rank(path: str, settings: HostSettings) -> RankSummary:

@@ -7,10 +7,12 @@ from lab.analysis.gemm.bound import pct_of_roof
 from lab.core.config import MEMORY_HEADROOM
 from lab.core.devices import DeviceInfo, lookup_peak
 from lab.replay.rates import op_bytes, op_flops
-from lab.replay.rows import RowFigures
+from lab.replay.rows import RowFigures, find_row, row_figures
 from lab.replay.spec import ReplayRefusal, ReplaySpec, device_refusal
+from lab.trace import Trace
+from lab.vocab import ELEMENT_BYTES
 
-__all__ = ["check_replay", "format_side_by_side", "side_by_side"]
+__all__ = ["check_replay", "format_side_by_side", "run_side_by_side", "side_by_side"]
 
 
 def check_replay(spec: ReplaySpec, info: DeviceInfo) -> None:
@@ -44,7 +46,8 @@ def _rate(flops: int, moved: int, us: float, *, device: str = "", dtype: str = "
 def side_by_side(spec: ReplaySpec, original: RowFigures, result: dict) -> dict:
     """The row and its replay, the same figures for both. The time compared is the kernels' on a
     GPU (both sides launched kernels), else the op's CPU time per call; the trace's is the median
-    over its calls of the same shapes and dtypes."""
+    over its calls of the same shapes and dtypes. The trace's rate is its kernels' wherever it ran
+    kernels (a GPU trace replayed on a CPU: not its launch calls' time)."""
     flops, moved = op_flops(spec), op_bytes(spec)
     on_gpu = bool(original.kernels) and bool(result.get("kernels"))
     trace_us = original.median_kernel_us if on_gpu else original.median_op_us
@@ -69,7 +72,8 @@ def side_by_side(spec: ReplaySpec, original: RowFigures, result: dict) -> dict:
         "trace": {"row": original.row, "device": original.device_name or "cpu", "op_us": original.op_us,
                   "kernel_us": original.kernel_us, "kernels": trace_kernels, "us": trace_us,
                   "same_shape_calls": original.same_shape_calls,
-                  **_rate(flops, moved, trace_us, device=original.device_name, dtype=_roof_dtype(spec, result))},
+                  **_rate(flops, moved, original.median_kernel_us if original.kernels else trace_us,
+                           device=original.device_name, dtype=_roof_dtype(spec, result))},
         "replay": {"device": result.get("device_name", ""), "time_per_call_us": result["time_per_call_us"],
                    "op_us": result["cpu_op_us_per_call"], "kernel_us": result["kernel_us_per_call"],
                    "kernels": replay_kernels, "us": replay_us, "calls": result["calls"], "tf32": result.get("tf32"),
@@ -112,3 +116,46 @@ def _roof_dtype(spec: ReplaySpec, result: dict) -> str:
 
 def _num(value) -> str:
     return "—" if value is None else f"{value:.2f}"
+
+
+def original_figures(spec: dict) -> RowFigures:
+    """What the traced row measured, as ``script_spec`` stored it beside the spec."""
+    o = spec["original"]
+    return RowFigures(row=int(o["row"]), op=spec["op"], op_us=float(o["op_us"]), kernel_us=float(o["kernel_us"]),
+                      kernels=tuple((str(n), float(d)) for n, d in o["kernels"]), device_name=o["device_name"],
+                      same_shape_calls=int(o["same_shape_calls"]), median_op_us=float(o["median_op_us"]),
+                      median_kernel_us=float(o["median_kernel_us"]))
+
+
+def run_side_by_side(spec: dict, trace: Trace, *, device_name: str, dtype: str, layout: str, compiled: bool,
+                     step_us: float, calls_per_step: int) -> dict:
+    """A replay run (a run of the queue, ``lab.replay.workload``) beside the row it replays: the
+    run's trace read for the same op as the trace's row was (``row_figures``: median over its calls
+    of these shapes), in ``side_by_side``'s terms. A compiled variant whose op was traced away is
+    compared by its step time over its calls."""
+    replay_spec = ReplaySpec.from_dict(spec)
+    try:
+        fig: RowFigures | None = row_figures(trace, find_row(trace, spec["op"]))
+    except ReplayRefusal:
+        fig = None
+    per_call = step_us / calls_per_step if calls_per_step else float("nan")
+    result = {
+        "kernel_us_per_call": fig.median_kernel_us if fig else 0.0,
+        "cpu_op_us_per_call": fig.median_op_us if fig else 0.0, "time_per_call_us": per_call,
+        "op_calls_seen": fig.same_shape_calls if fig else 0, "device_name": device_name,
+        "dtype": dtype, "layout": layout, "compiled": compiled, "tf32": dtype == "tf32",
+        "kernels": [{"name": n} for n, _ in (fig.kernels if fig else ())], "calls": fig.same_shape_calls if fig else 0,
+        "bytes": _variant_bytes(replay_spec, dtype),
+    }
+    return side_by_side(replay_spec, original_figures(spec), result)
+
+
+def _variant_bytes(spec: ReplaySpec, dtype: str) -> int:
+    """The op's bytes (``op_bytes``) with its floating-point tensors in ``dtype`` (a dtype variant;
+    "as recorded" and "tf32" keep them)."""
+    moved = op_bytes(spec)
+    size = ELEMENT_BYTES.get(dtype)
+    recorded = next((d for d in spec.dtypes if d in ELEMENT_BYTES), None)
+    if dtype in ("as recorded", "tf32") or not size or recorded is None:
+        return moved
+    return int(moved * size / ELEMENT_BYTES[recorded])

@@ -120,6 +120,17 @@ class ReplaySpec:
         return {"op": self.op, "op_class": self.op_class, "inputs": [i.to_dict() for i in self.inputs],
                 "strides_recorded": self.strides_recorded}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> ReplaySpec:
+        """``to_dict``'s inverse (a replay run's spec travels in its config as JSON)."""
+        def item(d: dict) -> ReplayInput:
+            value = tuple(d["value"]) if isinstance(d.get("value"), list) else d.get("value")
+            strides = None if d.get("strides") is None else tuple(d["strides"])
+            return ReplayInput(kind=d["kind"], shape=tuple(d.get("shape", ())), strides=strides,
+                               dtype=d.get("dtype", ""), value=value, type_text=d.get("type", ""))
+        return cls(op=data["op"], op_class=data["op_class"], inputs=tuple(item(d) for d in data["inputs"]),
+                   strides_recorded=bool(data.get("strides_recorded", True)))
+
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides, step = [], 1

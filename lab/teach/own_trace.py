@@ -17,7 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from lab.analysis import Run
-from lab.analysis.verdict import GPU_BOUND_BUSY_PCT
+from lab.analysis.gpu import GPU_BOUND_BUSY_PCT
+from lab.lessons.checks import judgement_of
 from lab.lessons.schema import Answer, Band, Question, Where, band_of
 from lab.units import fmt_mem_bytes, fmt_pct, fmt_us
 from lab.vocab import GPU_ACTIVITY_CATS, PROFILER_STEP_PREFIX
@@ -31,7 +32,7 @@ MAX_CHOICES = 4
 _HALF = (Band(label="less than half", below=50.0), Band(label="half or more"))
 _SHARE = (Band(label="under 25 %", below=25.0), Band(label="25–50 %", below=50.0),
           Band(label="50–75 %", below=75.0), Band(label="75 % or more"))
-# The generic verdict's line (lab.analysis.verdict): busy at least this share of its active
+# The GPU-bound line (lab.analysis.gpu.GPU_BOUND_BUSY_PCT): busy at least this share of its active
 # window, the GPU is the bottleneck; below it, it waits for the host.
 _BOUND = (Band(label="launch-bound: the GPU waits for the host", below=GPU_BOUND_BUSY_PCT),
           Band(label="GPU-bound: the GPU is kept busy"))
@@ -147,8 +148,14 @@ def _bound(runs: Sequence[Run]) -> Answer:
     return Answer(choice=band_of(pct, _BOUND), measured=pct,
                   measured_text=(f"GPU busy {fmt_pct(pct)} of its active window (the line is "
                                  f"{GPU_BOUND_BUSY_PCT:.0f} %), median launch delay {fmt_us(delay)}; "
-                                 f"the Summary's verdict weighs the causes: {run.analysis.verdict.kind}"),
+                                 f"the Summary's verdict weighs the causes: {_verdict_title(run)}"),
                   where=_where_rows(run, rows, "the GPU lanes under the CPU's launches: idle gaps mean waiting"))
+
+
+def _verdict_title(run: Run) -> str:
+    """The title of the finding the Summary's verdict names, or "no recoverable cause"."""
+    found = judgement_of(run).verdict_finding
+    return found.title if found is not None else "no recoverable cause"
 
 
 def _allocating_ops(run: Run, peak_op: str) -> list[str]:

@@ -28,6 +28,17 @@ from lab.views.perfetto import PERFETTO_HEIGHT_PX, PERFETTO_INLINE_MAX_BYTES, pe
 from lab.views.ranks import build_ranks_timeline, ranks_span_us
 from lab.views.ranks_heatmap import MAX_STACKED_RANKS, default_picks, heatmap_chart, heatmap_frame, picked
 from lab.views.ranks_tables import collective_table, job_summary, rank_causes_table, rank_table
+from lab.views.replay import (
+    VARIANTS,
+    ReplayChoice,
+    is_replay,
+    replay_choices,
+    replay_comparison,
+    replay_config,
+    replay_title,
+    variant_config,
+    variant_of,
+)
 from lab.views.roofline import answers_chart, answers_frame, reveal_timeline, roofline_chart
 from lab.views.summary import category_counts, comparison_totals, summarize
 from lab.views.tables import (
@@ -53,6 +64,8 @@ from lab.views.torch_table import TORCH_SORT_COLUMNS, profiled_device, torch_sor
 from lab.vocab import SORT_KEYS, TORCH_SORT_KEYS, is_device_sort
 
 __all__ = [
+    "VARIANTS", "ReplayChoice", "is_replay", "replay_choices", "replay_comparison", "replay_config", "replay_title",
+    "variant_config", "variant_of",
     "NO_MEMORY", "build_memory_view", "device_table", "memory_chart", "memory_insights", "memory_ops", "memory_rows",
     "step_table",
     "PERFETTO_HEIGHT_PX", "PERFETTO_INLINE_MAX_BYTES", "perfetto_button_html",

@@ -21,6 +21,12 @@ __all__ = ["MAX_BAR_STEPS", "attribution_chart", "attribution_frame", "default_t
 # The stacked bar draws at most this many steps (the slowest are always among them): a trace of
 # thousands of steps would otherwise send thousands × causes marks (Altair slows past ~10k).
 MAX_BAR_STEPS = 200
+# The plot's height, and the legend beside it, not under it: Streamlit fits the whole chart (axes
+# and legend included) into its height, so a legend of 9 causes in rows under the bars left the
+# plot 20 px tall at 1280 px and nothing at 800 px (screenshots of two uploads).
+BAR_CHART_PX = 240
+# The longest cause label, "device memory allocation (cudaMalloc / cudaFree)", is about 300 px.
+LEGEND_LABEL_PX = 320
 
 
 def attribution_frame(explanation: Explanation) -> pd.DataFrame:
@@ -48,7 +54,7 @@ def attribution_chart(explanation: Explanation) -> alt.Chart:
     used = [c for c in CAUSES if c.label in set(data["cause"])]
     color = alt.Color("cause:N", title="Cause", sort=[c.label for c in used],
                       scale=alt.Scale(domain=[c.label for c in used], range=[c.color for c in used]),
-                      legend=alt.Legend(orient="bottom", columns=3, labelLimit=260))
+                      legend=alt.Legend(orient="right", labelLimit=LEGEND_LABEL_PX))
     return alt.Chart(data).mark_bar().encode(
         x=alt.X("step:O", title="Step", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("us:Q", title="Time (µs)", stack="zero"),
@@ -58,7 +64,7 @@ def attribution_chart(explanation: Explanation) -> alt.Chart:
                  alt.Tooltip("us:Q", title="µs", format=",.1f"), alt.Tooltip("pct:Q", title="% of step", format=".1f")],
     ).transform_calculate(
         cause_order=f"indexof({[c.label for c in used]!r}, datum.cause)"
-    ).properties(height=220)
+    ).properties(height=BAR_CHART_PX)
 
 
 def default_table_sort(judgement: Judgement | None, sort_keys: list[str]) -> str:

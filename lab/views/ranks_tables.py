@@ -138,7 +138,7 @@ RANK_CAUSE_GROUPS = (
     ("Communication (ms/step)", ("communication",)),
     ("Synchronisation (ms/step)", ("sync",)),
     ("Input pipeline (ms/step)", ("input",)),
-    ("Host work (ms/step)", ("compile", "optimizer", "launch", "dispatch", "python")),
+    ("Host work (ms/step)", ("compile", "optimizer", "allocator", "launch", "dispatch", "python")),
     ("Profiler (ms/step)", ("profiler",)),
     ("Nothing recorded (ms/step)", ("unrecorded",)),
 )

@@ -13,8 +13,9 @@ import math
 import numpy as np
 
 from lab.analysis import Analysis, Comparison, Insight, analyze, device_name, find_insights
+from lab.analysis.operators import host_work_us
 from lab.explain import Explanation, explain
-from lab.judge import Judgement, judge
+from lab.judge import Judgement, judge_trace
 from lab.stats import median as _median
 from lab.trace.load import Trace
 from lab.units import fmt_pct, fmt_tflops, fmt_us
@@ -58,7 +59,7 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
     insights = insights if insights is not None else find_insights(trace, analysis)
     if explanation is None:
         explanation = explain(trace, links=analysis.links, spans=analysis.findings.steps, peak=analysis.peak)
-    judgement = judgement if judgement is not None else judge(explanation)
+    judgement = judgement if judgement is not None else judge_trace(trace, analysis, explanation)
     ev = trace.events
     by_category = _by_category(trace)
     util = analysis.utilization
@@ -100,16 +101,24 @@ def build_report(trace: Trace, *, analysis: Analysis | None = None,
         },
         "gemm": _gemm_rows(analysis.gemm),
         "gemm_notes": list(analysis.gemm_notes),
-        "verdict": {"kind": analysis.verdict.kind, "explanation": analysis.verdict.explanation,
-                    "gpu_busy_pct": analysis.verdict.gpu_busy_pct, "cpu_self_us": analysis.verdict.cpu_self_us,
-                    "launch_delay_median_us": analysis.verdict.launch_delay_median_us,
-                    "cause": dict(analysis.verdict.cause)},
+        "verdict": _verdict(analysis, judgement),
         "insights": [{"severity": i.severity, "title": i.title, "evidence": i.evidence,
                       "suggestion": i.suggestion, "learn_more": i.learn_more, "caveat": i.caveat} for i in insights],
         "memory": _memory(analysis),
         "explained": explanation_dict(explanation, judgement, top=top),
     }
     return _plain(report)
+
+
+def _verdict(analysis: Analysis, judgement: Judgement) -> dict:
+    """The judged verdict: ``kind`` is the rule of the finding it names ("none": it says where the
+    time went), ``cause`` that finding (``Finding.as_dict``; empty without one), beside the
+    GPU-busy, host-work and launch-delay figures it is read with."""
+    found = judgement.named
+    return {"kind": found.rule if found is not None else "none", "explanation": judgement.verdict,
+            "gpu_busy_pct": analysis.utilization.active_busy_pct, "cpu_self_us": host_work_us(analysis.operators),
+            "launch_delay_median_us": analysis.launches.delay_median_us,
+            "cause": found.as_dict() if found is not None else {}}
 
 
 def _memory(analysis: Analysis) -> list[dict] | None:
@@ -155,8 +164,7 @@ def format_report(report: dict) -> str:
     lines = [f"Trace: {report.get('trace_name') or '(unnamed)'}"
              + (f" — {report['device']}" if report.get("device") else ""),
              f"{report['events']:,} events, {report['flows']:,} launch→GPU links", "",
-             explanation_text(report["explained"]), "",
-             f"GPU use: {report['verdict']['explanation']}", ""]
+             explanation_text(report["explained"]), ""]
     if gpu["kernel_count"] or gpu["busy_us"]:
         lines += [
             "GPU",

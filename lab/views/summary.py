@@ -19,7 +19,7 @@ from lab.core.config import OPTIONS
 from lab.core.result import RunResult
 from lab.core.workloads import WORKLOADS
 from lab.explain import Explanation
-from lab.judge import MATERIAL_PCT
+from lab.judge import MATERIAL_PCT, Judgement, judge_trace
 from lab.trace.load import Trace
 from lab.units import fmt_pct, fmt_signed_pct, fmt_tflops, fmt_us
 
@@ -37,15 +37,17 @@ class Summary:
     device: str
     config: str  # one line describing what ran ("" for an uploaded trace)
     metrics: tuple[Metric, ...]
-    verdict: str  # e.g. "GPU-bound: the GPU is busy 97 % of its active window …"
+    verdict: str  # the judged verdict (lab.judge.Judgement.verdict): the finding with the largest saving
     top_insight: Insight | None
 
 
 def summarize(trace: Trace, analysis: Analysis, insights: list[Insight], *, run: RunResult | None = None,
-              timing: dict | None = None, explanation: Explanation | None = None) -> Summary:
+              timing: dict | None = None, explanation: Explanation | None = None,
+              judgement: Judgement | None = None) -> Summary:
     """``timing`` is a sample manifest's {"profiled_median_us", "unprofiled_median_us"} when no run.
     With the trace's ``explanation``, a card shows only where it matters to this trace: the GEMM
-    card only when GEMMs hold at least ``MATERIAL_PCT`` of the step."""
+    card only when GEMMs hold at least ``MATERIAL_PCT`` of the step. The verdict is ``judgement``'s
+    (judged here from the trace when not given)."""
     metrics: list[Metric] = []
     metrics += _timing_metrics(run, timing) or _trace_timing_metrics(analysis)
     metrics += _throughput_metrics(run, analysis, gemm_matters=_gemm_matters(explanation))
@@ -64,7 +66,7 @@ def summarize(trace: Trace, analysis: Analysis, insights: list[Insight], *, run:
         device=_device_text(trace, run),
         config=_config_text(run),
         metrics=tuple(metrics),
-        verdict=analysis.verdict.explanation,
+        verdict=(judgement if judgement is not None else judge_trace(trace, analysis, explanation)).verdict,
         top_insight=insights[0] if insights else None,
     )
 

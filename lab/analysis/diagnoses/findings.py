@@ -16,13 +16,12 @@ with_stack/profile_memory  ``find_profiler_inflation``      ``ProfilerInflation`
 
 ``diagnose`` runs them all (steps once); ``diagnosis_insights`` turns the findings into
 ``Insight``s; ``DIAGNOSIS_RULES`` are the same as ``rule(trace, analysis)`` functions for
-insights.RULES; ``weigh_verdict`` says which cause must be named before "GPU-bound /
-CPU-bound / overhead-bound".
+insights.RULES; ``named_cause`` says which cause a diagnosis names first.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from lab.analysis.diagnoses.capture import (
@@ -48,12 +47,11 @@ from lab.analysis.diagnoses.text import (
 )
 from lab.analysis.insights.record import Insight
 from lab.trace import Trace
-from lab.units import fmt_us
 
 __all__ = [
-    "DIAGNOSIS_RULES", "HOST_BOUND_PCT", "SYNC_BOUND_PCT", "Findings", "WeighedVerdict",
+    "DIAGNOSIS_RULES", "HOST_BOUND_PCT", "SYNC_BOUND_PCT", "Findings",
     "capture_explains_missing_gpu", "diagnose", "findings_of", "diagnosis_insights", "graph_replay_rows", "step_spans",
-    "weigh_verdict",
+    "named_cause",
 ]  # fmt: skip
 
 # GPU idle after syncs, or during host work outside ops, at ≥ 30 % of step time is the run's
@@ -61,12 +59,6 @@ __all__ = [
 # a GPU busy < 80 % of its window CPU-bound, so 30 % idle from one cause is most of that gap).
 SYNC_BOUND_PCT = 30.0
 HOST_BOUND_PCT = 30.0
-# bound_verdict kinds a weighed verdict replaces. Copies, communication, syncs and host work are
-# causes the generic kinds hide; CUDA graphs only rule out "launch-bound / overhead-bound"
-# readings (a GPU-bound graph replay stays GPU-bound).
-_GENERIC_KINDS = ("gpu-bound", "cpu-bound", "overhead-bound")
-_EMPTY_REPLACES = ("no-gpu-events", "no-gpu-work", "cpu-only", "gpu-bound", "cpu-bound", "overhead-bound")
-_GRAPH_REPLACES = ("cpu-bound", "overhead-bound")
 
 
 @dataclass(frozen=True)
@@ -167,97 +159,23 @@ DIAGNOSIS_RULES = (
 )  # fmt: skip
 
 
-# --- the verdict -------------------------------------------------------------------------------
+# --- the cause a diagnosis names first ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class WeighedVerdict:
-    """A cause that must be named before a generic bound verdict.
-
-    kind: "empty-window" | "copy-bound" | "communication-bound" | "sync-bound" | "host-bound" |
-    "graph-replays". ``replaces``: the ``bound_verdict`` kinds this verdict overrides.
-    """
-
-    kind: str
-    headline: str
-    numbers: dict = field(default_factory=dict)
-    replaces: tuple[str, ...] = _GENERIC_KINDS
-
-
-def _empty(e: EmptyCapture) -> WeighedVerdict:
-    steps = ", ".join(e.profiler_steps) or "no ProfilerStep"
-    return WeighedVerdict("empty-window", (
-        f"Nothing to judge: the capture window recorded {e.ops} op(s) and {e.gpu_activities} GPU activities "
-        f"({steps}); the profile ended before the schedule's active steps ran."),
-        dict(ops=e.ops, gpu_activities=e.gpu_activities), _EMPTY_REPLACES)
-
-
-def _copy_bound(c: PageableCopies) -> WeighedVerdict | None:
-    if c.pageable_busy_pct < COPY_BOUND_PCT:
-        return None
-    rate = f" at {c.pageable_gbps:.1f} GB/s" if c.pageable_gbps is not None else ""
-    return WeighedVerdict("copy-bound", (
-        f"Copy-bound: copies from pageable host memory take {c.pageable_busy_pct:.0f} % of GPU busy time "
-        f"({fmt_us(c.pageable_us)}{rate}); pin the host tensors (pin_memory()) and copy with non_blocking=True."),
-        dict(pageable_busy_pct=c.pageable_busy_pct, pageable_us=c.pageable_us, pageable_gbps=c.pageable_gbps))
-
-
-def _comm_bound(c: Collectives) -> WeighedVerdict | None:
-    if c.share_pct < COMM_BOUND_PCT:
-        return None
-    who = f"rank {c.rank} of {c.world_size}" if c.rank is not None and c.world_size else "this process"
-    return WeighedVerdict("communication-bound", (
-        f"Communication-bound ({who}{', ' + c.backend if c.backend else ''}): collectives take "
-        f"{c.comm_busy_pct:.0f} % of GPU busy time and {c.host_comm_pct:.0f} % of step time on the host; overlap "
-        f"them with compute (DDP buckets, no_sync) before tuning kernels."),
-        dict(comm_busy_pct=c.comm_busy_pct, host_comm_pct=c.host_comm_pct, overlap_pct=c.overlap_pct,
-             rank=c.rank, world_size=c.world_size))
-
-
-def _sync_or_host(syncs: HostSyncs | None, gaps: HostGaps | None) -> WeighedVerdict | None:
-    """Sync-bound when the GPU idles ≥ SYNC_BOUND_PCT after syncs (host work after them is named
-    too: the sync is why it cannot overlap kernels); else host-bound on the host-gap idle."""
-    sync_idle = syncs.idle_pct if syncs else 0.0
-    host_idle = (gaps.gpu_idle_pct or 0.0) if gaps else 0.0
-    if syncs and sync_idle >= SYNC_BOUND_PCT:
-        gap = ""
-        if gaps:
-            gap = (f" and {fmt_us(gaps.uncovered_median_us)} of host work outside any op per step runs while the "
-                   f"GPU waits" if gaps.step_source else " and host work then runs while the GPU waits")
-        return WeighedVerdict("sync-bound", (
-            f"Sync-bound: {syncs.count} host sync(s) inside the steps (median {syncs.per_step_median:g} per step, "
-            f"mostly {syncs.by_source[0][0]}) empty the GPU's queue{gap}; the GPU then idles {sync_idle:.0f} % of "
-            f"the step time. Move the syncs out of the loop."),
-            dict(sync_count=syncs.count, gpu_idle_after_sync_pct=sync_idle, host_gap_gpu_idle_pct=host_idle))
-    if gaps and host_idle >= HOST_BOUND_PCT:
-        return WeighedVerdict("host-bound", (
-            f"Host-bound: {fmt_us(gaps.uncovered_us)} of host work outside any op ({gaps.stretches} stretch(es), "
-            f"longest {fmt_us(gaps.longest_us)}) leaves the GPU idle {host_idle:.0f} % of the step time; the "
-            f"operator table cannot show it (Python between ops)."),
-            dict(host_gap_us=gaps.uncovered_us, host_gap_gpu_idle_pct=host_idle))
-    return None
-
-
-def _graphs(g: GraphReplays) -> WeighedVerdict:
-    return WeighedVerdict("graph-replays", (
-        f"Not launch-bound: {g.replays} CUDA graph replay(s) run {g.kernels_per_replay_median:g} kernels per "
-        f"cudaGraphLaunch (median launch delay {fmt_us(g.launch_delay_median_us)} per replay); GPU idle time "
-        f"here is host work between replays, not kernel launches."),
-        dict(replays=g.replays, kernels_per_replay=g.kernels_per_replay_median,
-             launch_delay_median_us=g.launch_delay_median_us), _GRAPH_REPLACES)
-
-
-def weigh_verdict(trace: Trace, findings: Findings | None = None) -> WeighedVerdict | None:
-    """The cause to name first, or None to keep the generic verdict. Order: an empty window
+def named_cause(findings: Findings) -> str | None:
+    """The cause a diagnosis names before any "overhead-bound" reading, or None: an empty window
     (nothing to judge), pageable copies (the GPU is "busy" copying at a fraction of the link's
-    speed), communication, then syncs and host work (the GPU idles for a named reason), and
-    last CUDA graphs (not launch-bound: launches are paid per replay)."""
-    f = findings if findings is not None else diagnose(trace)
+    speed), communication, syncs or host work the GPU idles for, or CUDA graph replays (launches
+    are paid per replay). The judged verdict (``lab.judge``) names each of them as a Finding."""
+    f = findings
     if f.empty_capture:
-        return _empty(f.empty_capture)
-    for weighed in (_copy_bound(f.copies) if f.copies else None,
-                    _comm_bound(f.collectives) if f.collectives else None,
-                    _sync_or_host(f.syncs, f.host_gaps)):
-        if weighed is not None:
-            return weighed
-    return _graphs(f.graphs) if f.graphs else None
+        return "empty-window"
+    if f.copies and f.copies.pageable_busy_pct >= COPY_BOUND_PCT:
+        return "copy-bound"
+    if f.collectives and f.collectives.share_pct >= COMM_BOUND_PCT:
+        return "communication-bound"
+    if f.syncs and f.syncs.idle_pct >= SYNC_BOUND_PCT:
+        return "sync-bound"
+    if f.host_gaps and (f.host_gaps.gpu_idle_pct or 0.0) >= HOST_BOUND_PCT:
+        return "host-bound"
+    return "graph-replays" if f.graphs else None

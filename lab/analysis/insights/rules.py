@@ -14,7 +14,7 @@ import numpy as np
 
 from lab.analysis.bundle import Analysis, analyze
 from lab.analysis.columns import mask_in, mask_where, texts
-from lab.analysis.diagnoses.findings import DIAGNOSIS_RULES, findings_of
+from lab.analysis.diagnoses.findings import DIAGNOSIS_RULES, findings_of, named_cause
 from lab.analysis.gemm.insights import (  # noqa: F401  (re-exported: the GEMM rules and their thresholds)
     GEMM_COLD_BELOW_MEDIAN,
     GEMM_FEW_INSTANCES,
@@ -31,7 +31,7 @@ from lab.analysis.gpu import covered_us
 from lab.analysis.insights.launches import LAUNCH_RULES, cupti_missing, nothing_launched  # noqa: F401 (rules)
 from lab.analysis.insights.record import SEVERITIES, Insight
 from lab.analysis.memory.insights import MEMORY_RULES
-from lab.analysis.verdict import host_work_us
+from lab.analysis.operators import host_work_us
 from lab.trace.load import Trace
 from lab.units import fmt_us_fixed
 from lab.vocab import COMPILE_PATTERN, GPU_ACTIVITY_CATS, SYNC_NAMES
@@ -84,10 +84,10 @@ PROFILED_OP_SHORT_US = 10.0
 
 
 def overhead_bound(trace: Trace, analysis: Analysis) -> Insight | None:
-    """Host (CPU) work far larger than the GPU work it produces — unless the verdict already
-    named the cause (syncs, host work between ops, copies, communication, CUDA graphs, an empty
+    """Host (CPU) work far larger than the GPU work it produces — unless a diagnosis already
+    names the cause (syncs, host work between ops, copies, communication, CUDA graphs, an empty
     window): "give the GPU more work per launch" would be the wrong advice then."""
-    if analysis.verdict.cause:
+    if named_cause(analysis.findings) is not None:
         return None
     gpu_us = analysis.utilization.activity_us
     cpu_us = host_work_us(analysis.operators)

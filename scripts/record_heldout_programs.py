@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""Record programs the explain model was not built on: the test for its words.
+
+The programs in ``record_explain_programs.py`` were recorded while the attribution and the rules
+were written, so a verdict that names their cause shows the rules fit them. These are recorded
+afterwards, each with the cause its author expects written down *before* the lab reads it
+(``cause``; ``expect`` lists the finding rules that would name it), and ``tests/data/heldout/``
+keeps what the lab said the first time (``tests/test_heldout_programs.py``).
+
+Standalone like its sibling (torch; transformers and timm where installed, else a plain-torch
+stand-in), and the same formats and command line::
+
+    python scripts/record_heldout_programs.py --device cuda --out /tmp/ho --tar /tmp/ho.tar.gz
+    python scripts/record_heldout_programs.py --device cpu --quick --out /tmp/ho_cpu
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import record_explain_programs as rep  # noqa: E402
+import record_groundtruth as gt  # noqa: E402
+from record_explain_programs import Case, Prog, busy  # noqa: E402
+
+
+def _mlp(d: int, layers: int, dev) -> nn.Module:
+    return nn.Sequential(*[m for _ in range(layers) for m in (nn.Linear(d, d), nn.ReLU())]).to(dev)
+
+
+def build_generate(ctx: gt.Ctx) -> Prog:
+    """Greedy decoding of a small GPT-2 (random weights), batch 1, KV cache, 16 tokens a step."""
+    torch.manual_seed(0)
+    layers, tokens = ctx.pick((6, 16), (2, 4), (1, 2))
+    try:
+        from transformers import GPT2Config, GPT2LMHeadModel
+        model = GPT2LMHeadModel(GPT2Config(n_layer=layers, n_embd=768, n_head=12)).to(ctx.dev).eval()
+        name = f"transformers GPT2LMHeadModel({layers} layers, 768, random weights)"
+
+        def generate(ids):
+            return model.generate(ids, max_new_tokens=tokens, do_sample=False, pad_token_id=0)
+    except Exception:
+        model = _mlp(768, layers, ctx.dev).eval()
+        name = "MLP stand-in (transformers not installed)"
+
+        def generate(ids):
+            x = torch.randn(1, 768, device=ctx.dev)
+            for _ in range(tokens):
+                x = model(x)
+            return x
+    ids = torch.randint(0, 1000, (1, 32), device=ctx.dev)
+
+    def step(i):
+        with torch.no_grad():
+            generate(ids)
+
+    return Prog(step, warm=2, truth_steps=5, extra=dict(model=name, new_tokens=tokens, batch=1))
+
+
+def build_masking(ctx: gt.Ctx, tf32: bool = False) -> Prog:
+    """Boolean-mask indexing 20 times a step: each x[mask] waits for the GPU (nonzero's size)."""
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    n = ctx.pick(4096, 512, 128)
+    x = torch.randn(n, n, device=ctx.dev)
+    w = torch.randn(n, n, device=ctx.dev) / n ** 0.5
+
+    def step(i):
+        y = x
+        for _ in range(20):
+            y = torch.tanh(y @ w)
+            kept = y[y > 0]  # data-dependent size: a sync per call
+            busy(0.1)  # bookkeeping on the host between calls
+            y = y + kept.mean()
+
+    return Prog(step, warm=2, truth_steps=10, extra=dict(n=n, masks_per_step=20, host_ms_between=0.1, tf32=tf32),
+                cleanup=_tf32_back_on)
+
+
+def build_empty_cache(ctx: gt.Ctx, empty: bool = True) -> Prog:
+    """An MLP training step that calls torch.cuda.empty_cache() at its end, every step."""
+    torch.manual_seed(0)
+    d, b = ctx.pick((2048, 512), (256, 64), (64, 16))
+    model = _mlp(d, 8, ctx.dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(b, d, device=ctx.dev)
+
+    def step(i):
+        model(x).square().mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if ctx.cuda and empty:
+            torch.cuda.empty_cache()
+
+    return Prog(step, warm=2, truth_steps=10, extra=dict(d=d, batch=b, layers=8,
+                                                          empty_cache="every step" if empty else "never"))
+
+
+class _Rows(torch.utils.data.Dataset):
+    def __init__(self, n: int, d: int):
+        self.n, self.d = n, d
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        return [float(i % 7)] * self.d, i % 10
+
+
+def _collate_slowly(items):
+    """A collate function written in Python over lists: 25 ms of host work per batch."""
+    busy(25.0)
+    xs = torch.tensor([x for x, _ in items])
+    ys = torch.tensor([y for _, y in items])
+    return xs, ys
+
+
+def build_collate(ctx: gt.Ctx, workers: int = 0) -> Prog:
+    """A classifier fed by a DataLoader (no workers) whose collate_fn takes 25 ms per batch."""
+    from torch.utils.data import DataLoader
+    torch.manual_seed(0)
+    d, b = ctx.pick((1024, 256), (128, 32), (32, 8))
+    model = nn.Sequential(_mlp(d, 4, ctx.dev), nn.Linear(d, 10).to(ctx.dev))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    kw = dict(num_workers=workers, persistent_workers=True, prefetch_factor=4) if workers else {}
+    loader = DataLoader(_Rows(b * 100, d), batch_size=b, collate_fn=_collate_slowly, **kw)
+    it = {"it": iter(loader)}
+
+    def step(i):
+        try:
+            x, y = next(it["it"])
+        except StopIteration:
+            it["it"] = iter(loader)
+            x, y = next(it["it"])
+        loss = F.cross_entropy(model(x.to(ctx.dev)), y.to(ctx.dev))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return Prog(step, warm=2 + 4 * workers, truth_steps=6, extra=dict(d=d, batch=b, collate_host_ms=25.0,
+                                                                       num_workers=workers))
+
+
+def build_layernorm_by_hand(ctx: gt.Ctx, fused: bool = False) -> Prog:
+    """LayerNorm written out in eager ops over 8192×4096 bf16: nine memory-bound kernels."""
+    n, d = ctx.pick((8192, 4096), (512, 512), (128, 128))
+    dt = torch.bfloat16 if ctx.cuda else torch.float32
+    x = torch.randn(n, d, device=ctx.dev, dtype=dt)
+    g, b = torch.ones(d, device=ctx.dev, dtype=dt), torch.zeros(d, device=ctx.dev, dtype=dt)
+
+    def step(i):
+        for _ in range(4):
+            if fused:
+                y = F.layer_norm(x, (d,), g, b, 1e-5)
+                continue
+            mu = x.mean(-1, keepdim=True)
+            var = (x - mu).pow(2).mean(-1, keepdim=True)
+            y = (x - mu) * torch.rsqrt(var + 1e-5) * g + b
+        return y
+
+    return Prog(step, warm=2, truth_steps=10, extra=dict(rows=n, d=d, dtype=str(dt).split(".")[-1],
+                                                          norms_per_step=4, fused=fused))
+
+
+def build_clip_per_param(ctx: gt.Ctx) -> Prog:
+    """clip_grad_norm_(foreach=False) over 200 parameters each step, a small MLP."""
+    torch.manual_seed(0)
+    model = _mlp(128, 100, ctx.dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, foreach=True)
+    x = torch.randn(32, 128, device=ctx.dev)
+
+    def step(i):
+        model(x).square().mean().backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=False)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return Prog(step, warm=2, truth_steps=10, extra=dict(parameters=200, clip="foreach=False"))
+
+
+def build_vit_fp32(ctx: gt.Ctx, tf32: bool = False) -> Prog:
+    """A ViT-S/16 training step in fp32 with TF32 off (timm, else a plain encoder)."""
+    torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    b = ctx.pick(64, 4, 2)
+    try:
+        import timm
+        model = timm.create_model("vit_small_patch16_224", pretrained=False).to(ctx.dev)
+        name = "timm vit_small_patch16_224"
+        x = torch.randn(b, 3, 224, 224, device=ctx.dev)
+    except Exception:
+        model = nn.TransformerEncoder(nn.TransformerEncoderLayer(384, 6, 1536, batch_first=True), 12).to(ctx.dev)
+        name = "nn.TransformerEncoder 12×384 (timm not installed)"
+        x = torch.randn(b, 197, 384, device=ctx.dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=ctx.cuda)
+
+    def step(i):
+        model(x).float().mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return Prog(step, warm=2, truth_steps=6, extra=dict(model=name, batch=b, dtype="float32", tf32=tf32),
+                cleanup=_tf32_back_on)
+
+
+def _tf32_back_on() -> None:
+    """torch's defaults again."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = True
+
+
+def build_resnet50_bf16(ctx: gt.Ctx) -> Prog:
+    """ResNet-50 training, bf16 autocast, channels_last, batch 128: convolution-bound."""
+    torch.manual_seed(0)
+    b, px = ctx.pick((128, 224), (4, 64), (2, 32))
+    try:
+        import torchvision.models as tvm
+        model = tvm.resnet50(weights=None).to(ctx.dev).to(memory_format=torch.channels_last)
+        name = "torchvision resnet50"
+    except Exception:
+        model = gt._resnet18_plain(1000).to(ctx.dev).to(memory_format=torch.channels_last)
+        name = "ResNet-18 in plain torch (torchvision not installed)"
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, foreach=True)
+    x = torch.randn(b, 3, px, px, device=ctx.dev).to(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (b,), device=ctx.dev)
+    dt = torch.bfloat16 if ctx.cuda else torch.bfloat16
+
+    def step(i):
+        with torch.autocast(ctx.dev.type, dtype=dt):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return Prog(step, warm=3, truth_steps=5, extra=dict(model=name, batch=b, image_px=px, autocast="bfloat16",
+                                                         memory_format="channels_last"))
+
+
+def build_logged_gemms(ctx: gt.Ctx) -> Prog:
+    """Eight 8192² bf16 GEMMs a step and loss.item() for a log line: a sync, but the GPU is busy."""
+    n = ctx.pick(8192, 256, 128)
+    dt = torch.bfloat16 if ctx.cuda else torch.float32
+    x = torch.randn(n, n, device=ctx.dev, dtype=dt)
+    w = torch.randn(n, n, device=ctx.dev, dtype=dt) / n ** 0.5
+    log: list[float] = []
+
+    def step(i):
+        y = x
+        for _ in range(8):
+            y = y @ w
+        log.append(y.float().mean().item())
+
+    return Prog(step, warm=2, truth_steps=10, extra=dict(n=n, gemms_per_step=8, sync="loss.item() per step"))
+
+
+def build_small_uploads(ctx: gt.Ctx) -> Prog:
+    """300 small tensors built from Python lists and copied to the device one by one, per step."""
+    rows = [[float(j) for j in range(64)] for _ in range(300)]
+    w = torch.randn(64, 64, device=ctx.dev)
+
+    def step(i):
+        acc = torch.zeros(64, device=ctx.dev)
+        for r in rows:
+            acc += torch.tensor(r).to(ctx.dev) @ w
+        return acc
+
+    return Prog(step, warm=2, truth_steps=10, extra=dict(uploads_per_step=300, floats_each=64))
+
+
+def build_sleepy_logger(ctx: gt.Ctx, sleep_ms: float = 6.0) -> Prog:
+    """A small training step followed by 6 ms of time.sleep (a logger flushing to disk)."""
+    torch.manual_seed(0)
+    model = _mlp(512, 4, ctx.dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, foreach=True)
+    x = torch.randn(64, 512, device=ctx.dev)
+
+    def step(i):
+        model(x).square().mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if sleep_ms:
+            time.sleep(sleep_ms / 1e3)
+
+    return Prog(step, warm=2, truth_steps=10, extra=dict(sleep_ms=sleep_ms))
+
+
+def cases() -> list[Case]:
+    gpu = ("cuda",)
+    return [
+        Case("generate_gpt2", "greedy decoding of a 6-layer GPT-2 (random weights), batch 1, 16 new tokens "
+             "per step", "host_launch", build_generate),
+        Case("mask_indexing", "20 boolean-mask indexings per step (x[x > 0]) between 4096² GEMMs",
+             "sync", build_masking),
+        Case("empty_cache_each_step", "an MLP training step that ends with torch.cuda.empty_cache()",
+             "allocator", build_empty_cache, devices=gpu),
+        Case("collate_in_python", "a DataLoader without workers whose collate_fn takes 25 ms per batch",
+             "input_pipeline", build_collate),
+        Case("layernorm_by_hand", "LayerNorm written out in eager ops over 8192×4096 bf16, 4 per step",
+             "memory_bandwidth_unfused", build_layernorm_by_hand),
+        Case("clip_per_param", "clip_grad_norm_(foreach=False) over 200 parameters per step",
+             "launch", build_clip_per_param),
+        Case("vit_fp32", "ViT-S/16 training in fp32 with TF32 off, batch 64", "fp32_gemm", build_vit_fp32,
+             devices=gpu),
+        Case("resnet50_bf16", "ResNet-50 training under bf16 autocast, channels_last, batch 128",
+             "gpu_convolution", build_resnet50_bf16, devices=gpu),
+        Case("logged_gemms", "eight 8192² bf16 GEMMs and loss.item() per step (GPU-bound despite the sync)",
+             "gpu_gemm", build_logged_gemms),
+        Case("small_uploads", "300 tensors built from Python lists and copied one by one per step",
+             "host_launch", build_small_uploads),
+        Case("sleepy_logger", "a small training step then 6 ms of time.sleep", "host_unrecorded",
+             build_sleepy_logger),
+        # The same programs with the fix the lab suggests, for the what-if (bench/bench_whatif.py).
+        Case("mask_indexing_tf32", "mask_indexing with TF32 on", "gemm", partial(build_masking, tf32=True),
+             fix_of="mask_indexing", fix="torch.backends.cuda.matmul.allow_tf32 = True"),
+        Case("cache_kept", "empty_cache_each_step without empty_cache()", "gemm",
+             partial(build_empty_cache, empty=False), fix_of="empty_cache_each_step", devices=gpu,
+             fix="torch.cuda.empty_cache() taken out of the loop"),
+        Case("collate_workers", "collate_in_python with 4 workers", "gpu", partial(build_collate, workers=4),
+             fix_of="collate_in_python", fix="DataLoader(num_workers=4, persistent_workers=True, prefetch_factor=4)"),
+        Case("layernorm_fused", "layernorm_by_hand as F.layer_norm", "memory_bandwidth",
+             partial(build_layernorm_by_hand, fused=True), fix_of="layernorm_by_hand", fix="F.layer_norm"),
+        Case("vit_tf32", "vit_fp32 with TF32 on", "gemm", partial(build_vit_fp32, tf32=True), fix_of="vit_fp32",
+             devices=gpu, fix="torch.backends.cuda.matmul.allow_tf32 = True (and cudnn)"),
+        Case("sleepy_logger_no_sleep", "sleepy_logger without the sleep", "launch",
+             partial(build_sleepy_logger, sleep_ms=0.0), fix_of="sleepy_logger", fix="the sleep taken out"),
+    ]
+
+
+if __name__ == "__main__":
+    sys.exit(rep.main(catalogue=cases, doc=__doc__))
