@@ -189,7 +189,8 @@ LAYERS: dict[str, frozenset[str]] = {
     "read": _LEAVES | {"core", "pool", "trace", "analysis", "explain", "judge", "samples"},
     # The Table's "Replay here" reads the replay's rows and side by side (lab.views.replay).
     "views": _LEAVES | {"core", "trace", "analysis", "explain", "judge", "replay"},
-    "replay": _LEAVES | {"core", "trace", "analysis"},  # one op row of a trace → a spec, a script, a child run
+    # One op row of a trace → a spec, a script, a child run; its rates by explain's op model.
+    "replay": _LEAVES | {"core", "trace", "analysis", "explain"},
     # One module per lesson: its text, runs, check, questions and claims; checks read the measures.
     "lessons": _LEAVES | {"core", "trace", "analysis", "explain", "judge"},
     "teach": _LEAVES | {"core", "trace", "analysis", "samples", "lessons"},  # giveaway reads the recordings' titles

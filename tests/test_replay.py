@@ -308,3 +308,33 @@ def test_a_replays_rate_is_put_against_the_devices_roof():
     add = _rate(0, 3 * 8192 * 8192 * 2, 94.4, device="NVIDIA H200", dtype="bfloat16")
     assert add["pct_of_roof"] == pytest.approx(100 * (3 * 8192 * 8192 * 2 / 94.4 / 1e3) / peak.memory_bandwidth_gbs)
     assert _rate(flops, moved, us, device="cpu", dtype="bfloat16")["pct_of_roof"] is None
+
+
+def test_a_replays_rates_divide_by_the_same_work_as_the_trace_ops_roofs():
+    """One op model: a replayable op's FLOPs and bytes per call are the ones its row in explain's
+    op roofs carries (flops / calls, bytes / calls), wherever the roof row knows them."""
+    compared = [_compare_with_roofs(p) for p in SHAPED if "cuda" in p.name or p.parent.name == "cuda"]
+    assert len({c for _, cs in compared for c in cs}) >= 4, compared  # GEMM, softmax, norm, ...: every class
+
+
+def _compare_with_roofs(path: Path) -> tuple[int, set]:
+    from lab.explain import explain
+
+    trace = load_trace(path)
+    ev = trace.events
+    compared, classes = 0, set()
+    for _, roof in explain(trace).roofs.iterrows():
+        if roof["name"] not in REPLAYED or roof["op_class"] == "copy":  # a copy's roof bytes: its memcpys'
+            continue
+        same = np.flatnonzero((ev["name"] == roof["name"]).to_numpy() & (ev["input_dims"] == roof["input_dims"])
+                              .to_numpy() & (ev["input_type"] == roof["input_type"]).to_numpy())
+        try:
+            spec = spec_of_row(trace, int(same[0]))
+        except ReplayRefusal:
+            continue
+        for figure, mine in (("flops", op_flops(spec)), ("bytes", op_bytes(spec))):
+            theirs = float(roof[figure]) / int(roof["calls"])
+            if math.isfinite(theirs):
+                assert mine == pytest.approx(theirs, rel=1e-9), (path.name, roof["name"], roof["input_dims"], figure)
+                compared, classes = compared + 1, classes | {roof["op_class"]}
+    return compared, classes

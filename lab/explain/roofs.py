@@ -1,27 +1,15 @@
-"""Every op against its roof: FLOPs and bytes from the recorded shapes and dtypes, the achieved
-rate over the op's own GPU time, and its bound (the one classifier, ``lab.analysis.gemm.bound``).
+"""Every op against its roof: FLOPs and bytes from the recorded shapes and dtypes
+(``lab.explain.op_work``, the one model), the achieved rate over the op's own GPU time, and its
+bound (the one classifier, ``lab.analysis.gemm.bound``).
 
 One row per (op, input shapes, input types) that owns GPU work. An op's GPU time is the sum
 of the kernels, copies and memsets launched from inside it (``Links.owner``: the innermost op
-around the launch call). FLOPs and bytes by class:
-
-- **GEMM**: 2·b·M·K·N; bytes b·(M·K + K·N + M·N) + the added input, at the inputs' dtype.
-- **attention** (SDPA): 4·B·H·L·S·D (QKᵀ and PV, forward); bytes Q + K + V + the output.
-- **normalization, softmax, elementwise**: bytes are every tensor input read once and an output
-  of the largest input's size written once (an in-place op, ``…_``, writes its first input);
-  FLOPs one per output element (the intensity is then far left of every ridge).
-- **reduction**: the inputs read once (the output is a lower bound's rounding error).
-- **copy**: the bytes the trace records for its memcpys, else the input read and written.
-
-Convolutions, communication and unknown ops keep their time but show no rate: their bytes or
-FLOPs cannot be known from the recorded shapes alone, and the ``note`` says so.
+around the launch call). A copy's bytes are the ones the trace records for its memcpys where it
+has them. Ops whose bytes or FLOPs the model cannot know keep their time but show no rate, and
+the ``note`` says why.
 """
 
 from __future__ import annotations
-
-import ast
-import math
-import re
 
 import numpy as np
 import pandas as pd
@@ -35,27 +23,21 @@ from lab.analysis.gemm.bound import (
     bound_of,
     pct_of_roof,
 )
-from lab.analysis.gemm.kinds import gemm_kernel_dtype, gemm_shape
 from lab.analysis.operators import Links
 from lab.core.devices import DevicePeak
 from lab.explain.attribution import work_classes
 from lab.explain.classes import CAUSES
+from lab.explain.op_work import op_work
 from lab.trace import Trace
-from lab.vocab import ELEMENT_BYTES, GPU_ACTIVITY_CATS, INPUT_TYPE_DTYPES
+from lab.vocab import GPU_ACTIVITY_CATS
 
 __all__ = ["ABOVE_ROOF_PCT", "ROOF_COLUMNS", "op_roofs"]
 
 ROOF_COLUMNS = ("name", "input_dims", "input_type", "op_class", "dtype", "calls", "gpu_us", "us_per_call", "flops",
                 "bytes", "tflops", "gbs", "pct_of_roof", "bound", "kernel", "note")
-_BOOL = "bool"
-# Ops whose output is bool (one byte an element, whatever their inputs).
-_PREDICATES = re.compile(r"^(?:eq|ne|lt|le|gt|ge|isnan|isinf|isneginf|isposinf|isfinite|logical_\w+)$")
 # A rate above the roof cannot have been measured: the model's bytes (an output dtype or a
 # broadcast it cannot see) were not what ran. As the GEMM table does, such a figure is not shown.
 ABOVE_ROOF_PCT = 110.0
-_NO_RATE = {"convolution": "convolution: stride, padding and groups are not in the recorded shapes",
-            "communication": "communication: its rate is the Ranks view's bus bandwidth",
-            "other_work": "op the roofline model does not know"}
 
 
 def op_roofs(trace: Trace, *, links: Links, peak: DevicePeak | None, classes: np.ndarray | None = None
@@ -72,13 +54,16 @@ def op_roofs(trace: Trace, *, links: Links, peak: DevicePeak | None, classes: np
     keys = ("name", "input_dims", "input_type")
     cats = {k: codes(ev[k]) for k in keys}  # integer codes: grouping on them, not on strings
     kernel_codes, kernel_names = codes(ev["name"])
+    concrete_codes, concrete_texts = codes(ev["concrete_inputs"])  # the scalars: a convolution's stride, is_causal
     frame = pd.DataFrame({
         "owner": owner, **{k: cats[k][0][owner] for k in keys}, "dur": ev["dur_us"].to_numpy()[owned],
-        "kernel": kernel_codes[owned], "cls": classes[owned], "copy_bytes": ev["copy_bytes"].to_numpy()[owned],
+        "kernel": kernel_codes[owned], "cls": classes[owned], "concrete": concrete_codes[owner],
+        "copy_bytes": ev["copy_bytes"].to_numpy()[owned],
     })
     frame["group"] = frame.groupby(list(keys), sort=False).ngroup()
     by = frame.groupby("group", sort=False)
     agg = by.agg(name=("name", "first"), input_dims=("input_dims", "first"), input_type=("input_type", "first"),
+                 concrete_inputs=("concrete", "first"),
                  calls=("owner", "nunique"), gpu_us=("dur", "sum"),
                  copy_bytes=("copy_bytes", "sum"), copies_known=("copy_bytes", "count"))
     per_class = frame.groupby(["group", "cls"], sort=False)["dur"].sum().reset_index()
@@ -86,14 +71,16 @@ def op_roofs(trace: Trace, *, links: Links, peak: DevicePeak | None, classes: np
     agg.loc[agg["copies_known"] == 0, "copy_bytes"] = np.nan
     for k in keys:
         agg[k] = cats[k][1][agg[k].to_numpy()]
+    agg["concrete_inputs"] = concrete_texts[agg["concrete_inputs"].to_numpy()]
     per_kernel = frame.groupby(["group", "kernel"], sort=False)["dur"].sum().reset_index()
     main = per_kernel.loc[per_kernel.groupby("group")["dur"].idxmax()].set_index("group")["kernel"]
     main = pd.Series(kernel_names[main.to_numpy()], index=main.index)
     rows = []
     for g, r in agg.iterrows():
         cls, calls, kernel = CAUSES[int(r["cls"])].key, int(r["calls"]), str(main[g])
-        flops, nbytes, dtype, note = _flops_bytes(str(r["name"]), str(r["input_dims"]), str(r["input_type"]), cls,
-                                                  kernel)
+        work = op_work(str(r["name"]), str(r["input_dims"]), str(r["input_type"]), cls, kernel=kernel,
+                       concrete_text=str(r["concrete_inputs"]))
+        flops, nbytes, dtype, note = work.flops, work.bytes, work.dtype, work.note
         if cls == "copy" and np.isfinite(r["copy_bytes"]):
             nbytes, note = float(r["copy_bytes"]) / calls, ""
         rows.append({"name": r["name"], "input_dims": r["input_dims"], "input_type": r["input_type"], "op_class": cls,
@@ -132,55 +119,3 @@ def _against_roof(out: pd.DataFrame, peak: DevicePeak | None) -> tuple[np.ndarra
     pct = np.where(host_link | above, np.nan, pct)  # a host↔device copy's roof is the host link, not HBM
     bound = np.where(host_link | above, "", bound)
     return pct, bound
-
-
-def _flops_bytes(name: str, dims_text: str, types_text: str, cls: str, kernel: str
-                 ) -> tuple[float, float, str, str]:
-    """(FLOPs, bytes, dtype, note) of one call; NaN where the model cannot know."""
-    nan = float("nan")
-    dims, types = _literal(dims_text), _literal(types_text)
-    if not isinstance(dims, list) or not isinstance(types, list) or not dims:
-        return nan, nan, "", "no recorded shapes (profile with record_shapes=True)"
-    tensors = [(d, _BOOL if t == "bool" else INPUT_TYPE_DTYPES.get(t, "")) for d, t in zip(dims, types)
-               if isinstance(d, list) and d and all(isinstance(x, int) for x in d)]
-    dtype = next((dt for _, dt in tensors if dt and dt != _BOOL), "")
-    size = ELEMENT_BYTES.get(dtype, 0)
-    if cls in _NO_RATE:
-        return nan, nan, dtype, _NO_RATE[cls]
-    if "TensorList" in types:
-        return nan, nan, dtype, "TensorList inputs (a foreach op): their dtypes are not recorded"
-    if not tensors or not (size or any(dt == _BOOL for _, dt in tensors)):
-        return nan, nan, dtype, "no tensor inputs with a known dtype"
-    numel = [math.prod(d) for d, _ in tensors]
-    byte = [n * (1 if dt == _BOOL else ELEMENT_BYTES.get(dt, size)) for n, (_, dt) in zip(numel, tensors)]
-    if cls == "gemm":
-        shape = gemm_shape(name, dims)
-        if shape is None:
-            return nan, nan, dtype, "GEMM operands not recognised in the recorded shapes"
-        b, m, kk, n, extra = shape
-        if dtype == "float32" and gemm_kernel_dtype(kernel) == "tf32":  # float32 storage, TF32 tensor cores
-            dtype = "tf32"
-        return 2.0 * b * m * kk * n, float(size * (b * (m * kk + kk * n + m * n) + extra)), dtype, ""
-    if cls == "attention":
-        if len(tensors) < 3 or len(tensors[0][0]) < 2:
-            return nan, nan, dtype, "attention inputs not recognised"
-        q, key = tensors[0][0], tensors[1][0]
-        flops = 4.0 * math.prod(q[:-1]) * key[-2] * q[-1]
-        return flops, float(sum(byte[:3]) + byte[0]), dtype, ""
-    if cls == "reduction":
-        return float(numel[0]), float(byte[0]), dtype, ""
-    if cls == "copy":  # copy_(dst, src) writes dst and reads src; to/_to_copy/clone read and write one
-        return 0.0, float(sum(byte[:2]) if len(byte) >= 2 else 2 * byte[0]), dtype, ""
-    short = name.rsplit("::", 1)[-1]
-    out_size = 1 if _PREDICATES.match(short) else size
-    out_bytes = byte[0] if short.endswith("_") else max(numel) * out_size
-    return float(max(numel)), float(sum(byte) + out_bytes), dtype, ""
-
-
-def _literal(text: str):
-    if not text:
-        return None
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, RecursionError, MemoryError):
-        return None

@@ -1,10 +1,7 @@
-"""FLOPs and bytes of one replayed op, from its spec's shapes and dtypes: what the achieved
-TFLOP/s and GB/s of a replay (and of the trace's row) divide by.
-
-The one place the replay counts work. GEMM FLOPs are torch's computeFlops count
-(``lab.analysis.table.flops``) where it counts the op, else 2·batch·M·K·N from the GEMM table's
-shape (``lab.analysis.gemm.kinds.gemm_shape``). Bytes are a first model of the op's own: every
-tensor input read once, the output written once; a shared op model may replace this function.
+"""FLOPs and bytes of one replayed op, from its spec's shapes, dtypes and scalars: what the
+achieved TFLOP/s and GB/s of a replay (and of the trace's row) divide by. Both come from the one
+op model, ``lab.explain.op_work``, the one the trace's ops against their roofs use; what the
+replay must allocate (``footprint_bytes``) is its own question, answered here.
 """
 
 from __future__ import annotations
@@ -12,36 +9,42 @@ from __future__ import annotations
 import math
 
 from lab.analysis.gemm.kinds import gemm_shape
-from lab.analysis.table.flops import TORCH_FLOP_OPS, op_flops_from_texts
+from lab.explain.op_work import OpWork, op_work
 from lab.replay.spec import ReplayInput, ReplaySpec
 from lab.vocab import ELEMENT_BYTES
 
-__all__ = ["op_bytes", "op_flops"]
+__all__ = ["footprint_bytes", "op_bytes", "op_flops", "op_work_of"]
 
 _INTEGER_BYTES = {"int64": 8, "int32": 4, "int16": 2, "bool": 1}
-# Where is_causal sits among each attention op's inputs (its ATen schema).
-_CAUSAL_INDEX = {"aten::scaled_dot_product_attention": 5, "aten::_scaled_dot_product_flash_attention": 4,
-                 "aten::_scaled_dot_product_efficient_attention": 6, "aten::_scaled_dot_product_cudnn_attention": 6,
-                 "aten::_scaled_dot_product_flash_attention_for_cpu": 4}
 
 
 def element_bytes(dtype: str) -> int:
     return ELEMENT_BYTES.get(dtype) or _INTEGER_BYTES.get(dtype, 4)
 
 
+# The replay's class names → the op model's (lab.explain.classes' work classes).
+_MODEL_CLASS = {"sdpa": "attention", "norm": "normalization"}
+
+
+def op_work_of(spec: ReplaySpec) -> OpWork:
+    """One call's FLOPs and bytes by the one op model (``lab.explain.op_work``), from the spec's
+    shapes, dtypes and scalars as the trace spelled them."""
+    dims = str([list(i.shape) for i in spec.inputs])
+    types = str([i.type_text for i in spec.inputs])
+    concrete = str([_concrete_text(i) for i in spec.inputs])
+    return op_work(spec.op, dims, types, _MODEL_CLASS.get(spec.op_class, spec.op_class), concrete_text=concrete)
+
+
 def op_flops(spec: ReplaySpec) -> int:
-    """Floating-point operations of one call: GEMMs, attention (its two GEMMs) and conv2d; 0 for
-    the memory-bound classes, whose rate is GB/s."""
-    dims = [list(i.shape) for i in spec.inputs]
-    if spec.op in TORCH_FLOP_OPS and spec.op_class in ("gemm", "convolution"):
-        return op_flops_from_texts(spec.op, str(dims), str([i.type_text for i in spec.inputs]),
-                                   str([_concrete_text(i) for i in spec.inputs]))
-    if spec.op_class == "gemm":
-        shape = gemm_shape(spec.op, dims)
-        return 0 if shape is None else 2 * shape[0] * shape[1] * shape[2] * shape[3]
-    if spec.op_class == "sdpa":
-        return _attention_flops(spec)
-    return 0
+    """Floating-point operations of one call (0 where the model cannot know them)."""
+    flops = op_work_of(spec).flops
+    return int(flops) if math.isfinite(flops) else 0
+
+
+def op_bytes(spec: ReplaySpec) -> int:
+    """Bytes one call moves (0 where the model cannot know them: a convolution's output)."""
+    moved = op_work_of(spec).bytes
+    return int(moved) if math.isfinite(moved) else 0
 
 
 def _concrete_text(item: ReplayInput) -> str:
@@ -50,23 +53,12 @@ def _concrete_text(item: ReplayInput) -> str:
     return str(list(item.value)) if isinstance(item.value, tuple) else str(item.value)
 
 
-def _attention_flops(spec: ReplaySpec) -> int:
-    """QKᵀ and PV: 2·B·H·L·S·(D + Dv), half of it when causal."""
-    q, k, v = (spec.inputs[i].shape for i in range(3))
-    if len(q) < 2 or len(k) < 2 or len(v) < 2:
-        return 0
-    batch_heads = math.prod(q[:-2])
-    flops = 2 * batch_heads * q[-2] * k[-2] * (q[-1] + v[-1])
-    at = _CAUSAL_INDEX.get(spec.op, -1)
-    causal = 0 <= at < len(spec.inputs) and spec.inputs[at].value is True
-    return flops // 2 if causal else flops
-
-
-def op_bytes(spec: ReplaySpec) -> int:
-    """Bytes one call moves at least: its tensor inputs read once, its output written once."""
+def footprint_bytes(spec: ReplaySpec) -> int:
+    """Bytes the replay allocates: its tensor inputs and its output (what must fit on the device,
+    not what a call moves)."""
     tensors = spec.tensors
-    read = sum(t.numel * element_bytes(t.dtype) for t in tensors)
-    return read + _output_elements(spec) * element_bytes(tensors[0].dtype)
+    held = sum(t.numel * element_bytes(t.dtype) for t in tensors)
+    return held + _output_elements(spec) * element_bytes(tensors[0].dtype)
 
 
 def _output_elements(spec: ReplaySpec) -> int:

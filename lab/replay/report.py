@@ -6,7 +6,7 @@ from __future__ import annotations
 from lab.analysis.gemm.bound import pct_of_roof
 from lab.core.config import MEMORY_HEADROOM
 from lab.core.devices import DeviceInfo, lookup_peak
-from lab.replay.rates import op_bytes, op_flops
+from lab.replay.rates import footprint_bytes, op_bytes, op_flops
 from lab.replay.rows import RowFigures, find_row, row_figures
 from lab.replay.spec import ReplayRefusal, ReplaySpec, device_refusal
 from lab.trace import Trace
@@ -20,7 +20,7 @@ def check_replay(spec: ReplaySpec, info: DeviceInfo) -> None:
     reason = device_refusal(spec, kind=info.kind, compute_capability=info.compute_capability)
     if reason:
         raise ReplayRefusal(reason)
-    need, budget = op_bytes(spec), int(info.free_memory_bytes * MEMORY_HEADROOM)
+    need, budget = footprint_bytes(spec), int(info.free_memory_bytes * MEMORY_HEADROOM)
     if need > budget:
         where = f"the GPU ({info.name})" if info.kind == "cuda" else "this machine's RAM"
         raise ReplayRefusal(f"{spec.op} {spec.shapes_text} needs about {need / 2**30:.2f} GiB but {where} has "
