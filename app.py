@@ -15,6 +15,7 @@ from lab.access import RateLimiter
 from lab.core import HostSettings
 from lab.read import ReaderPool
 from lab.run import ProfileService
+from lab.teach import own_answers
 from ui import (
     access,
     cache,
@@ -66,7 +67,9 @@ def get_service(_settings: HostSettings) -> ProfileService:
 def get_readers(_settings: HostSettings) -> ReaderPool:
     """One pool of trace readers per server (uploads, samples, runs' traces), apart from the
     profiling workers; started once, with the settings of the first page run."""
-    return ReaderPool(settings=_settings).start()
+    # Each reader answers a visitor's own-trace questions once on its warm-up read: the first
+    # question after a click must not pay their imports.
+    return ReaderPool(settings=_settings, warm_code=(own_answers,)).start()
 
 
 @st.cache_resource(show_spinner=False)

@@ -1,69 +1,197 @@
-"""Bytes that cross the server ↔ reader boundary per page interaction, as the readers work now.
+"""Bytes that cross the server ↔ reader boundary per page interaction, before and after readers
+keep parsed traces, in one run; and the wall time of a view's round trip.
 
-The page holds each trace's ``Parsed`` (``Trace`` DataFrames, ``Analysis``, insights), so a read
-sends it back whole, and every later computation on it (a ``lab.read.Job``) sends the traces and
-analyses it needs to a reader again and gets the result back (``ReaderPool.submit_job``:
-``pack(JobInput)`` one way, ``pack(result)`` the other). This measures those frames exactly as
-``lab.pool.frames.pack`` makes them, computing each job's result in this process with
-``lab.read.jobs.run_job`` (what the reader runs). The baseline for readers that keep the traces
-and take a digest and a query, where each interaction would send a ``Job`` and a digest and get
-back only the result.
+Each side runs in an interpreter of its own on a checkout (``--before TREE``: a worktree of the
+branch point; "after": this one), interleaved round by round, with a real ``ReaderPool`` of one
+reader doing what the page does: an upload read as ``ui.upload`` reads it, then each interaction
+as ``ui.cache.job_result`` sends it — the traces themselves before, their keys after (a side
+whose ``ReaderPool.submit`` takes ``keep`` is an "after" side). Interactions: the TensorBoard
+view (a view switch: its views come from a reader), the Table's by-shape toggle, the own-trace
+questions, compare (the trace against the first one given), and opening a lesson (its check's
+signals and its questions' answers, on the lesson's recorded traces, read first as the page's
+``ui.cache.load`` reads them).
 
-    python bench/bench_job_bytes.py tests/data/matmul_add_4096_bf16.json.gz /tmp/small_ops_114mb.json.gz
+Bytes: the server process's own ``/proc/self/io`` ``rchar`` + ``wchar`` over the interaction —
+every byte it sent to or received from its reader through the socket (and any file it wrote
+for one); nothing else runs in it meanwhile. Wall: the interaction's round trip.
+
+    python bench/bench_job_bytes.py --before /tmp/readers_before --rounds 3 \\
+        tests/data/matmul_add_4096_bf16.json.gz bench/data/transformer_step_h200.json.gz BIG.json.gz
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import inspect
+import json
+import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from lab.core import HostSettings  # noqa: E402
-from lab.pool import pack  # noqa: E402
-from lab.pool.frames import frame_sizes  # noqa: E402
-from lab.read import Job, JobInput, JobKind  # noqa: E402
-from lab.read.here import parse  # noqa: E402
-from lab.read.jobs import run_job  # noqa: E402
-from lab.teach import own_answers  # noqa: E402
-
+HERE = Path(__file__).resolve().parents[1]
 MB = 1e6
+LESSON = "fp32_vs_tf32"  # two recorded H200 traces
 
 
-def _size(obj) -> int:
-    return sum(frame_sizes(pack(obj)))
+def _io() -> int:
+    fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
+    return int(fields["rchar"]) + int(fields["wchar"])
 
 
-def measure(path: Path) -> list[tuple[str, int, int]]:
-    """(interaction, bytes to the reader, bytes back) for one trace."""
-    parsed = parse(str(path), settings=HostSettings.from_env())
-    other = parse(str(path), settings=HostSettings.from_env())  # the compare's B: objects of its own
-    # What ui.cache.job_result sends for every job: the traces, their analyses and judged findings.
-    one = JobInput(traces=(parsed.trace,), analyses=(parsed.analysis,), findings=(parsed.findings,))
-    two = JobInput(traces=(parsed.trace, other.trace), analyses=(parsed.analysis, other.analysis),
-                   findings=(parsed.findings, other.findings))
-    jobs = (("by-shape toggle", Job(kind=JobKind.BY_SHAPE), one),
-            ("TensorBoard tab", Job(kind=JobKind.TENSORBOARD), one),
-            ("own-trace questions", Job(kind=JobKind.OWN, names=("yours",), code=own_answers), one),
-            ("compare two traces", Job(kind=JobKind.COMPARE), two))
-    # Every size before any job runs here: a job fills the analysis's on-demand tables in this
-    # process, which the server's copy never gets.
-    sent = [_size(job) + _size(given) for _, job, given in jobs]
-    rows = [("read (the Parsed sent back)", len(str(path)), _size(parsed))]
-    rows += [(label, n, _size(run_job(job, given))) for (label, job, given), n in zip(jobs, sent, strict=True)]
+def side(traces: list[Path]) -> list[dict]:
+    """One side's interactions (this interpreter imports the side's ``lab``)."""
+    from lab.core import HostSettings
+    from lab.lessons import LESSONS, answer_questions, lesson_signals
+    from lab.read import Job, JobInput, JobKind, ReaderPool
+    from lab.samples import lesson_samples
+    from lab.teach import own_answers
+
+    keeps = "keep" in inspect.signature(ReaderPool.submit).parameters
+    rows: list[dict] = []
+    pool = ReaderPool(settings=HostSettings.from_env(), readers=1).start(wait=True)
+
+    def measured(trace: str, interaction: str, fn):
+        before, start = _io(), time.perf_counter()
+        result = fn()
+        rows.append({"trace": trace, "interaction": interaction, "bytes": _io() - before,
+                     "wall_s": time.perf_counter() - start})
+        return result
+
+    def read(data: bytes):
+        key = f"{hashlib.blake2b(data, digest_size=16).hexdigest()}:"
+        parsed = pool.read(data, keep=key) if keeps else pool.read(data)
+        return parsed, key
+
+    def job(kind_job, opened):
+        given = JobInput(traces=tuple(p.trace for p, _ in opened), analyses=tuple(p.analysis for p, _ in opened),
+                         findings=tuple(p.findings for p, _ in opened))
+        if keeps:
+            return pool.run_job(kind_job, given, keys=tuple(k for _, k in opened))
+        return pool.run_job(kind_job, given)
+
+    try:
+        lesson = LESSONS[LESSON]
+        samples = lesson_samples(lesson.runs)
+        runs = [read(s.read_bytes()) for s in samples]
+        names = tuple(r.name for r in lesson.runs)
+
+        def open_lesson():
+            job(Job(kind=JobKind.SIGNALS, lesson=LESSON, names=names, code=lesson_signals), runs)
+            job(Job(kind=JobKind.ANSWERS, lesson=LESSON, names=names, device_kind="cuda", code=answer_questions),
+                runs)
+
+        measured(f"lesson {LESSON}", "open a lesson (signals + answers)", open_lesson)
+        first = None
+        for path in traces:
+            data = path.read_bytes()
+            opened = measured(path.name, "read (an upload opened)", lambda data=data: read(data))
+            del data
+            first = first or opened
+            measured(path.name, "TensorBoard view", lambda o=opened: job(Job(kind=JobKind.TENSORBOARD), [o]))
+            measured(path.name, "by-shape toggle", lambda o=opened: job(Job(kind=JobKind.BY_SHAPE), [o]))
+            measured(path.name, "own-trace questions",
+                     lambda o=opened: job(Job(kind=JobKind.OWN, names=("yours",), code=own_answers), [o]))
+            measured(path.name, "compare with the first trace",
+                     lambda o=opened, f=first: job(Job(kind=JobKind.COMPARE), [o, f]))
+    finally:
+        pool.shutdown()
     return rows
+
+
+def sessions(trace: Path, count: int) -> dict:
+    """``count`` sessions, each with its own upload open (the trace re-gzipped with its own
+    header time: other bytes, another digest) and its TensorBoard view and by-shape table asked
+    for, as ``ui.upload`` and ``ui.cache`` do it: the server's peak RSS (``ru_maxrss``)."""
+    import gzip
+    import resource
+
+    from lab.core import HostSettings
+    from lab.read import Job, JobInput, JobKind, ReaderPool
+
+    keeps = "keep" in inspect.signature(ReaderPool.submit).parameters
+    raw = gzip.decompress(trace.read_bytes()) if trace.suffix == ".gz" else trace.read_bytes()
+    start_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    pool = ReaderPool(settings=HostSettings.from_env()).start(wait=True)
+    try:
+        for n in range(count):
+            data = gzip.compress(raw, compresslevel=1, mtime=n)
+            digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+            parsed = pool.read(data, keep=f"{digest}:") if keeps else pool.read(data)
+            pool.uploads.put(f"session{n}", digest, parsed)  # what ui.upload._settle keeps
+            del data
+            given = JobInput(traces=(parsed.trace,), analyses=(parsed.analysis,), findings=(parsed.findings,))
+            for kind in (JobKind.TENSORBOARD, JobKind.BY_SHAPE):
+                if keeps:
+                    pool.run_job(Job(kind=kind), given, keys=(f"{digest}:",))
+                else:
+                    pool.run_job(Job(kind=kind), given)
+            del parsed, given
+        held = pool.uploads.stats()
+        readers_rss = sum(r.rss_bytes or 0 for r in pool.health().readers)
+    finally:
+        pool.shutdown()
+    return {"sessions": count, "server_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "server_rss_before_mb": start_rss / 1024, "held_uploads": held[0], "held_mb": held[1] / MB,
+            "readers_rss_mb": readers_rss / MB}
+
+
+def table(results: dict[str, list[dict]]) -> str:
+    """Medians per (trace, interaction), before against after."""
+    def medians(rows, field):
+        out: dict[tuple[str, str], list[float]] = {}
+        for r in rows:
+            out.setdefault((r["trace"], r["interaction"]), []).append(r[field])
+        return {k: statistics.median(v) for k, v in out.items()}
+
+    b_bytes, a_bytes = medians(results["before"], "bytes"), medians(results["after"], "bytes")
+    b_wall, a_wall = medians(results["before"], "wall_s"), medians(results["after"], "wall_s")
+    lines = ["| trace | interaction | before MB | after MB | fewer | before wall s | after wall s |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for k in b_bytes:
+        ratio = b_bytes[k] / a_bytes[k] if a_bytes.get(k) else float("inf")
+        lines.append(f"| {k[0]} | {k[1]} | {b_bytes[k] / MB:.3f} | {a_bytes[k] / MB:.3f} | {ratio:.0f}× | "
+                     f"{b_wall[k]:.3f} | {a_wall[k]:.3f} |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("traces", nargs="+", type=Path)
+    parser.add_argument("--before", type=Path, help="the checkout to measure as 'before'")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--side", type=Path, help=argparse.SUPPRESS)  # a child: measure the lab at this tree
+    parser.add_argument("--raw", type=Path, help="write every round's rows here (JSON)")
+    parser.add_argument("--sessions", type=int, default=0,
+                        help="instead: this many sessions with an upload open (the first trace), peak RSS")
     args = parser.parse_args(argv)
-    print("| trace | interaction | to the reader (MB) | back (MB) |")
-    print("| --- | --- | --- | --- |")
-    for path in args.traces:
-        for label, sent, back in measure(path):
-            print(f"| {path.name} | {label} | {sent / MB:.3f} | {back / MB:.3f} |")
+    if args.side is not None:
+        sys.path.insert(0, str(args.side))
+        found = (sessions(args.traces[0].resolve(), args.sessions) if args.sessions
+                 else side([p.resolve() for p in args.traces]))
+        print(json.dumps(found))
+        return 0
+    if args.sessions:
+        for n in range(args.rounds):
+            for name, tree in {"before": args.before, "after": HERE}.items():
+                out = subprocess.run([sys.executable, __file__, "--side", str(tree), "--sessions", str(args.sessions),
+                                      str(args.traces[0])], cwd=tree, check=True, capture_output=True, text=True)
+                print(f"round {n + 1} {name}: {out.stdout.strip().splitlines()[-1]}")
+        return 0
+    results: dict[str, list[dict]] = {"before": [], "after": []}
+    trees = {"before": args.before, "after": HERE}
+    for n in range(args.rounds):
+        for name, tree in trees.items():  # interleaved: before, after, before, after…
+            out = subprocess.run([sys.executable, __file__, "--side", str(tree), *map(str, args.traces)],
+                                 cwd=tree, check=True, capture_output=True, text=True)
+            rows = json.loads(out.stdout.strip().splitlines()[-1])
+            results[name] += [{**r, "round": n} for r in rows]
+            print(f"round {n + 1} {name}: done", file=sys.stderr)
+    if args.raw is not None:
+        args.raw.write_text(json.dumps(results, indent=1))
+    print(table(results))
     return 0
 
 

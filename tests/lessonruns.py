@@ -6,8 +6,11 @@ import functools
 import gzip
 import json
 
+import pytest
+
 from lab.analysis import Run, analyze
-from lab.lessons import LESSONS
+from lab.core.workloads import WORKLOADS
+from lab.lessons import LESSONS, lesson_configs
 from lab.samples import lesson_samples
 from lab.trace.load import load_trace
 
@@ -30,3 +33,20 @@ def h200_runs(lesson_key: str) -> tuple[Run, ...]:
         timing = (t["profiled_median_us"], t["unprofiled_median_us"]) if t else None
         runs.append(Run(run.name, trace, analyze(trace), timing=timing))
     return tuple(runs)
+
+
+@functools.cache
+def starts_rank_processes(lesson_key: str) -> bool:
+    """Whether the lesson's CPU runs are distributed jobs (``Workload.distributed``): each run
+    starts its rank processes (``lab.run.ddp``), 12-14 s of the fast tier on this box, so its
+    tests are ``subprocess`` ones."""
+    lesson = LESSONS[lesson_key]
+    return lesson.cpu_refusal is None and any(WORKLOADS[c.workload].distributed
+                                              for _, c in lesson_configs(lesson, "cpu"))
+
+
+def cpu_lesson_param(lesson_key: str, value=None, *, id: str | None = None):
+    """``value`` (the key itself by default) as a test parameter, marked ``subprocess`` when the
+    lesson's CPU runs start rank processes."""
+    marks = [pytest.mark.subprocess] if starts_rank_processes(lesson_key) else []
+    return pytest.param(lesson_key if value is None else value, marks=marks, id=id)

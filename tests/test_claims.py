@@ -12,7 +12,7 @@ must fail on its recording and its words must be gone from every lesson.
 from __future__ import annotations
 
 import pytest
-from lessonruns import h200_runs
+from lessonruns import cpu_lesson_param, h200_runs
 
 from lab.analysis.figures import FIGURES
 from lab.lessons import LESSONS
@@ -55,7 +55,7 @@ def test_claim_holds_on_the_h200_recording(item):
     assert check.holds, check.text
 
 
-@pytest.mark.parametrize("item", CPU_CLAIMS, ids=_id)
+@pytest.mark.parametrize("item", [cpu_lesson_param(item[0], item, id=_id(item)) for item in CPU_CLAIMS])
 def test_claim_holds_on_a_cpu_run(item, cpu_lesson_runs):
     key, claim = item
     check = check_claim(key, claim, lambda lesson: cpu_lesson_runs(lesson)[0])

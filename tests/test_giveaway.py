@@ -12,7 +12,7 @@ that the page shows exactly that before the predictions are locked in.
 from __future__ import annotations
 
 import pytest
-from lessonruns import h200_runs
+from lessonruns import cpu_lesson_param, h200_runs
 
 from lab.lessons import LESSONS, QUESTIONS
 from lab.teach.giveaway import giveaways, key_words, shown_before
@@ -35,7 +35,7 @@ def test_no_gpu_question_is_answered_by_the_text_before_it(q):
             _assert_not_given_away(q, choice, kind)
 
 
-@pytest.mark.parametrize("q", CPU_QUESTIONS, ids=lambda q: q.key)
+@pytest.mark.parametrize("q", [cpu_lesson_param(q.lesson, q, id=q.key) for q in CPU_QUESTIONS])
 def test_no_cpu_question_is_answered_by_the_text_before_it(q, cpu_lesson_runs):
     runs = cpu_lesson_runs(q.lesson)[0]
     _assert_not_given_away(q, q.answer(runs).choice, "cpu")

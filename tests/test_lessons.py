@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
+from lessonruns import cpu_lesson_param
 
 from lab.analysis import Run, analyze
 from lab.analysis.figures import label_first_gaps_us, work_per_step
@@ -56,7 +57,7 @@ def lesson_runs(warm_cpu, host_settings):
     torch.set_num_threads(threads)
 
 
-@pytest.mark.parametrize("key", CPU_LESSONS)
+@pytest.mark.parametrize("key", [cpu_lesson_param(k) for k in CPU_LESSONS])
 def test_every_cpu_lesson_shows_its_signal(key, lesson_runs):
     signals = lesson_signals(key, lesson_runs(key))
     assert signals, f"no detector for {key}"

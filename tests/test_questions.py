@@ -13,7 +13,7 @@ import json
 import statistics
 
 import pytest
-from lessonruns import raw_events
+from lessonruns import cpu_lesson_param, raw_events
 
 from lab.analysis import Run, analyze
 from lab.analysis.gemm.kinds import is_gemm_kernel
@@ -356,7 +356,7 @@ def test_answers_on_the_h200_recordings_equal_the_raw_trace(key):
 # --------------------------------------------------------------------------- CPU runs
 
 
-@pytest.mark.parametrize("key", CPU_LESSONS)
+@pytest.mark.parametrize("key", [cpu_lesson_param(k) for k in CPU_LESSONS])
 def test_answers_on_cpu_runs_equal_the_raw_trace(key, cpu_lesson_runs):
     runs, raw, datas, timings = cpu_lesson_runs(key)
     check_answers(key, "cpu", runs, raw, datas, timings)

@@ -19,7 +19,7 @@ from dataclasses import replace
 import streamlit as st
 
 from lab.core import HostSettings
-from lab.read import Job, JobInput, JobKind, Parsed, ReaderPool, ReadFailed
+from lab.read import Job, JobInput, JobKind, Parsed, ReaderPool, ReadFailed, kept_key
 from ui import messages, state
 from ui.state import Subject
 
@@ -37,7 +37,8 @@ def _load(digest: str, config_key: str, _data: bytes, _run, settings: HostSettin
     config = _run.config if _run is not None else None
     peak = _run.device.peak if _run is not None else None
     label = "a run's trace" if _run else "a sample"
-    return _readers.read(_data, settings=settings, config=config, peak=peak, label=label)
+    return _readers.read(_data, settings=settings, config=config, peak=peak, label=label,
+                         keep=kept_key(digest, config))  # the reader keeps it for the jobs on it
 
 
 def why_unreadable(exc: Exception) -> str:
@@ -54,7 +55,8 @@ def load(subject: Subject, settings: HostSettings, readers: ReaderPool) -> Loade
         if parsed is None and subject.rank_paths:  # a job from a trace directory: its lowest rank, read now
             try:
                 with st.spinner("Reading the lowest rank in full…"):
-                    parsed = readers.read(path=subject.rank_paths[0], label=subject.ranks[0][0])
+                    parsed = readers.read(path=subject.rank_paths[0], label=subject.ranks[0][0],
+                                          keep=subject_key(subject))
             except ReadFailed as exc:
                 messages.error(f"{subject.title} cannot be shown: {why_unreadable(exc)}")
                 return None
@@ -83,19 +85,23 @@ SPINNER = {JobKind.COMPARE: "Comparing the traces…",
 
 
 def subject_key(subject: Subject) -> str:
-    """What a subject's parsed trace depends on: its bytes and, for a run, its config."""
-    return f"{subject.digest}:{repr(subject.run.config) if subject.run is not None else ''}"
+    """What a subject's parsed trace depends on: its bytes and, for a run, its config; the key
+    its reader keeps it under."""
+    return kept_key(subject.digest, subject.run.config if subject.run is not None else None)
 
 
 @st.cache_resource(max_entries=MAX_CACHED_JOBS, show_spinner=False)
 def _job(job: Job, code: str, keys: tuple[str, ...], _with_code: Job, _given: JobInput, _readers: ReaderPool):
     # Kept by the job without its code (a function, which the cache cannot hash) and the code's name.
-    return _readers.run_job(_with_code, _given)
+    # The keys go to the reader that keeps the traces; the traces themselves only if none does.
+    return _readers.run_job(_with_code, _given, keys=keys)
 
 
 def job_result(job: Job, subjects: Sequence[Subject], loaded: Sequence[Loaded], readers: ReaderPool):
     """The result of a multi-trace job over ``loaded`` (the subjects' parsed traces), run in a
-    reader and kept per server by the subjects' keys; shows the reason and returns None if it failed."""
+    reader and kept per server by the subjects' keys; shows the reason and returns None if it failed.
+    The reader gets the keys and reads a trace it no longer keeps again (``lab.read.kept``);
+    ``loaded`` crosses only for a trace whose bytes this server does not keep."""
     given = JobInput(traces=tuple(x.trace for x in loaded), analyses=tuple(x.analysis for x in loaded),
                      findings=tuple(x.findings for x in loaded))
     try:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 
 from lab.core import HostSettings
-from lab.read import ReaderPool, ReadTicket
+from lab.read import ReaderPool, ReadTicket, kept_key
 from ui.state import digest_of
 
 __all__ = ["CLAIM_WITHIN_S", "EARLY_SUFFIXES", "MAX_ADMITTED", "EarlyRead", "EarlyReads"]
@@ -130,8 +130,9 @@ class EarlyReads:
             return False
 
     def _queue(self, name: str, data: bytes) -> EarlyRead:
-        ticket = self._readers.submit(data, settings=self._settings, label=name)
-        return EarlyRead(digest=digest_of(data), ticket=ticket, size_bytes=len(data))
+        digest = digest_of(data)  # the reader keeps what it reads under it, as the page's own read would
+        ticket = self._readers.submit(data, settings=self._settings, label=name, keep=kept_key(digest))
+        return EarlyRead(digest=digest, ticket=ticket, size_bytes=len(data))
 
     # ------------------------------------------------------------------ the page's side
 

@@ -33,7 +33,18 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from lab.access import RateLimiter
 from lab.core import HostSettings
-from lab.read import Job, JobInput, JobKind, ReaderPool, ReadFailed, ReadFailureKind, ReadState, ReadStatus, ReadTicket
+from lab.read import (
+    Job,
+    JobInput,
+    JobKind,
+    ReaderPool,
+    ReadFailed,
+    ReadFailureKind,
+    ReadState,
+    ReadStatus,
+    ReadTicket,
+    kept_key,
+)
 from ui import access, messages, state
 from ui.early_read import EarlyRead, EarlyReads
 
@@ -222,7 +233,7 @@ def _ticket(name: str, data: bytes, digest: str, claimed: EarlyRead | None, sett
     release), else a new one queued now (and ``claimed`` is left to release)."""
     if claimed is not None and claimed.digest == digest:
         return claimed.ticket, None
-    return readers.submit(data, settings=settings, label=name, session=state.owner()), claimed
+    return readers.submit(data, settings=settings, label=name, session=state.owner(), keep=kept_key(digest)), claimed
 
 
 def describe_read(status: ReadStatus, name: str) -> str:
@@ -522,7 +533,8 @@ def _settle_group(group: _Group, readers: ReaderPool) -> str | None:
     names = [m.name for m in group.members]
     given = JobInput(traces=tuple(p.trace for p in parsed), analyses=tuple(p.analysis for p in parsed))
     try:  # in a reader, as the traces were read: the script thread only waits
-        result = readers.run_job(Job(kind=JobKind.RANKS, names=tuple(names)), given, label=f"{len(names)} ranks")
+        result = readers.run_job(Job(kind=JobKind.RANKS, names=tuple(names)), given, label=f"{len(names)} ranks",
+                                 keys=tuple(kept_key(m.digest) for m in group.members))
     except ReadFailed as exc:
         why = str(exc) if exc.error_type == "RanksError" else access.read_failure(exc)
         return _remember_refusal(group.key, f"These {len(names)} files cannot be opened as one job's ranks: {why}")

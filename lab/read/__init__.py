@@ -6,7 +6,8 @@ is for the visitor. Rooms: ``protocol`` (states, status records, the init record
 request), ``limits`` (the host's reader plan, size estimates, the memory and time messages),
 ``queue`` (the readers as a client of ``lab.pool``: tickets, the two lanes, their words),
 ``reader`` (the reader process's side), ``store`` (parsed uploads under one byte budget),
-``here`` (the same read in the caller's own process: the CLI's default),
+``kept`` (parsed traces kept in the reader that read them, by key, and what reads them
+again), ``here`` (the same read in the caller's own process: the CLI's default),
 ``jobs`` (the multi-trace computations a reader runs: ranks, compare, lesson signals and
 answers, by-shape tables, the TensorBoard tab's views). The machinery of the pool is ``lab.pool``'s.
 """
@@ -14,6 +15,7 @@ answers, by-shape tables, the TensorBoard tab's views). The machinery of the poo
 from lab.read.here import ReadHere
 from lab.read.job_summaries import read_rank_summaries, submit_rank_summaries
 from lab.read.jobs import ByShape, Job, JobInput, JobKind, RanksResult
+from lab.read.kept import TraceRef, kept_key
 from lab.read.limits import ReaderPlan, json_size_hint, memory_refusal, reader_plan, timeout_refusal
 from lab.read.pool import ReaderPool
 from lab.read.protocol import (
@@ -33,6 +35,6 @@ from lab.read.store import ResultStore
 __all__ = [
     "ByShape", "Job", "JobInput", "JobKind", "Lane", "Parsed", "PoolHealth", "RanksResult", "ReadFailed",
     "ReadFailureKind", "ReadHere", "ReadState", "ReadStatus", "ReadTicket", "ReaderHealth", "ReaderPlan", "ReaderPool",
-    "ReaderState", "ResultStore", "json_size_hint", "memory_refusal", "read_rank_summaries", "reader_plan",
-    "submit_rank_summaries", "timeout_refusal",
+    "ReaderState", "ResultStore", "TraceRef", "json_size_hint", "kept_key", "memory_refusal", "read_rank_summaries",
+    "reader_plan", "submit_rank_summaries", "timeout_refusal",
 ]  # fmt: skip

@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from lab.analysis import Analysis, RanksAnalysis, RankSummary
     from lab.judge import Finding
+    from lab.read.kept import TraceRef
     from lab.trace import Trace
 
 __all__ = ["ByShape", "Job", "JobInput", "JobKind", "JobRefused", "RanksResult", "run_job"]
@@ -72,12 +73,16 @@ class Job:
 
 @dataclass(frozen=True)
 class JobInput:
-    """What the job reads: the traces, their analyses and judged findings, as the server holds them."""
+    """What the job reads: the traces, their analyses and judged findings, as the server holds them —
+    or their ``refs``."""
 
     traces: tuple[Trace, ...] = ()
     analyses: tuple[Analysis, ...] = ()
     findings: tuple[tuple[Finding, ...], ...] = ()  # each trace's Judgement.findings (COMPARE)
     summaries: tuple[RankSummary, ...] = ()  # RANK_SUMMARIES: each rank's, as its reader sent it back
+    # Instead of the traces: the keys of traces a reader keeps (lab.read.kept), one per trace;
+    # the reader fills traces, analyses and findings from what it holds, or reads them again.
+    refs: tuple[TraceRef, ...] = ()
 
 
 @dataclass(frozen=True)

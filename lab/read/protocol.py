@@ -17,8 +17,9 @@ pandas: ``Parsed`` names its field types as strings.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lab.core.config import RunConfig
 from lab.core.devices import DevicePeak
@@ -132,6 +133,7 @@ class PoolHealth:
     held_bytes: int
     held_limit_bytes: int
     last_error: str | None
+    rereads: int = 0  # traces a reader read again for a job, since start: it kept them no longer
 
 
 # --------------------------------------------------------------------------- server → reader
@@ -141,6 +143,10 @@ class PoolHealth:
 class InitReader:
     memory_mb: int  # address space the reader may add to its start-up size (RLIMIT_AS)
     nice: int  # added to the reader's CPU niceness
+    keep_bytes: int = 0  # what its kept parsed traces may hold (lab.read.kept.KeptTraces); 0 keeps none
+    # The page's job code (``Job.code``) the reader calls once with the warm-up trace's runs,
+    # pickled by reference: its imports and first calls are paid before the first visitor's.
+    warm_code: tuple[Callable[..., Any], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,6 +162,8 @@ class ReadRequest:
     # One rank of a job: send back only its ``RankSummary`` (lab.analysis.ranks.summary),
     # named by this file name, instead of the ``Parsed`` (the job's views need no rank's frames).
     rank_of_job: str | None = None
+    # Leave the ``Parsed`` in the reader under this key (lab.read.kept): later jobs send the key.
+    keep: str | None = None
 
 
 # --------------------------------------------------------------------------- reader → server

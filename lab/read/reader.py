@@ -23,16 +23,19 @@ import resource
 import time
 
 from lab.pool import ChildPipe, Done, Failure, Progress, Ready, Task, child_entry, pack
+from lab.read.kept import KeptTraces
 from lab.read.limits import MIB, analysis_refusal, memory_refusal, process_memory
 from lab.read.protocol import InitReader, Parsed, ReaderLimits, ReadFailureKind, ReadRequest
 
-__all__ = ["OOM_SCORE_ADJ", "READER_CODE", "READER_FD_ENV"]
+__all__ = ["OOM_SCORE_ADJ", "READER_CODE", "READER_FD_ENV", "REREAD_STAGE"]
 
 READER_CODE = "from lab.read.reader import _reader_entry; _reader_entry()"
 READER_FD_ENV = "PROFILER_LAB_READER_FD"
 # Of the server, its workers and its readers, a reader is what the kernel's OOM killer should
 # end when the box runs out anyway (1000 = first choice; raising it needs no privilege).
 OOM_SCORE_ADJ = 800
+# The stage a job reports while it reads again a trace its reader no longer keeps.
+REREAD_STAGE = "reading again"
 
 
 def _reader_entry() -> None:
@@ -44,11 +47,12 @@ def _reader_main(conn, init: InitReader) -> None:
     pipe = ChildPipe(conn)
     try:
         steps = _Steps()
-        steps.warm_up()
+        steps.warm_up(init.warm_code)
     except BaseException as error:  # noqa: BLE001 - report, then exit: nothing can be read
         pipe.send(Ready(pid=os.getpid(), usable=False, error=f"{type(error).__name__}: {error}"))
         return
     base, limit, confine_error = _confine(init)
+    steps.kept = KeptTraces(init.keep_bytes)
     pipe.send(Ready(pid=os.getpid(), info=ReaderLimits(base_address_space=base, limit_bytes=limit),
                     error=confine_error))
     while _serve_next(pipe, steps, init.memory_mb):
@@ -99,17 +103,23 @@ class _Steps:
     """The pipeline's stages, imported once (pandas, msgspec: ~1 s) and warmed up."""
 
     def __init__(self):
+        self.kept = KeptTraces(0)  # the parsed traces this reader keeps (lab.read.kept), sized once confined
         self.trace = importlib.import_module("lab.trace")
         self.analysis = importlib.import_module("lab.analysis")
         self.settings = importlib.import_module("lab.core.settings")
         self.jobs = importlib.import_module("lab.read.jobs")
         self.here = importlib.import_module("lab.read.here")
 
-    def warm_up(self) -> None:
+    def warm_up(self, warm_code=()) -> None:
+        """One bundled sample read, and each of the page's ``warm_code`` called once on it (a
+        visitor's first question must not pay its imports: 0.3 s for lab.teach on the 2-core box)."""
         samples = importlib.import_module("lab.samples")
         found = samples.list_samples()
         if found:
-            self.parse(found[0].read_bytes(), self.settings.HostSettings(), None, None)
+            parsed = self.parse(found[0].read_bytes(), self.settings.HostSettings(), None, None)
+            runs = [self.analysis.Run(found[0].title, parsed.trace, parsed.analysis)]
+            for code in warm_code:
+                code(runs)
         # What the imports and the warm-up left (~2·10^5 objects: pandas, numpy, altair's grammar)
         # out of the collector's sight: every full collection while a trace was read traversed them,
         # 0.2-0.3 s pauses on the 2-core host (the pipeline fuzz test's slowest cases).
@@ -153,6 +163,8 @@ def _read(steps: _Steps, request: ReadRequest, data, progress: _Progress) -> lis
         parsed = steps.parse(data if data is not None else request.path, request.settings, request.config,
                              request.peak, progress)
     progress.json_bytes = parsed.trace.source_bytes
+    if request.keep is not None:
+        steps.kept.put(request.keep, parsed)
     if request.rank_of_job is not None:  # one rank of a job: its summary is all the server gets
         parsed = steps.rank_summary(parsed, request.rank_of_job)
     progress.stage("sending")
@@ -184,7 +196,7 @@ def _serve_one(pipe: ChildPipe, steps: _Steps, task: Task, data, memory_mb: int)
     started = time.monotonic()
     failure = None
     try:
-        frames = _run(steps, task.job, data, progress)
+        frames = _run_with_room(steps, task.job, data, progress)
     except BaseException as exc:  # noqa: BLE001 - untrusted input: every failure becomes a message
         # Built here, sent below: once this block ends the traceback (and the frames holding the
         # trace's buffers) is gone, so a reader out of memory has room to say so.
@@ -201,14 +213,42 @@ def _serve_one(pipe: ChildPipe, steps: _Steps, task: Task, data, memory_mb: int)
     return True
 
 
+def _run_with_room(steps: _Steps, job, data, progress: _Progress) -> list:
+    """``_run``; out of memory while it kept traces, once more without them."""
+    try:
+        return _run(steps, job, data, progress)
+    except BaseException as exc:
+        if not (_out_of_memory(exc) and steps.kept.clear()):
+            raise
+    gc.collect()
+    return _run(steps, job, data, progress)
+
+
 def _run(steps: _Steps, job, data, progress: _Progress) -> list:
     """The frames of one task's result: a trace read, or a multi-trace job (``lab.read.jobs``)."""
     if isinstance(job, ReadRequest):
         return _read(steps, job, data, progress)
+    if data.refs:
+        data = _resolve(steps, data, progress)
     progress.stage("analysing")
     result = steps.jobs.run_job(job, data)
     progress.stage("sending")
     return pack(result)
+
+
+def _resolve(steps: _Steps, given, progress: _Progress):
+    """The job's input with its refs' traces filled in: each from what this reader keeps, or read
+    again from the ref's file (and kept) when it holds it no longer."""
+    found = []
+    for ref in given.refs:
+        parsed = steps.kept.get(ref.key)
+        if parsed is None:
+            progress.stage(REREAD_STAGE)
+            parsed = steps.parse(ref.path, ref.settings, ref.config, ref.peak)
+            steps.kept.put(ref.key, parsed)
+        found.append(parsed)
+    return dataclasses.replace(given, refs=(), traces=tuple(p.trace for p in found),
+                               analyses=tuple(p.analysis for p in found), findings=tuple(p.findings for p in found))
 
 
 def _out_of_memory(exc: BaseException) -> bool:

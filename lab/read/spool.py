@@ -21,7 +21,8 @@ import secrets
 from pathlib import Path
 
 __all__ = [
-    "SPOOL_DIR", "SPOOL_MIN_BYTES", "SPOOL_PREFIX", "SPOOL_ROOM_FACTOR", "remove", "spool", "spooled_by", "sweep",
+    "SPOOL_DIR", "SPOOL_MIN_BYTES", "SPOOL_PREFIX", "SPOOL_ROOM_FACTOR", "remove", "running", "spool", "spooled_by",
+    "sweep",
 ]
 
 SPOOL_DIR = Path("/dev/shm")
@@ -64,15 +65,17 @@ def remove(path: str | None) -> None:
             os.unlink(path)
 
 
-def spooled_by(path: Path) -> int | None:
-    """The pid of the server that wrote the spool file ``path``, or None if not one."""
-    if not path.name.startswith(SPOOL_PREFIX):
+def spooled_by(path: Path, prefix: str = SPOOL_PREFIX) -> int | None:
+    """The pid of the server that wrote the spool file ``path`` (named ``prefix`` + pid + "-"…),
+    or None if not one."""
+    if not path.name.startswith(prefix):
         return None
-    pid, _, _ = path.name[len(SPOOL_PREFIX):].partition("-")
+    pid, _, _ = path.name[len(prefix):].partition("-")
     return int(pid) if pid.isdigit() else None
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
+    """Whether the process ``pid`` is running (someone else's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -92,7 +95,7 @@ def sweep(folder: Path = SPOOL_DIR) -> int:
         return 0
     for path in entries:
         pid = spooled_by(path)
-        if pid is not None and not _running(pid):
+        if pid is not None and not running(pid):
             remove(str(path))
             removed += 1
     return removed
