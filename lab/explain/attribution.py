@@ -266,7 +266,7 @@ def _innermost(seg: np.ndarray, rows: np.ndarray, bnd: _Bounds, parent: np.ndarr
     if not len(rows) or not len(seg):
         return out
     lo, _ = bnd.positions(rows)
-    order = np.lexsort((np.arange(len(rows)), lo))
+    order = np.argsort(lo, kind="stable")  # by start, ties in row order
     k = np.searchsorted(lo[order], seg, side="right") - 1
     cand = np.where(k >= 0, rows[order][np.maximum(k, 0)], -1)
     mine = np.zeros(len(parent), dtype=bool)
@@ -308,9 +308,12 @@ def _host_labels(trace: Trace, on_host: np.ndarray, bnd: _Bounds, parent: np.nda
         ops = on_host[mask_in(cat, ("cpu_op",))[on_host]]
         inner = _innermost(np.arange(len(label)), ops, bnd, parent)
         at = np.flatnonzero((label == _INDEX["dispatch"]) & (inner >= 0))
-        op_names = texts(name, inner[at])
-        cls = {n: _INDEX[op_class(n, is_gemm=is_gemm_op(n))] for n in set(op_names.tolist())}
-        label[at] = np.array([cls[n] for n in op_names], dtype=np.int64) if len(at) else label[at]
+        name_codes, names = codes(name)
+        at_codes = name_codes[inner[at]]
+        cls = np.full(len(names), -1, dtype=np.int64)  # each op name's class, classified once
+        for c in np.flatnonzero(np.bincount(at_codes, minlength=len(names))):
+            cls[c] = _INDEX[op_class(str(names[c]), is_gemm=is_gemm_op(str(names[c])))]
+        label[at] = cls[at_codes]
     return label
 
 
