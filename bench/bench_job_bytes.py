@@ -160,7 +160,7 @@ def table(results: dict[str, list[dict]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("traces", nargs="+", type=Path)
-    parser.add_argument("--before", type=Path, help="the checkout to measure as 'before'")
+    parser.add_argument("--before", type=Path, help="the checkout to measure as 'before' (without it: this tree alone)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--side", type=Path, help=argparse.SUPPRESS)  # a child: measure the lab at this tree
     parser.add_argument("--raw", type=Path, help="write every round's rows here (JSON)")
@@ -179,6 +179,13 @@ def main(argv: list[str] | None = None) -> int:
                 out = subprocess.run([sys.executable, __file__, "--side", str(tree), "--sessions", str(args.sessions),
                                       str(args.traces[0])], cwd=tree, check=True, capture_output=True, text=True)
                 print(f"round {n + 1} {name}: {out.stdout.strip().splitlines()[-1]}")
+        return 0
+    if args.before is None:  # this tree alone: what crosses per interaction now
+        out = subprocess.run([sys.executable, __file__, "--side", str(HERE), *map(str, args.traces)],
+                             cwd=HERE, check=True, capture_output=True, text=True)
+        print("| trace | interaction | MB | wall s |\n| --- | --- | ---: | ---: |")
+        for r in json.loads(out.stdout.strip().splitlines()[-1]):
+            print(f"| {r['trace']} | {r['interaction']} | {r['bytes'] / MB:.3f} | {r['wall_s']:.3f} |")
         return 0
     results: dict[str, list[dict]] = {"before": [], "after": []}
     trees = {"before": args.before, "after": HERE}

@@ -25,7 +25,8 @@ QUICK_RUNS = {
     "memory": (["bench/bench_memory.py", "--quick"], "## Memory"),
     "rooms": (["bench/bench_rooms.py", "--quick"], "## Rooms"),
     "cli": (["bench/bench_cli.py", "--rounds", "1"], "## Command line"),
-    "job_bytes": (["bench/bench_job_bytes.py", "tests/data/matmul_add_4096_bf16.json.gz"], "| compare two traces |"),
+    "job_bytes": (["bench/bench_job_bytes.py", "tests/data/matmul_add_4096_bf16.json.gz"],
+                  "| compare with the first trace |"),
 }
 
 

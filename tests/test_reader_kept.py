@@ -60,7 +60,7 @@ def here(kind: JobKind, *paths: Path):
     """The job's result on traces parsed in this process: what the reader must answer."""
     parsed = [parse(str(p), settings=HostSettings()) for p in paths]
     given = JobInput(traces=tuple(p.trace for p in parsed), analyses=tuple(p.analysis for p in parsed),
-                     insights=tuple(p.insights for p in parsed))
+                     findings=tuple(p.findings for p in parsed))
     return run_job(Job(kind=kind), given)
 
 
