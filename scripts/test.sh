@@ -12,7 +12,7 @@
 # Tiers: with no tier every test runs (CI, .ci/run). `fast` runs the pure, corpus and claim tests
 # and leaves out the groups marked in pyproject.toml's `markers` (FAST below): pools of processes,
 # AppTest pages, browsers, fuzzing, the install, bench runs, PostgreSQL, Ray, fresh interpreters.
-#   bash scripts/test.sh fast                  the fast tier (README: its wall time here)
+#   bash scripts/test.sh fast                  the fast tier, one worker per core (README: its wall time here)
 #   bash scripts/test.sh fast tests/test_trace.py -x    a tier takes pytest's arguments after it
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +20,9 @@ FAST="not (gpu or browser or slow or pool or apptest or fuzz or install or bench
 tier=()
 if [ "${1:-}" = "fast" ]; then
   shift
-  tier=(-m "$FAST")
+  # One pytest worker per core (pytest-xdist; TEST_WORKERS=0 runs it in one process). The full
+  # run (CI) stays one process: its pools, pages and servers start processes of their own.
+  tier=(-m "$FAST" -n "${TEST_WORKERS:-auto}")
 fi
 python3 -m pip install -q -r requirements-dev.txt
 export KINETO_LOG_LEVEL=6
