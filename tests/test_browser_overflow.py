@@ -2,15 +2,16 @@
 browser: no HTML element that clips (overflow other than visible, or an ellipsis) has text wider
 than its box (``scrollWidth > clientWidth``), and no chart (SVG) text is shortened with "…" or runs
 past its chart's right edge. Looked at: the Summary and Server status, every tab of an H200
-sample (the tabs, the *Showing* label, the Timeline's lane labels and legend, the cards), and a
-lesson's check and reveal. Screenshots go to artifacts/ (browser_overflow_*_800.png)."""
+sample (the tabs, the *Showing* label, the Timeline's lane labels and legend, the cards), a
+lesson's check and reveal, and an upload's Summary whose bar has many causes (chart text below
+its chart counts as cut too: a legend taller than the chart). Screenshots go to artifacts/ (browser_overflow_*_800.png)."""
 
 from __future__ import annotations
 
 import pytest
 
 from lab.lessons import LESSONS
-from tests.browser_pages import ARTIFACTS, app_server, open_app_ready, wait_page_idle
+from tests.browser_pages import ARTIFACTS, ROOT, app_server, open_app_ready, wait_page_idle
 
 RUN_S = 300
 UI_S = 120
@@ -18,12 +19,14 @@ WIDTH = 800
 TRIES = 5  # a click that lands while the page redraws can be lost (tests/test_browser.py)
 H200 = "Sample: matmul + bias add, 4096³ bfloat16 (H200)"
 LESSON = "calls"  # a lesson with an H200 recording: its check, reveal and explanation open at once
+UPLOAD = ROOT / "tests/data/explain/input_bound.json.gz"
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1200)]
 
 # Each element whose text is cut. Skipped: a dataframe or code block (they scroll by design),
-# hidden elements (no offsetParent, or width 0), Streamlit's "Skip to main content" link and
-# KaTeX's MathML copy of a formula (1 px, for screen readers; the room code is drawn as one).
+# hidden elements (no offsetParent, or width 0), Streamlit's "Skip to main content" link,
+# KaTeX's MathML copy of a formula (the room code is drawn as one) and any other 1 px box: text
+# for screen readers only (the uploader's "add icon" label).
 CUT_JS = """() => {
   const out = [];
   for (const e of document.querySelectorAll('[data-testid="stApp"] *')) {
@@ -32,8 +35,11 @@ CUT_JS = """() => {
       const r = e.getBoundingClientRect();
       if (!svg || !t.trim() || r.width === 0) continue;
       const box = (e.closest('.vega-embed') || svg).getBoundingClientRect();
-      if (t.endsWith("\\u2026") || r.right > Math.min(svg.getBoundingClientRect().right, box.right) + 1)
+      const edge = svg.getBoundingClientRect();
+      if (t.endsWith("\\u2026") || r.right > Math.min(edge.right, box.right) + 1)
         out.push("chart text: " + t);
+      else if (r.bottom > Math.min(edge.bottom, box.bottom) + 1)
+        out.push("chart text below its chart: " + t);
       continue;
     }
     if (e instanceof SVGElement || !e.offsetParent) continue;
@@ -41,7 +47,7 @@ CUT_JS = """() => {
                   + '.katex-mathml')) continue;
     const cs = getComputedStyle(e), text = (e.innerText || "").trim();
     const clips = cs.overflowX !== "visible" || cs.textOverflow === "ellipsis";
-    if (clips && text && e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1)
+    if (clips && text && e.clientWidth > 1 && e.scrollWidth > e.clientWidth + 1)
       out.push(((e.closest('[data-testid]') || {dataset: {}}).dataset.testid || e.tagName) + ": "
                + text.slice(0, 80) + ` (${e.scrollWidth} > ${e.clientWidth} px)`);
   }
@@ -117,6 +123,21 @@ def test_no_text_is_cut_at_800_px(page):
     assert not cut, "\n".join(f"{where}: {' | '.join(t.replace(chr(10), ' ') for t in found)}"
                                for where, found in cut.items())
 
+
+
+def test_an_uploads_summary_with_many_causes_is_not_cut_at_800_px(page):
+    """The Summary's bar of an upload with many causes (input_bound: 12 in the legend, more than
+    the bar's height held): every legend entry inside the chart."""
+    cut: dict[str, list[str]] = {}
+    main = page.locator('[data-testid="stMain"]')
+    uploader = main.locator('[data-testid="stFileUploader"]')
+    if not uploader.is_visible():
+        main.get_by_text("Open your own trace").click()
+    uploader.locator('input[type="file"]').set_input_files(str(UPLOAD))
+    main.get_by_text("Where the time went").first.wait_for(timeout=RUN_S * 1000)
+    wait_page_idle(page, RUN_S)
+    _look(page, cut, "upload_summary")
+    assert not cut, "\n".join(f"{where}: {' | '.join(found)}" for where, found in cut.items())
 
 QUESTION = "At 64³, which is larger in the table's aten::mm row: Self CPU or Self CUDA?"
 

@@ -27,6 +27,11 @@ MAX_BAR_STEPS = 200
 BAR_CHART_PX = 240
 # The longest cause label, "device memory allocation (cudaMalloc / cudaFree)", is about 300 px.
 LEGEND_LABEL_PX = 320
+# The legend beside the bars grows one row per cause; the chart is as tall as its legend needs.
+# Measured in Chromium under Streamlit's theme (an upload of input_bound, 14 causes, at 800 px): a
+# row is 18 px, and the legend's title and the axes' own room take 64 px more than the rows'.
+LEGEND_ROW_PX = 18
+LEGEND_EXTRA_PX = 64
 
 
 def attribution_frame(explanation: Explanation) -> pd.DataFrame:
@@ -64,7 +69,7 @@ def attribution_chart(explanation: Explanation) -> alt.Chart:
                  alt.Tooltip("us:Q", title="µs", format=",.1f"), alt.Tooltip("pct:Q", title="% of step", format=".1f")],
     ).transform_calculate(
         cause_order=f"indexof({[c.label for c in used]!r}, datum.cause)"
-    ).properties(height=BAR_CHART_PX)
+    ).properties(height=max(BAR_CHART_PX, LEGEND_ROW_PX * len(used) + LEGEND_EXTRA_PX))
 
 
 def default_table_sort(judgement: Judgement | None, sort_keys: list[str]) -> str:
