@@ -4,7 +4,8 @@ than its box (``scrollWidth > clientWidth``), and no chart (SVG) text is shorten
 past its chart's right edge. Looked at: the Summary and Server status, every tab of an H200
 sample (the tabs, the *Showing* label, the Timeline's lane labels and legend, the cards), a
 lesson's check and reveal, and an upload's Summary whose bar has many causes (chart text below
-its chart counts as cut too: a legend taller than the chart). Screenshots go to artifacts/ (browser_overflow_*_800.png)."""
+its chart counts as cut too: a legend taller than the chart). Screenshots go to artifacts/
+(browser_overflow_*_800.png)."""
 
 from __future__ import annotations
 
@@ -124,9 +125,8 @@ def test_no_text_is_cut_at_800_px(page):
                                for where, found in cut.items())
 
 
-
 def test_an_uploads_summary_with_many_causes_is_not_cut_at_800_px(page):
-    """The Summary's bar of an upload with many causes (input_bound: 12 in the legend, more than
+    """The Summary's bar of an upload with many causes (input_bound: 13 in the legend, more than
     the bar's height held): every legend entry inside the chart."""
     cut: dict[str, list[str]] = {}
     main = page.locator('[data-testid="stMain"]')
@@ -138,6 +138,7 @@ def test_an_uploads_summary_with_many_causes_is_not_cut_at_800_px(page):
     wait_page_idle(page, RUN_S)
     _look(page, cut, "upload_summary")
     assert not cut, "\n".join(f"{where}: {' | '.join(found)}" for where, found in cut.items())
+
 
 QUESTION = "At 64³, which is larger in the table's aten::mm row: Self CPU or Self CUDA?"
 

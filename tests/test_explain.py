@@ -265,3 +265,23 @@ def test_segment_cover_and_innermost_equal_a_loop_over_the_events(seed):
             around = [r for r in rows if ts[r] <= m < end[r]]
             brute.append(max(around, key=lambda r: depth[r]) if around else -1)
         assert inner.tolist() == brute
+
+
+def test_the_bars_label_a_step_by_the_number_the_verdict_names():
+    """slow_step: the verdict names ProfilerStep#N; the bar of the slowest step (by the raw JSON's
+    ProfilerStep durations) carries that N, not its position among the profiled steps."""
+    from lab.judge import judge_trace
+    from lab.measure import measure
+    from lab.views.explained import attribution_frame
+
+    path = REPO / "tests/data/explain/slow_step.json.gz"
+    steps = [e for e in _raw(path) if str(e.get("name", "")).startswith("ProfilerStep#")]
+    slowest = max(steps, key=lambda e: e["dur"])["name"]
+    trace = load_trace(path)
+    m = measure(trace)
+    ex = explain(m)
+    assert slowest in judge_trace(trace, m.analysis, ex).verdict
+    frame = attribution_frame(ex)
+    tallest = frame.groupby("label")["us"].sum().idxmax()
+    assert tallest == slowest.rpartition("#")[2]
+    assert set(frame["label"]) == {s["name"].rpartition("#")[2] for s in steps}

@@ -113,6 +113,7 @@ def finding_card(finding) -> None:
     premise, what to try, what would change the figure, and where to read more."""
     when = "per step" if finding.scope == "per step" else "once, in the window"
     saves = ("note: explains a figure, saves no time" if finding.scope == "note" else
+             "nothing to recover" if finding.saving_us <= 0 else
              f"saves {fmt_us(finding.saving_us)} {when} ({finding.saving_pct:.0f} %)")
     with st.container(border=True):
         st.markdown(f"{SEVERITY_ICON.get(finding.severity, '')} **{md_escape(finding.title)}** · {saves}")

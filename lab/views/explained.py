@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import altair as alt
 
 __all__ = ["MAX_BAR_STEPS", "attribution_chart", "attribution_frame", "default_table_sort", "explanation_dict",
-           "explanation_text", "roof_table"]
+           "explanation_text", "fits_legend", "roof_table", "step_labels"]
 
 # The stacked bar draws at most this many steps (the slowest are always among them): a trace of
 # thousands of steps would otherwise send thousands × causes marks (Altair slows past ~10k).
@@ -41,13 +41,22 @@ def attribution_frame(explanation: Explanation) -> pd.DataFrame:
         keep = np.unique(np.concatenate([np.linspace(0, len(steps) - 1, MAX_BAR_STEPS - 10).astype(int),
                                          np.argsort(-steps["wall_us"].to_numpy())[:10]]))
         steps = steps.iloc[keep]
+    labels = step_labels(steps["step"], steps["name"])
     rows = []
     for c, col in zip(CAUSES, CAUSE_COLUMNS):
-        for step, name, us, wall in zip(steps["step"], steps["name"], steps[col], steps["wall_us"]):
+        for step, name, label, us, wall in zip(steps["step"], steps["name"], labels, steps[col], steps["wall_us"]):
             if us > 0:
-                rows.append({"step": int(step), "step_name": str(name), "cause": c.label, "us": float(us),
-                             "pct": 100.0 * float(us) / float(wall) if wall > 0 else 0.0})
-    return pd.DataFrame(rows, columns=["step", "step_name", "cause", "us", "pct"])
+                rows.append({"step": int(step), "step_name": str(name), "label": label, "cause": c.label,
+                             "us": float(us), "pct": 100.0 * float(us) / float(wall) if wall > 0 else 0.0})
+    return pd.DataFrame(rows, columns=["step", "step_name", "label", "cause", "us", "pct"])
+
+
+def step_labels(index, names) -> list[str]:
+    """The bar's label of each step: N of "ProfilerStep#N" — the number the verdict and the
+    Timeline name — where every step has one, else its position (0, 1, …)."""
+    numbers = [str(n).rpartition("#")[2] for n in names]
+    named = all(str(n).rpartition("#")[0] and k.isdigit() for n, k in zip(names, numbers))
+    return numbers if named and len(set(numbers)) == len(numbers) else [str(int(i)) for i in index]
 
 
 def attribution_chart(explanation: Explanation) -> alt.Chart:
@@ -61,7 +70,8 @@ def attribution_chart(explanation: Explanation) -> alt.Chart:
                       scale=alt.Scale(domain=[c.label for c in used], range=[c.color for c in used]),
                       legend=alt.Legend(orient="right", labelLimit=LEGEND_LABEL_PX))
     return alt.Chart(data).mark_bar().encode(
-        x=alt.X("step:O", title="Step", axis=alt.Axis(labelAngle=0)),
+        x=alt.X("label:N", title="ProfilerStep#N" if (data["label"] != data["step"].astype(str)).any() else "Step",
+                sort=alt.EncodingSortField("step"), axis=alt.Axis(labelAngle=0)),
         y=alt.Y("us:Q", title="Time (µs)", stack="zero"),
         color=color,
         order=alt.Order("cause_order:Q"),
@@ -69,7 +79,13 @@ def attribution_chart(explanation: Explanation) -> alt.Chart:
                  alt.Tooltip("us:Q", title="µs", format=",.1f"), alt.Tooltip("pct:Q", title="% of step", format=".1f")],
     ).transform_calculate(
         cause_order=f"indexof({[c.label for c in used]!r}, datum.cause)"
-    ).properties(height=max(BAR_CHART_PX, LEGEND_ROW_PX * len(used) + LEGEND_EXTRA_PX))
+    ).properties(height=fits_legend(BAR_CHART_PX, len(used)))
+
+
+def fits_legend(height_px: int, entries: int) -> int:
+    """A chart's height, raised to hold a legend of ``entries`` rows beside it (Streamlit clips
+    what runs below the chart)."""
+    return max(height_px, LEGEND_ROW_PX * entries + LEGEND_EXTRA_PX)
 
 
 def default_table_sort(judgement: Judgement | None, sort_keys: list[str]) -> str:
@@ -128,6 +144,7 @@ def explanation_text(data: dict) -> str:
     for f in data["findings"]:
         when = "per step" if f["scope"] == "per step" else "once"
         lines.append(f"  [note] {f['title']}" if f["scope"] == "note" else
+                     f"  [{f['severity']}] {f['title']}: nothing to recover" if f["saving_us"] <= 0 else
                      f"  [{f['severity']}] {f['title']}: saves {fmt_us(f['saving_us'])} {when} "
                      f"({f['saving_pct']:.0f} %)")
         lines.append(f"      premise: {f['premise']}")

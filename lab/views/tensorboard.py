@@ -14,6 +14,7 @@ from lab.analysis.kernels import KernelView
 from lab.analysis.modules import ModuleView
 from lab.analysis.step_time import STEP_TIME_CATEGORIES, StepTime, column_of
 from lab.units import fmt_us
+from lab.views.explained import fits_legend
 
 if TYPE_CHECKING:  # pragma: no cover
     import altair as alt
@@ -68,7 +69,8 @@ def step_time_chart(st: StepTime) -> alt.Chart:
         order=alt.Order("order:Q"),
         tooltip=[alt.Tooltip("step:N"), alt.Tooltip("category:N"), alt.Tooltip("us:Q", format=",.1f", title="µs"),
                  alt.Tooltip("pct:Q", format=".1f", title="% of step")],
-    ).properties(height=STEP_CHART_AXIS_PX + STEP_CHART_ROW_PX * max(len(order), 4))
+    ).properties(height=fits_legend(STEP_CHART_AXIS_PX + STEP_CHART_ROW_PX * max(len(order), 4),
+                                    len(STEP_TIME_CATEGORIES)))
 
 
 def step_time_note(st: StepTime) -> str:
