@@ -272,7 +272,7 @@ def test_the_bars_label_a_step_by_the_number_the_verdict_names():
     ProfilerStep durations) carries that N, not its position among the profiled steps."""
     from lab.judge import judge_trace
     from lab.measure import measure
-    from lab.views.explained import attribution_frame
+    from lab.views.explained import attribution_chart, attribution_frame
 
     path = REPO / "tests/data/explain/slow_step.json.gz"
     steps = [e for e in _raw(path) if str(e.get("name", "")).startswith("ProfilerStep#")]
@@ -284,4 +284,7 @@ def test_the_bars_label_a_step_by_the_number_the_verdict_names():
     frame = attribution_frame(ex)
     tallest = frame.groupby("label")["us"].sum().idxmax()
     assert tallest == slowest.rpartition("#")[2]
-    assert set(frame["label"]) == {s["name"].rpartition("#")[2] for s in steps}
+    numbers = sorted({int(s["name"].rpartition("#")[2]) for s in steps})
+    assert set(frame["label"]) == {str(n) for n in numbers}
+    # the bars run in step order (not by a sum over each step's causes)
+    assert attribution_chart(ex).to_dict()["encoding"]["x"]["sort"] == [str(n) for n in numbers]

@@ -66,12 +66,13 @@ def attribution_chart(explanation: Explanation) -> alt.Chart:
 
     data = attribution_frame(explanation)
     used = [c for c in CAUSES if c.label in set(data["cause"])]
+    in_step_order = list(dict.fromkeys(data.sort_values("step", kind="stable")["label"]))
     color = alt.Color("cause:N", title="Cause", sort=[c.label for c in used],
                       scale=alt.Scale(domain=[c.label for c in used], range=[c.color for c in used]),
                       legend=alt.Legend(orient="right", labelLimit=LEGEND_LABEL_PX))
     return alt.Chart(data).mark_bar().encode(
         x=alt.X("label:N", title="ProfilerStep#N" if (data["label"] != data["step"].astype(str)).any() else "Step",
-                sort=alt.EncodingSortField("step"), axis=alt.Axis(labelAngle=0)),
+                sort=in_step_order, axis=alt.Axis(labelAngle=0)),
         y=alt.Y("us:Q", title="Time (µs)", stack="zero"),
         color=color,
         order=alt.Order("cause_order:Q"),
