@@ -44,7 +44,7 @@ from lab.trace.load import load_trace  # noqa: E402
 
 REAL_TRACE = ROOT / "bench" / "data" / "transformer_step_h200.json.gz"
 SCALING_SOURCE = ROOT / "tests" / "data" / "matmul_add_4096_bf16.json.gz"
-# Issue 11: analyze (now with torch's key_averages rebuilt and the diagnoses) stays ≤ 150 ms on the
+# The target: analyze (now with torch's key_averages rebuilt and the diagnoses) stays ≤ 150 ms on the
 # real 52k-event transformer trace (it was 114 ms before either existed).
 TARGET_S = 0.15
 # What the figure was before (this section's earlier runs on this box), kept beside the new one.

@@ -1,5 +1,5 @@
 """64-rank job: a synthetic job read from its directory and analysed, locally and on a two-node
-local Ray cluster, side by side (issue 25).
+local Ray cluster, side by side.
 
     python bench/bench_job.py            # writes the "64-rank job" section of BENCHMARKS.md
     python bench/bench_job.py --quick    # 16 ranks, one round, no write

@@ -1,4 +1,4 @@
-"""A 1 GB JSON trace in a reader-like process: peak resident memory and time (issue 27).
+"""A 1 GB JSON trace in a reader-like process: peak resident memory and time.
 
     python bench/make_large_trace.py --source bench/data/transformer_step_h200.json.gz \\
         --megabytes 1000 --out /tmp/profiler_lab_bench/large        # ~3 min, 1.0 GB, once

@@ -1,4 +1,4 @@
-"""Would decoding a large trace's events on two cores pay? (issue 27; a measurement, not adopted code)
+"""Would decoding a large trace's events on two cores pay? (a measurement, not adopted code)
 
     python bench/bench_parallel_decode.py /tmp/profiler_lab_bench/real/small_ops_114mb.json --rounds 3
     python bench/bench_parallel_decode.py /tmp/profiler_lab_bench/large/trace_3494195.json --rounds 1

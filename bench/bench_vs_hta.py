@@ -1,4 +1,4 @@
-"""load_trace vs Holistic Trace Analysis's newest release on real traces (issue 27).
+"""load_trace vs Holistic Trace Analysis's newest release on real traces.
 
     pip install -r bench/requirements.txt        # traceinsight 0.6.1 (HTA's newest release)
     python bench/record_cpu_traces.py small_ops:10 train_stack:40 small_ops:114

@@ -1,4 +1,4 @@
-"""Run-time estimates against measured runs on a GPU host (issue 13): lab/run/estimate.py's GPU path.
+"""Run-time estimates against measured runs on a GPU host: lab/run/estimate.py's GPU path.
 
 One process: warm up as a worker does (rates measured), then per config the estimate (arithmetic
 only) and the measured wall time of ``run_profile``. Then a ProfileService on cuda:0 with its

@@ -8,7 +8,7 @@ turned into a table by ``lab.key_averages.trace_key_averages``, and compared row
 torch's CSV (columns name, device_type, count, self_cpu_us, cpu_total_us, self_device_us,
 device_total_us, ..., is_user_annotation[, input_shapes]). A row matches when the count and
 FLOPs are equal, self CPU, CPU total, self device and device total are each within 0.1 % or
-0.001 µs (issue 22's target; every committed trace is exact to the printed microsecond), and
+0.001 µs (the target; every committed trace is exact to the printed microsecond), and
 the four memory columns (profile_memory traces: torch's ``*_memory_usage``, bytes) are each
 within 1 %. ``--tables`` also prints ``lab.tables.torch_table_text`` for the trace and compares it
 with torch's ``<stem>.table*.txt`` (the sort key read from the file name: ``table.txt`` self CPU,
@@ -37,9 +37,9 @@ from lab.trace import load_trace  # noqa: E402
 from lab.views.torch_table import profiled_device, torch_table_text  # noqa: E402
 
 TIME_COLUMNS = ("self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us")
-REL_TOLERANCE, ABS_TOLERANCE_US = 0.001, 0.001  # issue 22: times within 0.1 %
+REL_TOLERANCE, ABS_TOLERANCE_US = 0.001, 0.001  # times within 0.1 % or 0.001 µs
 MEMORY_COLUMNS = ("self_cpu_memory_bytes", "cpu_memory_bytes", "self_device_memory_bytes", "device_memory_bytes")
-MEMORY_REL_TOLERANCE = 0.01  # issue 14: "within 1 %"
+MEMORY_REL_TOLERANCE = 0.01  # memory within 1 %
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""A synthetic many-rank job from real rank traces, one straggler planted (issue 25).
+"""A synthetic many-rank job from real rank traces, one straggler planted.
 
 Every rank is a real gloo DDP rank trace of the ground-truth corpus (tests/data/groundtruth/
 cpu/gloo_ddp_rank0.json.gz by default), rewritten as rank r of a world of N: its

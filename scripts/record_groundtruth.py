@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Record the ground-truth corpus: real programs under ``torch.profiler.profile``, each trace
-saved beside torch's own answer for it (issue 11).
+saved beside torch's own answer for it.
 
 Standalone on purpose: it imports torch, and transformers / torchvision when they are
 installed, never the ``lab`` package. Run on a GPU host, or on a CPU with ``--quick``::
@@ -792,7 +792,7 @@ def build_ddp(ctx: Ctx) -> Program:
 
 
 # --------------------------------------------------------------------------------------------
-# Issue 22's kinds: GEMMs through other entry points, and programs of other shapes
+# More kinds: GEMMs through other entry points, and programs of other shapes
 # --------------------------------------------------------------------------------------------
 
 def event_timing(ctx: Ctx, fn: Callable[[Any], Any], fresh: Callable[[], Any], *, samples: int = 25,
@@ -1039,7 +1039,7 @@ def build_checkpoint(ctx: Ctx) -> Program:
 
 def build_module_dataloader(ctx: Ctx) -> Program:
     """A small nn.Module tree (embedding → 2 residual blocks of LayerNorm + MLP → head) trained
-    with SGD on batches from a torch DataLoader (issue 25: the TensorBoard plugin's DataLoader
+    with SGD on batches from a torch DataLoader (for the TensorBoard plugin's DataLoader
     category and its Module view, which needs with_stack's nn.Module events)."""
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -1162,7 +1162,7 @@ def build_flex_attention(ctx: Ctx) -> Program:
 
 
 # --------------------------------------------------------------------------------------------
-# Kinds issue 22's list does not name (recorded on the H200 only): GEMM entry points added
+# Kinds the section above does not name (recorded on the H200 only): GEMM entry points added
 # later (grouped GEMM for MoE, FP8 row-wise scaling), cuBLASLt epilogues, batched GEMMs through
 # baddbmm / einsum, a backward pass's transposed GEMMs, GEMMs replayed from CUDA graphs, nested
 # (jagged) tensors, a sparse CSR matmul and a convolution's backward.
@@ -1671,7 +1671,7 @@ def variants() -> list[Variant]:
           "ProfilerStep; each iteration inside record_function 'decode_step')",
           ["cuda_graphs", "no_profiler_step"], build_decode_cudagraphs, steps=3,
           devices=("cuda",)),
-        # Issue 22: GEMMs through other entry points, and programs of other shapes.
+        # GEMMs through other entry points, and programs of other shapes.
         V("fp8_scaled_mm", "fp8_gemm",
           "torch._scaled_mm of 8192^3 float8_e4m3fn (tensor-wise float32 scales, bfloat16 out), "
           "2 per iteration in record_function 'fp8_gemm', fresh random inputs; plain profile of "

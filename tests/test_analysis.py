@@ -417,7 +417,7 @@ def test_gemm_peak_passed_in_wins():
     assert gemm["ridge_flops_per_byte"].iloc[0] == pytest.approx(100e12 / 1e12)
 
 
-# ---- GEMM figures from GEMM kernels only (issue 11) ------------------------------------------
+# ---- GEMM figures from GEMM kernels only -----------------------------------------------------
 
 CAST_KERNEL = "void at::native::vectorized_elementwise_kernel<4, at::native::bfloat16_copy_kernel_cuda>"
 BF16_GEMM_KERNEL = "nvjet_sm90_tst_128x128_64x6_2x1_v_bz_NTT"

@@ -1,4 +1,4 @@
-"""Numbers the page shows in words (issue 26): Compare's totals read like a report, not raw data,
+"""Numbers the page shows in words: Compare's totals read like a report, not raw data,
 and a number two boxes both show is one number.
 
 AppTest, as tests/test_app.py (its helpers and fixture): a real worker for the CPU run, the H200
@@ -124,7 +124,7 @@ def test_lesson_check_and_reveal_say_one_number_on_a_cpu_run(at):
 
 
 def test_the_table_view_of_an_h200_recording_reads_as_text(at):
-    """The Table of the first visit's H200 recording (issue 26): the GPU kernel list's headers are
+    """The Table of the first visit's H200 recording: the GPU kernel list's headers are
     words (it showed total_us, share_pct, registers_per_thread), its times those of the raw JSON;
     the record_function rows carry a short mark beside the name, each note whole under the table."""
     open_view(at, "Table")

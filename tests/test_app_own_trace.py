@@ -63,7 +63,7 @@ def test_own_trace_questions_reveal_only_after_the_prediction(at):
 
 
 def test_an_attendees_own_trace_predictions_count_in_the_room_like_a_lessons(monkeypatch, tmp_path):
-    """Issue 26: in a room, your own trace's questions count like lesson questions — the
+    """In a room, your own trace's questions count like lesson questions — the
     instructor sees each prediction and, once revealed, the measured answer."""
     from tests.test_app_room import button, healthy, page
 

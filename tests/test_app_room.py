@@ -166,7 +166,7 @@ def test_alone_one_click_runs_the_sweep_and_opens_your_roofline(monkeypatch, tmp
     assert sorted(r["shape"] for r in rows) == sorted(f"{m}×{k}×{n}" for m, k, n in shapes)
     assert all(r["tflops"] > 0 and r["region"] in ("latency-bound", "memory-bound", "compute-bound") for r in rows)
     assert any(c.value.startswith("Roof: ") for c in at.caption)
-    # Issue 26: "Your roofline" sat above "Showing", over every view of every run. It is a view of
+    # "Your roofline" is no block above "Showing", over every view of every run: it is a view of
     # its own, listed once a sweep ran and opened by it, below the subject line.
     assert at.session_state["view"] == "Roofline" and "Roofline" in [t.label for t in at.tabs]
     def role(e) -> str | None:

@@ -1,4 +1,4 @@
-"""An upload opens in the page run it came with (issue 27): that run waits for the read before
+"""An upload opens in the page run it came with: that run waits for the read before
 "Showing", and draws the upload's Summary itself — no second page run from the top (which cost
 0.1-0.2 s of server time and a second browser redraw, bench/bench_upload_verdict.py). The
 own-trace lesson's expander stays above the views, its questions asked once the view is drawn.

@@ -455,7 +455,7 @@ def running_line(name: str):
 
 
 def test_room_refusal_cancel_and_one_run_per_session(playwright_api, fresh_page, server):
-    """Issue 13 in the browser: a run far too long is refused at once with its estimate; Cancel
+    """Run limits in the browser: a run far too long is refused at once with its estimate; Cancel
     on a running 4096³ run hands the worker to its warm spare (the next run starts, no new
     warm-up: Server status counts the spare taking over); a second click while waiting replaces
     the waiting run (the page says so) instead of queueing a second one."""

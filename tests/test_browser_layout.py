@@ -1,4 +1,4 @@
-"""The page's layout in a real browser at 1280 and 800 px (issue 26), measured in the DOM rather
+"""The page's layout in a real browser at 1280 and 800 px, measured in the DOM rather
 than compared as pictures: at 800 px the sidebar is opened as a visitor opening it to run.
 
 - Summary: no metric card's label, value or delta is cut (scrollWidth > clientWidth: "23.4…").

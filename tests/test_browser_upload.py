@@ -1,4 +1,4 @@
-"""The upload trap in a real browser (issue 26): a refused file left in the uploader must not
+"""The upload trap in a real browser: a refused file left in the uploader must not
 poison the next one. With a file refused, a good trace added beside it with "+" used to make the
 two a group of ranks that could never open; only the old error stayed, and a second bad file's
 own message never showed.

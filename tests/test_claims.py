@@ -5,8 +5,8 @@ module iterates all of them, so a new lesson's claims are tested without a line 
 ``device="cuda"`` claims on the lesson's H200 recordings in lab/samples/, ``device="cpu"`` ones on
 a CPU run of the lesson made by the real engine (the session's ``cpu_lesson_runs``). Each
 claim's words must be the lesson's own, verbatim, so a claim cannot drift from the sentence it
-checks. ``RETRACTED`` holds the sentences issue 23 found false, each as the claim it made: it
-must fail on its recording and its words must be gone from every lesson.
+checks. ``RETRACTED`` holds sentences the lessons once said that were false, each as the claim
+it made: it must fail on its recording and its words must be gone from every lesson.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def test_claim_holds_on_a_cpu_run(item, cpu_lesson_runs):
     assert check.holds, check.text
 
 
-# --------------------------------------------------------------------------- the false sentences of issue 23
+# ----------------------------------------------------------- sentences the lessons once said that were false
 
 # (the old words, the claim they made): each fails on its recording, and the words are gone.
 RETRACTED: tuple[tuple[str, Claim], ...] = (

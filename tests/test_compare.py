@@ -161,7 +161,7 @@ def test_compare_findings_are_the_difference_of_the_insights_tabs(pair):
 
 def test_compare_without_the_config_would_miss_an_insight_the_tab_shows():
     # The page passes its cached analyses, so the Insights tab and Compare agree. Since GEMMs are
-    # found by their kernels (issue 22), the traces alone find the compiled fp32 GEMM too.
+    # found by their kernels, the traces alone find the compiled fp32 GEMM too.
     bf16 = load_trace(DATA / "matmul_add_4096_bf16.json.gz")
     fp32 = _compiled_fp32_steps()
     analysis_a, tab_a = _insights_tab(bf16, RunConfig(m=4096, k=4096, n=4096, dtype="bfloat16"))

@@ -1,4 +1,4 @@
-"""GEMMs found by their kernels, whichever op launched them (issue 22), on the H200 corpus.
+"""GEMMs found by their kernels, whichever op launched them, on the H200 corpus.
 
 Expectations come from the raw trace JSON (each kernel's launch by correlation id, the innermost
 op around that launch, its recorded Input Dims and Input type) and from the manifest's CUDA-event
@@ -31,7 +31,7 @@ from lab.views import summarize
 ROOT = Path(__file__).resolve().parents[1]
 CUDA = ROOT / "tests" / "data" / "groundtruth" / "cuda"
 MANIFEST = {e["stem"]: e for e in json.loads((CUDA / "manifest.json").read_text())["entries"]}
-RATE_TOLERANCE = 0.05  # issue 22: the lab's rate within 5 % of a CUDA-event timing of the same call
+RATE_TOLERANCE = 0.05  # the lab's rate within 5 % of a CUDA-event timing of the same call
 # How torch's traces spell the input types of these ops (c10's ScalarType names).
 SPELLED = {"c10::Float8_e4m3fn": "float8_e4m3fn", "c10::Float8_e5m2": "float8_e5m2", "signed char": "int8",
            "c10::BFloat16": "bfloat16"}
@@ -119,7 +119,7 @@ def test_summary_card_shows_the_gemm(stem, words):
 def test_roofline_point_is_the_fp8_gemm():
     trace = load_trace(CUDA / "fp8_scaled_mm.json.gz")
     point = run_summary(RunConfig(), analyze(trace), "NVIDIA H200")
-    # The Summary card's instance (the upper median rate), not a median of its own (issue 26).
+    # The Summary card's instance (the upper median rate), not a median of its own.
     expected = statistics.median_high(r for _, _, r in _expected_rates("fp8_scaled_mm", "aten::_scaled_mm"))
     assert point is not None and point.tflops == pytest.approx(expected)
 

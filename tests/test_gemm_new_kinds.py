@@ -1,4 +1,4 @@
-"""Kinds issue 22's list did not name, recorded on the H200 (torch 2.11): grouped GEMMs (MoE,
+"""GEMM kinds beyond tests/test_gemm_kinds.py's, recorded on the H200 (torch 2.11): grouped GEMMs (MoE,
 bf16 and FP8), FP8 row-wise scaling, a cuBLASLt epilogue, baddbmm / einsum, a backward pass's
 transposed GEMMs, a nested (jagged) tensor, GEMMs replayed from a CUDA graph, a sparse CSR
 matmul and a convolution's backward.
@@ -27,7 +27,7 @@ from lab.trace import load_trace
 
 CUDA = Path(__file__).resolve().parent / "data" / "groundtruth" / "cuda"
 MANIFEST = {e["stem"]: e for e in json.loads((CUDA / "manifest.json").read_text())["entries"]}
-RATE_TOLERANCE = 0.05  # issue 22: the lab's rate within 5 % of a CUDA-event timing of the same call
+RATE_TOLERANCE = 0.05  # the lab's rate within 5 % of a CUDA-event timing of the same call
 ATTENTION_WORDS = re.compile(r"flash|fmha|attention|sdpa", re.IGNORECASE)
 H200 = PEAKS["H200 SXM"]
 

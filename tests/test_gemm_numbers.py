@@ -1,4 +1,4 @@
-"""One GEMM figure across views (issue 26): the Summary's GEMM card, the roofline point and the
+"""One GEMM figure across views: the Summary's GEMM card, the roofline point and the
 below-peak insight's "median instance" quote one instance (``Analysis.gemm_typical``). Before,
 three medians over three populations disagreed on the same trace: sdpa_backends 42.1 (card) vs
 36.5 TFLOP/s (insight, roofline); moe_routing 452 vs 449; attention_math 44.0 vs 39.4;

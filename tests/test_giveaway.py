@@ -42,7 +42,7 @@ def test_no_cpu_question_is_answered_by_the_text_before_it(q, cpu_lesson_runs):
 
 
 def test_the_check_finds_a_give_away():
-    """The test can fail: the old texts of issue 23 gave answers away, and the check says so."""
+    """The test can fail: older lesson texts gave answers away, and the check says so."""
     from dataclasses import replace
 
     import lab.teach.giveaway as g
@@ -54,7 +54,7 @@ def test_the_check_finds_a_give_away():
     old_overlap = replace(LESSONS["launch_overlap"], text="so the host runs ahead and the queue grows.")
     saved = dict(g.LESSONS)
     g.LESSONS["sdpa_backends"] = old
-    g.LESSONS["launch_overlap"] = old_overlap  # the workshop lesson's text before issue 23's review
+    g.LESSONS["launch_overlap"] = old_overlap  # the workshop lesson's older text, which gave the answer away
     try:
         assert "in one kernel" in giveaways(q, "1", "cuda")
         assert "queue grows" in giveaways(trend, "it grows", "cuda")

@@ -1,4 +1,4 @@
-"""What would change an insight's figure (issue 26): a caveat where the profiler's cost, warm-up
+"""What would change an insight's figure: a caveat where the profiler's cost, warm-up
 or one sample make the number soft, none where the number holds; rendered under the insight. The
 judged findings' caveats (launch-bound, the cold first step) are tests/test_judge_trace_rules.py's."""
 

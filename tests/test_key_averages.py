@@ -308,7 +308,7 @@ def test_tree_and_collapse_equal_torchs_eventlist(seed, tmp_path):
 def test_profiler_overhead_inside_an_op_is_its_child_as_in_torchs_tree():
     """Kineto's "Activity Buffer Request" (cat overhead, pid -1, tid 0) is a CPU FunctionEvent
     that torch puts on the thread that stopped the profiler; inside an op's range it is that op's
-    child and comes off its self CPU time (issue 22: 432 µs on an aten::gather, 1,801 µs on a
+    child and comes off its self CPU time (seen at 432 µs on an aten::gather, 1,801 µs on a
     step label). Hand-made: torch's own EventList over the same events is the reference."""
     from torch.autograd.profiler_util import EventList, FunctionEvent
 

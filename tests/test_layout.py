@@ -11,6 +11,8 @@
 - ``app.py`` and ``ui/`` reach ``lab`` only through the package ``__init__``s;
 - no module in ``lab/`` over 500 lines, no function in ``lab/`` or ``ui/`` over 60 lines;
 - every module named in the README's layout table exists.
+- no .py file in ``lab/``, ``ui/``, ``tests/``, ``scripts/``, ``bench/`` or ``app.py`` names an issue by
+  its number: code says what it does or checks and why, never which request asked for it.
 """
 
 from __future__ import annotations
@@ -196,13 +198,13 @@ LAYERS: dict[str, frozenset[str]] = {
     "lessons": _LEAVES | {"core", "trace", "analysis", "measure", "explain", "judge"},
     "teach": _LEAVES | {"core", "trace", "analysis", "samples", "lessons"},  # giveaway reads the recordings' titles
     "access": _LEAVES | {"core", "run", "read"},
-    "tracedir": _LEAVES | {"core"},  # the host's trace directories: names, listing, safe paths (issue 25)
+    "tracedir": _LEAVES | {"core"},  # the host's trace directories: names, listing, safe paths
     "serve": _LEAVES | {"core"},  # `profiler-lab serve`: streamlit run of the installed page
     "cli": _LEAVES | {"core", "trace", "analysis", "measure", "explain", "judge", "run", "read", "views", "tracedir",
             "serve", "replay"},
     "__main__": frozenset({"cli"}),
 }  # fmt: skip
-# Imports across layers that stand until the pool layer lands (branch "pool", issue 24): the
+# Imports across layers that stand until the pool layer lands (``lab/pool``): the
 # readers start their processes with the workers' spawn and pipe code. Named module by module,
 # so that no other import of lab.run from lab.read gets in meanwhile.
 PENDING_POOL: set[tuple[str, str]] = set()  # the pool layer landed: lab/read starts its readers through lab/pool
@@ -319,3 +321,29 @@ def test_the_record_check_finds_a_second_record(tmp_path):
     path.write_text("from dataclasses import dataclass\n\n\n@dataclass(frozen=True)\nclass Advice:\n"
                     "    title: str\n    suggestion: str\n\n\nclass Plain:\n    title: str\n    suggestion: str\n")
     assert _finding_records(path, "lab.advice") == {"lab.advice.Advice"}
+
+
+# --- names say what code does, never when it was written ------------------------------------------
+# A comment, docstring or string says what the code checks or why, never which issue asked for it.
+# The pattern is put together here so that this file does not match it.
+_ISSUE_NUMBER = re.compile(r"\b" + "issue" + r" #?[0-9]+", re.IGNORECASE)
+_CODE_FOLDERS = ("lab", "ui", "tests", "scripts", "bench")
+
+
+def _issue_numbers(paths) -> list[str]:
+    """Each line of ``paths`` that names an issue by its number, as ``path:line: text``."""
+    return [f"{path}:{n}: {line.strip()}" for path in paths
+            for n, line in enumerate(path.read_text().splitlines(), start=1) if _ISSUE_NUMBER.search(line)]
+
+
+def test_no_code_names_an_issue_by_its_number():
+    paths = [ROOT / "app.py", *(p for folder in _CODE_FOLDERS for p in sorted((ROOT / folder).rglob("*.py")))]
+    found = _issue_numbers(paths)
+    assert not found, "say what the code checks or why, not which issue asked:\n" + "\n".join(found)
+
+
+def test_the_issue_check_finds_a_number(tmp_path):
+    path = tmp_path / "check.py"
+    word = "issue"
+    path.write_text(f"X = 1  # {word} 7's bound\n# {word.title()} #12: a list\n# an {word} tracker, #7\nY = 2\n")
+    assert [hit.split(": ")[0] for hit in _issue_numbers([path])] == [f"{path}:1", f"{path}:2"]

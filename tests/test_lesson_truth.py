@@ -1,4 +1,4 @@
-"""Issue 23's errors in the code (not the lesson text), each on the H200 recording that showed it.
+"""Errors the code once made (not the lesson text), each on the H200 recording that showed it.
 
 The text errors are tests/test_claims.py's (claims and retracted sentences). Here: the GEMM
 label at 64³ (latency-bound, not memory-bound), "GEMM far below peak" on a memory-bound

@@ -1,4 +1,4 @@
-"""The worker and reader sides of the process pool share no code by copy (issue 24).
+"""The worker and reader sides of the process pool share no code by copy.
 
 Both are clients of ``lab.pool``: a run of six or more lines that stands on both sides —
 the same lines, or the same shape with other names, strings and numbers — is pool code that

@@ -1,4 +1,4 @@
-"""Alarms check their premises (issue 22): each rule fires only when what it claims is true of
+"""Alarms check their premises: each rule fires only when what it claims is true of
 the trace. Hand-made traces modelled on the issue's recordings; expectations by brute force
 from the raw JSON documents, never from the code under test.
 """

@@ -342,7 +342,7 @@ def test_rank_table_and_cli(job, tmp_path):
     assert bad.returncode == 2 and "rank 0 appears 2 times" in bad.stderr and "Traceback" not in bad.stderr
 
 
-# ---------------------------------------------------------------- by launch (issue 22)
+# --------------------------------------------------------------------------- by launch
 
 
 def step_periods(doc: dict) -> list[tuple[float, float, bool]]:

@@ -1,5 +1,5 @@
-"""A trace's bytes reach their reader as a spool file in shared memory (``lab.read.spool``,
-issue 27), and the file is gone once its read settles, whatever the outcome: read, refused,
+"""A trace's bytes reach their reader as a spool file in shared memory (``lab.read.spool``),
+and the file is gone once its read settles, whatever the outcome: read, refused,
 cancelled while queued, its reader killed mid-parse, the pool shut down, refused before any
 reader saw it; a dead server's files are swept by the next pool. Real reader processes, the
 spool folder a temporary one (the box's /dev/shm is shared with other servers).

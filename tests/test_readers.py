@@ -1,4 +1,4 @@
-"""The trace readers (``lab.read``, issue 18) with real reader processes: nothing is mocked.
+"""The trace readers (``lab.read``) with real reader processes: nothing is mocked.
 
 A reader killed mid-parse fails only its read, with a clear message, and the next read works;
 a trace over a reader's memory limit is refused (before parsing when its size shows it, by
@@ -99,7 +99,7 @@ def test_a_reader_killed_mid_parse_fails_that_read_only_and_the_next_read_works(
 
 
 def test_a_read_cancelled_while_it_runs_frees_its_reader_and_nothing_of_its_result_comes_back(medium):
-    """Issue 24: the page cancels reads whenever a visitor swaps files. A read cancelled while a
+    """The page cancels reads whenever a visitor swaps files. A read cancelled while a
     reader holds it must not keep that reader busy to the end, nor have its whole result
     unpickled into the server and thrown away: the reader is killed within a tick and replaced
     (as a cancelled run's worker is), and no read is counted as served."""

@@ -169,7 +169,7 @@ def test_tar_holds_the_corpus(quick_corpus):
         assert set(e["files"].values()) <= names
 
 
-# What the committed subset must cover so each diagnosis has a trace to fire on (issue 11).
+# What the committed subset must cover so each diagnosis has a trace to fire on.
 REQUIRED_PROBLEMS = {
     "cuda": {"baseline", "pageable_copies", "host_sync_item", "host_sync_device", "cuda_graphs",
              "collective", "empty_window", "with_stack_inflation", "autocast_nesting",

@@ -1,4 +1,4 @@
-"""The reveal's window and the Timeline it opens (issue 26): "Open this window in the Timeline"
+"""The reveal's window and the Timeline it opens: "Open this window in the Timeline"
 used to open a step's CPU window stretched to the next step's start, which cut the proving GEMM
 kernel at its right edge (the GPU runs behind the CPU: a step's last kernel ends after the next
 step began, or after the trace's last CPU event). Now a step's window (``steps.window_end_us``,

@@ -65,7 +65,7 @@ def test_a_gpu_run_point_is_its_gemm_kernel_rate(file, m):
 
 def test_a_cpu_run_point_is_the_summary_step_throughput(warm_cpu, host_settings):
     """A CPU run's point is its cost over the step's time without the profiler: the number the
-    Summary's "Step throughput" card shows (issue 26: the point used the profiled steps, another
+    Summary's "Step throughput" card shows (not the profiled steps, another
     number for the same run); untimed, the median profiled ProfilerStep from the raw JSON."""
     config = sweep_config((128, 128, 128), "cpu")
     result = run_profile(config, settings=host_settings)
@@ -157,7 +157,7 @@ def _roof_at(line, intensity: float) -> float:
 
 
 def test_a_roof_measured_below_the_runs_is_raised_to_the_best_run_and_says_so():
-    """Issue 26: on a busy host the roof measured at warm-up sat below the runs' own rates (points
+    """On a busy host the roof measured at warm-up can sit below the runs' own rates (points
     above the roof). The roof drawn is never below a run it is drawn with: its peak is the best
     run's rate, its bandwidth the fastest rate per byte, and each raise is said with its figure."""
     rates = DeviceRates(kind="cpu", matmul_gflops=(("float32", 40.0),), copy_gbs=12.0, fill_gbs=2.0,
@@ -195,7 +195,7 @@ def test_a_roof_measured_below_the_runs_is_raised_to_the_best_run_and_says_so():
 
 
 def test_the_roofline_axis_reads_in_gflops_on_a_cpu_with_ticks_at_powers_of_ten():
-    """Issue 26: a CPU roofline in TFLOP/s labelled its log axis "0.000001", "0.0003", …: the rates
+    """A CPU roofline in TFLOP/s would label its log axis "0.000001", "0.0003", …: the rates
     are now in the unit the roof reaches 1 in, ticked at powers of ten (1-2-5 over a short span)."""
     cpu = Roofline(device="CPU", dtype="float32", peak_tflops=0.09, bandwidth_gbs=41.0, source="measured")
     points = _cpu_points([0.003, 0.02, 0.06, 0.03])

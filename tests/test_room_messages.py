@@ -1,4 +1,4 @@
-"""Issue 13's page messages, as data: dtype labels before the device is known, the sliders'
+"""The page's run messages, as data: dtype labels before the device is known, the sliders'
 nearest stop, a sample's per-iteration time from its trace, and the compiled-step check."""
 
 from __future__ import annotations

@@ -376,7 +376,7 @@ def test_peak_table_is_dense_and_sourced():
         assert "tf32" not in PEAKS[model].tflops and "bfloat16" not in PEAKS[model].tflops
     # H200 dense bf16 is half the datasheet's 1,979 TFLOPS "with sparsity".
     assert PEAKS["H200 SXM"].tflops["bfloat16"] == pytest.approx(1979 / 2)
-    # Dense FP8 and int8 are the datasheet's 3,958 "with sparsity" halved (issue 22).
+    # Dense FP8 and int8 are the datasheet's 3,958 "with sparsity" halved.
     assert PEAKS["H200 SXM"].tflops["float8"] == PEAKS["H200 SXM"].tflops["int8"] == pytest.approx(3958 / 2)
     assert PEAKS["H200 SXM"].ridge_flops_per_byte("bfloat16") == pytest.approx(989.5e12 / 4.8e12)
     assert PEAKS["T4"].ridge_flops_per_byte("tf32") is None

@@ -167,7 +167,7 @@ def test_lesson_signals_fire_on_the_h200_samples(key):
     assert signals and all(s.present or not s.expected for s in signals), [(s.title, s.evidence) for s in signals]
 
 
-# ---- GEMM figures on real traces (issue 11) ----------------------------------------------------
+# ---- GEMM figures on real traces ---------------------------------------------------------------
 
 
 def _check_gemm_figures(trace, config=None):

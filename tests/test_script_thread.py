@@ -1,4 +1,4 @@
-"""The Streamlit script thread runs no analysis (issue 24): every trace is read, and every
+"""The Streamlit script thread runs no analysis: every trace is read, and every
 multi-trace computation (ranks, compare, a lesson's signals and answers, the by-shape table, the
 TensorBoard tab's views) is done, in a reader process; the page's script only lays out what came
 back.
@@ -114,7 +114,7 @@ def test_pages_that_read_compare_teach_group_and_rank_run_no_analysis_in_the_scr
     assert_healthy(at)
     assert at.session_state["view"] == "Compare" and errors(at) == []
     totals = at.dataframe[0].value
-    assert "Kernels" in set(totals["total"])  # Compare names its totals in words (issue 26)
+    assert "Kernels" in set(totals["total"])  # Compare names its totals in words
     checks = [m.value for m in at.markdown if ":material/" in m.value and " — " in m.value]
     assert len(checks) == 3, checks  # the lesson check's signals
     assert any(m.value.startswith("Answer: **") for m in at.markdown)  # the reveal's answers
@@ -129,7 +129,7 @@ def test_pages_that_read_compare_teach_group_and_rank_run_no_analysis_in_the_scr
 
 
 def test_a_job_from_a_trace_directory_runs_no_analysis_in_the_script(script_thread_calls, monkeypatch, tmp_path):
-    """Issue 25: the directory's listing, a span opened as a job (each rank's summary read in a
+    """A trace directory's listing, a span opened as a job (each rank's summary read in a
     reader, the job combined in a reader), its ranks stacked (read in full by the readers), and
     one worker opened as a trace."""
     from test_app_tracedir import write_job

@@ -151,8 +151,8 @@ def test_gpu_annotation_row_is_explained_and_can_exceed_100_pct():
 
 
 def test_notes_are_marks_beside_the_name_and_footnotes_under_the_table():
-    """Issue 26: the Note column's sentences were the table's last column, out of view and cut at
-    1280 px. Now a short mark beside the name, each note whole in a footnote, numbered in the
+    """As the table's last column, the Note column's sentences would be out of view and cut at
+    1280 px. Instead a short mark beside the name, each note whole in a footnote, numbered in the
     order the rows shown use them; no column when no row shown has a note."""
     rows = [("gemm_kernel", False, "cuda"), ("matmul_add", True, "cpu"), ("aten::mm", False, "cpu"),
             ("matmul_add", True, "cuda"), ("step", True, "cpu")]

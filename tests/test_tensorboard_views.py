@@ -1,4 +1,4 @@
-"""The TensorBoard plugin's views (issue 25, item 3) against expectations brute-forced from the
+"""The TensorBoard plugin's views against expectations brute-forced from the
 raw JSON of the corpus traces: the step-time breakdown (the plugin's categories, precedence and
 step rules, written out again here as plain Python over the events), the Kernel view (sums and
 duration-weighted means of the kernel args), Tensor Cores on the recorded GEMM dtypes, and the

@@ -489,7 +489,7 @@ def test_limits_on_size_and_event_count():
 
 
 def test_limits_come_from_the_host_settings_passed_in(monkeypatch):
-    # HostSettings is read once at start and passed down (issue 12); load_trace itself no longer
+    # HostSettings is read once at start and passed down; load_trace itself no longer
     # reads the environment. Same host variables, same refusals, through ``settings=``.
     gz = _path(TRACES[0]).read_bytes()
     monkeypatch.setenv("PROFILER_LAB_MAX_TRACE_EVENTS", "10")

@@ -306,14 +306,14 @@ def test_gzip_bombs_under_a_small_cap():
     _run(((f"{label}, 32 MiB cap", p) for label, p in bombs()), at_least=8, max_decompressed_bytes=32 << 20)
 
 
-# ---- the whole pipeline (issue 22): mutated real traces through every reader of a Trace ----------
+# ---- the whole pipeline: mutated real traces through every reader of a Trace ----------------------
 
 PIPELINE_SOURCES = [ROOT_DATA / p for p in (
     "groundtruth/cpu/seed.json.gz", "groundtruth/cuda/seed_mem.json.gz", "groundtruth/cuda/gemm_fp32.json.gz",
     "groundtruth/cuda/empty_window_warmup.json.gz", "matmul_add_1024_fp32.json.gz",
     "groundtruth/cpu/gloo_ddp_rank0.json.gz")]
 PIPELINE_CASES = 1_000
-CASE_BOUND_S = 5.0  # issue 22's bound per case: measured and printed, not asserted (a benchmark)
+CASE_BOUND_S = 5.0  # the bound per case: measured and printed, not asserted (a benchmark)
 _EXTREMES = [1e300, -1e300, float("inf"), float("-inf"), float("nan"), 1e18, -1e18, 1e17, 9.3e15, -1.0, 0.0,
              5e-324, 2**63 - 1, 2**64, -(2**63), 1e12, 3.5]
 _MEMORY_ARGS = ["Bytes", "Total Allocated", "Total Reserved", "Addr", "Device Type", "Device Id"]

@@ -1,4 +1,4 @@
-"""The verdict and insights on the real H200 corpus traces name the real cause (issue 11's list):
+"""The verdict and insights on the real H200 corpus traces name the real cause:
 pageable copies, .item() syncs, gloo communication, CUDA graph replays and an empty capture
 window, and stay as they were on the seed's matmul samples."""
 
