@@ -29,7 +29,7 @@ from ui.upload import POLL_S, Waiting, _Pending, await_upload, describe_read
 
 __all__ = ["REFRESH_S", "await_dir", "trace_dir_box"]
 
-REFRESH_S = 5  # a new export is listed within this (the issue asks for 10 s)
+REFRESH_S = 5  # a new export is listed within this (a user waits for it: 10 s at most)
 _OPEN = "_open_dir_pick"  # session_state: ("job" | "trace", run key, span index, worker file key)
 
 
