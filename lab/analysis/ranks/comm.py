@@ -27,7 +27,7 @@ What counts as what (HTA's definitions; where HTA has none, the choice is here):
   ran — a kernel whose launch call (its ac2g flow; without one, the kernel's own start) lies in
   a step's period (its start to the next step's start, the last step's end inclusive), a host
   collective or CPU op that starts in one; unions, not clipped to the window. NCCL kernels run
-  after the CPU step has ended (rank 1 of a recorded 2-rank H200 job: 7,023 µs launched in its two
+  after the CPU step has ended (rank 1 of a recorded H200 job: 7,023 µs launched in its two
   steps, 6,383 µs inside the window); the window figures (``comm``, ``compute``) stay, labelled
   "in window", for overlap and idle, which are about the window.
 """
