@@ -23,12 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import record_explain_programs as rep  # noqa: E402
+import record_groundtruth as gt  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-
-import record_explain_programs as rep  # noqa: E402
-import record_groundtruth as gt  # noqa: E402
 from record_explain_programs import Case, Prog, busy  # noqa: E402
 
 
@@ -292,6 +291,83 @@ def build_sleepy_logger(ctx: gt.Ctx, sleep_ms: float = 6.0) -> Prog:
     return Prog(step, warm=2, truth_steps=10, extra=dict(sleep_ms=sleep_ms))
 
 
+def build_item_in_forward(ctx: gt.Ctx) -> Prog:
+    """A 12-layer bf16 MLP whose forward checks each activation on the host (``x.abs().max().item()``,
+    a guard against overflow): twelve syncs a step, each draining the GPU's queue."""
+    torch.manual_seed(0)
+    d, b = ctx.pick((4096, 2048), (256, 64), (64, 16))
+    dt = torch.bfloat16 if ctx.cuda else torch.float32
+    layers = [nn.Linear(d, d).to(ctx.dev, dt) for _ in range(12)]
+    x0 = torch.randn(b, d, device=ctx.dev, dtype=dt)
+
+    def step(i):
+        x = x0
+        with torch.no_grad():
+            for layer in layers:
+                x = torch.relu(layer(x))
+                if x.abs().max().item() > 1e4:  # the guard: one sync per layer
+                    x = x.clamp(-1e4, 1e4)
+        return x
+
+    return Prog(step, warm=2, truth_steps=10, extra=dict(d=d, batch=b, layers=12, syncs_per_step=12))
+
+
+def build_cpu_positions(ctx: gt.Ctx) -> Prog:
+    """Rotary-style position tables computed each step on CPU tensors (sin/cos over 8192×1024 fp32)
+    and copied to the device before a small bf16 attention block: the host's own tensor math."""
+    torch.manual_seed(0)
+    seq, d = ctx.pick((8192, 1024), (1024, 256), (128, 64))
+    dt = torch.bfloat16 if ctx.cuda else torch.float32
+    w = torch.randn(d, d, device=ctx.dev, dtype=dt) / d ** 0.5
+    x = torch.randn(seq, d, device=ctx.dev, dtype=dt)
+
+    def step(i):
+        pos = torch.arange(seq, dtype=torch.float32)[:, None] * torch.arange(d, dtype=torch.float32)[None, :]
+        table = torch.cat([pos.sin(), pos.cos()], dim=1)[:, :d]  # on the CPU, every step
+        y = (x + table.to(ctx.dev, dt)) @ w
+        return y
+
+    return Prog(step, warm=2, truth_steps=10, extra=dict(seq=seq, d=d, where="torch ops on CPU tensors"))
+
+
+def build_amp_gradscaler(ctx: gt.Ctx) -> Prog:
+    """A 4-layer 4096-wide MLP trained under fp16 autocast with GradScaler, batch 4096: GEMM-bound;
+    the scaler's inf check syncs once a step but the GPU stays busy."""
+    torch.manual_seed(0)
+    d, b = ctx.pick((4096, 4096), (256, 128), (64, 16))
+    model = _mlp(d, 4, ctx.dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=ctx.cuda)
+    scaler = torch.amp.GradScaler(ctx.dev.type, enabled=ctx.cuda)
+    x = torch.randn(b, d, device=ctx.dev)
+    dt = torch.float16 if ctx.cuda else torch.bfloat16
+
+    def step(i):
+        with torch.autocast(ctx.dev.type, dtype=dt):
+            loss = model(x).float().square().mean()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+
+    return Prog(step, warm=3, truth_steps=10, extra=dict(d=d, batch=b, autocast="float16", scaler="GradScaler"))
+
+
+def build_compiled_graphs(ctx: gt.Ctx) -> Prog:
+    """A small MLP (8 × 512 wide, batch 32) under torch.compile(mode="reduce-overhead"), warmed up:
+    CUDA graphs already replace its launches, so what is left is the GPU's work and the replay."""
+    torch.manual_seed(0)
+    model = _mlp(512, 8, ctx.dev).eval()
+    mode = "reduce-overhead" if ctx.cuda else "default"
+    compiled = torch.compile(model, mode=mode)
+    x = torch.randn(32, 512, device=ctx.dev)
+
+    def step(i):
+        with torch.no_grad():
+            return compiled(x).clone()
+
+    return Prog(step, warm=5, truth_steps=20, extra=dict(width=512, layers=8, batch=32, mode=mode))
+
+
 def cases() -> list[Case]:
     gpu = ("cuda",)
     return [
@@ -317,6 +393,15 @@ def cases() -> list[Case]:
              "host_launch", build_small_uploads),
         Case("sleepy_logger", "a small training step then 6 ms of time.sleep", "host_unrecorded",
              build_sleepy_logger),
+        # Recorded later still (2026-12-05), each with its cause written before the lab read it.
+        Case("item_in_forward", "a 12-layer bf16 MLP whose forward calls .item() on each activation",
+             "sync", build_item_in_forward),
+        Case("cpu_positions", "position tables computed on CPU tensors each step (sin/cos over 8192×1024) "
+             "and copied to the device", "host_op", build_cpu_positions),
+        Case("amp_gradscaler", "an MLP trained under fp16 autocast with GradScaler (one inf-check sync a "
+             "step; GEMM-bound)", "gpu_gemm", build_amp_gradscaler, devices=gpu),
+        Case("compiled_graphs", "a small MLP under torch.compile(mode='reduce-overhead'), warmed up",
+             "gpu", build_compiled_graphs, devices=gpu),
         # The same programs with the fix the lab suggests, for the what-if (bench/bench_whatif.py).
         Case("mask_indexing_tf32", "mask_indexing with TF32 on", "gemm", partial(build_masking, tf32=True),
              fix_of="mask_indexing", fix="torch.backends.cuda.matmul.allow_tf32 = True"),
