@@ -154,6 +154,63 @@ def test_the_first_step_does_not_carry_the_warm_up_steps_queue():
     assert "slow_step" not in {f.rule for f in judged.findings}
 
 
+def _per_step(events: list[dict], pick) -> list[list[dict]]:
+    """For each profiled step, the events ``pick`` selects that start in it."""
+    return [[e for e in events if pick(e) and s["ts"] <= e["ts"] < s["ts"] + s["dur"]] for s in _steps(events)]
+
+
+def test_a_step_that_syncs_per_layer_is_host_bound_even_without_its_syncs():
+    """item_in_forward: twelve .item() syncs a step drain the GPU, yet the step's host time outside
+    them exceeds its GPU work, so launches set the step and the verdict is launch-bound; a CUDA
+    graph cannot capture a step that synchronizes, and the advice says so."""
+    events = _raw("item_in_forward")
+    syncs = _per_step(events, lambda e: e.get("cat") == "cuda_runtime" and e["name"].endswith("Synchronize"))
+    gpu = _per_step(events, lambda e: e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    assert min(len(s) for s in syncs) >= 12
+    for step, waits, work in zip(_steps(events), syncs, gpu, strict=True):
+        assert step["dur"] - sum(e["dur"] for e in waits) > sum(e["dur"] for e in work)
+    launch = next(f for f in _judged("item_in_forward").findings if f.rule == "launch_bound")
+    assert "cannot capture this step while it synchronizes" in launch.suggestion
+
+
+def test_ops_on_cpu_tensors_are_named_as_slow_host_ops():
+    """cpu_positions: sin, cos, cat and mul on CPU tensors each take ≥ 100 µs a call and launch no
+    kernel; the finding names them and saves their time, which launch-bound no longer counts."""
+    events = _raw("cpu_positions")
+    launched_by = {e["args"]["External id"] for e in events if e.get("cat") == "cuda_runtime"
+                   and "External id" in (e.get("args") or {})}
+    host_only = [e for e in events if e.get("cat") == "cpu_op" and e["name"] in
+                 ("aten::sin", "aten::cos", "aten::cat", "aten::mul")
+                 and (e.get("args") or {}).get("External id") not in launched_by]
+    assert host_only and min(e["dur"] for e in host_only) >= 100.0
+    per_step = sum(e["dur"] for e in host_only) / len(_steps(events))
+    judged = _judged("cpu_positions")
+    slow = judged.verdict_finding
+    assert slow.rule == "slow_host_op" and all(n in slow.evidence for n in ("aten::sin:", "aten::cos:", "aten::cat:"))
+    assert 0.5 * per_step <= slow.saving_us <= 1.05 * per_step
+    launch = next((f for f in judged.findings if f.rule == "launch_bound"), None)
+    assert launch is None or launch.saving_us + slow.saving_us <= slow.base_us
+
+
+def test_a_gradscaler_step_keeps_the_gpu_busy():
+    """amp_gradscaler: the scaler syncs once a step, but the GPU is busy almost all of it."""
+    events = _raw("amp_gradscaler")
+    assert any(e.get("cat") == "cuda_runtime" and e["name"].endswith("Synchronize") for e in events)
+    assert _busy_share(events) > 0.9
+    assert "sync_waits" not in {f.rule for f in _judged("amp_gradscaler").findings}
+
+
+def test_a_replayed_graph_leaves_the_compiled_regions_host_side():
+    """compiled_graphs: the kernels are replayed from a CUDA graph (cudaGraphLaunch), so launches are
+    not the cause; the compiled region's own host time per call is."""
+    events = _raw("compiled_graphs")
+    assert any(e["name"] == "cudaGraphLaunch" for e in events)
+    region = [e for e in events if e.get("cat") == "cpu_op" and e["name"].startswith("Torch-Compiled Region")]
+    assert statistics.median(e["dur"] for e in region) >= 100.0
+    rules = {f.rule for f in _judged("compiled_graphs").findings}
+    assert "launch_bound" not in rules
+
+
 @pytest.mark.parametrize("pair", MANIFEST.get("pairs", []), ids=lambda p: f"{p['base']}->{p['fixed']}")
 def test_the_advice_is_gone_once_the_fix_is_applied(pair):
     """The program recorded again with the fix the finding suggested: the finding is gone, or keeps

@@ -226,38 +226,42 @@ def optimizer_loop(ex: Explanation) -> Finding | None:
         saving_us=us, base_us=step, learn_more="https://pytorch.org/docs/stable/optim.html#algorithms")
 
 
-def _slow_host_op(ex: Explanation) -> tuple[str, float, float] | None:
-    """The op whose host side, per call, is far above dispatch cost: (name, µs per step, calls
-    per step), medians over the steps."""
-    for name, us, calls in ex.attribution.dispatch_sources:
-        if calls and us / calls >= SLOW_HOST_OP_US:
-            return name, us, calls
-    return None
+def _slow_host_ops(ex: Explanation) -> list[tuple[str, float, float]]:
+    """Every op whose host side, per call, is far above dispatch cost: (name, µs per step, calls
+    per step), medians over the steps, most time first."""
+    return [(name, us, calls) for name, us, calls in ex.attribution.dispatch_sources
+            if calls and us / calls >= SLOW_HOST_OP_US]
 
 
 def slow_host_op(ex: Explanation) -> Finding | None:
-    found = _slow_host_op(ex)
+    found = _slow_host_ops(ex)
     step = _step(ex)
-    if found is None or not _material(found[1], step):
+    us = float(sum(t for _, t, _ in found))
+    if not found or not _material(us, step):
         return None
-    name, us, calls = found
-    per_call = us / calls
+    name, first_us, calls = found[0]
+    named = [n for n, _, _ in found[:3]]
+    title = (f"{name} is slow on the host" if len(found) == 1 else
+             f"{', '.join(named)}{' and more' if len(found) > 3 else ''} are slow on the host")
+    each = "; ".join(f"{n}: {fmt_us(t / c)} per call × {c:g}" for n, t, c in found[:3])
     return Finding(
-        "slow_host_op", "dispatch", f"{name} is slow on the host",
-        premise=f"one op spends ≥ {SLOW_HOST_OP_US:.0f} µs per call on the host with the GPU idle (an op's host "
+        "slow_host_op", "dispatch", title,
+        premise=f"ops that spend ≥ {SLOW_HOST_OP_US:.0f} µs per call on the host with the GPU idle (an op's host "
                 "side is usually 5–20 µs)",
-        evidence=f"{name}: {fmt_us(per_call)} of host time per call, {calls:g} calls and {fmt_us(us)} of the "
-                 f"{fmt_us(step)} step with the GPU idle (medians over the steps)",
-        suggestion="Find what the op does on the host (with_stack=True, or the op's children in the Timeline): "
-                   "a library building a plan for each new shape (cuDNN attention with a growing length: pick "
-                   "another SDPA backend or pad to a few lengths), a CPU fallback, or a copy to the host.",
+        evidence=f"{fmt_us(us)} of the {fmt_us(step)} step with the GPU idle in {len(found)} such op(s) "
+                 f"({each}; medians over the steps)",
+        suggestion="Find what each op does on the host (with_stack=True, or the op's children in the Timeline): "
+                   "math on CPU tensors (an op that launches no kernel runs on the host: create its tensors on "
+                   "the device, or compute the result once before the loop), a library building a plan for each "
+                   "new shape (cuDNN attention with a growing length: pick another SDPA backend or pad to a few "
+                   "lengths), a CPU fallback, a compiled region's guards, or a copy to the host.",
         saving_us=us, base_us=step)
 
 
 def launch_bound(ex: Explanation) -> Finding | None:
     med = ex.attribution.median_us()
-    slow = _slow_host_op(ex)
-    us, step = float(med["launch"] + med["dispatch"] + med["python"]) - (slow[1] if slow else 0.0), _step(ex)
+    slow = float(sum(t for _, t, _ in _slow_host_ops(ex)))  # slow_host_op's, not launch overhead
+    us, step = float(med["launch"] + med["dispatch"] + med["python"]) - slow, _step(ex)
     tiny = ex.launches.median_kernel_us
     if not ex.attribution.has_gpu or not _material(us, step) or not (tiny < TINY_KERNEL_US):
         return None
@@ -266,12 +270,23 @@ def launch_bound(ex: Explanation) -> Finding | None:
         premise=f"GPU idle while the host launches, dispatches or runs Python ≥ {MATERIAL_PCT:.0f} % of the step, "
                 f"and the median kernel is under {TINY_KERNEL_US:.0f} µs",
         evidence=f"{fmt_us(us)} {_of_step(ex)} (launch {fmt_us(float(med['launch']))}, dispatch "
-                 f"{fmt_us(float(med['dispatch']))}, Python {fmt_us(float(med['python']))}); median kernel "
+                 f"{fmt_us(float(med['dispatch']) - slow)}, Python {fmt_us(float(med['python']))}); median kernel "
                  f"{fmt_us(tiny)} over {ex.launches.gpu_activities:,} GPU activities",
-        suggestion="Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs, or "
-                   "torch.compile(mode='reduce-overhead')), fuse with torch.compile, or batch the work.",
+        suggestion=_launch_advice(ex),
         saving_us=us, base_us=step, learn_more="https://pytorch.org/docs/stable/notes/cuda.html#cuda-graphs",
         caveat=HOST_TIMES_CAVEAT)
+
+
+def _launch_advice(ex: Explanation) -> str:
+    """Fewer, larger launches; a CUDA graph only where the step can be captured: a step that
+    synchronizes (``.item()``, ``.cpu()``, ``nonzero``) cannot be, so the syncs go first."""
+    if ex.attribution.sync_sources:
+        callers = ", ".join(name for name, _ in ex.attribution.sync_sources[:2])
+        return ("Launch fewer, larger kernels: fuse with torch.compile, or batch the work. A CUDA graph cannot "
+                f"capture this step while it synchronizes ({callers}): keep those values on the GPU first, "
+                "then capture the step (torch.cuda.graphs, or torch.compile(mode='reduce-overhead')).")
+    return ("Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs, or "
+            "torch.compile(mode='reduce-overhead')), fuse with torch.compile, or batch the work.")
 
 
 def pageable_copies(ex: Explanation) -> Finding | None:
