@@ -211,6 +211,21 @@ def test_a_replayed_graph_leaves_the_compiled_regions_host_side():
     assert "launch_bound" not in rules
 
 
+def test_a_step_the_dataloader_held_gets_the_dataloaders_advice():
+    """collate_workers: 4 workers at 25 ms a batch make a batch each ~6 ms while a step uses one in
+    ~4 ms, so one step waits for its batch. That step's extra time is the DataLoader's (raw JSON), and
+    the slow-step finding's advice speaks of the workers, not of a one-off checkpoint or log."""
+    events = _raw("collate_workers")
+    steps = _steps(events)
+    slow = max(steps, key=lambda s: s["dur"])
+    extra = slow["dur"] - statistics.median(s["dur"] for s in steps)
+    loading = sum(e["dur"] for e in events if "DataLoader" in e["name"] and "__next__" in e["name"]
+                  and slow["ts"] <= e["ts"] < slow["ts"] + slow["dur"])
+    assert loading > 0.5 * extra
+    finding = next(f for f in _judged("collate_workers").findings if f.rule == "slow_step")
+    assert slow["name"] in finding.title and "DataLoader" in finding.suggestion
+
+
 @pytest.mark.parametrize("pair", MANIFEST.get("pairs", []), ids=lambda p: f"{p['base']}->{p['fixed']}")
 def test_the_advice_is_gone_once_the_fix_is_applied(pair):
     """The program recorded again with the fix the finding suggested: the finding is gone, or keeps

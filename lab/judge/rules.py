@@ -172,9 +172,7 @@ def slow_step(ex: Explanation) -> Finding | None:
                   "process (a second run in the same process is already warm) and with the profiler's own start-up "
                   "work landing in it. Read it as 'the first step pays start-up', not as a fixed figure.")
     else:
-        title, fix = (f"One slow step: {o.name}",
-                      "Look at that step in the Timeline (zoom to it): a one-off (a checkpoint, a log, a "
-                      "synchronize, garbage collection): move it out of the loop or out of the profiled window.")
+        title, fix = f"One slow step: {o.name}", _slow_step_advice(o)
     return Finding(
         "slow_step", o.extra_by_cause[0][0] if o.extra_by_cause else "unrecorded", title,
         premise=f"a step over {OUTLIER_FACTOR:g}× the median of ≥ 3 steps",
@@ -182,6 +180,29 @@ def slow_step(ex: Explanation) -> Finding | None:
                  f"{where}{others}",
         suggestion=fix, saving_us=sum(x.extra_us - dict(x.extra_by_cause).get("compile", 0.0) for x in slow),
         base_us=window, scope="once", caveat=caveat)
+
+
+# What held a slow step, by the cause that holds most of its extra time: the advice for that cause.
+SLOW_STEP_ADVICE = {
+    "input": "The input pipeline held that step: the DataLoader had no batch ready, so its workers make batches "
+             "slower than the steps use them (or they were restarted): more workers, a larger prefetch_factor, "
+             "persistent_workers=True, or cheaper loading and collation.",
+    "sync": "A synchronize held that step (a checkpoint, an evaluation or a log line reading a GPU value): move it "
+            "out of the loop, do it every N steps, or copy the value with non_blocking=True and read it later.",
+    "unrecorded": "Host work that no op records held that step (a checkpoint written to disk, logging, garbage "
+                  "collection): record it with with_stack=True or record_function, then move it out of the loop.",
+    "allocator": "The allocator held that step (cudaMalloc / cudaFree: the cache grew, or was emptied): keep "
+                 "shapes steady, or reserve memory once before the loop.",
+}
+SLOW_STEP_FALLBACK = ("Look at that step in the Timeline (zoom to it): a one-off (a checkpoint, a log, a "
+                      "synchronize, garbage collection): move it out of the loop or out of the profiled window.")
+
+
+def _slow_step_advice(o) -> str:
+    """The advice for the cause holding at least half of the step's extra time, else the general one."""
+    if o.extra_by_cause and o.extra_by_cause[0][1] >= 0.5 * o.extra_us:
+        return SLOW_STEP_ADVICE.get(o.extra_by_cause[0][0], SLOW_STEP_FALLBACK)
+    return SLOW_STEP_FALLBACK
 
 
 def _steps_skipped(name: str) -> int:
