@@ -77,3 +77,27 @@ def open_app_ready(api, browser, url: str, *, width: int, height: int, ui_s: flo
     api.expect(page.get_by_role("tab", name="Summary", exact=True)).to_be_visible(timeout=SERVER_START_S * 1000)
     wait_page_idle(page, run_s)
     return page
+
+
+def open_sidebar(api, page) -> None:
+    """Open the sidebar where a narrow window folded it, as a visitor does to run a profile."""
+    bar = page.locator('[data-testid="stSidebar"]')
+    if bar.get_attribute("data-collapsed") == "true":
+        page.locator('[data-testid="stExpandSidebarButton"]').first.click()
+        api.expect(bar).to_have_attribute("data-collapsed", "false")
+        page.wait_for_timeout(600)  # its slide-in
+
+
+def pick_lesson(page, title: str, *, run_s: float, tries: int = 5) -> None:
+    """Choose the lesson titled ``title`` in the sidebar and wait for the page run it starts (a click
+    that lands while the page redraws only focuses the box, so it is tried again)."""
+    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Lesson")
+    option = page.get_by_role("option", name=title)
+    for _ in range(tries):
+        box.click()
+        page.wait_for_timeout(1000)
+        if option.is_visible():
+            break
+        page.keyboard.press("Escape")
+    option.click()
+    wait_page_idle(page, run_s)

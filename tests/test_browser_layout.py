@@ -30,7 +30,7 @@ import re
 import pytest
 
 from lab.views.tables import KERNEL_FIRST, NOTE_FOOTNOTES
-from tests.browser_pages import ARTIFACTS, app_server, open_app_ready, wait_page_idle
+from tests.browser_pages import ARTIFACTS, app_server, open_app_ready, open_sidebar, wait_page_idle
 from ui.layout import COLLAPSE_BELOW_PX
 from ui.views import (
     DIFF_COLUMN_PX,
@@ -59,12 +59,9 @@ def server(playwright_api):
 @pytest.fixture(params=[1280, 800])
 def visitor(request, browser, server, playwright_api):
     page = open_app_ready(playwright_api, browser, server, width=request.param, height=1600, ui_s=UI_S, run_s=RUN_S)
-    bar = page.locator('[data-testid="stSidebar"]')
     if request.param < COLLAPSE_BELOW_PX:  # folded on a narrow window: opened, as a visitor does to run
-        playwright_api.expect(bar).to_have_attribute("data-collapsed", "true")
-        page.locator('[data-testid="stExpandSidebarButton"]').first.click()
-        playwright_api.expect(bar).to_have_attribute("data-collapsed", "false")
-        page.wait_for_timeout(600)  # its slide-in
+        playwright_api.expect(page.locator('[data-testid="stSidebar"]')).to_have_attribute("data-collapsed", "true")
+        open_sidebar(playwright_api, page)
     try:
         yield page
     finally:

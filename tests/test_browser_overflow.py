@@ -12,7 +12,15 @@ from __future__ import annotations
 import pytest
 
 from lab.lessons import LESSONS
-from tests.browser_pages import ARTIFACTS, ROOT, app_server, open_app_ready, wait_page_idle
+from tests.browser_pages import (
+    ARTIFACTS,
+    ROOT,
+    app_server,
+    open_app_ready,
+    open_sidebar,
+    pick_lesson,
+    wait_page_idle,
+)
 
 RUN_S = 300
 UI_S = 120
@@ -65,11 +73,7 @@ def server(playwright_api):
 @pytest.fixture
 def page(browser, server, playwright_api):
     page = open_app_ready(playwright_api, browser, server, width=WIDTH, height=1400, ui_s=UI_S, run_s=RUN_S)
-    bar = page.locator('[data-testid="stSidebar"]')
-    if bar.get_attribute("data-collapsed") == "true":  # folded on a narrow window: opened, as a visitor does
-        page.locator('[data-testid="stExpandSidebarButton"]').first.click()
-        playwright_api.expect(bar).to_have_attribute("data-collapsed", "false")
-        page.wait_for_timeout(600)  # its slide-in
+    open_sidebar(playwright_api, page)
     try:
         yield page
     finally:
@@ -91,19 +95,6 @@ def _tabs(page, cut: dict[str, list[str]], prefix: str) -> None:
         _look(page, cut, f"{prefix}_{name.lower().replace(' ', '_')}")
 
 
-def _pick_lesson(page, key: str) -> None:
-    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Lesson")
-    option = page.get_by_role("option", name=LESSONS[key].title)
-    for _ in range(TRIES):
-        box.click()
-        page.wait_for_timeout(1000)
-        if option.is_visible():
-            break
-        page.keyboard.press("Escape")
-    option.click()
-    wait_page_idle(page, RUN_S)
-
-
 def test_no_text_is_cut_at_800_px(page):
     cut: dict[str, list[str]] = {}
     _look(page, cut, "start")
@@ -116,7 +107,7 @@ def test_no_text_is_cut_at_800_px(page):
     page.get_by_role("option", name=H200).first.click()
     wait_page_idle(page, RUN_S)
     _tabs(page, cut, "sample")
-    _pick_lesson(page, LESSON)
+    pick_lesson(page, LESSONS[LESSON].title, run_s=RUN_S, tries=TRIES)
     page.locator('[data-testid="stSidebar"]').get_by_role("button", name="Open the H200 recording").click()
     wait_page_idle(page, RUN_S)
     main.get_by_text("Reveal — ").first.wait_for(timeout=RUN_S * 1000)
@@ -158,10 +149,8 @@ def test_the_room_is_not_cut_at_800_px(browser, room_server, playwright_api):
     teacher = open_app_ready(playwright_api, browser, room_server, width=WIDTH, height=1400, ui_s=UI_S, run_s=RUN_S)
     attendee = open_app_ready(playwright_api, browser, room_server, width=1280, height=1000, ui_s=UI_S, run_s=RUN_S)
     try:
+        open_sidebar(playwright_api, teacher)
         bar = teacher.locator('[data-testid="stSidebar"]')
-        if bar.get_attribute("data-collapsed") == "true":
-            teacher.locator('[data-testid="stExpandSidebarButton"]').first.click()
-            playwright_api.expect(bar).to_have_attribute("data-collapsed", "false")
         bar.get_by_role("button", name="Open a room (instructor)").click()
         hosted = bar.get_by_text(re.compile(r"You host room [A-Z]{5}"))
         playwright_api.expect(hosted).to_be_visible(timeout=UI_S * 1000)

@@ -13,7 +13,7 @@ import pytest
 from lessonruns import h200_runs
 
 from lab.lessons import LESSONS, questions_for
-from tests.browser_pages import ARTIFACTS, app_server, open_app_ready, wait_page_idle
+from tests.browser_pages import ARTIFACTS, app_server, open_app_ready, pick_lesson, wait_page_idle
 
 RUN_S = 300
 UI_S = 120
@@ -44,19 +44,6 @@ def _sidebar(page):
 
 def _main(page):
     return page.locator('[data-testid="stMain"]')
-
-
-def _pick_lesson(page, key: str) -> None:
-    box = _sidebar(page).locator('[data-testid="stSelectbox"]').filter(has_text="Lesson")
-    option = page.get_by_role("option", name=LESSONS[key].title)
-    for _ in range(5):  # a click landing during a redraw only focuses the box
-        box.click()
-        page.wait_for_timeout(1000)
-        if option.is_visible():
-            break
-        page.keyboard.press("Escape")
-    option.click()
-    wait_page_idle(page, RUN_S)
 
 
 def _lock_in(page) -> None:
@@ -100,7 +87,7 @@ def _answers(page) -> list[str]:
 
 
 def test_the_score_is_one_and_a_reveal_locks_it(page, playwright_api):
-    _pick_lesson(page, KEY)
+    pick_lesson(page, LESSONS[KEY].title, run_s=RUN_S)
     right, asked = _right(), questions_for(KEY, "cuda")
     # The first question right, the others wrong: a score no stale or doubled count can match.
     first = asked[0].key
@@ -123,7 +110,7 @@ def test_the_score_is_one_and_a_reveal_locks_it(page, playwright_api):
 
 
 def test_a_prediction_after_the_recording_opened_is_not_scored(page):
-    _pick_lesson(page, KEY)
+    pick_lesson(page, LESSONS[KEY].title, run_s=RUN_S)
     _open_recording(page)  # no prediction: the recording shows every answer
     assert _answers(page) and all("(no prediction)" in a for a in _answers(page)), _answers(page)
     for question in questions_for(KEY, "cuda"):
@@ -143,7 +130,7 @@ def test_a_lessons_compare_opens_its_pair_after_an_unrelated_run(page, playwrigh
     _sidebar(page).get_by_role("button", name="Run profile").click()
     playwright_api.expect(_main(page).get_by_text("Profiled matmul_add 64x64x64")).to_be_attached(timeout=RUN_S * 1000)
     wait_page_idle(page, RUN_S)
-    _pick_lesson(page, "eager_vs_compile")
+    pick_lesson(page, LESSONS["eager_vs_compile"].title, run_s=RUN_S)
     _open_recording(page)
     _main(page).get_by_role("tab", name="Compare", exact=True).click()
     wait_page_idle(page, RUN_S)
@@ -159,7 +146,7 @@ def test_a_lessons_compare_opens_its_pair_after_an_unrelated_run(page, playwrigh
 def test_predict_run_reveal_on_this_host(page, playwright_api):
     """The whole loop on a run made here: predict, *Run lesson*, and the reveal answers every
     question this host's runs ask, each with the prediction, under one score in both places."""
-    _pick_lesson(page, KEY)
+    pick_lesson(page, LESSONS[KEY].title, run_s=RUN_S)
     asked = questions_for(KEY, "cpu")
     _predict(page, {q.key: q.choices[0] for q in asked}, "cpu")
     _sidebar(page).get_by_role("button", name="Run lesson").click()
