@@ -12,10 +12,11 @@ from lab.analysis.gpu import GpuUtilization, covered_us, gpu_activity_rows, gpu_
 from lab.analysis.intervals import step_of
 from lab.analysis.operators import Links, build_links
 from lab.trace.load import Trace
+from lab.vocab import PROFILER_STEP_PREFIX
 
 __all__ = [
-    "STEP_COLUMNS", "first_and_later_step_us", "per_iteration_us", "profiler_overlap_us", "step_breakdown",
-    "step_of", "step_window", "step_windows",
+    "STEP_COLUMNS", "first_and_later_step_us", "per_iteration_us", "profiler_overlap_us", "profiler_step_number",
+    "step_breakdown", "step_of", "step_window", "step_windows",
 ]  # fmt: skip
 
 STEP_COLUMNS = ("step", "name", "source", "start_us", "end_us", "cpu_us", "first_child_gap_us",
@@ -197,3 +198,9 @@ def _step_rows(ev, rows, source, start, end, gap, busy, launched_us, launched_n)
         "launched_gpu_us": launched_us, "launched_count": launched_n,
     }
 
+
+def profiler_step_number(name: str) -> int | None:
+    """N of a schedule's "ProfilerStep#N" (the number the Timeline and the verdict name); None for
+    any other name."""
+    tail = name[len(PROFILER_STEP_PREFIX):] if name.startswith(PROFILER_STEP_PREFIX) else ""
+    return int(tail) if tail.isdigit() else None

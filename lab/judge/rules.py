@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from lab.analysis.steps import profiler_step_number
 from lab.explain.attribution import LONG_HOST_GAP_US
 from lab.explain.classes import WORK_CLASSES, cause
 from lab.explain.explanation import Explanation
@@ -207,8 +208,7 @@ def _slow_step_advice(o) -> str:
 
 def _steps_skipped(name: str) -> int:
     """How many steps the profiler's schedule skipped before ``ProfilerStep#N`` (0: none or unknown)."""
-    tail = name.rsplit("#", 1)[1] if name.startswith("ProfilerStep#") else ""
-    return int(tail) if tail.isdigit() else 0
+    return profiler_step_number(name) or 0
 
 
 def sync_waits(ex: Explanation) -> Finding | None:

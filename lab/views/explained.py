@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from lab.analysis.steps import profiler_step_number
 from lab.explain import CAUSE_COLUMNS, CAUSES, HOST_CAUSES, Explanation
 from lab.judge import Judgement
 from lab.units import fmt_us
@@ -54,9 +55,10 @@ def attribution_frame(explanation: Explanation) -> pd.DataFrame:
 def step_labels(index, names) -> list[str]:
     """The bar's label of each step: N of "ProfilerStep#N" — the number the verdict and the
     Timeline name — where every step has one, else its position (0, 1, …)."""
-    numbers = [str(n).rpartition("#")[2] for n in names]
-    named = all(str(n).rpartition("#")[0] and k.isdigit() for n, k in zip(names, numbers))
-    return numbers if named and len(set(numbers)) == len(numbers) else [str(int(i)) for i in index]
+    numbers = [profiler_step_number(str(n)) for n in names]
+    if None in numbers or len(set(numbers)) < len(numbers):
+        return [str(int(i)) for i in index]
+    return [str(n) for n in numbers]
 
 
 def attribution_chart(explanation: Explanation) -> alt.Chart:
