@@ -288,3 +288,21 @@ def test_the_bars_label_a_step_by_the_number_the_verdict_names():
     assert set(frame["label"]) == {str(n) for n in numbers}
     # the bars run in step order (not by a sum over each step's causes)
     assert attribution_chart(ex).to_dict()["encoding"]["x"]["sort"] == [str(n) for n in numbers]
+
+
+def test_a_finding_that_saves_nothing_says_so():
+    """slow_step's "GPU-bound at the roof" saves nothing (its work runs at the roof): the text says
+    "nothing to recover", never "saves 0.0 µs"."""
+    from lab.judge import judge_trace
+    from lab.measure import measure
+    from lab.views.explained import explanation_dict, explanation_text
+
+    trace = load_trace(REPO / "tests/data/explain/slow_step.json.gz")
+    m = measure(trace)
+    ex = explain(m)
+    judged = judge_trace(trace, m.analysis, ex)
+    zero = [f for f in judged.findings if f.scope != "note" and f.saving_us <= 0]
+    assert zero
+    text = explanation_text(explanation_dict(ex, judged))
+    assert all(f"{f.title}: nothing to recover" in text for f in zero)
+    assert "saves 0.0" not in text

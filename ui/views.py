@@ -111,10 +111,8 @@ def explained_summary(loaded: Loaded) -> None:
 def finding_card(finding) -> None:
     """One ``lab.judge.Finding``: its saving (or "note" for one that explains a figure), evidence,
     premise, what to try, what would change the figure, and where to read more."""
-    when = "per step" if finding.scope == "per step" else "once, in the window"
     saves = ("note: explains a figure, saves no time" if finding.scope == "note" else
-             "nothing to recover" if finding.saving_us <= 0 else
-             f"saves {fmt_us(finding.saving_us)} {when} ({finding.saving_pct:.0f} %)")
+             lv.saving_words(finding.scope, finding.saving_us, finding.saving_pct, once="once, in the window"))
     with st.container(border=True):
         st.markdown(f"{SEVERITY_ICON.get(finding.severity, '')} **{md_escape(finding.title)}** · {saves}")
         st.text(finding.evidence)

@@ -13,6 +13,7 @@ from lab.views.explained import (
     explanation_dict,
     explanation_text,
     roof_table,
+    saving_words,
 )
 from lab.views.memory import (
     NO_MEMORY,
@@ -79,5 +80,5 @@ __all__ = [
     "kernel_by_name_table", "kernel_by_op_table", "kernel_note", "module_table", "step_time_chart", "step_time_note",
     "step_time_table",
     "attribution_chart", "attribution_frame", "default_table_sort", "explanation_dict", "explanation_text",
-    "roof_table",
+    "roof_table", "saving_words",
 ]  # fmt: skip

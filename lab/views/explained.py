@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import altair as alt
 
 __all__ = ["MAX_BAR_STEPS", "attribution_chart", "attribution_frame", "default_table_sort", "explanation_dict",
-           "explanation_text", "fits_legend", "roof_table", "step_labels"]
+           "explanation_text", "fits_legend", "roof_table", "saving_words", "step_labels"]
 
 # The stacked bar draws at most this many steps (the slowest are always among them): a trace of
 # thousands of steps would otherwise send thousands × causes marks (Altair slows past ~10k).
@@ -50,6 +50,14 @@ def attribution_frame(explanation: Explanation) -> pd.DataFrame:
                 rows.append({"step": int(step), "step_name": str(name), "label": label, "cause": c.label,
                              "us": float(us), "pct": 100.0 * float(us) / float(wall) if wall > 0 else 0.0})
     return pd.DataFrame(rows, columns=["step", "step_name", "label", "cause", "us", "pct"])
+
+
+def saving_words(scope: str, saving_us: float, saving_pct: float, *, once: str = "once") -> str:
+    """What a finding's fix would save, in words: per step or ``once``, or nothing to recover (a
+    note's words are its reader's)."""
+    if saving_us <= 0:
+        return "nothing to recover"
+    return f"saves {fmt_us(saving_us)} {'per step' if scope == 'per step' else once} ({saving_pct:.0f} %)"
 
 
 def step_labels(index, names) -> list[str]:
@@ -145,11 +153,8 @@ def explanation_text(data: dict) -> str:
     lines += [f"  ({u})" for u in data["unknown"]]
     lines += ["", "Findings (largest saving first, notes last)"]
     for f in data["findings"]:
-        when = "per step" if f["scope"] == "per step" else "once"
         lines.append(f"  [note] {f['title']}" if f["scope"] == "note" else
-                     f"  [{f['severity']}] {f['title']}: nothing to recover" if f["saving_us"] <= 0 else
-                     f"  [{f['severity']}] {f['title']}: saves {fmt_us(f['saving_us'])} {when} "
-                     f"({f['saving_pct']:.0f} %)")
+                     f"  [{f['severity']}] {f['title']}: {saving_words(f['scope'], f['saving_us'], f['saving_pct'])}")
         lines.append(f"      premise: {f['premise']}")
         lines.append(f"      evidence: {f['evidence']}")
         lines.append(f"      try: {f['suggestion']}")
