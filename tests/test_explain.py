@@ -306,3 +306,25 @@ def test_a_finding_that_saves_nothing_says_so():
     text = explanation_text(explanation_dict(ex, judged))
     assert all(f"{f.title}: nothing to recover" in text for f in zero)
     assert "saves 0.0" not in text
+
+
+def test_a_step_a_synchronize_held_gets_the_synchronize_advice():
+    """slow_step: its slowest step is blocked in a synchronize (raw JSON) for as long as the
+    attribution's synchronisation holds most of that step's extra time, and the slow-step finding's
+    advice speaks of that synchronize."""
+    from lab.judge import judge_trace
+    from lab.measure import measure
+
+    path = REPO / "tests/data/explain/slow_step.json.gz"
+    raw = _raw(path)
+    steps = sorted((e for e in raw if str(e.get("name", "")).startswith("ProfilerStep#")
+                    and e.get("cat") in ("cpu_op", "user_annotation")), key=lambda e: e["dur"])
+    slow = steps[-1]
+    blocked = sum(e["dur"] for e in raw if e["name"] in SYNC and slow["ts"] <= e["ts"] < slow["ts"] + slow["dur"])
+    trace = load_trace(path)
+    m = measure(trace)
+    outlier = next(o for o in explain(m).outliers if o.name == slow["name"])
+    top, top_us = outlier.extra_by_cause[0]
+    assert top == "sync" and top_us == pytest.approx(blocked, rel=0.05) and top_us >= 0.5 * outlier.extra_us
+    finding = next(f for f in judge_trace(trace, m.analysis, explain(m)).findings if f.rule == "slow_step")
+    assert slow["name"] in finding.title and "A synchronize held that step" in finding.suggestion
