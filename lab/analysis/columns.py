@@ -89,11 +89,12 @@ def group_ids(*code_arrays: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def dense_ids(keys: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
-    """Keys (int64 ≥ 0) → (ids 0..n-1 in key order, n, the distinct keys)."""
+    """Integer keys → (ids 0..n-1 in key order, n, the distinct keys): ``np.unique``'s inverse
+    and values, by one bincount where the keys are ≥ 0 and their range is small."""
     if len(keys) == 0:
         return keys, 0, keys
     key_range = int(keys.max()) + 1
-    if key_range <= DENSE_RANGE_LIMIT + 2 * len(keys):
+    if key_range <= DENSE_RANGE_LIMIT + 2 * len(keys) and int(keys.min()) >= 0:
         present = np.bincount(keys, minlength=key_range) > 0
         remap = np.cumsum(present) - 1
         return remap[keys], int(remap[-1]) + 1, np.flatnonzero(present)

@@ -33,7 +33,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from lab.analysis.columns import codes, mask_in, mask_where, texts
+from lab.analysis.columns import codes, dense_ids, mask_in, mask_where, texts
 from lab.analysis.diagnoses.common import ancestor_in
 from lab.analysis.gemm.kinds import is_gemm_kernel, is_gemm_op
 from lab.analysis.gpu import gpu_activity_rows
@@ -134,7 +134,7 @@ def work_classes(trace: Trace, links: Links, gpu_rows: np.ndarray | None = None)
     # One class per distinct (kernel name, category, owner op name): classified once each, on codes.
     width_name, width_cat = len(name_text) + 1, len(cat_text) + 1
     key = ((name_codes[gpu] + 1) * width_name + (owner_code + 1)) * width_cat + (cat_codes[gpu] + 1)
-    uniques, inverse = np.unique(key, return_inverse=True)
+    inverse, _, uniques = dense_ids(key)  # np.unique's (sorted keys, inverse), without its sort
     classes = np.empty(len(uniques), dtype=np.int64)
     for i, k in enumerate(uniques.tolist()):
         rest, cat = divmod(k, width_cat)
@@ -271,13 +271,17 @@ def _innermost(seg: np.ndarray, rows: np.ndarray, bnd: _Bounds, parent: np.ndarr
     cand = np.where(k >= 0, rows[order][np.maximum(k, 0)], -1)
     mine = np.zeros(len(parent), dtype=bool)
     mine[rows] = True
+    # Each row's nearest enclosing row, walked up once per row: a candidate that ended steps to it
+    # (the walk through the frames between two ops is paid per op, not per segment).
+    up = np.full(len(parent), -1, dtype=np.int64)
+    up[rows] = ancestor_in(parent, mine, rows)
     live = np.flatnonzero(cand >= 0)
     while len(live):
         c = cand[live]
         ok = bnd.hi[c] > seg[live]
         out[live[ok]] = c[ok]
         live = live[~ok]
-        cand[live] = ancestor_in(parent, mine, cand[live])  # only the candidates that ended walk up
+        cand[live] = up[cand[live]]  # only the candidates that ended walk up
         live = live[cand[live] >= 0]
     return out
 
@@ -434,7 +438,7 @@ def _dispatch_sources(trace: Trace, on_host: np.ndarray, bnd: _Bounds, parent: n
         return ()
     call_w = step_of(win_start, win_end, ts[ops])
     call_name = name_codes[ops][call_w >= 0]
-    names, seg_id = np.unique(seg_name, return_inverse=True)  # only ops that have dispatch time
+    seg_id, _, names = dense_ids(seg_name)  # only ops that have dispatch time; np.unique's, without its sort
     size = len(names) * n_win  # per (op, window) sums by one bincount each
     us = np.bincount(seg_id.reshape(-1) * n_win + seg_w[keep], weights=seg_us, minlength=size).reshape(-1, n_win)
     pos = np.searchsorted(names, call_name)
