@@ -20,7 +20,7 @@ from lab.vocab import GPU_ACTIVITY_CATS
 __all__ = [
     "gpu_activity_mask", "gpu_activity_rows",
     "as_category", "codes", "dense_ids", "frame", "group_ids", "group_median", "group_min_max", "group_mode",
-    "group_mode_values", "mask_in", "mask_where", "texts",
+    "group_mode_values", "mask_in", "mask_where", "stable_order", "texts",
 ]  # fmt: skip
 
 # Largest key range counted with a bincount (8 bytes a slot: 32 MB) before sorting instead;
@@ -100,6 +100,16 @@ def dense_ids(keys: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
         return remap[keys], int(remap[-1]) + 1, np.flatnonzero(present)
     uniques, ids = np.unique(keys, return_inverse=True)
     return ids.astype(np.int64).reshape(-1), len(uniques), uniques
+
+
+def stable_order(values: np.ndarray) -> np.ndarray:
+    """``np.argsort(values, kind="stable")`` of integers. Where they fit int16 (nesting depths,
+    thread numbers) they are sorted as int16: numpy's stable sort of 16-bit integers is a radix
+    sort (166k nesting depths: 0.4 ms, against 4.7 ms for the merge sort of the same int64s);
+    the order is the same, as a stable sort's order depends only on the values' comparisons."""
+    if len(values) and np.iinfo(np.int16).min <= int(values.min()) and int(values.max()) <= np.iinfo(np.int16).max:
+        values = values.astype(np.int16)
+    return np.argsort(values, kind="stable")
 
 
 def frame(columns: dict, *, sort_by: str | None = None, descending: bool = True) -> pd.DataFrame:
