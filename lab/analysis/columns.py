@@ -54,11 +54,19 @@ def mask_in(column: pd.Series, values) -> np.ndarray:
     return hit[row_codes]
 
 
-def mask_where(column: pd.Series, predicate) -> np.ndarray:
-    """Boolean array: ``predicate(text)`` holds for the row's text (evaluated once per category)."""
+def mask_where(column: pd.Series, predicate, rows: np.ndarray | None = None) -> np.ndarray:
+    """Boolean array: ``predicate(text)`` holds for the row's text (evaluated once per category).
+    ``rows``: the mask of these rows only, the predicate evaluated on their texts alone (a
+    kernel-name test on a trace's kernels need not run on every op and frame name)."""
     row_codes, labels = codes(column)
-    hit = np.fromiter((bool(predicate(str(c))) for c in labels[:-1]), dtype=bool, count=len(labels) - 1)
-    return np.append(hit, False)[row_codes]
+    if rows is None:
+        hit = np.fromiter((bool(predicate(str(c))) for c in labels[:-1]), dtype=bool, count=len(labels) - 1)
+        return np.append(hit, False)[row_codes]
+    row_codes = row_codes[rows]
+    hit = np.zeros(len(labels), dtype=bool)  # [-1]: missing text, never a hit
+    for c in np.flatnonzero(np.bincount(row_codes + 1, minlength=len(labels))[1:]).tolist():
+        hit[c] = bool(predicate(str(labels[c])))
+    return hit[row_codes]
 
 
 def texts(column: pd.Series, rows: np.ndarray | None = None) -> np.ndarray:

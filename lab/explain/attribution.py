@@ -134,7 +134,7 @@ def work_classes(trace: Trace, links: Links, gpu_rows: np.ndarray | None = None)
     # One class per distinct (kernel name, category, owner op name): classified once each, on codes.
     width_name, width_cat = len(name_text) + 1, len(cat_text) + 1
     key = ((name_codes[gpu] + 1) * width_name + (owner_code + 1)) * width_cat + (cat_codes[gpu] + 1)
-    inverse, _, uniques = dense_ids(key)  # np.unique's (sorted keys, inverse), without its sort
+    uniques, inverse = np.unique(key, return_inverse=True)
     classes = np.empty(len(uniques), dtype=np.int64)
     for i, k in enumerate(uniques.tolist()):
         rest, cat = divmod(k, width_cat)

@@ -51,7 +51,7 @@ def _bias_adds(ctx: TraceContext) -> tuple[np.ndarray, np.ndarray] | None:
     has_owner = owner >= 0
     add_owner[has_owner] = mask_in(ev["name"], ADD_OPS)[owner[has_owner]]
     same_stream = (dev[rows][1:] == dev[rows][:-1]) & (stream[rows][1:] == stream[rows][:-1])
-    prev_is_gemm = mask_where(ev["name"], is_gemm_kernel)[rows[:-1]] | np.isin(texts(ev["name"], rows[:-1]),
+    prev_is_gemm = mask_where(ev["name"], is_gemm_kernel, rows=rows[:-1]) | np.isin(texts(ev["name"], rows[:-1]),
                                                                                 list(gemm_kernels))
     hits = add_owner.copy()
     hits[0] = False

@@ -107,7 +107,8 @@ def _overlap_pct(trace: Trace, comm_rows: np.ndarray) -> float | None:
 def _comm_gpu_rows(trace: Trace, op_rows: np.ndarray) -> np.ndarray:
     """NCCL kernels, and GPU activity launched from inside a host comm op."""
     ev = trace.events
-    nccl = np.flatnonzero(mask_in(ev["cat"], ("kernel",)) & mask_where(ev["name"], COMM_KERNEL_PATTERN.search))
+    kernels = np.flatnonzero(mask_in(ev["cat"], ("kernel",)))
+    nccl = kernels[mask_where(ev["name"], COMM_KERNEL_PATTERN.search, rows=kernels)]
     flows = trace.flows
     grows, lrows = flows["gpu_row"].to_numpy(), flows["launch_row"].to_numpy()
     keep = gpu_activity_mask(trace)[grows]
@@ -141,7 +142,7 @@ def find_collectives(trace: Trace, *, steps: StepSpans | None = None) -> Collect
         host_comm, window = float((he - hs).sum()), trace.meta.span_us
     names, counts = np.unique(texts(ev["name"], op_rows).astype(str), return_counts=True)
     calls = tuple(sorted(((str(n), int(c)) for n, c in zip(names, counts, strict=True)), key=lambda x: (-x[1], x[0])))
-    nccl = gpu_rows[mask_where(ev["name"], COMM_KERNEL_PATTERN.search)[gpu_rows]]
+    nccl = gpu_rows[mask_where(ev["name"], COMM_KERNEL_PATTERN.search, rows=gpu_rows)]
     overlap = _overlap_pct(trace, gpu_rows)
     busy_pct, host_pct = pct(comm_gpu, busy.busy_us), pct(host_comm, window)
     share = max(busy_pct, host_pct)

@@ -209,7 +209,7 @@ def _gemm_groups(trace: Trace, links: Links) -> _Gemms | None:
     # A CUDA graph replay's kernels each stand alone: the op around cudaGraphLaunch ("## Call
     # CompiledFxGraph …") ran the whole graph, not one GEMM (decode_cudagraphs: 132 GEMM kernels in 12).
     gemm_op[np.isin(kernels, graph_replay_rows(trace))] = -1
-    gemm_named = mask_where(ev["name"], is_gemm_kernel)[kernels]
+    gemm_named = mask_where(ev["name"], is_gemm_kernel, rows=kernels)
     keep = ((gemm_op >= 0) | gemm_named) & (gemm_op != NOT_A_GEMM)
     if not keep.any():
         return None
