@@ -184,7 +184,9 @@ def launch_delays(trace: Trace) -> LaunchStats:
         "stream": ev["stream"].to_numpy()[gpu_rows],
     })
     # One launch call may start several GPU activities (graphs); count its cost once.
-    calls = dur[np.unique(launch_rows)]
+    called = np.zeros(len(ev), dtype=bool)  # each launch row once, in row order (np.unique's, without a sort)
+    called[launch_rows] = True
+    calls = dur[np.flatnonzero(called)]
     name_codes, name_text = codes(ev["name"])
     gid, first = group_ids(name_codes[gpu_rows]) if len(gpu_rows) else (np.array([], np.int64), np.array([], np.int64))
     n_groups = len(first)

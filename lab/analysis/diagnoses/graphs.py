@@ -56,6 +56,8 @@ def _replay_pairs(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     launches = graph_launch_rows(trace)
     flows = trace.flows
     lrows, grows = flows["launch_row"].to_numpy(), flows["gpu_row"].to_numpy()
+    if not len(launches):  # no graph launched: no pairs (without the tests over every flow)
+        return lrows[:0], grows[:0]
     keep = np.isin(lrows, launches) & gpu_activity_mask(trace)[grows]
     lrows, grows = lrows[keep], grows[keep]
     order = np.lexsort((trace.events["ts_us"].to_numpy()[grows], lrows))
