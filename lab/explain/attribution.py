@@ -27,6 +27,7 @@ So the causes are disjoint and sum to each window's wall time by construction.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -183,11 +184,12 @@ def attribute(measured: Measures | Trace, *, classes: np.ndarray | None = None) 
         hit = bnd.covered(gpu_rows[classes[gpu_rows] == idx])
         label[hit] = idx
         busy |= hit
-    host = _host_labels(trace, on_host, bnd, links.parent, has_gpu=bool(len(gpu_rows)))
+    kinds = _host_kinds(trace)
+    host = _host_labels(trace, on_host, bnd, links.parent, kinds, has_gpu=bool(len(gpu_rows)))
     label[~busy] = host[~busy]
     _waiting_for_collectives(trace, host_lane, bnd, busy, label)
     if len(gpu_rows):
-        _work_on_other_threads(trace, other_cpu, bnd, links.parent, busy, label)
+        _work_on_other_threads(trace, other_cpu, bnd, links.parent, kinds, busy, label)
     _long_host_gaps(trace, on_host, spans.rows if len(spans) else np.array([], int), bnd, label)
     sources: dict[str, float] = {}
     if len(gpu_rows):
@@ -286,28 +288,52 @@ def _innermost(seg: np.ndarray, rows: np.ndarray, bnd: _Bounds, parent: np.ndarr
     return out
 
 
-def _host_labels(trace: Trace, on_host: np.ndarray, bnd: _Bounds, parent: np.ndarray, *,
+# What a host event is, lowest priority first (a segment takes the last kind of any event over
+# it): the column tested and the test of its text.
+_HOST_KINDS: tuple[tuple[str, str, Callable[[str], bool]], ...] = (
+    ("python", "cat", lambda c: c in ("user_annotation", "python_function")),
+    ("dispatch", "cat", lambda c: c == "cpu_op"),
+    ("launch", "cat", lambda c: c in LAUNCH_CATS),
+    ("allocator", "name", lambda n: n in ALLOCATOR_CALLS),
+    ("optimizer", "name", lambda n: bool(OPTIMIZER_PATTERN.search(n))),
+    ("input", "name", lambda n: bool(INPUT_PIPELINE_PATTERN.search(n))),
+    ("compile", "name", lambda n: bool(COMPILE_PATTERN.search(n))),
+    ("sync", "name", lambda n: n in SYNC_NAMES),
+    ("profiler", "cat", lambda c: c == "overhead"),
+)
+
+
+def _host_kinds(trace: Trace) -> np.ndarray:
+    """Per event row, the index into ``_HOST_KINDS`` of the last kind it is (-1: none), each
+    test run once per distinct category or name, for every thread's labels."""
+    ev = trace.events
+    last: dict[str, np.ndarray] = {}
+    for column in ("cat", "name"):
+        row_codes, texts_of = codes(ev[column])
+        kind = np.full(len(texts_of), -1, dtype=np.int8)  # [-1]: a missing text, no kind
+        text = [str(t) for t in texts_of[:-1]]
+        for i, (_, tested, test) in enumerate(_HOST_KINDS):
+            if tested == column:
+                kind[:-1][np.fromiter(map(test, text), dtype=bool, count=len(text))] = i
+        last[column] = kind[row_codes]
+    return np.maximum(last["cat"], last["name"])
+
+
+def _host_labels(trace: Trace, on_host: np.ndarray, bnd: _Bounds, parent: np.ndarray, kinds: np.ndarray, *,
                  has_gpu: bool) -> np.ndarray:
-    """Each segment's host cause from the host thread's events (``HOST_CAUSES``, first wins)."""
+    """Each segment's host cause from the host thread's events (``HOST_CAUSES``, first wins).
+    ``kinds``: ``_host_kinds(trace)``. A segment takes the highest kind of the events over it:
+    painting each event's own (highest) kind, lowest first, gives that, as painting every kind's
+    events in that order did."""
     ev = trace.events
     label = np.full(len(bnd.bounds) - 1, _INDEX["unrecorded"], dtype=np.int64)
     if not len(on_host):
         return label
     cat = ev["cat"]
     name = ev["name"]
-    kinds = (  # lowest priority first: later ones overwrite
-        ("python", mask_in(cat, ("user_annotation", "python_function"))),
-        ("dispatch", mask_in(cat, ("cpu_op",))),
-        ("launch", mask_in(cat, LAUNCH_CATS)),
-        ("allocator", mask_in(name, ALLOCATOR_CALLS)),
-        ("optimizer", mask_where(name, lambda n: bool(OPTIMIZER_PATTERN.search(n)))),
-        ("input", mask_where(name, lambda n: bool(INPUT_PIPELINE_PATTERN.search(n)))),
-        ("compile", mask_where(name, lambda n: bool(COMPILE_PATTERN.search(n)))),
-        ("sync", mask_in(name, SYNC_NAMES)),
-        ("profiler", mask_in(cat, ("overhead",))),
-    )
-    for key, mask in kinds:
-        label[bnd.covered(on_host[mask[on_host]])] = _INDEX[key]
+    mine = kinds[on_host]
+    for i, (key, _, _) in enumerate(_HOST_KINDS):
+        label[bnd.covered(on_host[mine == i])] = _INDEX[key]
     if not has_gpu:  # a CPU trace: an op's own time is its work, by the innermost op's class
         ops = on_host[mask_in(cat, ("cpu_op",))[on_host]]
         inner = _innermost(np.arange(len(label)), ops, bnd, parent)
@@ -336,15 +362,15 @@ def _waiting_for_collectives(trace: Trace, host_lane: int, bnd: _Bounds, busy: n
     label[waiting] = _INDEX["communication"]
 
 
-def _work_on_other_threads(trace: Trace, other: np.ndarray, bnd: _Bounds, parent: np.ndarray, busy: np.ndarray,
-                           label: np.ndarray) -> None:
+def _work_on_other_threads(trace: Trace, other: np.ndarray, bnd: _Bounds, parent: np.ndarray, kinds: np.ndarray,
+                           busy: np.ndarray, label: np.ndarray) -> None:
     """GPU idle while the step's thread is in no op (blocked in ``loss.backward()``, joining a
     thread) but another thread of the program works: that thread's work is what the GPU waits for.
     autograd runs a CUDA backward's ops on its own device thread, so without this a training
     step's backward would read as "Python between ops" on the step's thread."""
     if not len(other):
         return
-    theirs = _host_labels(trace, other, bnd, parent, has_gpu=True)
+    theirs = _host_labels(trace, other, bnd, parent, kinds, has_gpu=True)
     gap = np.isin(label, [_INDEX["python"], _INDEX["unrecorded"]])
     take = ~busy & gap & ~np.isin(theirs, [_INDEX["python"], _INDEX["unrecorded"]])
     label[take] = theirs[take]
