@@ -269,7 +269,9 @@ def _innermost(seg: np.ndarray, rows: np.ndarray, bnd: _Bounds, parent: np.ndarr
         return out
     lo, _ = bnd.positions(rows)
     order = np.argsort(lo, kind="stable")  # by start, ties in row order
-    k = np.searchsorted(lo[order], seg, side="right") - 1
+    # The last to start at or before each segment: how many start there or before, less one (a
+    # count over the segments, not a search per segment).
+    k = np.cumsum(np.bincount(lo, minlength=len(bnd.bounds)))[seg] - 1
     cand = np.where(k >= 0, rows[order][np.maximum(k, 0)], -1)
     mine = np.zeros(len(parent), dtype=bool)
     mine[rows] = True

@@ -74,16 +74,14 @@ def gpu_busy(trace: Trace, rows: np.ndarray | None = None) -> GpuBusy:
 def ancestor_in(parent: np.ndarray, wanted: np.ndarray, rows: np.ndarray, *, self_too: bool = False) -> np.ndarray:
     """For each of ``rows``: the nearest ancestor whose ``wanted`` flag is set, else -1."""
     found = np.full(len(rows), -1, dtype=np.int64)
-    cur = rows.copy() if self_too else parent[rows]
-    live = cur >= 0
-    while live.any():
-        idx = np.flatnonzero(live)
-        hit = wanted[cur[idx]]
-        found[idx[hit]] = cur[idx[hit]]
-        live[idx[hit]] = False
-        idx = idx[~hit]
-        cur[idx] = parent[cur[idx]]
-        live[idx] = cur[idx] >= 0
+    cur = np.asarray(rows if self_too else parent[rows], dtype=np.int64)
+    idx = np.flatnonzero(cur >= 0)  # the rows still walking, and where each one is: shrinking arrays
+    cur = cur[idx]
+    while len(idx):
+        hit = wanted[cur]
+        found[idx[hit]] = cur[hit]
+        idx, cur = idx[~hit], parent[cur[~hit]]
+        idx, cur = idx[cur >= 0], cur[cur >= 0]
     return found
 
 
