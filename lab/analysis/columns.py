@@ -37,36 +37,57 @@ def codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     ``labels[codes]`` is the text of every row, "" where missing. A categorical keeps its own
     codes; any other column is factorized in order of first appearance.
     """
+    row_codes, labels = _stored_codes(column)
+    return np.asarray(row_codes, dtype=np.int64), labels
+
+
+def _stored_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``codes`` with a categorical's codes as stored (int8 / int16), not widened."""
     if isinstance(column.dtype, pd.CategoricalDtype):
         cat = column.array
         row_codes, uniques = np.asarray(cat.codes), cat.categories
     else:
         row_codes, uniques = pd.factorize(column)
-    labels = np.append(np.asarray(uniques, dtype=object), "")
-    return np.asarray(row_codes, dtype=np.int64), labels
+    return row_codes, np.append(np.asarray(uniques, dtype=object), "")
+
+
+# Up to this many matching texts, a mask compares the stored codes with each one (~0.01 ms a
+# comparison over 286k int16 codes) instead of widening them and gathering a flag per row (0.2 ms).
+_FEW_TEXTS = 8
+
+
+def _rows_hit(row_codes: np.ndarray, hit: np.ndarray) -> np.ndarray:
+    """``hit[row_codes]``: ``hit`` is one flag per label, its last (code −1, a missing text) False."""
+    found = np.flatnonzero(hit)
+    if len(found) > _FEW_TEXTS:
+        return hit[np.asarray(row_codes, dtype=np.intp)]
+    out = np.zeros(len(row_codes), dtype=bool)
+    for c in found.tolist():
+        out |= row_codes == c
+    return out
 
 
 def mask_in(column: pd.Series, values) -> np.ndarray:
     """Boolean array: the row's text is one of ``values``."""
-    row_codes, labels = codes(column)
+    row_codes, labels = _stored_codes(column)
     hit = np.isin(labels.astype(str), list(values))
     hit[-1] = False
-    return hit[row_codes]
+    return _rows_hit(row_codes, hit)
 
 
 def mask_where(column: pd.Series, predicate, rows: np.ndarray | None = None) -> np.ndarray:
     """Boolean array: ``predicate(text)`` holds for the row's text (evaluated once per category).
     ``rows``: the mask of these rows only, the predicate evaluated on their texts alone (a
     kernel-name test on a trace's kernels need not run on every op and frame name)."""
-    row_codes, labels = codes(column)
+    row_codes, labels = _stored_codes(column)
     if rows is None:
         hit = np.fromiter((bool(predicate(str(c))) for c in labels[:-1]), dtype=bool, count=len(labels) - 1)
-        return np.append(hit, False)[row_codes]
+        return _rows_hit(row_codes, np.append(hit, False))
     row_codes = row_codes[rows]
     hit = np.zeros(len(labels), dtype=bool)  # [-1]: missing text, never a hit
-    for c in np.flatnonzero(np.bincount(row_codes + 1, minlength=len(labels))[1:]).tolist():
+    for c in np.flatnonzero(np.bincount(np.asarray(row_codes, dtype=np.intp) + 1, minlength=len(labels))[1:]).tolist():
         hit[c] = bool(predicate(str(labels[c])))
-    return hit[row_codes]
+    return _rows_hit(row_codes, hit)
 
 
 def texts(column: pd.Series, rows: np.ndarray | None = None) -> np.ndarray:
