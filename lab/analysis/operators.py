@@ -134,14 +134,14 @@ def _category_of(trace: Trace, names: pd.Series) -> np.ndarray:
     rows = np.flatnonzero(mask_in(ev["lane_kind"], ("cpu",)) & ~mask_in(ev["cat"], ("python_function",)))
     name_codes, name_text = codes(ev["name"])
     cat_codes, cat_text = codes(ev["cat"])
-    step = np.char.startswith(name_text.astype(str), PROFILER_STEP_PREFIX)
-    key_text = np.where(step, PROFILER_STEP_NAME, name_text.astype(str))
-    keys, key_of_code = np.unique(key_text, return_inverse=True)
+    ids: dict[str, int] = {}  # each name's row key (ProfilerStep#N → ProfilerStep*), numbered as first seen
+    key_of_code = np.array([ids.setdefault(PROFILER_STEP_NAME if t.startswith(PROFILER_STEP_PREFIX) else t, len(ids))
+                            for t in map(str, name_text)], dtype=np.int64)
+    keys = list(ids)
     pair = key_of_code[name_codes[rows]] * len(cat_text) + cat_codes[rows]
     counts = np.bincount(pair, minlength=len(keys) * len(cat_text)).reshape(len(keys), len(cat_text))
-    best = cat_text[np.argmax(counts, axis=1)]
-    found = pd.Series(best, index=keys)
-    return found.reindex(names.to_numpy()).fillna("").to_numpy(dtype=object)
+    best = dict(zip(keys, cat_text[np.argmax(counts, axis=1)].tolist(), strict=True))
+    return np.array([best.get(n, "") for n in names.tolist()], dtype=object)
 
 
 # --------------------------------------------------------------------------- kernels

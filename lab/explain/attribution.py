@@ -349,6 +349,12 @@ def _host_labels(trace: Trace, on_host: np.ndarray, bnd: _Bounds, parent: np.nda
     return label
 
 
+def _no_op(label: np.ndarray) -> np.ndarray:
+    """Segments labelled "Python between ops" or "nothing recorded": the thread was in no op.
+    (Two comparisons: np.isin over 572k labels took 1.3 ms.)"""
+    return (label == _INDEX["python"]) | (label == _INDEX["unrecorded"])
+
+
 def _waiting_for_collectives(trace: Trace, host_lane: int, bnd: _Bounds, busy: np.ndarray,
                              label: np.ndarray) -> None:
     """Time the step's thread spends in no op (Python, nothing recorded) while a collective runs on
@@ -360,7 +366,7 @@ def _waiting_for_collectives(trace: Trace, host_lane: int, bnd: _Bounds, busy: n
     if not len(rows):
         return
     waiting = bnd.covered(rows) & ~busy
-    waiting &= np.isin(label, [_INDEX["python"], _INDEX["unrecorded"]])
+    waiting &= _no_op(label)
     label[waiting] = _INDEX["communication"]
 
 
@@ -373,8 +379,7 @@ def _work_on_other_threads(trace: Trace, other: np.ndarray, bnd: _Bounds, parent
     if not len(other):
         return
     theirs = _host_labels(trace, other, bnd, parent, kinds, has_gpu=True)
-    gap = np.isin(label, [_INDEX["python"], _INDEX["unrecorded"]])
-    take = ~busy & gap & ~np.isin(theirs, [_INDEX["python"], _INDEX["unrecorded"]])
+    take = ~busy & _no_op(label) & ~_no_op(theirs)
     label[take] = theirs[take]
 
 
@@ -495,8 +500,10 @@ def _per_window(seg_lo: np.ndarray, seg_hi: np.ndarray, label: np.ndarray, win_s
     w = _window_of_segments(seg_lo, win_start, win_end)
     inside = w >= 0
     n_win, n_cause = len(win_start), len(CAUSES)
-    sums = np.bincount(w[inside] * n_cause + label[inside], weights=(seg_hi - seg_lo)[inside],
-                       minlength=n_win * n_cause).reshape(n_win, n_cause)
+    key, width = w * n_cause + label, seg_hi - seg_lo
+    if not inside.all():  # segments between or outside the windows count for none
+        key, width = key[inside], width[inside]
+    sums = np.bincount(key, weights=width, minlength=n_win * n_cause).reshape(n_win, n_cause)
     out = {"step": np.arange(n_win), "name": names, "start_us": win_start, "end_us": win_end,
            "wall_us": win_end - win_start}
     out.update({col: sums[:, i] for i, col in enumerate(CAUSE_COLUMNS)})

@@ -269,10 +269,18 @@ def _own_device_us(ev: _Events) -> np.ndarray:
     front = np.flatnonzero(ev.cpu & ~ev.is_async & (ev.linked == 0) & (ev.fid > 0))
     if not len(dev) or not len(front):
         return own
-    ids, inv = np.unique(ev.linked[dev], return_inverse=True)
+    linked, fid = ev.linked[dev], ev.fid[front]
+    top = int(linked.max())
+    if top <= _LOOKUP_MAX_ID:  # ids are small counters: sum by id directly (the sums add in the same order)
+        sums = np.bincount(linked, weights=ev.dur_us[dev], minlength=top + 1)
+        hit = fid <= top
+        hit[hit] = np.bincount(linked, minlength=top + 1)[fid[hit]] > 0
+        own[front[hit]] = sums[fid[hit]]
+        return own
+    ids, inv = np.unique(linked, return_inverse=True)
     sums = np.bincount(inv.reshape(-1), weights=ev.dur_us[dev], minlength=len(ids))
-    pos = np.minimum(np.searchsorted(ids, ev.fid[front]), len(ids) - 1)
-    hit = ids[pos] == ev.fid[front]
+    pos = np.minimum(np.searchsorted(ids, fid), len(ids) - 1)
+    hit = ids[pos] == fid
     own[front[hit]] = sums[pos[hit]]
     return own
 
