@@ -235,9 +235,11 @@ class _Bounds:
         if stop - first < 2:
             return cls(np.array([lo, hi]), ts, end)
         out = cls(distinct[first:stop], ts, end)
+        rank = np.cumsum(new)  # each sorted value's bound, + 1 + first; shifted and clipped in place
+        rank -= 1 + first
+        np.clip(rank, 0, stop - first, out=rank)  # outside [lo, hi]: before the first bound or past the last
         at = np.empty(len(values), dtype=np.int64)
-        at[order] = np.cumsum(new) - 1
-        at = np.clip(at - first, 0, stop - first)  # outside [lo, hi]: before the first bound or past the last
+        at[order] = rank
         out.lo[rows], out.hi[rows] = at[:len(rows)], at[len(rows):2 * len(rows)]
         return out
 
