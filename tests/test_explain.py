@@ -242,7 +242,7 @@ def test_segment_cover_and_innermost_equal_a_loop_over_the_events(seed):
     a few rows and many (the two ways ``covered`` counts)."""
     import numpy as np
 
-    from lab.explain.attribution import _Bounds, _innermost
+    from lab.explain.segments import Segments, innermost
 
     rng = np.random.default_rng(seed)
     ev: list = []
@@ -256,10 +256,10 @@ def test_segment_cover_and_innermost_equal_a_loop_over_the_events(seed):
     assert len(ev) > 600 and max(depth) >= 3  # more rows than the few-rows way takes, nested deep
     for size in (7, 300, len(ev)):  # under and over the few-rows threshold
         rows = np.sort(rng.choice(len(ev), size=min(size, len(ev)), replace=False))
-        got = _Bounds(bounds, ts, end).covered(rows)
+        got = Segments(bounds, ts, end).covered(rows)
         want = [any(ts[r] <= m < end[r] for r in rows) for m in mid]
         assert got.tolist() == want
-        inner = _innermost(np.arange(len(mid)), rows, _Bounds(bounds, ts, end), parent)
+        inner = innermost(np.arange(len(mid)), rows, Segments(bounds, ts, end), parent)
         brute = []
         for m in mid:
             around = [r for r in rows if ts[r] <= m < end[r]]

@@ -35,7 +35,6 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.columns import codes, dense_ids, mask_in, mask_where, texts
-from lab.analysis.diagnoses.common import ancestor_in
 from lab.analysis.gemm.kinds import is_gemm_kernel, is_gemm_op
 from lab.analysis.gpu import gpu_activity_rows
 from lab.analysis.intervals import merge_intervals
@@ -50,6 +49,7 @@ from lab.explain.classes import (
     kernel_class,
     op_class,
 )
+from lab.explain.segments import Segments, innermost
 from lab.measure import Measures, measure
 from lab.trace import Trace
 from lab.vocab import ALLOCATOR_CALLS, LAUNCH_CATS, SYNC_NAMES
@@ -72,10 +72,6 @@ _DISPATCH_SOURCES = 10  # the ops with the most dispatch time that ``dispatch_so
 # planted host work 0.79 ms (a DataLoader's next batch with workers), while a time.sleep, a log
 # write or a NumPy call runs for milliseconds (tests/data/heldout: a 6 ms sleep per step).
 LONG_HOST_GAP_US = 1000.0
-# Up to this many rows, a label's segments are set run by run (a loop over their merged runs);
-# above it, by one cumulative count over every segment (114 MB trace: 572k segments, ~3 ms a pass,
-# while most host labels — syncs, the profiler's events, the optimizer — cover a few runs).
-_FEW_ROWS = 512
 
 
 @dataclass(frozen=True)
@@ -176,7 +172,7 @@ def attribute(measured: Measures | Trace, *, classes: np.ndarray | None = None) 
     other_cpu = (np.flatnonzero(mask_in(ev["lane_kind"], ("cpu",)) & (ev["lane_order"].to_numpy() != host_lane)
                                 & (dur > 0)) if len(gpu_rows) else np.array([], int))
     syncs = on_host[mask_in(ev["name"], SYNC_NAMES)[on_host]] if len(on_host) else on_host
-    bnd = _Bounds.of(ts, end, np.concatenate([gpu_rows, on_host, other_cpu]),
+    bnd = Segments.of(ts, end, np.concatenate([gpu_rows, on_host, other_cpu]),
                      np.concatenate([win_start, win_end, end[syncs] + dur[syncs]]),
                      lo=float(win_start.min()), hi=float(win_end.max()))
     bounds = bnd.bounds
@@ -205,97 +201,6 @@ def attribute(measured: Measures | Trace, *, classes: np.ndarray | None = None) 
         sync_sources=tuple(sorted(sources.items(), key=lambda kv: -kv[1])),
         dispatch_sources=_dispatch_sources(trace, on_host, bnd, links.parent, label, win_start, win_end),
     )
-
-
-class _Bounds:
-    """The segment boundaries of one attribution, and where each event row starts and ends among
-    them: every start and end is one of the bounds (or outside them), so an event covers a run of
-    whole segments. Each row is searched for once, however many labels read it."""
-
-    def __init__(self, bounds: np.ndarray, ts: np.ndarray, end: np.ndarray):
-        self.bounds, self._ts, self._end = bounds, ts, end
-        self.lo = np.full(len(ts), -1, dtype=np.int64)
-        self.hi = np.full(len(ts), -1, dtype=np.int64)
-
-    @classmethod
-    def of(cls, ts: np.ndarray, end: np.ndarray, rows: np.ndarray, extra: np.ndarray, *, lo: float,
-           hi: float) -> _Bounds:
-        """The bounds: every start and end of ``rows`` and the ``extra`` instants inside [lo, hi]
-        (just lo and hi when fewer than two), with the rows already placed among them. One stable
-        argsort does both: one lane's rows come sorted by start, runs its merge sort takes whole
-        (a quarter of np.unique's time on the 114 MB trace), and the sorted order gives each
-        row's start and end their bound without a search."""
-        values = np.concatenate([ts[rows], end[rows], extra])
-        order = np.argsort(values, kind="stable")
-        ordered = values[order]
-        new = np.ones(len(ordered), dtype=bool)
-        new[1:] = ordered[1:] != ordered[:-1]
-        distinct = ordered[new]
-        first, stop = np.searchsorted(distinct, lo, side="left"), np.searchsorted(distinct, hi, side="right")
-        if stop - first < 2:
-            return cls(np.array([lo, hi]), ts, end)
-        out = cls(distinct[first:stop], ts, end)
-        rank = np.cumsum(new)  # each sorted value's bound, + 1 + first; shifted and clipped in place
-        rank -= 1 + first
-        np.clip(rank, 0, stop - first, out=rank)  # outside [lo, hi]: before the first bound or past the last
-        at = np.empty(len(values), dtype=np.int64)
-        at[order] = rank
-        out.lo[rows], out.hi[rows] = at[:len(rows)], at[len(rows):2 * len(rows)]
-        return out
-
-    def positions(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(first segment, one past the last) of each row: the bounds its start and end fall on."""
-        missing = rows[self.lo[rows] < 0]
-        if len(missing):
-            self.lo[missing] = np.searchsorted(self.bounds, self._ts[missing], side="left")
-            self.hi[missing] = np.searchsorted(self.bounds, self._end[missing], side="left")
-        return self.lo[rows], self.hi[rows]
-
-    def covered(self, rows: np.ndarray) -> np.ndarray:
-        """Which segments lie inside the union of the rows' [start, end)."""
-        n = len(self.bounds)
-        if not len(rows):
-            return np.zeros(n - 1, dtype=bool)
-        lo, hi = self.positions(rows)
-        if len(rows) <= _FEW_ROWS:  # a few intervals: set their runs, no pass over every segment
-            out = np.zeros(n - 1, dtype=bool)
-            for a, b in zip(*merge_intervals(lo, hi)):
-                out[int(a):int(b)] = True
-            return out
-        depth = np.bincount(lo, minlength=n + 1)  # +1 where a row starts, -1 where one ends, summed in place:
-        depth -= np.bincount(hi, minlength=n + 1)  # one array of the segments' length, not three
-        np.cumsum(depth, out=depth)
-        return depth[:n - 1] > 0
-
-
-def _innermost(seg: np.ndarray, rows: np.ndarray, bnd: _Bounds, parent: np.ndarray) -> np.ndarray:
-    """For each segment index in ``seg``, the innermost of ``rows`` (properly nested events of one
-    lane) around it, -1 if none: the last of them to start at or before the segment, else its
-    nearest ancestor among ``rows`` that still covers the segment (one search, then a walk up)."""
-    out = np.full(len(seg), -1, dtype=np.int64)
-    if not len(rows) or not len(seg):
-        return out
-    lo, _ = bnd.positions(rows)
-    order = np.argsort(lo, kind="stable")  # by start, ties in row order
-    # The last to start at or before each segment: how many start there or before, less one (a
-    # count over the segments, not a search per segment).
-    k = np.cumsum(np.bincount(lo, minlength=len(bnd.bounds)))[seg] - 1
-    cand = np.where(k >= 0, rows[order][np.maximum(k, 0)], -1)
-    mine = np.zeros(len(parent), dtype=bool)
-    mine[rows] = True
-    # Each row's nearest enclosing row, walked up once per row: a candidate that ended steps to it
-    # (the walk through the frames between two ops is paid per op, not per segment).
-    up = np.full(len(parent), -1, dtype=np.int64)
-    up[rows] = ancestor_in(parent, mine, rows)
-    live = np.flatnonzero(cand >= 0)
-    while len(live):
-        c = cand[live]
-        ok = bnd.hi[c] > seg[live]
-        out[live[ok]] = c[ok]
-        live = live[~ok]
-        cand[live] = up[cand[live]]  # only the candidates that ended walk up
-        live = live[cand[live] >= 0]
-    return out
 
 
 # What a host event is, lowest priority first (a segment takes the last kind of any event over
@@ -329,7 +234,7 @@ def _host_kinds(trace: Trace) -> np.ndarray:
     return np.maximum(last["cat"], last["name"])
 
 
-def _host_labels(trace: Trace, on_host: np.ndarray, bnd: _Bounds, parent: np.ndarray, kinds: np.ndarray, *,
+def _host_labels(trace: Trace, on_host: np.ndarray, bnd: Segments, parent: np.ndarray, kinds: np.ndarray, *,
                  has_gpu: bool) -> np.ndarray:
     """Each segment's host cause from the host thread's events (``HOST_CAUSES``, first wins).
     ``kinds``: ``_host_kinds(trace)``. A segment takes the highest kind of the events over it:
@@ -346,7 +251,7 @@ def _host_labels(trace: Trace, on_host: np.ndarray, bnd: _Bounds, parent: np.nda
         label[bnd.covered(on_host[mine == i])] = _INDEX[key]
     if not has_gpu:  # a CPU trace: an op's own time is its work, by the innermost op's class
         ops = on_host[mask_in(cat, ("cpu_op",))[on_host]]
-        inner = _innermost(np.arange(len(label)), ops, bnd, parent)
+        inner = innermost(np.arange(len(label)), ops, bnd, parent)
         at = np.flatnonzero((label == _INDEX["dispatch"]) & (inner >= 0))
         name_codes, names = codes(name)
         at_codes = name_codes[inner[at]]
@@ -363,7 +268,7 @@ def _no_op(label: np.ndarray) -> np.ndarray:
     return (label == _INDEX["python"]) | (label == _INDEX["unrecorded"])
 
 
-def _waiting_for_collectives(trace: Trace, host_lane: int, bnd: _Bounds, busy: np.ndarray,
+def _waiting_for_collectives(trace: Trace, host_lane: int, bnd: Segments, busy: np.ndarray,
                              label: np.ndarray) -> None:
     """Time the step's thread spends in no op (Python, nothing recorded) while a collective runs on
     another thread (gloo's all_reduce on its own thread, the DDP reducer waiting for it) is
@@ -378,7 +283,7 @@ def _waiting_for_collectives(trace: Trace, host_lane: int, bnd: _Bounds, busy: n
     label[waiting] = _INDEX["communication"]
 
 
-def _work_on_other_threads(trace: Trace, other: np.ndarray, bnd: _Bounds, parent: np.ndarray, kinds: np.ndarray,
+def _work_on_other_threads(trace: Trace, other: np.ndarray, bnd: Segments, parent: np.ndarray, kinds: np.ndarray,
                            busy: np.ndarray, label: np.ndarray) -> None:
     """GPU idle while the step's thread is in no op (blocked in ``loss.backward()``, joining a
     thread) but another thread of the program works: that thread's work is what the GPU waits for.
@@ -391,7 +296,7 @@ def _work_on_other_threads(trace: Trace, other: np.ndarray, bnd: _Bounds, parent
     label[take] = theirs[take]
 
 
-def _long_host_gaps(trace: Trace, on_host: np.ndarray, step_rows: np.ndarray, bnd: _Bounds,
+def _long_host_gaps(trace: Trace, on_host: np.ndarray, step_rows: np.ndarray, bnd: Segments,
                     label: np.ndarray) -> None:
     """A stretch of "Python between ops" of at least ``LONG_HOST_GAP_US`` in one piece, inside the
     step and nothing else, is host time no recorded event explains (a sleep, I/O, logging, NumPy):
@@ -459,7 +364,7 @@ def _drained_by_sync(trace: Trace, syncs: np.ndarray, seg_lo: np.ndarray, seg_hi
         sources[str(w)] = sources.get(str(w), 0.0) + float(us)
 
 
-def _dispatch_sources(trace: Trace, on_host: np.ndarray, bnd: _Bounds, parent: np.ndarray, label: np.ndarray,
+def _dispatch_sources(trace: Trace, on_host: np.ndarray, bnd: Segments, parent: np.ndarray, label: np.ndarray,
                       win_start: np.ndarray, win_end: np.ndarray) -> tuple[tuple[str, float, float], ...]:
     """Dispatch time by the innermost op around it: per op, the median over the windows of its µs
     and of its calls (a cold first step, cuBLAS's first call, does not make an op slow)."""
@@ -468,7 +373,7 @@ def _dispatch_sources(trace: Trace, on_host: np.ndarray, bnd: _Bounds, parent: n
     if not len(at) or not len(on_host):
         return ()
     ops = on_host[mask_in(ev["cat"], ("cpu_op",))[on_host]]
-    inner = _innermost(at, ops, bnd, parent)
+    inner = innermost(at, ops, bnd, parent)
     ok = inner >= 0
     bounds, ts, n_win = bnd.bounds, ev["ts_us"].to_numpy(), len(win_start)
     name_codes, name_text = codes(ev["name"])  # grouped on integer codes, not on strings

@@ -2,7 +2,8 @@
 
 ``key_averages`` builds the rows (``trace_key_averages``; columns ``lab.core.KEY_AVERAGES_COLUMNS``),
 ``flops`` gives an operator's FLOPs as torch's ``with_flops`` counts them, ``memory`` its
-allocations as ``profile_memory`` attributes them, ``shares`` the table's CPU % columns.
+allocations as ``profile_memory`` attributes them, ``shares`` the table's CPU % columns, ``tree``
+each thread's parent events as torch's ``EventList`` finds them.
 """
 
 from lab.analysis.table.flops import op_flops_of
