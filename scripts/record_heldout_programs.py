@@ -168,7 +168,7 @@ def build_layernorm_by_hand(ctx: gt.Ctx, fused: bool = False) -> Prog:
                                                           norms_per_step=4, fused=fused))
 
 
-def build_clip_per_param(ctx: gt.Ctx) -> Prog:
+def build_clip_per_param(ctx: gt.Ctx, foreach: bool = False) -> Prog:
     """clip_grad_norm_(foreach=False) over 200 parameters each step, a small MLP."""
     torch.manual_seed(0)
     model = _mlp(128, 100, ctx.dev)
@@ -177,11 +177,11 @@ def build_clip_per_param(ctx: gt.Ctx) -> Prog:
 
     def step(i):
         model(x).square().mean().backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=False)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=foreach)
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    return Prog(step, warm=2, truth_steps=10, extra=dict(parameters=200, clip="foreach=False"))
+    return Prog(step, warm=2, truth_steps=10, extra=dict(parameters=200, clip=f"foreach={foreach}"))
 
 
 def build_vit_fp32(ctx: gt.Ctx, tf32: bool = False) -> Prog:
@@ -260,18 +260,21 @@ def build_logged_gemms(ctx: gt.Ctx) -> Prog:
     return Prog(step, warm=2, truth_steps=10, extra=dict(n=n, gemms_per_step=8, sync="loss.item() per step"))
 
 
-def build_small_uploads(ctx: gt.Ctx) -> Prog:
-    """300 small tensors built from Python lists and copied to the device one by one, per step."""
+def build_small_uploads(ctx: gt.Ctx, batched: bool = False) -> Prog:
+    """300 small tensors built from Python lists and copied to the device one by one, per step
+    (``batched``: one tensor of all 300 rows, one copy, one GEMM)."""
     rows = [[float(j) for j in range(64)] for _ in range(300)]
     w = torch.randn(64, 64, device=ctx.dev)
 
     def step(i):
+        if batched:
+            return (torch.tensor(rows).to(ctx.dev) @ w).sum(0)
         acc = torch.zeros(64, device=ctx.dev)
         for r in rows:
             acc += torch.tensor(r).to(ctx.dev) @ w
         return acc
 
-    return Prog(step, warm=2, truth_steps=10, extra=dict(uploads_per_step=300, floats_each=64))
+    return Prog(step, warm=2, truth_steps=10, extra=dict(uploads_per_step=1 if batched else 300, floats_each=64))
 
 
 def build_sleepy_logger(ctx: gt.Ctx, sleep_ms: float = 6.0) -> Prog:
@@ -291,9 +294,10 @@ def build_sleepy_logger(ctx: gt.Ctx, sleep_ms: float = 6.0) -> Prog:
     return Prog(step, warm=2, truth_steps=10, extra=dict(sleep_ms=sleep_ms))
 
 
-def build_item_in_forward(ctx: gt.Ctx) -> Prog:
+def build_item_in_forward(ctx: gt.Ctx, on_device: bool = False) -> Prog:
     """A 12-layer bf16 MLP whose forward checks each activation on the host (``x.abs().max().item()``,
-    a guard against overflow): twelve syncs a step, each draining the GPU's queue."""
+    a guard against overflow): twelve syncs a step, each draining the GPU's queue (``on_device``: the
+    same guard as a clamp on the GPU, which changes nothing when the values are in range, and no sync)."""
     torch.manual_seed(0)
     d, b = ctx.pick((4096, 2048), (256, 64), (64, 16))
     dt = torch.bfloat16 if ctx.cuda else torch.float32
@@ -305,29 +309,37 @@ def build_item_in_forward(ctx: gt.Ctx) -> Prog:
         with torch.no_grad():
             for layer in layers:
                 x = torch.relu(layer(x))
-                if x.abs().max().item() > 1e4:  # the guard: one sync per layer
+                if on_device:
+                    x = x.clamp(-1e4, 1e4)
+                elif x.abs().max().item() > 1e4:  # the guard: one sync per layer
                     x = x.clamp(-1e4, 1e4)
         return x
 
-    return Prog(step, warm=2, truth_steps=10, extra=dict(d=d, batch=b, layers=12, syncs_per_step=12))
+    return Prog(step, warm=2, truth_steps=10, extra=dict(d=d, batch=b, layers=12,
+                                                         syncs_per_step=0 if on_device else 12))
 
 
-def build_cpu_positions(ctx: gt.Ctx) -> Prog:
+def build_cpu_positions(ctx: gt.Ctx, on_device: bool = False) -> Prog:
     """Rotary-style position tables computed each step on CPU tensors (sin/cos over 8192×1024 fp32)
-    and copied to the device before a small bf16 attention block: the host's own tensor math."""
+    and copied to the device before a small bf16 attention block: the host's own tensor math
+    (``on_device``: the same tables computed on the device each step)."""
     torch.manual_seed(0)
     seq, d = ctx.pick((8192, 1024), (1024, 256), (128, 64))
     dt = torch.bfloat16 if ctx.cuda else torch.float32
     w = torch.randn(d, d, device=ctx.dev, dtype=dt) / d ** 0.5
     x = torch.randn(seq, d, device=ctx.dev, dtype=dt)
 
+    where = ctx.dev if on_device else torch.device("cpu")
+
     def step(i):
-        pos = torch.arange(seq, dtype=torch.float32)[:, None] * torch.arange(d, dtype=torch.float32)[None, :]
-        table = torch.cat([pos.sin(), pos.cos()], dim=1)[:, :d]  # on the CPU, every step
+        pos = (torch.arange(seq, dtype=torch.float32, device=where)[:, None]
+               * torch.arange(d, dtype=torch.float32, device=where)[None, :])
+        table = torch.cat([pos.sin(), pos.cos()], dim=1)[:, :d]  # on the CPU every step, unless on_device
         y = (x + table.to(ctx.dev, dt)) @ w
         return y
 
-    return Prog(step, warm=2, truth_steps=10, extra=dict(seq=seq, d=d, where="torch ops on CPU tensors"))
+    return Prog(step, warm=2, truth_steps=10,
+                extra=dict(seq=seq, d=d, where="on the device" if on_device else "torch ops on CPU tensors"))
 
 
 def build_amp_gradscaler(ctx: gt.Ctx) -> Prog:
@@ -416,6 +428,19 @@ def cases() -> list[Case]:
              devices=gpu, fix="torch.backends.cuda.matmul.allow_tf32 = True (and cudnn)"),
         Case("sleepy_logger_no_sleep", "sleepy_logger without the sleep", "launch",
              partial(build_sleepy_logger, sleep_ms=0.0), fix_of="sleepy_logger", fix="the sleep taken out"),
+        # Fixes of programs recorded after the rules, each as its finding's advice words it (2026-12-05).
+        Case("item_guard_on_device", "item_in_forward with the guard as a clamp on the GPU", "gpu",
+             partial(build_item_in_forward, on_device=True), fix_of="item_in_forward",
+             fix="the guard as x.clamp(-1e4, 1e4) on the GPU, no .item()"),
+        Case("positions_on_device", "cpu_positions with the tables computed on the device", "gpu",
+             partial(build_cpu_positions, on_device=True), fix_of="cpu_positions",
+             fix="torch.arange(..., device='cuda'): the tables' math on the device"),
+        Case("clip_foreach", "clip_per_param with clip_grad_norm_(foreach=True)", "launch",
+             partial(build_clip_per_param, foreach=True), fix_of="clip_per_param",
+             fix="clip_grad_norm_(foreach=True): the work batched"),
+        Case("small_uploads_batched", "small_uploads as one tensor, one copy and one GEMM", "gpu",
+             partial(build_small_uploads, batched=True), fix_of="small_uploads",
+             fix="one tensor of the 300 rows, one copy, one GEMM: the work batched"),
     ]
 
 
