@@ -1,8 +1,9 @@
 """The Ranks view: one torch.distributed job's ranks side by side (a group of uploaded traces).
 
 Lays out what ``lab`` prepared when the group was opened (``ui.upload``: ``analyze_ranks``,
-kept on the subject) and the stacked timeline of the window picked (``build_ranks_timeline``).
-Every rank's parsed trace is in the reader pool's store, under this session's token.
+kept on the subject) and the stacked timeline of the window picked, drawn by the readers that
+keep the ranks' traces (``lab.views.queries.ranks_window``). Every rank's outline is in the
+reader pool's store, under this session's token; its parsed trace in a reader.
 """
 
 from __future__ import annotations

@@ -4,16 +4,19 @@ Why processes: parsing a 509 MB-JSON trace in the server took 1 GB of its memory
 a core with the GIL held, and a dozen at once would have the OOM killer end the server and
 every session with it. A reader process parses *and* analyses, under an address-space limit
 the host sets, at a lower CPU priority, and sends back only ``Parsed`` (DataFrames, analysis,
-explanation, judgement). One that runs out of memory or time, or dies, is replaced; only its read fails.
+explanation, judgement) — or, for the page, only its ``Outline`` (``read_outline``): the
+``Parsed`` stays in the reader (``lab.read.kept``) and the views ask it for what they draw
+(``lab.read.jobs``, ``JobKind.VIEW``). One that runs out of memory or time, or dies, is
+replaced; only its read fails.
 
 The chain::
 
     submit(bytes | path) → ReadTicket (queued, small or large lane) → supervisor thread of a
-        free reader → reader process: inflate → parse → analyse → pickle → Parsed → ticket done
+        free reader → reader process: inflate → parse → analyse → pickle → Parsed (or Outline) → ticket done
 
 Every trace the lab reads goes this way: uploads, the bundled samples, runs' traces, and the
-CLI's ``analyze``/``compare`` (a pool of one). ``uploads`` is the bounded store of parsed
-uploads (``ResultStore``). No streamlit import: the page keeps one pool per server.
+CLI's ``analyze``/``compare`` (a pool of one). ``uploads`` is the bounded store of uploads'
+outlines (``ResultStore``). No streamlit import: the page keeps one pool per server.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ arrays), ``lanes`` (lanes and metadata), ``flows`` (launch ↔ GPU pairs), ``mem
 says of itself without its frames).
 """
 
-from lab.trace.facts import TraceFacts, trace_facts
+from lab.trace.facts import TraceFacts, category_counts, profiler_lanes, trace_facts
 from lab.trace.load import load_trace
 from lab.trace.model import Trace, TraceError, TraceMeta
 
-__all__ = ["Trace", "TraceError", "TraceFacts", "TraceMeta", "load_trace", "trace_facts"]
+__all__ = ["Trace", "TraceError", "TraceFacts", "TraceMeta", "category_counts", "load_trace", "profiler_lanes",
+           "trace_facts"]
