@@ -7,18 +7,20 @@ branch point; "after": this one), interleaved round by round, with a real ``Read
 reader doing what the page does: an upload read as ``ui.upload`` reads it, then each interaction
 as ``ui.cache.job_result`` sends it — the traces themselves before, their keys after (a side
 whose ``ReaderPool.submit`` takes ``keep`` keeps traces; one whose ``ReaderPool`` has
-``read_outline`` reads the page's traces as outlines and asks for the Timeline's window). Interactions:
+``read_outline`` reads the page's traces as outlines and asks for the Timeline's window).
+Interactions:
 the TensorBoard view (a view switch: its views come from a reader), the Table's by-shape toggle,
 the own-trace questions, compare (the trace against the first one given), opening a lesson (its
 check's signals and its questions' answers, on the lesson's recorded traces, read first as the
-page's ``ui.cache.load`` reads them), and the Timeline tab (the whole trace's window) and a move
-of its window (the middle half): drawn in the server from the ``Parsed`` it holds where the page
-reads whole traces (no bytes cross; the wall is the server's own drawing), asked of the reader
-(``lab.views.queries.timeline_window``) where it reads outlines.
+page's ``ui.cache.load`` reads them; their read is a row of its own), and the Timeline tab (the
+whole trace's window) and a move of its window (the middle half): drawn in the server from the
+``Parsed`` it holds where the page reads whole traces (no bytes cross; the wall is the server's
+own drawing), asked of the reader (``lab.views.queries.timeline_window``) where it reads outlines.
 
 Bytes: the server process's own ``/proc/self/io`` ``rchar`` + ``wchar`` over the interaction —
 every byte it sent to or received from its reader through the socket (and any file it wrote
-for one); nothing else runs in it meanwhile. Wall: the interaction's round trip.
+for one: a read's copy of the trace's bytes on disk, ``KeptSources``, which a read's second row
+leaves out); nothing else runs in it meanwhile. Wall: the interaction's round trip.
 
     python bench/bench_job_bytes.py --before /tmp/readers_before --rounds 3 \\
         tests/data/matmul_add_4096_bf16.json.gz bench/data/transformer_step_h200.json.gz BIG.json.gz
@@ -60,11 +62,16 @@ def side(traces: list[Path]) -> list[dict]:
     rows: list[dict] = []
     pool = ReaderPool(settings=HostSettings.from_env(), readers=1).start(wait=True)
 
-    def measured(trace: str, interaction: str, fn):
+    def measured(trace: str, interaction: str, fn, copied: int = 0):
+        """``copied``: of the bytes, the server's copy of the trace written to disk for a reader to
+        read again (``KeptSources``), reported again in a row of its own without them."""
         before, start = _io(), time.perf_counter()
         result = fn()
-        rows.append({"trace": trace, "interaction": interaction, "bytes": _io() - before,
-                     "wall_s": time.perf_counter() - start})
+        moved, wall = _io() - before, time.perf_counter() - start
+        rows.append({"trace": trace, "interaction": interaction, "bytes": moved, "wall_s": wall})
+        if copied:
+            rows.append({"trace": trace, "interaction": f"{interaction}: reader ↔ server only (less the copy on disk)",
+                         "bytes": moved - copied, "wall_s": wall})
         return result
 
     def read(data: bytes):
@@ -95,7 +102,9 @@ def side(traces: list[Path]) -> list[dict]:
     try:
         lesson = LESSONS[LESSON]
         samples = lesson_samples(lesson.runs)
-        runs = [read(s.read_bytes()) for s in samples]
+        recorded = [s.read_bytes() for s in samples]
+        runs = measured(f"lesson {LESSON}", "read its two recordings", lambda: [read(d) for d in recorded],
+                        copied=sum(map(len, recorded)) if keeps else 0)
         names = tuple(r.name for r in lesson.runs)
 
         def open_lesson():
@@ -107,7 +116,8 @@ def side(traces: list[Path]) -> list[dict]:
         first = None
         for path in traces:
             data = path.read_bytes()
-            opened = measured(path.name, "read (an upload opened)", lambda data=data: read(data))
+            opened = measured(path.name, "read (an upload opened)", lambda data=data: read(data),
+                              copied=len(data) if keeps else 0)
             del data
             first = first or opened
             measured(path.name, "TensorBoard view", lambda o=opened: job(Job(kind=JobKind.TENSORBOARD), [o]))
