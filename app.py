@@ -186,20 +186,20 @@ if subject is not None and loaded is not None:
     show = {
         "Summary": lambda: views.summary_view(subject, loaded),
         "Table": lambda: views.table_view(subject, loaded, jobs),
-        "Timeline": lambda: views.timeline_view(subject, loaded),
-        "Memory": lambda: views.memory_view(subject, loaded),
+        "Timeline": lambda: views.timeline_view(subject, loaded, jobs),
+        "Memory": lambda: views.memory_view(subject, loaded, jobs),
         "Insights": lambda: views.insights_view(loaded),
         "Trace": lambda: views.trace_view(subject, loaded, settings.perfetto_origin),
-        "TensorBoard": lambda: tensorboard.tensorboard_view(subject, loaded, views.file_stem(subject), jobs),
+        "TensorBoard": lambda: tensorboard.tensorboard_view(subject, views.file_stem(subject), jobs),
         "Compare": lambda: views.compare_view(subjects, load, jobs),
         "Roofline": lambda: room.my_roofline(subjects, load, device),
-        "Ranks": lambda: ranks.ranks_view(subject, readers),
+        "Ranks": lambda: ranks.ranks_view(subject, readers, jobs),
     }
     for name, tab in zip(shown, tabs):
         if tab.open:
             with tab:
                 show[name]()
-    own_trace.own_trace_lesson(own_box, subject, loaded, jobs)
+    own_trace.own_trace_lesson(own_box, subject, jobs)
 with prediction_form:
     teach.predict_form(st.session_state["lesson_key"], device.kind if device else "cpu")
 teach.show_score(sidebar_score, reveal_score)  # one figure, after every reveal of this run scored

@@ -1,19 +1,26 @@
-"""Bytes that cross the server ↔ reader boundary per page interaction, before and after readers
-keep parsed traces, in one run; and the wall time of a view's round trip.
+"""Bytes that cross the server ↔ reader boundary per page interaction, before and after a
+change to what the readers send (they keep parsed traces; the page holds only outlines), in one
+run; and the wall time of a view's round trip.
 
 Each side runs in an interpreter of its own on a checkout (``--before TREE``: a worktree of the
 branch point; "after": this one), interleaved round by round, with a real ``ReaderPool`` of one
 reader doing what the page does: an upload read as ``ui.upload`` reads it, then each interaction
 as ``ui.cache.job_result`` sends it — the traces themselves before, their keys after (a side
-whose ``ReaderPool.submit`` takes ``keep`` is an "after" side). Interactions: the TensorBoard
-view (a view switch: its views come from a reader), the Table's by-shape toggle, the own-trace
-questions, compare (the trace against the first one given), and opening a lesson (its check's
-signals and its questions' answers, on the lesson's recorded traces, read first as the page's
-``ui.cache.load`` reads them).
+whose ``ReaderPool.submit`` takes ``keep`` keeps traces; one whose ``ReaderPool`` has
+``read_outline`` reads the page's traces as outlines and asks for the Timeline's window).
+Interactions:
+the TensorBoard view (a view switch: its views come from a reader), the Table's by-shape toggle,
+the own-trace questions, compare (the trace against the first one given), opening a lesson (its
+check's signals and its questions' answers, on the lesson's recorded traces, read first as the
+page's ``ui.cache.load`` reads them; their read is a row of its own), and the Timeline tab (the
+whole trace's window) and a move of its window (the middle half): drawn in the server from the
+``Parsed`` it holds where the page reads whole traces (no bytes cross; the wall is the server's
+own drawing), asked of the reader (``lab.views.queries.timeline_window``) where it reads outlines.
 
 Bytes: the server process's own ``/proc/self/io`` ``rchar`` + ``wchar`` over the interaction —
 every byte it sent to or received from its reader through the socket (and any file it wrote
-for one); nothing else runs in it meanwhile. Wall: the interaction's round trip.
+for one: a read's copy of the trace's bytes on disk, ``KeptSources``, which a read's second row
+leaves out); nothing else runs in it meanwhile. Wall: the interaction's round trip.
 
     python bench/bench_job_bytes.py --before /tmp/readers_before --rounds 3 \\
         tests/data/matmul_add_4096_bf16.json.gz bench/data/transformer_step_h200.json.gz BIG.json.gz
@@ -43,6 +50,7 @@ def _io() -> int:
 
 def side(traces: list[Path]) -> list[dict]:
     """One side's interactions (this interpreter imports the side's ``lab``)."""
+    import lab.views as lv
     from lab.core import HostSettings
     from lab.lessons import LESSONS, answer_questions, lesson_signals
     from lab.read import Job, JobInput, JobKind, ReaderPool
@@ -50,32 +58,53 @@ def side(traces: list[Path]) -> list[dict]:
     from lab.teach import own_answers
 
     keeps = "keep" in inspect.signature(ReaderPool.submit).parameters
+    outlines = hasattr(ReaderPool, "read_outline")
     rows: list[dict] = []
     pool = ReaderPool(settings=HostSettings.from_env(), readers=1).start(wait=True)
 
-    def measured(trace: str, interaction: str, fn):
+    def measured(trace: str, interaction: str, fn, copied: int = 0):
+        """``copied``: of the bytes, the server's copy of the trace written to disk for a reader to
+        read again (``KeptSources``), reported again in a row of its own without them."""
         before, start = _io(), time.perf_counter()
         result = fn()
-        rows.append({"trace": trace, "interaction": interaction, "bytes": _io() - before,
-                     "wall_s": time.perf_counter() - start})
+        moved, wall = _io() - before, time.perf_counter() - start
+        rows.append({"trace": trace, "interaction": interaction, "bytes": moved, "wall_s": wall})
+        if copied:
+            rows.append({"trace": trace, "interaction": f"{interaction}: reader ↔ server only (less the copy on disk)",
+                         "bytes": moved - copied, "wall_s": wall})
         return result
 
     def read(data: bytes):
         key = f"{hashlib.blake2b(data, digest_size=16).hexdigest()}:"
+        if outlines:
+            return pool.read_outline(data, keep=key), key
         parsed = pool.read(data, keep=key) if keeps else pool.read(data)
         return parsed, key
 
     def job(kind_job, opened):
+        if outlines:  # the page holds no traces: the keys alone
+            return pool.run_job(kind_job, keys=tuple(k for _, k in opened))
         given = JobInput(traces=tuple(p.trace for p, _ in opened), analyses=tuple(p.analysis for p, _ in opened),
                          findings=tuple(p.findings for p, _ in opened))
         if keeps:
             return pool.run_job(kind_job, given, keys=tuple(k for _, k in opened))
         return pool.run_job(kind_job, given)
 
+    def timeline(opened, fraction: tuple[float, float]):
+        loaded, key = opened
+        span = max(loaded.analysis.utilization.trace_span_us, 1.0)
+        start, end = span * fraction[0], span * fraction[1]
+        if outlines:
+            return pool.run_job(Job(kind=JobKind.VIEW, code=lv.timeline_window,
+                                    args=(("end_us", end), ("start_us", start))), keys=(key,))
+        return lv.build_timeline(loaded.trace, start_us=start, end_us=end)  # in the server, from its Parsed
+
     try:
         lesson = LESSONS[LESSON]
         samples = lesson_samples(lesson.runs)
-        runs = [read(s.read_bytes()) for s in samples]
+        recorded = [s.read_bytes() for s in samples]
+        runs = measured(f"lesson {LESSON}", "read its two recordings", lambda: [read(d) for d in recorded],
+                        copied=sum(map(len, recorded)) if keeps else 0)
         names = tuple(r.name for r in lesson.runs)
 
         def open_lesson():
@@ -87,7 +116,8 @@ def side(traces: list[Path]) -> list[dict]:
         first = None
         for path in traces:
             data = path.read_bytes()
-            opened = measured(path.name, "read (an upload opened)", lambda data=data: read(data))
+            opened = measured(path.name, "read (an upload opened)", lambda data=data: read(data),
+                              copied=len(data) if keeps else 0)
             del data
             first = first or opened
             measured(path.name, "TensorBoard view", lambda o=opened: job(Job(kind=JobKind.TENSORBOARD), [o]))
@@ -96,6 +126,8 @@ def side(traces: list[Path]) -> list[dict]:
                      lambda o=opened: job(Job(kind=JobKind.OWN, names=("yours",), code=own_answers), [o]))
             measured(path.name, "compare with the first trace",
                      lambda o=opened, f=first: job(Job(kind=JobKind.COMPARE), [o, f]))
+            measured(path.name, "Timeline tab (whole trace)", lambda o=opened: timeline(o, (0.0, 1.0)))
+            measured(path.name, "Timeline window moved (middle half)", lambda o=opened: timeline(o, (0.25, 0.75)))
     finally:
         pool.shutdown()
     return rows
@@ -103,15 +135,18 @@ def side(traces: list[Path]) -> list[dict]:
 
 def sessions(trace: Path, count: int) -> dict:
     """``count`` sessions, each with its own upload open (the trace re-gzipped with its own
-    header time: other bytes, another digest) and its TensorBoard view and by-shape table asked
-    for, as ``ui.upload`` and ``ui.cache`` do it: the server's peak RSS (``ru_maxrss``)."""
+    header time: other bytes, another digest) and its TensorBoard view, by-shape table and
+    Timeline tab asked for, as ``ui.upload``, ``ui.cache`` and ``ui.views`` do it: the server's
+    peak RSS (``ru_maxrss``)."""
     import gzip
     import resource
 
+    import lab.views as lv
     from lab.core import HostSettings
     from lab.read import Job, JobInput, JobKind, ReaderPool
 
     keeps = "keep" in inspect.signature(ReaderPool.submit).parameters
+    outlines = hasattr(ReaderPool, "read_outline")
     raw = gzip.decompress(trace.read_bytes()) if trace.suffix == ".gz" else trace.read_bytes()
     start_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     pool = ReaderPool(settings=HostSettings.from_env()).start(wait=True)
@@ -119,16 +154,28 @@ def sessions(trace: Path, count: int) -> dict:
         for n in range(count):
             data = gzip.compress(raw, compresslevel=1, mtime=n)
             digest = hashlib.blake2b(data, digest_size=16).hexdigest()
-            parsed = pool.read(data, keep=f"{digest}:") if keeps else pool.read(data)
-            pool.uploads.put(f"session{n}", digest, parsed)  # what ui.upload._settle keeps
+            key = f"{digest}:"
+            if outlines:
+                loaded = pool.read_outline(data, keep=key)
+            else:
+                loaded = pool.read(data, keep=key) if keeps else pool.read(data)
+            pool.uploads.put(f"session{n}", digest, loaded)  # what ui.upload._settle keeps
             del data
-            given = JobInput(traces=(parsed.trace,), analyses=(parsed.analysis,), findings=(parsed.findings,))
-            for kind in (JobKind.TENSORBOARD, JobKind.BY_SHAPE):
-                if keeps:
-                    pool.run_job(Job(kind=kind), given, keys=(f"{digest}:",))
-                else:
-                    pool.run_job(Job(kind=kind), given)
-            del parsed, given
+            span = max(loaded.analysis.utilization.trace_span_us, 1.0)
+            if outlines:
+                window = Job(kind=JobKind.VIEW, code=lv.timeline_window, args=(("end_us", span), ("start_us", 0.0)))
+                for job in (Job(kind=JobKind.TENSORBOARD), Job(kind=JobKind.BY_SHAPE), window):
+                    pool.run_job(job, keys=(key,))
+            else:
+                given = JobInput(traces=(loaded.trace,), analyses=(loaded.analysis,), findings=(loaded.findings,))
+                for kind in (JobKind.TENSORBOARD, JobKind.BY_SHAPE):
+                    if keeps:
+                        pool.run_job(Job(kind=kind), given, keys=(key,))
+                    else:
+                        pool.run_job(Job(kind=kind), given)
+                lv.build_timeline(loaded.trace, start_us=0.0, end_us=span)  # the Timeline tab, drawn in the server
+                del given
+            del loaded
         held = pool.uploads.stats()
         readers_rss = sum(r.rss_bytes or 0 for r in pool.health().readers)
     finally:

@@ -3,7 +3,9 @@
 A read with ``keep`` leaves its ``Parsed`` in the reader; a job then sends keys, not traces. A
 reader whose byte budget holds one trace evicts the other and reads it again for the next job,
 and a reader killed while the page holds its key is replaced and the next job is answered from a
-re-read: in both cases the job's result is the one an in-process ``parse`` gives.
+re-read: in both cases the job's result is the one an in-process ``parse`` gives. A page's read
+gets only the trace's ``Outline``, and its view queries (a timeline window) are answered by the
+reader that keeps the trace, or from a re-read after that reader died.
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import lab.views as lv
+from lab.analysis import AnalysisTables
 from lab.core import HostSettings
-from lab.read import Job, JobInput, JobKind, ReaderPool, kept_key
+from lab.read import Job, JobInput, JobKind, Outline, ReaderPool, kept_key
 from lab.read.here import parse
 from lab.read.jobs import run_job
 from lab.read.kept import KeptSources, KeptTraces, estimate_bytes
+from lab.trace import TraceFacts
 
 DATA = Path(__file__).parent / "data"
 A, B = DATA / "matmul_add_1024_fp32.json.gz", DATA / "matmul_add_4096_bf16.json.gz"
@@ -156,3 +161,42 @@ def test_a_job_goes_to_the_reader_that_keeps_its_trace(tmp_path):
             job.result(timeout=START_S)
             assert job.poll().reader == holder
         assert pool.health().rereads == 0
+
+
+def timeline_job(start_us: float, end_us: float) -> Job:
+    return Job(kind=JobKind.VIEW, code=lv.timeline_window, args=(("end_us", end_us), ("start_us", start_us)))
+
+
+@pytest.mark.pool
+@pytest.mark.timeout(600)
+def test_a_page_read_returns_no_event_frames_and_its_queries_read_the_kept_trace(tmp_path):
+    whole = parse(str(B), settings=HostSettings())
+    with started(ReaderPool(settings=HostSettings(reader_count=1), kept_dir=tmp_path)) as pool:
+        out = pool.read_outline(B.read_bytes(), keep=key(B))
+        assert isinstance(out, Outline) and out.key == key(B)
+        assert type(out.trace) is TraceFacts and type(out.analysis) is AnalysisTables  # no events, no links
+        assert out.trace.event_count == len(whole.trace.events) and 0 < out.result_bytes
+        span = whole.trace.meta.span_us
+        asked = pool.run_job(timeline_job(0.0, span / 2), keys=(key(B),))
+        same(asked, lv.build_timeline(whole.trace, start_us=0.0, end_us=span / 2))
+        assert pool.health().rereads == 0  # answered from the reader's own copy
+
+
+@pytest.mark.pool
+@pytest.mark.timeout(600)
+def test_a_timeline_query_after_its_reader_was_killed_is_answered_from_a_re_read(tmp_path):
+    with started(ReaderPool(settings=HostSettings(reader_count=1), kept_dir=tmp_path)) as pool:
+        out = pool.read_outline(A.read_bytes(), keep=key(A))
+        (reader,) = pool.health().readers
+        os.kill(reader.pid, signal.SIGKILL)
+        deadline = time.monotonic() + START_S
+        while (now := pool.health().readers[0]).pid in (reader.pid, None) or now.state != "idle":
+            assert time.monotonic() < deadline, pool.health()
+            time.sleep(0.05)
+        span = out.trace.meta.span_us
+        asked = pool.run_job(timeline_job(span / 3, span), keys=(key(A),))
+        whole = parse(str(A), settings=HostSettings())
+        same(asked, lv.timeline_window((whole.trace,), (whole.analysis,), (whole.explanation,), start_us=span / 3,
+                                       end_us=span))
+        health = pool.health()
+        assert health.rereads == 1 and health.readers[0].restarts == 1 and health.reads_failed == 0

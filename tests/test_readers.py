@@ -212,7 +212,7 @@ def test_two_sessions_reads_at_once_never_mix():
 
 def test_the_store_gives_each_session_only_its_own_and_stays_in_budget():
     with started(ReaderPool(settings=HostSettings(reader_count=1))) as pool:
-        parsed = pool.read(SEED.read_bytes())
+        parsed = pool.read_outline(SEED.read_bytes(), keep="seed:")
     store = ResultStore(budget_bytes=int(parsed.result_bytes * 2.5))
     store.put("owner-a", "d1", parsed)
     assert store.get("owner-b", "d1") is None  # the same digest, another session: nothing

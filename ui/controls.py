@@ -286,7 +286,7 @@ def reader_text(health) -> str:
         f"(memory limit {health.memory_limit_mb} MB each)",
         f"uploads waiting: {health.waiting} ({health.waiting_large} large)",
         f"traces read: {health.reads_served} (refused or failed: {health.reads_failed})",
-        f"parsed uploads kept: {health.held_uploads}, {health.held_bytes / mib:.0f} of "
+        f"uploads kept (outlines): {health.held_uploads}, {health.held_bytes / mib:.0f} of "
         f"{health.held_limit_bytes / mib:.0f} MB",
     ]
     for r in health.readers:

@@ -131,7 +131,7 @@ class EarlyReads:
 
     def _queue(self, name: str, data: bytes) -> EarlyRead:
         digest = digest_of(data)  # the reader keeps what it reads under it, as the page's own read would
-        ticket = self._readers.submit(data, settings=self._settings, label=name, keep=kept_key(digest))
+        ticket = self._readers.submit(data, settings=self._settings, label=name, keep=kept_key(digest), outline=True)
         return EarlyRead(digest=digest, ticket=ticket, size_bytes=len(data))
 
     # ------------------------------------------------------------------ the page's side

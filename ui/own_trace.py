@@ -17,7 +17,6 @@ from streamlit.delta_generator import DeltaGenerator
 from lab.read import Job, JobKind
 from lab.teach import own_answers
 from ui import room
-from ui.cache import Loaded
 from ui.messages import md_escape
 from ui.state import Subject
 from ui.teach import SCORE, open_table, where_text
@@ -47,11 +46,11 @@ def own_trace_box(subject: Subject) -> OwnBox:
     return OwnBox(holder=holder, body=body, notes=st.container())
 
 
-def own_trace_lesson(box: OwnBox, subject: Subject, loaded: Loaded, jobs) -> None:
+def own_trace_lesson(box: OwnBox, subject: Subject, jobs) -> None:
     """Fill ``box`` (after the views): the questions this trace can answer, then their answers
     (both measured in a reader: ``JobKind.OWN``); none to ask, the box goes."""
     with box.notes:
-        asked = jobs(Job(kind=JobKind.OWN, names=(subject.title,), code=own_answers), [subject], [loaded])
+        asked = jobs(Job(kind=JobKind.OWN, names=(subject.title,), code=own_answers), [subject])
     if not asked:
         box.holder.empty()
         return

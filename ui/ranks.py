@@ -1,8 +1,9 @@
 """The Ranks view: one torch.distributed job's ranks side by side (a group of uploaded traces).
 
 Lays out what ``lab`` prepared when the group was opened (``ui.upload``: ``analyze_ranks``,
-kept on the subject) and the stacked timeline of the window picked (``build_ranks_timeline``).
-Every rank's parsed trace is in the reader pool's store, under this session's token.
+kept on the subject) and the stacked timeline of the window picked, drawn by the readers that
+keep the ranks' traces (``lab.views.queries.ranks_window``). Every rank's outline is in the
+reader pool's store, under this session's token; its parsed trace in a reader.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import streamlit as st
 from lab import views as lv
 from lab.read import ReaderPool, ReadFailed
 from ui import messages, state
+from ui.cache import rank_key, view_job
 from ui.state import Subject
 from ui.views import finding_card
 
@@ -35,8 +37,9 @@ def _number_formats(table) -> dict:
 
 
 def _rank_traces(subject: Subject, readers: ReaderPool, ids: list[int]):
-    """The picked ranks' parsed traces (by rank): held uploads, or a directory job's files read in
-    full now (kept in the pool's store under this session, like an upload); None if one is gone."""
+    """The picked ranks' outlines and keys (by rank): held uploads, or a directory job's files read
+    now (kept in the pool's store under this session, like an upload, and in the reader that read
+    them); None if one is gone."""
     ranks = subject.ranks_analysis
     assert ranks is not None
     out = []
@@ -44,25 +47,25 @@ def _rank_traces(subject: Subject, readers: ReaderPool, ids: list[int]):
         if row.rank not in ids:
             continue
         _, digest = subject.ranks[i]
-        parsed = readers.uploads.get(state.owner(), digest)
-        if parsed is None and subject.rank_paths:
+        outline = readers.uploads.get(state.owner(), digest)
+        if outline is None and subject.rank_paths:
             with st.spinner(f"Reading rank {row.rank} in full…"):
                 try:
-                    parsed = readers.read(path=subject.rank_paths[i], label=row.name)
+                    outline = readers.read_outline(path=subject.rank_paths[i], label=row.name, keep=rank_key(digest))
                 except ReadFailed as exc:
                     messages.error(f"rank {row.rank} cannot be read: {exc}")
                     return None
-            readers.uploads.put(state.owner(), digest, parsed)
-        if parsed is None:
+            readers.uploads.put(state.owner(), digest, outline)
+        if outline is None:
             messages.error(f"{subject.title} is no longer held by this server: it keeps "
                            f"{readers.plan.held_uploads_mb} MB of parsed uploads for everyone and let some of these "
                            "go; upload the files again")
             return None
-        out.append(parsed.trace)
+        out.append((outline, rank_key(digest)))
     return out
 
 
-def ranks_view(subject: Subject, readers: ReaderPool) -> None:
+def ranks_view(subject: Subject, readers: ReaderPool, jobs) -> None:
     ranks = subject.ranks_analysis
     if ranks is None:
         st.info("This trace is a single rank: upload several traces of one job (or a .zip of them) together.")
@@ -105,14 +108,14 @@ def ranks_view(subject: Subject, readers: ReaderPool) -> None:
         st.altair_chart(lv.heatmap_chart(ranks), width="content", key=f"ranks_heat_{subject.digest}")
         st.caption("One row a rank, one column a step; each panel has its own scale (darker = more). The straggler's "
                    "row is outlined.")
-    _stacked(subject, ranks, readers)
+    _stacked(subject, ranks, readers, jobs)
     if subject.ranks_findings:
         st.markdown("**Findings across the ranks, largest saving first**")
     for finding in subject.ranks_findings:  # judged with the ranks, in a reader
         finding_card(finding)
 
 
-def _stacked(subject: Subject, ranks, readers: ReaderPool) -> None:
+def _stacked(subject: Subject, ranks, readers: ReaderPool, jobs) -> None:
     """The stacked timeline of the ranks picked (all of a small job; the lowest and the straggler of a large one)."""
     ids = list(ranks.rank_ids)
     default = ids if len(ids) <= lv.MAX_STACKED_RANKS else lv.default_picks(ranks)
@@ -120,15 +123,19 @@ def _stacked(subject: Subject, ranks, readers: ReaderPool) -> None:
                             max_selections=lv.MAX_STACKED_RANKS, key=f"ranks_pick_{subject.digest}")
     if not chosen:
         return
-    traces = _rank_traces(subject, readers, chosen)
-    if traces is None:
+    found = _rank_traces(subject, readers, chosen)
+    if found is None:
         return
     sub = lv.picked(ranks, chosen)
-    span = max(lv.ranks_span_us(traces, sub), 1.0)
+    span = max(lv.ranks_span_us([outline.trace for outline, _ in found], sub), 1.0)
     window = st.slider("Time window (µs on the job's clock: since the earliest rank's first event)", 0.0, span,
                        (0.0, span), key=f"ranks_window_{subject.digest}_{'-'.join(map(str, sub.rank_ids))}",
                        format="%.0f")
-    data = lv.build_ranks_timeline(traces, sub, start_us=window[0], end_us=window[1])
+    # Drawn by the readers that keep the ranks' traces: only the window's marks come back.
+    data = jobs(view_job(lv.ranks_window, rank_ids=tuple(r.rank for r in sub.ranks), offsets_us=tuple(sub.offsets_us),
+                         start_us=window[0], end_us=window[1]), [subject], keys=[key for _, key in found])
+    if data is None:
+        return
     st.altair_chart(lv.timeline_chart(data), width="stretch", key=f"ranks_chart_{subject.digest}")
     offsets = ", ".join(f"rank {r.rank} +{lv.fmt_us(o)}" for r, o in zip(sub.ranks, sub.offsets_us, strict=True))
     st.caption(f"The ranks' timelines on one clock (baseTimeNanoseconds; first events at {offsets}): "

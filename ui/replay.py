@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import streamlit as st
 
 from lab import views as lv
-from lab.core import ConfigError, RunConfig
-from ui.cache import Loaded
+from lab.core import RunConfig
+from ui.cache import Loaded, view_job
 from ui.messages import md_escape
 from ui.state import Subject
 
@@ -39,27 +39,29 @@ def _ask(name: str, config: RunConfig) -> None:
     st.session_state[REQUEST_KEY] = ReplayRequest(name=name, config=config)
 
 
-def _ask_for_choice(subject: Subject, loaded: Loaded, choices: dict[str, lv.ReplayChoice]) -> None:
-    choice = choices[st.session_state[_CHOICE_KEY]]
-    try:
-        config = lv.replay_config(loaded.trace, choice.hot, loaded.explanation, source=subject.title, device="auto")
-    except (ConfigError, ValueError) as exc:  # a row the lab cannot rebuild after all: said on the page
-        st.session_state[REQUEST_KEY] = str(exc)
+def _ask_for_choice(options: dict[str, lv.ReplayOption]) -> None:
+    option = options[st.session_state[_CHOICE_KEY]]
+    if option.config is None:  # a row the lab cannot rebuild after all: said on the page
+        st.session_state[REQUEST_KEY] = option.refusal or "this op cannot be replayed here"
         return
-    _ask(f"Replay: {lv.replay_title(config)} (as recorded)", config)
+    _ask(f"Replay: {lv.replay_title(option.config)} (as recorded)", option.config)
 
 
-def replay_box(subject: Subject, loaded: Loaded) -> None:
-    """A replay run's result beside its row, with its variants; any other trace's form."""
+def replay_box(subject: Subject, loaded: Loaded, jobs) -> None:
+    """A replay run's result beside its row, with its variants; any other trace's form. The
+    trace's rows are read by the reader that keeps it: its replayable ops, each with its run."""
     config = subject.run.config if subject.run is not None else None
     if lv.is_replay(config):
-        _replay_result(subject, loaded)
+        _replay_result(subject, jobs)
         return
     with st.expander("Replay an op of this trace here", expanded=False):
         if not loaded.trace.meta.record_shapes:
             st.caption("This trace has no input shapes: record it with record_shapes=True to replay its ops.")
             return
-        choices = {c.label: c for c in lv.replay_choices(loaded.trace)}
+        found = jobs(view_job(lv.replay_options, source=subject.title), [subject])
+        if found is None:
+            return
+        choices = {o.choice.label: o for o in found}
         if not choices:
             st.caption("No op of this trace can be replayed here (GEMMs, attention, convolution, norms, "
                        "softmax, elementwise ops and reductions can).")
@@ -68,14 +70,16 @@ def replay_box(subject: Subject, loaded: Loaded) -> None:
                    "the row: its time per call, kernels and rate. Then try a variant in one click.")
         st.selectbox("Op, input shapes and dtypes (largest total time first)", list(choices), key=_CHOICE_KEY)
         st.button("Replay here", key="replay_here", type="primary", on_click=_ask_for_choice,
-                  args=(subject, loaded, choices))
+                  args=(choices,))
 
 
-def _replay_result(subject: Subject, loaded: Loaded) -> None:
+def _replay_result(subject: Subject, jobs) -> None:
     assert subject.run is not None
     config = subject.run.config
-    title, frame, notes = lv.replay_comparison(config, loaded.trace, loaded.explanation,
-                                               device_name=subject.run.device.name)
+    beside = jobs(view_job(lv.replay_beside, config=config, device_name=subject.run.device.name), [subject])
+    if beside is None:
+        return
+    title, frame, notes = beside
     with st.container(border=True):
         st.markdown(f"**{md_escape(title)}**")
         st.dataframe(frame, hide_index=True, width="stretch")

@@ -99,7 +99,7 @@ def has_upload(digest: str) -> bool:
 
 
 def add_upload(name: str, digest: str, *, title: str | None = None) -> tuple[Subject, list[Subject]]:
-    """Add an upload already read (its ``Parsed`` is in the pool's store) and select it on the
+    """Add an upload already read (its ``Outline`` is in the pool's store) and select it on the
     next page run; returns it and the uploads pushed out by ``MAX_UPLOADS`` (to release)."""
     uploads = _session_list("uploads")
     for existing in uploads:  # the uploader hands the same file back on every rerun
@@ -126,7 +126,7 @@ def ranks_key(digests) -> str:
 
 def add_ranks(members: list[tuple[str, str]], analysis: RanksAnalysis, findings: tuple = (), *,
               paths: tuple[str, ...] = (), title: str | None = None) -> tuple[Subject, list[Subject]]:
-    """Add a group of one job's ranks, already read (each ``Parsed`` is in the pool's store), and
+    """Add a group of one job's ranks, already read (each ``Outline`` is in the pool's store), and
     open its Ranks view on the next page run; returns it and the groups pushed out (to release)."""
     groups = _session_list("rank_groups")
     names = ", ".join(name for name, _ in members)

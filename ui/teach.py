@@ -23,6 +23,7 @@ from lab import views as lv
 from lab.lessons import LESSONS, Answer, Question, answer_questions, asked_on, questions_for, skipped_for
 from lab.read import Job, JobKind
 from ui import room, state
+from ui.cache import view_job
 from ui.messages import md_escape
 
 PREDICTIONS = "teach_predictions"  # question key → the choice predicted
@@ -166,7 +167,7 @@ def _score(q: Question, answer: Answer, check_key: tuple) -> str | None:
     return predicted
 
 
-def _one(q: Question, answer: Answer, names: list[str], loaded: list, subjects: list, check_key: tuple) -> None:
+def _one(q: Question, answer: Answer, names: list[str], jobs, subjects: list, check_key: tuple) -> None:
     predicted = _score(q, answer, check_key)
     right = predicted == answer.choice
     icon = ":material/help:" if predicted is None else ":material/check_circle:" if right else ":material/cancel:"
@@ -180,8 +181,12 @@ def _one(q: Question, answer: Answer, names: list[str], loaded: list, subjects: 
     if where.window_us:
         # A toggle, not an expander: the chart is built (and sent) only when asked for.
         if st.toggle("The events that prove it", key=f"reveal_show_{q.key}"):
-            _, chart = lv.reveal_timeline(loaded[where.run].trace, where.window_us, where.event_names)
-            st.altair_chart(chart, width="stretch", key=f"reveal_chart_{q.key}_{subject.digest}")
+            # The window's marks come from the reader that keeps the trace; the evidence is outlined here.
+            data = jobs(view_job(lv.timeline_window, start_us=where.window_us[0], end_us=where.window_us[1],
+                                 width_px=lv.REVEAL_WIDTH_PX), [subject])
+            if data is not None:
+                st.altair_chart(lv.reveal_chart(data, where.event_names), width="stretch",
+                                key=f"reveal_chart_{q.key}_{subject.digest}")
         st.button("Open this window in the Timeline", key=f"reveal_tl_{q.key}", on_click=_open_timeline,
                   args=(subject.key, subject.digest, where.step))
     elif where.view:  # the view the caption names (the Summary's cards, the Memory view's peak)
@@ -204,14 +209,14 @@ def reveal(subjects, load, jobs):
     check_key = opened.subject_keys
     job = Job(kind=JobKind.ANSWERS, lesson=opened.key, device_kind=kind, names=tuple(names), code=answer_questions,
               timings=tuple(state.subject_timing(s) for s in opened.subjects))
-    answers = jobs(job, opened.subjects, loaded)  # measured in a reader
+    answers = jobs(job, opened.subjects)  # measured in a reader
     if answers is None:
         return None
     by_key = dict(answers)
     with lesson_box(opened, f"Reveal — {lesson.title}"), st.container(key="reveal_box"):
         st.markdown(f"**Reveal — {md_escape(lesson.title)}**")
         for q in questions_for(opened.key, kind):
-            _one(q, by_key[q.key], names, loaded, opened.subjects, check_key)
+            _one(q, by_key[q.key], names, jobs, opened.subjects, check_key)
         for q, reason in skipped_for(opened.key, kind):
             st.caption(f":material/info: Not answered by these runs: {md_escape(q.text)} — {md_escape(reason)}; "
                        "open the H200 recording to see it.")

@@ -9,7 +9,6 @@ import streamlit as st
 
 from lab import views as lv
 from lab.read import Job, JobKind
-from ui.cache import Loaded
 from ui.messages import md_escape
 from ui.state import Subject
 from ui.widgets import chosen
@@ -19,7 +18,7 @@ ROW_PX, MAX_TABLE_PX = 35, 800  # a module tree is read whole: up to ~22 rows wi
 NAME_PX = 260  # kernel names run to 300 characters: the numbers stay in view, the name is in the tooltip
 
 
-def tensorboard_view(subject: Subject, loaded: Loaded, stem: str, jobs) -> None:
+def tensorboard_view(subject: Subject, stem: str, jobs) -> None:
     st.caption("What the PyTorch Profiler TensorBoard plugin showed (removed from kineto in 2025), computed "
                "with its own rules from this trace: its Overview's step-time breakdown, its Kernel view and "
                "its Module view. Where the plugin's rules were wrong on today's traces the lab says so below.")
@@ -27,7 +26,7 @@ def tensorboard_view(subject: Subject, loaded: Loaded, stem: str, jobs) -> None:
     part: str = chosen(st.radio("View", PARTS, key="tb_part", horizontal=True, label_visibility="collapsed"))
     # Not part of every analysis (it took the transformer trace's from 108 ms to ~0.5 s): computed
     # here, on the tab's first opening for this trace, in a reader (``jobs``), then kept.
-    views = jobs(Job(kind=JobKind.TENSORBOARD), [subject], [loaded])
+    views = jobs(Job(kind=JobKind.TENSORBOARD), [subject])
     if views is None:  # the reason is on the page
         return
     if part == "Step time":

@@ -35,7 +35,6 @@ from lab.access import RateLimiter
 from lab.core import HostSettings
 from lab.read import (
     Job,
-    JobInput,
     JobKind,
     ReaderPool,
     ReadFailed,
@@ -233,7 +232,8 @@ def _ticket(name: str, data: bytes, digest: str, claimed: EarlyRead | None, sett
     release), else a new one queued now (and ``claimed`` is left to release)."""
     if claimed is not None and claimed.digest == digest:
         return claimed.ticket, None
-    return readers.submit(data, settings=settings, label=name, session=state.owner(), keep=kept_key(digest)), claimed
+    return readers.submit(data, settings=settings, label=name, session=state.owner(), keep=kept_key(digest),
+                          outline=True), claimed
 
 
 def describe_read(status: ReadStatus, name: str) -> str:
@@ -531,9 +531,8 @@ def _settle_group(group: _Group, readers: ReaderPool) -> str | None:
                 _remember_refusal(key, message)
             st.rerun()
     names = [m.name for m in group.members]
-    given = JobInput(traces=tuple(p.trace for p in parsed), analyses=tuple(p.analysis for p in parsed))
-    try:  # in a reader, as the traces were read: the script thread only waits
-        result = readers.run_job(Job(kind=JobKind.RANKS, names=tuple(names)), given, label=f"{len(names)} ranks",
+    try:  # in the readers that keep the ranks, as they were read: the script thread only waits
+        result = readers.run_job(Job(kind=JobKind.RANKS, names=tuple(names)), label=f"{len(names)} ranks",
                                  keys=tuple(kept_key(m.digest) for m in group.members))
     except ReadFailed as exc:
         why = str(exc) if exc.error_type == "RanksError" else access.read_failure(exc)

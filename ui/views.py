@@ -17,9 +17,9 @@ from lab.core import DeviceInfo
 from lab.lessons import LESSONS, explanation_for, lesson_signals
 from lab.read import Job, JobKind
 from lab.samples import Sample
-from lab.views import SORT_KEYS, TORCH_SORT_KEYS, category_counts, comparison_totals, fmt_us, is_device_sort, summarize
+from lab.views import SORT_KEYS, TORCH_SORT_KEYS, comparison_totals, fmt_us, is_device_sort, summarize
 from ui import replay, teach
-from ui.cache import Loaded
+from ui.cache import Loaded, view_job
 from ui.messages import md_escape
 from ui.state import Subject, opened_lesson, subject_timing
 from ui.widgets import chosen, labels_from
@@ -157,7 +157,7 @@ def insights_view(loaded: Loaded) -> None:
 
 
 def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
-    replay.replay_box(subject, loaded)  # a replay's result beside its row; else "Replay an op here"
+    replay.replay_box(subject, loaded, jobs)  # a replay's result beside its row; else "Replay an op here"
     run = subject.run
     has_device = loaded.trace.has_gpu or (run is not None and run.device.kind == "cuda")
     sort_keys = [k for k in SORT_KEYS if has_device or not is_device_sort(k)]
@@ -177,7 +177,7 @@ def table_view(subject: Subject, loaded: Loaded, jobs) -> None:
                   else "Memory columns need [memory] events (profile_memory=True); this trace has none.")
         st.caption(f"{TRACE_TABLE_NOTE} {memory}")
         # Grouped by shape: computed on the first toggle, in a reader (``jobs``), like the rest.
-        grouped = jobs(Job(kind=JobKind.BY_SHAPE), [subject], [loaded]) if by_shape else None
+        grouped = jobs(Job(kind=JobKind.BY_SHAPE), [subject]) if by_shape else None
         if by_shape and grouped is None:
             return
         ka = grouped.key_averages if grouped is not None else loaded.analysis.key_averages
@@ -235,10 +235,10 @@ def _time_window(subject: Subject, loaded: Loaded, prefix: str) -> tuple[float, 
     return float(window[0]), float(window[1])
 
 
-def timeline_view(subject: Subject, loaded: Loaded) -> None:
+def timeline_view(subject: Subject, loaded: Loaded, jobs) -> None:
     window = _time_window(subject, loaded, "tl")
-    has_python = bool((loaded.trace.events["cat"] == "python_function").any())
-    own = lv.profiler_lanes(loaded.trace.events)
+    has_python = loaded.trace.has_python
+    own = loaded.trace.profiler_lanes
     # The toggles this trace needs, side by side from the left: two columns, each wide enough for
     # its label at 800 px with the sidebar open (a quarter of the ~468 px main column cut
     # "Profiler's own lanes" to 43 px, measured).
@@ -248,9 +248,11 @@ def timeline_view(subject: Subject, loaded: Loaded) -> None:
         help=f"with_stack's call stacks: by default only the outermost {lv.DEFAULT_PYTHON_LEVELS} levels are drawn.")
     show_own = len(own) > 0 and next(cols).toggle("Profiler's own lanes", key="tl_profiler_lanes",
                                                   help=lv.PROFILER_LANE_NOTE.capitalize() + ".")
-    data = lv.build_timeline(loaded.trace, start_us=window[0], end_us=window[1],
-                             python_levels=None if all_python else lv.DEFAULT_PYTHON_LEVELS,
-                             show_profiler_lanes=show_own)
+    # The window's marks, drawn by the reader that keeps the trace (its events never come here).
+    data = jobs(view_job(lv.timeline_window, start_us=window[0], end_us=window[1], all_python=bool(all_python),
+                         profiler_lanes=bool(show_own)), [subject])
+    if data is None:
+        return
     st.altair_chart(lv.timeline_chart(data), width="stretch", key=f"tl_chart_{subject.digest}")
     hidden = (f" The profiler's own lanes ({', '.join(data.profiler_lanes)}) are hidden."
               if len(own) and not show_own else "")
@@ -261,15 +263,16 @@ def timeline_view(subject: Subject, loaded: Loaded) -> None:
         "share of its width that its events cover." + (f" {data.note}." if data.note else "") + hidden)
 
 
-def memory_view(subject: Subject, loaded: Loaded) -> None:
+def memory_view(subject: Subject, loaded: Loaded, jobs) -> None:
     """profile_memory's allocations: the curve on the timeline's axis, the peaks, the steps."""
     memory = loaded.analysis.memory
     if memory is None:
         st.info(lv.NO_MEMORY, icon=":material/memory:")
         return
     window = _time_window(subject, loaded, "mem")
-    view = lv.build_memory_view(loaded.trace, memory, start_us=window[0], end_us=window[1])
-    assert view is not None  # None only without memory records, returned above
+    view = jobs(view_job(lv.memory_window, start_us=window[0], end_us=window[1]), [subject])  # in the reader
+    if view is None:  # it said why (or, never here: no memory records, returned above)
+        return
     st.altair_chart(lv.memory_chart(view), width="stretch", key=f"mem_chart_{subject.digest}")
     st.caption(f"Allocated (live tensors) and reserved (held by the caching allocator) bytes after each of "
                f"{view.series.records:,} allocator records in this window, drawn with {view.points:,} points"
@@ -299,7 +302,7 @@ def trace_view(subject: Subject, loaded: Loaded, perfetto_origin: str) -> None:
         st.caption("Your uploaded file is not kept on the server once read, only what these views need; "
                    "open your own copy in Perfetto or HTA as below.")
     st.markdown("**Events by category**")
-    counts = category_counts(loaded.trace).rename(columns={"total_us": "total time (µs)"})
+    counts = loaded.trace.categories.rename(columns={"total_us": "total time (µs)"})
     st.dataframe(counts, hide_index=True,
                  column_config={"total time (µs)": st.column_config.NumberColumn("total time (µs)", format="%.1f")})
     perfetto = ("*Open in Perfetto* above opens ui.perfetto.dev in a new tab with this trace; or go to "
@@ -370,7 +373,7 @@ def compare_view(subjects: list[Subject], load, jobs) -> None:
     if la is None or lb is None:
         return
     # The cached analyses and judged findings (run config and peak included): what the two Insights tabs show.
-    cmp = jobs(Job(kind=JobKind.COMPARE, labels=("A", "B")), [a, b], [la, lb])  # in a reader
+    cmp = jobs(Job(kind=JobKind.COMPARE, labels=("A", "B")), [a, b])  # in a reader
     if cmp is None:
         return
     st.markdown("**Totals** (delta = B − A; ratio = B / A)")
@@ -390,10 +393,10 @@ def compare_view(subjects: list[Subject], load, jobs) -> None:
     st.markdown("**Operators** (self CPU time per name)")
     operators = _ratio_as_text(cmp.operators)
     st.dataframe(operators, hide_index=True, width="stretch", column_config=_diff_columns(operators))
-    _compare_timelines(a, b, la, lb)
+    _compare_timelines(a, b, la, lb, jobs)
 
 
-def _compare_timelines(a: Subject, b: Subject, la: Loaded, lb: Loaded) -> None:
+def _compare_timelines(a: Subject, b: Subject, la: Loaded, lb: Loaded, jobs) -> None:
     spans = {"A": la.analysis.utilization.trace_span_us, "B": lb.analysis.utilization.trace_span_us}
     span = max(spans.values())
     # One scale shows which run is longer; but a run 10× shorter than the other is then a sliver
@@ -402,10 +405,12 @@ def _compare_timelines(a: Subject, b: Subject, la: Loaded, lb: Loaded) -> None:
     shared = st.toggle("One time scale for both", value=not lopsided, key=f"cmp_shared_{a.digest}_{b.digest}",
                        help="On: both timelines span 0 – the longer trace, so their lengths compare. "
                             "Off: each spans its own trace.")
-    for label, subject, loaded in (("A", a, la), ("B", b, lb)):
+    for label, subject in (("A", a), ("B", b)):
         st.markdown(f"**Timeline {label}:** {md_escape(subject.title)} ({fmt_us(spans[label])})")
         end = span if shared else max(spans[label], 1.0)
-        data = lv.build_timeline(loaded.trace, start_us=0.0, end_us=end, max_marks=2500)
+        data = jobs(view_job(lv.timeline_window, start_us=0.0, end_us=end, max_marks=COMPARE_MARKS), [subject])
+        if data is None:
+            return
         st.altair_chart(lv.timeline_chart(data), width="stretch", key=f"cmp_chart_{label}")
     st.caption(f"Both timelines share one time scale: 0 – {fmt_us(span)}." if shared else
                "Each timeline spans its own trace (the scales differ: read the axes).")
@@ -413,6 +418,7 @@ def _compare_timelines(a: Subject, b: Subject, la: Loaded, lb: Loaded) -> None:
 
 # Compare's timelines start on a scale each when one trace is this many times shorter than the other.
 SHARED_SCALE_MAX_RATIO = 10.0
+COMPARE_MARKS = 2500  # each of compare's two timelines: half the single Timeline's budget
 
 
 # Compare's diff tables: 9 columns in a ~466 px (800 px window, sidebar open) to ~880 px (1280 px)
@@ -500,7 +506,7 @@ def lesson_check(subjects: list[Subject], load, jobs) -> None:
     lesson = LESSONS[opened.key]
     names = [r.name for r in lesson.runs]
     signals = jobs(Job(kind=JobKind.SIGNALS, lesson=opened.key, names=tuple(names), code=lesson_signals,
-                       timings=tuple(subject_timing(s) for s in opened.subjects)), opened.subjects, opened.loaded)
+                       timings=tuple(subject_timing(s) for s in opened.subjects)), opened.subjects)
     if signals is None:
         return
     # The check's evidence and the explanation state the lesson's figures: its predictions lock.

@@ -14,7 +14,7 @@ Tensor-Core rules), ``modules`` (its Module view), and ``tensorboard`` (the thre
 demand: not part of ``analyze``); ``columns`` and ``intervals`` hold helpers they share.
 """
 
-from lab.analysis.bundle import Analysis, Run, analyze
+from lab.analysis.bundle import Analysis, AnalysisTables, Run, analyze
 from lab.analysis.compare import TOTAL_METRICS, Comparison, compare_analyses
 from lab.analysis.gemm.analyze import device_name
 from lab.analysis.kernels import KernelView, kernel_view
@@ -38,7 +38,7 @@ from lab.analysis.table import trace_key_averages
 from lab.analysis.tensorboard import TensorBoardViews, tensorboard_views
 
 __all__ = [
-    "TOTAL_METRICS", "Analysis", "Comparison", "MemoryAnalysis", "Run",
+    "TOTAL_METRICS", "Analysis", "AnalysisTables", "Comparison", "MemoryAnalysis", "Run",
     "analyze", "compare_analyses", "device_name",
     "memory_analysis", "memory_series", "step_window", "trace_key_averages",
     "STEP_TIME_CATEGORIES", "KernelView", "ModuleView", "StepTime", "kernel_view", "module_view", "step_time",

@@ -14,7 +14,7 @@ transformer trace's analysis from 108 ms to ~0.5 s (BENCHMARKS.md "Analyze").
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 
 import numpy as np
@@ -31,14 +31,14 @@ from lab.core.config import RunConfig
 from lab.core.devices import DevicePeak
 from lab.trace.load import Trace
 
-__all__ = ["Analysis", "Run", "analyze"]
+__all__ = ["Analysis", "AnalysisTables", "Run", "analyze"]
 
 
 @dataclass(frozen=True)
-class Analysis:
-    """The analyses of one trace that the judge, the insights and most tabs read, computed
-    once by ``analyze``. Not the TensorBoard plugin's views: ``tensorboard_views(trace)``, when
-    the "TensorBoard" tab is opened (a reader job)."""
+class AnalysisTables:
+    """The analyses of one trace without its event-level frames (``Analysis.links``, the trace):
+    what the page draws its tables, cards and verdict from, held by the server while the whole
+    ``Analysis`` stays in the reader that keeps the trace (``Analysis.tables``)."""
 
     key_averages: pd.DataFrame  # torch's key_averages() rebuilt from the trace (every row)
     operators: pd.DataFrame  # its CPU-side rows, with categories (lab.analysis.operators)
@@ -48,7 +48,6 @@ class Analysis:
     steps: pd.DataFrame
     gemm: pd.DataFrame
     peak: DevicePeak | None
-    links: Links
     findings: Findings  # the diagnoses (lab.analysis.diagnoses.findings), computed once
     # What the GEMM table left out and why (a figure above the device's peak is never shown).
     gemm_notes: tuple[str, ...] = ()
@@ -58,10 +57,24 @@ class Analysis:
     # Each step's window (lab.analysis.steps.step_windows: start_us, end_us), the one step time.
     step_windows_us: tuple[np.ndarray, np.ndarray] = field(
         default=(np.array([]), np.array([])), repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Analysis(AnalysisTables):
+    """The analyses of one trace that the judge, the insights and most tabs read, computed
+    once by ``analyze``: its ``AnalysisTables`` and the event-level ``links``. Not the
+    TensorBoard plugin's views: ``tensorboard_views(trace)``, when the "TensorBoard" tab is
+    opened (a reader job)."""
+
+    links: Links = field(kw_only=True)  # who contains whom and who launched what, per event
     # The trace analysed, for the grouped-by-shape tables below: computed when first asked for
     # (the page's "Group by input shape" toggle), not on every analysis — 25 ms of the 52k-event
     # transformer trace's ~150 ms.
-    trace: Trace | None = field(default=None, repr=False, compare=False)
+    trace: Trace | None = field(default=None, repr=False, compare=False, kw_only=True)
+
+    def tables(self) -> AnalysisTables:
+        """This analysis without its frames: the same tables, a plain ``AnalysisTables``."""
+        return AnalysisTables(**{f.name: getattr(self, f.name) for f in fields(AnalysisTables)})
 
     @cached_property
     def key_averages_by_shape(self) -> pd.DataFrame:

@@ -1,15 +1,17 @@
 """Reading traces apart from the server: a bounded pool of reader processes.
 
 ``ReaderPool`` (``pool``) is the facade: ``submit``/``read`` a trace's bytes or a path and get
-a ``Parsed`` (the ``Trace``, its ``Analysis``, explanation and judgement) or a ``ReadFailed`` whose message
-is for the visitor. Rooms: ``protocol`` (states, status records, the init record and the read
-request), ``limits`` (the host's reader plan, size estimates, the memory and time messages),
-``queue`` (the readers as a client of ``lab.pool``: tickets, the two lanes, their words),
-``reader`` (the reader process's side), ``store`` (parsed uploads under one byte budget),
-``kept`` (parsed traces kept in the reader that read them, by key, and what reads them
-again), ``here`` (the same read in the caller's own process: the CLI's default),
-``jobs`` (the multi-trace computations a reader runs: ranks, compare, lesson signals and
-answers, by-shape tables, the TensorBoard tab's views). The machinery of the pool is ``lab.pool``'s.
+a ``Parsed`` (the ``Trace``, its ``Analysis``, explanation and judgement) or a ``ReadFailed``
+whose message is for the visitor; the page's reads (``read_outline``) get only the trace's
+``Outline``, the ``Parsed`` kept in the reader and asked for what the views draw
+(``Job(kind=JobKind.VIEW)``). Rooms: ``protocol`` (states, status records, the init record and
+the read request, ``Outline``), ``limits`` (the host's reader plan, size estimates, the memory
+and time messages), ``queue`` (the readers as a client of ``lab.pool``: tickets, the two lanes,
+their words), ``reader`` (the reader process's side), ``store`` (read uploads under one byte
+budget), ``kept`` (parsed traces kept in the reader that read them, by key, and what reads them
+again), ``here`` (the same read in the caller's own process: the CLI's default), ``jobs`` (the
+multi-trace computations a reader runs: ranks, compare, lesson signals and answers, by-shape
+tables, the TensorBoard tab's views, the views' queries). The machinery of the pool is ``lab.pool``'s.
 """
 
 from lab.read.here import ReadHere
@@ -20,6 +22,7 @@ from lab.read.limits import ReaderPlan, json_size_hint, memory_refusal, reader_p
 from lab.read.pool import ReaderPool
 from lab.read.protocol import (
     Lane,
+    Outline,
     Parsed,
     PoolHealth,
     ReaderHealth,
@@ -33,7 +36,7 @@ from lab.read.queue import ReadTicket
 from lab.read.store import ResultStore
 
 __all__ = [
-    "ByShape", "Job", "JobInput", "JobKind", "Lane", "Parsed", "PoolHealth", "RanksResult", "ReadFailed",
+    "ByShape", "Job", "JobInput", "JobKind", "Lane", "Outline", "Parsed", "PoolHealth", "RanksResult", "ReadFailed",
     "ReadFailureKind", "ReadHere", "ReadState", "ReadStatus", "ReadTicket", "ReaderHealth", "ReaderPlan", "ReaderPool",
     "ReaderState", "ResultStore", "TraceRef", "json_size_hint", "kept_key", "memory_refusal", "read_rank_summaries",
     "reader_plan", "submit_rank_summaries", "timeout_refusal",

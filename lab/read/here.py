@@ -21,12 +21,12 @@ from lab.core.config import RunConfig
 from lab.core.devices import DevicePeak
 from lab.core.settings import HostSettings
 from lab.read.limits import analysis_refusal
-from lab.read.protocol import Parsed, ReadFailed, ReadFailureKind
+from lab.read.protocol import Outline, Parsed, ReadFailed, ReadFailureKind
 
 if TYPE_CHECKING:  # pragma: no cover
     from lab.analysis import RankSummary
 
-__all__ = ["ReadHere", "parse", "summarize_rank"]
+__all__ = ["ReadHere", "outline", "parse", "summarize_rank"]
 
 
 def parse(source, *, settings: HostSettings, config: RunConfig | None = None, peak: DevicePeak | None = None,
@@ -46,6 +46,14 @@ def parse(source, *, settings: HostSettings, config: RunConfig | None = None, pe
     analysis, explanation = measures.analysis, explain(measures)
     return Parsed(trace=trace, analysis=analysis, explanation=explanation,
                   judgement=judge_trace(trace, analysis, explanation))
+
+
+def outline(parsed: Parsed, key: str) -> Outline:
+    """``parsed`` without its event-level frames, for a page whose reader keeps it under ``key``."""
+    from lab.trace import trace_facts
+
+    return Outline(key=key, trace=trace_facts(parsed.trace), analysis=parsed.analysis.tables(),
+                   explanation=parsed.explanation, judgement=parsed.judgement)
 
 
 def summarize_rank(path: str, settings: HostSettings) -> RankSummary:

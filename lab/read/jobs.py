@@ -16,11 +16,15 @@ analysis. Results:
     BY_SHAPE  → ``ByShape``                  (key_averages and operators grouped by input shape)
     TENSORBOARD → ``TensorBoardViews``       (``tensorboard_views`` of the one trace: step time, kernels, modules)
     OWN       → ``tuple[tuple[Question, Answer], ...]``  (``code(runs)``: the one trace's own questions, answered)
+    VIEW      → what ``code(traces, analyses, explanations, **dict(args))`` returns: what a view draws from
+                traces the page holds only the ``Outline`` of (a timeline window, the memory chart's,
+                the replay's choices, the ranks' stacked timeline: ``lab.views.queries``)
 
-The lesson and teaching code of SIGNALS, ANSWERS and OWN is handed by the page in ``Job.code``
-(``lab.lessons.lesson_signals``, ``lab.lessons.answer_questions``,
-``lab.teach.own_trace.own_answers``): a module-level function, which pickle sends by reference, so
-the reader runs the page's registry and ``lab.read`` imports no lesson or teaching code.
+The lesson, teaching and view code of SIGNALS, ANSWERS, OWN and VIEW is handed by the page in
+``Job.code`` (``lab.lessons.lesson_signals``, ``lab.lessons.answer_questions``,
+``lab.teach.own_trace.own_answers``, ``lab.views.queries``' functions): a module-level function,
+which pickle sends by reference, so the reader runs the page's registry and ``lab.read`` imports
+no lesson, teaching or view code.
 
 Run in the reader by ``run_job``; nothing here imports pandas or the analysis at import time.
 """
@@ -38,6 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from lab.analysis import Analysis, RanksAnalysis, RankSummary
+    from lab.explain import Explanation
     from lab.judge import Finding
     from lab.read.kept import TraceRef
     from lab.trace import Trace
@@ -54,6 +59,7 @@ class JobKind(Name):
     BY_SHAPE = "by shape"
     TENSORBOARD = "tensorboard views"
     OWN = "own trace questions"
+    VIEW = "view"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,8 +73,11 @@ class Job:
     labels: tuple[str, str] = ("A", "B")  # compare's labels
     # One per trace (signals, answers): (profiled, unprofiled) µs per iteration, or None.
     timings: tuple[tuple[float, float] | None, ...] = ()
-    # SIGNALS, ANSWERS, OWN: the function the page hands the reader (the module doc names them).
+    # SIGNALS, ANSWERS, OWN, VIEW: the function the page hands the reader (the module doc names them).
     code: Callable[..., Any] | None = None
+    # VIEW: the keyword arguments of ``code`` (a window, a mark budget…), as (name, value) pairs of
+    # hashable values: the page keeps results by the job.
+    args: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,7 @@ class JobInput:
     traces: tuple[Trace, ...] = ()
     analyses: tuple[Analysis, ...] = ()
     findings: tuple[tuple[Finding, ...], ...] = ()  # each trace's Judgement.findings (COMPARE)
+    explanations: tuple[Explanation | None, ...] = ()  # each trace's (VIEW), filled from what a reader keeps
     summaries: tuple[RankSummary, ...] = ()  # RANK_SUMMARIES: each rank's, as its reader sent it back
     # Instead of the traces: the keys of traces a reader keeps (lab.read.kept), one per trace;
     # the reader fills traces, analyses and findings from what it holds, or reads them again.
@@ -138,6 +148,11 @@ def run_job(job: Job, given: JobInput) -> Any:
     if job.kind == JobKind.TENSORBOARD:
         (trace,) = given.traces
         return analysis.tensorboard_views(trace)
+    if job.kind == JobKind.VIEW:
+        if job.code is None:
+            raise ValueError("a view job needs the code to run (Job.code), handed by the page")
+        explanations = given.explanations or (None,) * len(given.traces)
+        return job.code(given.traces, given.analyses, explanations, **dict(job.args))
     timings = job.timings or (None,) * len(job.names)
     runs = [analysis.Run(n, t, a, timing=tm)
             for n, t, a, tm in zip(job.names, given.traces, given.analyses, timings, strict=True)]

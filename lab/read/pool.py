@@ -4,16 +4,19 @@ Why processes: parsing a 509 MB-JSON trace in the server took 1 GB of its memory
 a core with the GIL held, and a dozen at once would have the OOM killer end the server and
 every session with it. A reader process parses *and* analyses, under an address-space limit
 the host sets, at a lower CPU priority, and sends back only ``Parsed`` (DataFrames, analysis,
-explanation, judgement). One that runs out of memory or time, or dies, is replaced; only its read fails.
+explanation, judgement) — or, for the page, only its ``Outline`` (``read_outline``): the
+``Parsed`` stays in the reader (``lab.read.kept``) and the views ask it for what they draw
+(``lab.read.jobs``, ``JobKind.VIEW``). One that runs out of memory or time, or dies, is
+replaced; only its read fails.
 
 The chain::
 
     submit(bytes | path) → ReadTicket (queued, small or large lane) → supervisor thread of a
-        free reader → reader process: inflate → parse → analyse → pickle → Parsed → ticket done
+        free reader → reader process: inflate → parse → analyse → pickle → Parsed (or Outline) → ticket done
 
 Every trace the lab reads goes this way: uploads, the bundled samples, runs' traces, and the
-CLI's ``analyze``/``compare`` (a pool of one). ``uploads`` is the bounded store of parsed
-uploads (``ResultStore``). No streamlit import: the page keeps one pool per server.
+CLI's ``analyze``/``compare`` (a pool of one). ``uploads`` is the bounded store of uploads'
+outlines (``ResultStore``). No streamlit import: the page keeps one pool per server.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from lab.read.limits import (
     reader_plan,
     surely_too_big,
 )
-from lab.read.protocol import Lane, Parsed, PoolHealth, ReaderHealth, ReadRequest
+from lab.read.protocol import Lane, Outline, Parsed, PoolHealth, ReaderHealth, ReadFailed, ReadFailureKind, ReadRequest
 from lab.read.queue import READER_START_TIMEOUT_S, ReaderRecord, ReadQueue, ReadTicket
 from lab.read.spool import SPOOL_DIR, SPOOL_MIN_BYTES, spool, sweep
 from lab.read.store import ResultStore
@@ -113,19 +116,24 @@ class ReaderPool:
 
     def submit(self, data: bytes | None = None, *, path: str | None = None, settings: HostSettings | None = None,
                config: RunConfig | None = None, peak: DevicePeak | None = None, label: str = "the trace",
-               session: str | None = None, rank_of_job: str | None = None, keep: str | None = None) -> ReadTicket:
+               session: str | None = None, rank_of_job: str | None = None, keep: str | None = None,
+               outline: bool = False) -> ReadTicket:
         """Queue a read of ``data`` (bytes, sent to the reader) or of the file at ``path`` (opened
         by the reader); returns at once. ``settings`` carries the caller's trace limits (default:
         the pool's); ``config`` and ``peak`` (a run's) feed the GEMM analysis. Within a lane,
         reads of different ``session``s take turns (one visitor's ten files do not hold back
         another's one); anonymous reads go in arrival order. With ``rank_of_job`` (the file's
-        name) the ticket's result is that rank's ``RankSummary``, not a ``Parsed``.
+        name) the ticket's result is that rank's ``RankSummary``, not a ``Parsed``. With ``keep``
+        and ``outline`` it is the trace's ``Outline``: the ``Parsed`` stays in the reader under
+        ``keep``, and what the page draws from its frames is asked of it (``lab.read.jobs``).
 
         A trace whose size alone shows it cannot fit in a reader (``limits.surely_too_big``) gets a
         ticket that has already failed with the memory message: nobody waits to be told.
         """
         if (data is None) == (path is None):
             raise ValueError("pass the trace's bytes or a path, not both or neither")
+        if outline and keep is None:
+            raise ValueError("an outline needs keep: the reader keeps the trace it leaves out")
         if not self._started:
             self.start()
         hint = json_size_hint(data, path)
@@ -143,7 +151,7 @@ class ReaderPool:
         request = ReadRequest(settings=settings,
                               path=spooled if spooled is not None else None if path is None else str(path),
                               spooled=spooled is not None, config=config, peak=peak, json_hint=hint,
-                              rank_of_job=rank_of_job, keep=keep)
+                              rank_of_job=rank_of_job, keep=keep, outline=outline)
         return self._queue.submit(request, data=None if spooled is not None else data, lane=lane, label=label,
                                   refusal=refusal, session=session, spool=spooled, keys=(keep,) if keep else ())
 
@@ -155,6 +163,20 @@ class ReaderPool:
         finally:
             if not ticket.done():  # the caller was interrupted (a rerun): nobody wants it now
                 ticket.cancel()
+
+    def read_outline(self, data: bytes | None = None, *, keep: str, **kwargs) -> Outline:
+        """``read`` for the page: the trace's ``Outline``, the ``Parsed`` kept in the reader under ``keep``."""
+        return self.read(data, keep=keep, outline=True, **kwargs)  # type: ignore[return-value]
+
+    def know(self, key: str, *, data=None, path: str | None = None, settings: HostSettings | None = None,
+             config: RunConfig | None = None, peak: DevicePeak | None = None) -> TraceRef | None:
+        """Where ``key``'s trace is read again from, remembered (``path``) or written (``data``)
+        without reading it now: a page that still holds a trace's bytes (a run's, a sample's) or
+        its path (a directory job's rank) hands them back when the server let its copy go."""
+        settings = settings or self.settings
+        if path is not None:
+            return self.sources.add_path(key, path, settings=settings, config=config, peak=peak)
+        return self.sources.add_bytes(key, data, settings=settings, config=config, peak=peak)
 
     def submit_job(self, job: Job, given: JobInput | None = None, *, keys: tuple[str, ...] = (),
                    label: str | None = None, session: str | None = None) -> ReadTicket:
@@ -170,8 +192,9 @@ class ReaderPool:
         refs = self.refs(keys) if keys else None
         if refs is not None:
             given = JobInput(refs=refs, summaries=given.summaries if given is not None else ())
-        if given is None:
-            raise ValueError(f"a {job.kind} job needs its traces: these keys are not kept here ({', '.join(keys)})")
+        if given is None:  # the server let their bytes go (its budget) since the caller looked
+            raise ReadFailed("this server no longer holds the trace (it keeps a budget of uploads for everyone and "
+                             "let the oldest go); open it again", kind=ReadFailureKind.TRACE)
         return self._queue.submit(job, frames=pack(given), lane=Lane.SMALL, label=label or str(job.kind),
                                   session=session, keys=keys if refs is not None else ())
 

@@ -11,8 +11,11 @@ the messages:
                       the pickled result and its buffers as raw frames] or Failure(kind=ReadFailureKind)
 
 The trace's bytes travel as raw frames (``send_bytes``), not inside a pickle, so neither side
-copies them twice; the server never receives the JSON, only ``Parsed``. Nothing here imports
-pandas: ``Parsed`` names its field types as strings.
+copies them twice; the server never receives the JSON, only ``Parsed`` — or, for the page, only
+its ``Outline``: a read with ``ReadRequest.outline`` leaves the ``Parsed`` in the reader (under
+``keep``) and sends back what the page draws from without the event-level frames; the views that
+need those are jobs answered there (``lab.read.jobs``). Nothing here imports pandas: ``Parsed``
+and ``Outline`` name their field types as strings.
 """
 
 from __future__ import annotations
@@ -27,14 +30,14 @@ from lab.core.settings import HostSettings
 from lab.pool import ChildState, Name, PoolFailed
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lab.analysis import Analysis
+    from lab.analysis import Analysis, AnalysisTables
     from lab.explain import Explanation
     from lab.judge import Finding, Judgement
-    from lab.trace import Trace
+    from lab.trace import Trace, TraceFacts
 
 __all__ = [
-    "InitReader", "Lane", "Parsed", "PoolHealth", "ReadFailed", "ReadFailureKind", "ReadRequest", "ReadState",
-    "ReadStatus", "ReaderHealth", "ReaderLimits", "ReaderState",
+    "InitReader", "Lane", "Outline", "Parsed", "PoolHealth", "ReadFailed", "ReadFailureKind", "ReadRequest",
+    "ReadState", "ReadStatus", "ReaderHealth", "ReaderLimits", "ReaderState",
 ]  # fmt: skip
 
 ReaderState = ChildState
@@ -85,6 +88,26 @@ class Parsed:
     # ranked by what fixing each would save, with the verdict (lab.judge).
     explanation: Explanation | None = None
     judgement: Judgement | None = None
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """The judged findings, largest saving first (none without a judgement)."""
+        return self.judgement.findings if self.judgement is not None else ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outline:
+    """What the page draws from, of a trace a reader keeps: a ``Parsed`` without its event-level
+    frames (``Trace.events`` and the other per-event tables, ``Analysis.links``), which stay in
+    that reader under ``key``. The Timeline, the Memory chart, the reveals, the replay's choices,
+    compare's timelines and the ranks' stacked timeline ask it for what they draw (``lab.read.jobs``)."""
+
+    key: str  # what the reader keeps the whole ``Parsed`` under (``lab.read.kept.kept_key``)
+    trace: TraceFacts  # the trace's metadata, counts and flags, its profiler lanes and categories
+    analysis: AnalysisTables
+    explanation: Explanation | None = None
+    judgement: Judgement | None = None
+    result_bytes: int = 0  # its pickled size as it came from the reader: what holding it costs
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -164,6 +187,8 @@ class ReadRequest:
     rank_of_job: str | None = None
     # Leave the ``Parsed`` in the reader under this key (lab.read.kept): later jobs send the key.
     keep: str | None = None
+    # Send back only its ``Outline`` (needs ``keep``): the frames stay in the reader.
+    outline: bool = False
 
 
 # --------------------------------------------------------------------------- reader → server

@@ -32,7 +32,7 @@ from lab.pool import (
     start_child,
 )
 from lab.read.limits import READER_NICE, ReaderPlan, memory_refusal, timeout_refusal
-from lab.read.protocol import InitReader, Lane, Parsed, ReadFailed, ReadFailureKind, ReadState, ReadStatus
+from lab.read.protocol import InitReader, Lane, Outline, Parsed, ReadFailed, ReadFailureKind, ReadState, ReadStatus
 from lab.read.reader import READER_CODE, READER_FD_ENV, REREAD_STAGE
 from lab.read.spool import remove as remove_spool
 
@@ -63,7 +63,7 @@ def start_reader_process() -> tuple[subprocess.Popen, Connection]:
 
 
 class ReadTicket(Ticket):
-    """A caller's handle on one read (see ``lab.pool.Ticket``): ``result`` is its ``Parsed``."""
+    """A caller's handle on one read or job (see ``lab.pool.Ticket``)."""
 
     def __init__(self, queue: ReadQueue, read_id: int, job: Any, *, data=None, lane: Lane, label: str,
                  frames: list | None = None, session: str | None = None, spool: str | None = None,
@@ -76,8 +76,9 @@ class ReadTicket(Ticket):
         self.keys = keys  # the kept traces (lab.read.kept) its reader holds once it is done
         self.prefer = prefer  # the pid of the reader that keeps them, which it waits for a while
 
-    def result(self, timeout: float | None = None) -> Parsed:
-        """Wait for the ``Parsed``; raises ``ReadFailed``, or ``TimeoutError`` after ``timeout`` s."""
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait for the result — a ``Parsed``, an ``Outline`` (a page's read), a ``RankSummary`` or
+        a job's — raises ``ReadFailed``, or ``TimeoutError`` after ``timeout`` s."""
         return super().result(timeout)
 
     def settle(self, *, value: Any = None, error=None, state=None) -> None:
@@ -133,7 +134,7 @@ class ReaderClient(PoolClient):
         return self.plan.timeout_s
 
     def on_done(self, ticket, done: Done, value):
-        if isinstance(value, Parsed):  # what holding it costs: its size as it came
+        if isinstance(value, Parsed | Outline):  # what holding it costs: its size as it came
             return dataclasses.replace(value, result_bytes=sum(done.frame_bytes))
         return value
 

@@ -149,8 +149,9 @@ class _Progress:
 
 
 def _read(steps: _Steps, request: ReadRequest, data, progress: _Progress) -> list:
-    """The ``Parsed`` of the request's trace as frames (``lab.pool.frames``: the pickle and its
-    out-of-band buffers, so no second whole copy of the result is ever held).
+    """The ``Parsed`` of the request's trace (its ``Outline`` for the page) as frames
+    (``lab.pool.frames``: the pickle and its out-of-band buffers, so no second whole copy of the
+    result is ever held).
 
     ``load_trace`` gets the bytes as they came (gzip or not) and inflates them itself, so the
     inflated text dies inside it once decoded: holding it here would add its size to the peak.
@@ -166,9 +167,15 @@ def _read(steps: _Steps, request: ReadRequest, data, progress: _Progress) -> lis
     if request.keep is not None:
         steps.kept.put(request.keep, parsed)
     if request.rank_of_job is not None:  # one rank of a job: its summary is all the server gets
-        parsed = steps.rank_summary(parsed, request.rank_of_job)
+        return _sent(progress, steps.rank_summary(parsed, request.rank_of_job))
+    if request.outline and request.keep is not None:  # the page's read: the frames stay here
+        return _sent(progress, steps.here.outline(parsed, request.keep))
+    return _sent(progress, parsed)
+
+
+def _sent(progress: _Progress, result) -> list:
     progress.stage("sending")
-    return pack(parsed)
+    return pack(result)
 
 
 @contextlib.contextmanager
@@ -248,7 +255,8 @@ def _resolve(steps: _Steps, given, progress: _Progress):
             steps.kept.put(ref.key, parsed)
         found.append(parsed)
     return dataclasses.replace(given, refs=(), traces=tuple(p.trace for p in found),
-                               analyses=tuple(p.analysis for p in found), findings=tuple(p.findings for p in found))
+                               analyses=tuple(p.analysis for p in found), findings=tuple(p.findings for p in found),
+                               explanations=tuple(p.explanation for p in found))
 
 
 def _out_of_memory(exc: BaseException) -> bool:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from lab.analysis.bundle import Analysis
+from lab.analysis.bundle import AnalysisTables
 from lab.analysis.gemm.bound import BOUNDS, LATENCY_FRACTION, bound_of, roof_tflops
 from lab.core.config import RunConfig
 from lab.core.devices import DeviceInfo, DevicePeak
@@ -147,7 +147,7 @@ def roof_caption(roof: Roofline, shown: Roofline) -> str:
             f"{shown.ridge_flops_per_byte:,.1f} FLOP/byte — {roof.source}.{own}")
 
 
-def run_summary(config: RunConfig, analysis: Analysis, device: str, *,
+def run_summary(config: RunConfig, analysis: AnalysisTables, device: str, *,
                 step_tflops: float | None = None) -> RunSummary | None:
     """The run's roofline point (None when it has neither a GEMM figure nor a step to time): a GPU
     trace's typical GEMM instance (``Analysis.gemm_typical``, the Summary's GEMM card), else the

@@ -145,3 +145,12 @@ class Trace:
     @property
     def has_gpu(self) -> bool:
         return bool((self.events["lane_kind"] == "gpu").any())
+
+    @property
+    def event_count(self) -> int:
+        return len(self.events)
+
+    @property
+    def has_python(self) -> bool:
+        """The trace holds with_stack's Python frames (``python_function`` events)."""
+        return bool((self.events["cat"] == "python_function").any())

@@ -1,10 +1,12 @@
 """Stage 4 of the pipeline: what the page and the CLI show, as plain data (and Altair specs):
 the summary cards, the key_averages tables, the timeline, the memory chart, the JSON/text report,
-and the TensorBoard plugin's step-time, kernel and module views (``tensorboard``).
+and the TensorBoard plugin's step-time, kernel and module views (``tensorboard``). What the page
+asks the reader that keeps a trace, so its frames stay there, is ``queries``.
 
 Nothing here imports streamlit; ``ui/`` lays these out.
 """
 
+from lab.trace.facts import category_counts
 from lab.units import fmt_us
 from lab.views.explained import (
     attribution_chart,
@@ -26,6 +28,7 @@ from lab.views.memory import (
     step_table,
 )
 from lab.views.perfetto import PERFETTO_HEIGHT_PX, PERFETTO_INLINE_MAX_BYTES, perfetto_button_html
+from lab.views.queries import ReplayOption, memory_window, ranks_window, replay_beside, replay_options, timeline_window
 from lab.views.ranks import build_ranks_timeline, ranks_span_us
 from lab.views.ranks_heatmap import MAX_STACKED_RANKS, default_picks, heatmap_chart, heatmap_frame, picked
 from lab.views.ranks_tables import collective_table, job_summary, rank_causes_table, rank_table
@@ -40,8 +43,16 @@ from lab.views.replay import (
     variant_config,
     variant_of,
 )
-from lab.views.roofline import answers_chart, answers_frame, reveal_timeline, roofline_chart, title_lines
-from lab.views.summary import category_counts, comparison_totals, summarize
+from lab.views.roofline import (
+    REVEAL_WIDTH_PX,
+    answers_chart,
+    answers_frame,
+    reveal_chart,
+    reveal_timeline,
+    roofline_chart,
+    title_lines,
+)
+from lab.views.summary import comparison_totals, summarize
 from lab.views.tables import (
     format_key_averages,
     kernel_table,
@@ -71,7 +82,9 @@ __all__ = [
     "step_table",
     "PERFETTO_HEIGHT_PX", "PERFETTO_INLINE_MAX_BYTES", "perfetto_button_html",
     "DEFAULT_PYTHON_LEVELS", "PROFILER_LANE_NOTE", "profiler_lanes",
-    "answers_chart", "answers_frame", "reveal_timeline", "roofline_chart", "title_lines",
+    "REVEAL_WIDTH_PX", "answers_chart", "answers_frame", "reveal_chart", "reveal_timeline", "roofline_chart",
+    "title_lines",
+    "ReplayOption", "memory_window", "ranks_window", "replay_beside", "replay_options", "timeline_window",
     "SORT_KEYS", "TORCH_SORT_COLUMNS", "TORCH_SORT_KEYS", "build_timeline", "category_counts", "comparison_totals",
     "fmt_us", "format_key_averages", "is_device_sort", "kernel_table", "key_averages_view", "limit_text_table",
     "profiled_device", "trace_table", "summarize", "timeline_chart", "to_csv_bytes", "torch_sorted", "torch_table_text",

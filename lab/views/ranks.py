@@ -20,7 +20,7 @@ import pandas as pd
 
 from lab.analysis.ranks.analyze import RanksAnalysis
 from lab.judge.finding import Finding
-from lab.trace import Trace
+from lab.trace import Trace, TraceFacts
 from lab.units import fmt_us
 from lab.views.ranks_tables import job_summary
 from lab.views.timeline import DEFAULT_MAX_MARKS, DEFAULT_WIDTH_PX, TimelineData, build_timeline
@@ -28,7 +28,7 @@ from lab.views.timeline_lod import empty_marks
 
 __all__ = [
     "LANE_ORDER_STRIDE", "TEXT_SORTS", "build_ranks_timeline", "rank_lane",
-    "ranks_dict", "ranks_span_us", "ranks_text",
+    "ranks_dict", "ranks_span_us", "ranks_text", "stacked_timeline",
 ]  # fmt: skip
 
 # lane_order of rank r's lanes = r × this + the lane's own order: rank 0's lanes first, and no
@@ -40,7 +40,7 @@ def rank_lane(rank: int, lane: str) -> str:
     return f"rank {rank} · {lane}"
 
 
-def ranks_span_us(traces: Sequence[Trace], ranks: RanksAnalysis) -> float:
+def ranks_span_us(traces: Sequence[Trace | TraceFacts], ranks: RanksAnalysis) -> float:
     """The job's span on its clock: the last rank's last event end."""
     return max(off + t.meta.span_us for t, off in zip(traces, ranks.offsets_us, strict=True))
 
@@ -71,16 +71,24 @@ def build_ranks_timeline(traces: Sequence[Trace], ranks: RanksAnalysis, *, start
 
     ``traces`` are in ``ranks.ranks``' order (by rank).
     """
+    return stacked_timeline(traces, tuple(r.rank for r in ranks.ranks), ranks.offsets_us, start_us=start_us,
+                            end_us=end_us, max_marks=max_marks, width_px=width_px)
+
+
+def stacked_timeline(traces: Sequence[Trace], rank_ids: Sequence[int], offsets_us: Sequence[float], *,
+                     start_us: float | None = None, end_us: float | None = None, max_marks: int = DEFAULT_MAX_MARKS,
+                     width_px: int = DEFAULT_WIDTH_PX) -> TimelineData:
+    """``build_ranks_timeline`` of the ranks ``rank_ids`` (one per trace) at their job-clock offsets."""
     n = len(traces)
-    if n != len(ranks.ranks):
-        raise ValueError(f"{n} traces for {len(ranks.ranks)} ranks")
+    if n != len(rank_ids) or n != len(offsets_us):
+        raise ValueError(f"{n} traces for {len(rank_ids)} ranks")
     if max_marks < 2 * n:
         raise ValueError(f"max_marks={max_marks}: use at least 2 per rank ({2 * n})")
     w0 = 0.0 if start_us is None else float(start_us)
-    w1 = ranks_span_us(traces, ranks) if end_us is None else float(end_us)
+    offsets = tuple(offsets_us)
+    w1 = max(off + t.meta.span_us for t, off in zip(traces, offsets, strict=True)) if end_us is None else float(end_us)
     if not w1 > w0:
         raise ValueError(f"end_us={w1} must be greater than start_us={w0}; widen the window")
-    offsets = ranks.offsets_us
     in_window = [int(((t.events["ts_us"] + off <= w1) & (t.events["ts_us"] + t.events["dur_us"] + off >= w0)).sum())
                  for t, off in zip(traces, offsets, strict=True)]
     left, parts = max_marks, {}
@@ -91,11 +99,11 @@ def build_ranks_timeline(traces: Sequence[Trace], ranks: RanksAnalysis, *, start
         left -= data.mark_count
         parts[i] = data
     first_rows = np.cumsum([0] + [sum(r for _, _, r in parts[i].lane_rows) for i in range(n)])
-    shifted = [_shifted(parts[i], ranks.ranks[i].rank, offsets[i], int(first_rows[i])) for i in range(n)]
+    shifted = [_shifted(parts[i], rank_ids[i], offsets[i], int(first_rows[i])) for i in range(n)]
     marks = [m for m, _, _ in shifted if len(m)]
     links = [x for _, x, _ in shifted if len(x)]
     datas = [parts[i] for i in range(n)]
-    notes = [f"rank {ranks.ranks[i].rank}: {d.note}" for i, d in enumerate(datas) if d.note]
+    notes = [f"rank {rank_ids[i]}: {d.note}" for i, d in enumerate(datas) if d.note]
     base = datas[0]
     return replace(
         base,
@@ -106,10 +114,10 @@ def build_ranks_timeline(traces: Sequence[Trace], ranks: RanksAnalysis, *, start
         merged_events=sum(d.merged_events for d in datas), note="; ".join(notes),
         hidden_events=sum(d.hidden_events for d in datas), hidden_links=sum(d.hidden_links for d in datas),
         bin_us=max(d.bin_us for d in datas), depth_cap=None, trace_events=sum(d.trace_events for d in datas),
-        lane_rows=tuple((rank_lane(ranks.ranks[i].rank, lane), first + int(first_rows[i]), rows)
+        lane_rows=tuple((rank_lane(rank_ids[i], lane), first + int(first_rows[i]), rows)
                         for i in range(n) for lane, first, rows in parts[i].lane_rows),
         folded_python=sum(d.folded_python for d in datas),
-        profiler_lanes=tuple(rank_lane(ranks.ranks[i].rank, lane)
+        profiler_lanes=tuple(rank_lane(rank_ids[i], lane)
                              for i in range(n) for lane in parts[i].profiler_lanes),
         hidden_profiler_events=sum(d.hidden_profiler_events for d in datas),
     )

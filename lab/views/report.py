@@ -18,10 +18,10 @@ from lab.explain import Explanation, explain
 from lab.judge import Judgement, judge_trace
 from lab.measure import measure
 from lab.stats import median as _median
+from lab.trace.facts import category_counts
 from lab.trace.load import Trace
 from lab.units import fmt_pct, fmt_tflops, fmt_us
 from lab.views.explained import explanation_dict, explanation_text
-from lab.views.summary import category_counts
 from lab.vocab import PROFILER_STEP_NAME
 
 __all__ = ["TOP_ROWS", "build_report", "compare_traces", "comparison_to_dict", "format_comparison", "format_report"]

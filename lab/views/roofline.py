@@ -21,8 +21,9 @@ from lab.views.timeline import TimelineData, build_timeline, outline_layer, time
 if TYPE_CHECKING:  # pragma: no cover
     import altair as alt
 
-__all__ = ["HIGHLIGHT", "RATE_UNITS", "REGION_COLORS", "TITLE_LINE_CHARS", "answers_chart", "answers_frame",
-           "log_ticks", "rate_unit", "reveal_timeline", "roofline_chart", "title_lines"]
+__all__ = ["HIGHLIGHT", "RATE_UNITS", "REGION_COLORS", "REVEAL_WIDTH_PX", "TITLE_LINE_CHARS", "answers_chart",
+           "answers_frame", "log_ticks", "rate_unit", "reveal_chart", "reveal_timeline", "roofline_chart",
+           "title_lines"]
 
 REGION_COLORS = {"latency-bound": "#bab0ac", "memory-bound": "#72b7b2", "compute-bound": "#f58518"}
 # The reveal's window: wide enough to read one step's lanes, the rest of the page stays in view.
@@ -155,12 +156,17 @@ def answers_chart(frame: pd.DataFrame, title: str) -> alt.Chart:
 def reveal_timeline(trace: Trace, window_us: tuple[float, float],
                     names: Sequence[str]) -> tuple[TimelineData, alt.LayerChart]:
     """The Timeline view's chart of ``window_us``, the events named outlined in red on top."""
+    data = build_timeline(trace, start_us=window_us[0], end_us=window_us[1], width_px=REVEAL_WIDTH_PX)
+    return data, reveal_chart(data, names)
+
+
+def reveal_chart(data: TimelineData, names: Sequence[str]) -> alt.LayerChart:
+    """``data`` (a window at ``REVEAL_WIDTH_PX``) charted, the events named outlined in red on top."""
     import altair as alt  # on first draw: the CLI never pays its import
 
-    data = build_timeline(trace, start_us=window_us[0], end_us=window_us[1], width_px=REVEAL_WIDTH_PX)
     chart = timeline_chart(data)
     marks = data.marks
     picked = marks[marks["name"].astype(str).isin(list(names))]
     outline = outline_layer(data, picked, color=HIGHLIGHT, stroke_px=2.5, title="the evidence")
-    return data, alt.layer(*chart.layer, outline).properties(width="container", height=chart.height,
-                                                            autosize=chart.autosize)
+    return alt.layer(*chart.layer, outline).properties(width="container", height=chart.height,
+                                                       autosize=chart.autosize)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from lab.analysis.bundle import Analysis
+from lab.analysis.bundle import Analysis, AnalysisTables
 from lab.analysis.gemm.analyze import NO_SHAPE_NOTE, device_name
 from lab.analysis.steps import per_iteration_us
 from lab.core.config import OPTIONS
@@ -19,6 +19,7 @@ from lab.core.result import RunResult
 from lab.core.workloads import WORKLOADS
 from lab.explain import Explanation
 from lab.judge import MATERIAL_PCT, Judgement, judge_trace
+from lab.trace.facts import TraceFacts
 from lab.trace.load import Trace
 from lab.units import fmt_pct, fmt_signed_pct, fmt_tflops, fmt_us
 
@@ -39,13 +40,14 @@ class Summary:
     verdict: str  # the judged verdict (lab.judge.Judgement.verdict): the finding with the largest saving
 
 
-def summarize(trace: Trace, analysis: Analysis, *, run: RunResult | None = None,
+def summarize(trace: Trace | TraceFacts, analysis: AnalysisTables, *, run: RunResult | None = None,
               timing: dict | None = None, explanation: Explanation | None = None,
               judgement: Judgement | None = None) -> Summary:
     """``timing`` is a sample manifest's {"profiled_median_us", "unprofiled_median_us"} when no run.
     With the trace's ``explanation``, a card shows only where it matters to this trace: the GEMM
     card only when GEMMs hold at least ``MATERIAL_PCT`` of the step. The verdict is ``judgement``'s
-    (judged here from the trace when not given)."""
+    (judged here from the trace when not given: a whole ``Trace`` and ``Analysis`` then, not
+    their facts and tables)."""
     metrics: list[Metric] = []
     metrics += _timing_metrics(run, timing) or _trace_timing_metrics(analysis)
     metrics += _throughput_metrics(run, analysis, gemm_matters=_gemm_matters(explanation))
@@ -58,14 +60,20 @@ def summarize(trace: Trace, analysis: Analysis, *, run: RunResult | None = None,
         metrics.append(Metric(
             "Launch delay (median)", fmt_us(analysis.launches.delay_median_us),
             "GPU start − CPU launch start, over every launch→kernel pair (flows)."))
-    metrics.append(Metric("Events", f"{len(trace.events):,}",
+    metrics.append(Metric("Events", f"{trace.event_count:,}",
                           f"Complete events in the trace; span {fmt_us(util.trace_span_us)}."))
     return Summary(
         device=_device_text(trace, run),
         config=_config_text(run),
         metrics=tuple(metrics),
-        verdict=(judgement if judgement is not None else judge_trace(trace, analysis, explanation)).verdict,
+        verdict=(judgement if judgement is not None else _judged(trace, analysis, explanation)).verdict,
     )
+
+
+def _judged(trace: Trace | TraceFacts, analysis: AnalysisTables, explanation: Explanation | None) -> Judgement:
+    if not isinstance(trace, Trace) or not isinstance(analysis, Analysis):
+        raise ValueError("a trace's facts and tables alone cannot be judged: pass its judgement")
+    return judge_trace(trace, analysis, explanation)
 
 
 def _timing_metrics(run: RunResult | None, timing: dict | None) -> list[Metric]:
@@ -121,7 +129,7 @@ def _noise_help(noise: float) -> str:
             f"±{noise:.0f} % here (half-ranges, in quadrature), so a few % either way is noise, not the profiler.")
 
 
-def _trace_timing_metrics(analysis: Analysis) -> list[Metric]:
+def _trace_timing_metrics(analysis: AnalysisTables) -> list[Metric]:
     """Per-iteration time from the trace's own steps, for a recording without timings (an
     upload, the seed samples): the profiled time only, as nothing ran without the profiler."""
     per_iter = per_iteration_us(analysis.steps)
@@ -143,7 +151,7 @@ def _gemm_matters(explanation: Explanation | None) -> bool:
     return step > 0 and 100.0 * float(explanation.attribution.median_us()["gemm"]) / step >= MATERIAL_PCT
 
 
-def _throughput_metrics(run: RunResult | None, analysis: Analysis, *, gemm_matters: bool = True) -> list[Metric]:
+def _throughput_metrics(run: RunResult | None, analysis: AnalysisTables, *, gemm_matters: bool = True) -> list[Metric]:
     out = []
     if run is not None and (tflops := run.step_tflops) is not None:  # a CPU run's roofline point too
         c = run.config
@@ -156,7 +164,7 @@ def _throughput_metrics(run: RunResult | None, analysis: Analysis, *, gemm_matte
     return out
 
 
-def _gemm_metrics(analysis: Analysis) -> list[Metric]:
+def _gemm_metrics(analysis: AnalysisTables) -> list[Metric]:
     """A typical GEMM instance's rate against its dtype's peak (TOPS for int8), or, for GEMM
     kernels without a recorded shape, what to record instead of a rate."""
     best = analysis.gemm_typical  # the one the roofline and the insights quote too
@@ -173,7 +181,7 @@ def _gemm_metrics(analysis: Analysis) -> list[Metric]:
         delta=None if math.isnan(pct) else f"{pct:.0f} % of {peak:,.0f} {unit} {best['dtype']} peak")]
 
 
-def _device_text(trace: Trace, run: RunResult | None) -> str:
+def _device_text(trace: Trace | TraceFacts, run: RunResult | None) -> str:
     if run is not None:
         d = run.device
         extra = f", torch {d.torch_version}" + (f", CUDA {d.cuda_version}" if d.cuda_version else "")
@@ -197,15 +205,6 @@ def _config_text(run: RunResult | None) -> str:
     if options:
         parts.append(", ".join(options))
     return " · ".join(parts)
-
-
-def category_counts(trace: Trace) -> pd.DataFrame:
-    """Events and their summed duration per category, most time first (the Trace view's table)."""
-    ev = trace.events
-    grouped = ev.groupby(ev["cat"].astype(str), observed=True)["dur_us"].agg(["count", "sum"])
-    out = grouped.rename(columns={"count": "events", "sum": "total_us"}).reset_index()
-    out = out.rename(columns={"cat": "category"})
-    return out.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
 
 
 # Compare's totals as a reader names them (the metric keys are the analysis's field names).

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.columns import codes, parent_rows
+from lab.trace.facts import profiler_lanes
 
 __all__ = [
     "BAR_FILL", "DEFAULT_PYTHON_LEVELS", "PROFILER_LANE_NOTE", "PYTHON_CAT", "lane_rows", "profiler_lanes",
@@ -60,13 +61,6 @@ def python_folding(events: pd.DataFrame, levels: int | None) -> tuple[np.ndarray
         py_above[here[ok]] = py_above[par[ok]] + is_py[par[ok]]
     left_out = is_py & (py_above >= levels)
     return depth - np.maximum(py_above - levels, 0), left_out
-
-
-def profiler_lanes(events: pd.DataFrame) -> np.ndarray:
-    """Lane names that are the profiler's own: a negative or non-numeric pid ("-1", "Spans")."""
-    pids = events.groupby("lane", observed=True)["pid"].first()
-    numeric = pd.to_numeric(pids.astype(str), errors="coerce")
-    return np.asarray(pids.index[~(numeric >= 0)].astype(str), dtype=object)
 
 
 def lane_rows(lanes: tuple[str, ...], mark_lane: np.ndarray, mark_depth: np.ndarray) -> dict[str, tuple[int, int]]:

@@ -32,6 +32,7 @@ from lab.analysis.gemm.kinds import (
 from lab.analysis.operators import Links, build_links
 from lab.core.config import RunConfig
 from lab.core.devices import DevicePeak, lookup_peak
+from lab.trace.facts import TraceFacts
 from lab.trace.load import Trace
 from lab.vocab import ELEMENT_BYTES, INPUT_TYPE_DTYPES, rate_unit
 
@@ -59,7 +60,7 @@ GEMM_COLUMNS = ("op", "kernel", "ts_us", "device", "kernel_us", "kernels_launche
 # --------------------------------------------------------------------------- the device
 
 
-def device_name(trace: Trace) -> str:
+def device_name(trace: Trace | TraceFacts) -> str:
     props = trace.meta.device_properties
     return str(props[0].get("name", "")) if props and isinstance(props[0], dict) else ""
 
