@@ -99,7 +99,7 @@ def side(traces: list[Path]) -> list[dict]:
                                     args=(("end_us", end), ("start_us", start))), keys=(key,))
         return lv.build_timeline(loaded.trace, start_us=start, end_us=end)  # in the server, from its Parsed
 
-    try:
+    def interactions(paths: list[Path]) -> None:
         lesson = LESSONS[LESSON]
         samples = lesson_samples(lesson.runs)
         recorded = [s.read_bytes() for s in samples]
@@ -114,7 +114,7 @@ def side(traces: list[Path]) -> list[dict]:
 
         measured(f"lesson {LESSON}", "open a lesson (signals + answers)", open_lesson)
         first = None
-        for path in traces:
+        for path in paths:
             data = path.read_bytes()
             opened = measured(path.name, "read (an upload opened)", lambda data=data: read(data),
                               copied=len(data) if keeps else 0)
@@ -128,6 +128,13 @@ def side(traces: list[Path]) -> list[dict]:
                      lambda o=opened, f=first: job(Job(kind=JobKind.COMPARE), [o, f]))
             measured(path.name, "Timeline tab (whole trace)", lambda o=opened: timeline(o, (0.0, 1.0)))
             measured(path.name, "Timeline window moved (middle half)", lambda o=opened: timeline(o, (0.25, 0.75)))
+
+    try:
+        # Once through the lesson and the first trace, not counted: the server reads the files of the
+        # modules it imports lazily (rchar) the first time each interaction runs, once per process.
+        interactions(traces[:1])
+        rows.clear()
+        interactions(traces)
     finally:
         pool.shutdown()
     return rows
@@ -198,8 +205,9 @@ def table(results: dict[str, list[dict]]) -> str:
     lines = ["| trace | interaction | before MB | after MB | fewer | before wall s | after wall s |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for k in b_bytes:
-        ratio = b_bytes[k] / a_bytes[k] if a_bytes.get(k) else float("inf")
-        lines.append(f"| {k[0]} | {k[1]} | {b_bytes[k] / MB:.3f} | {a_bytes[k] / MB:.3f} | {ratio:.0f}× | "
+        # "—": nothing crossed before (the server drew it from the frames it held), so no ratio
+        fewer = f"{b_bytes[k] / a_bytes[k]:.1f}×" if b_bytes[k] and a_bytes.get(k) else "—"
+        lines.append(f"| {k[0]} | {k[1]} | {b_bytes[k] / MB:.3f} | {a_bytes[k] / MB:.3f} | {fewer} | "
                      f"{b_wall[k]:.3f} | {a_wall[k]:.3f} |")
     return "\n".join(lines)
 

@@ -31,6 +31,7 @@ from lab.pool import (
     exit_text,
     start_child,
 )
+from lab.read.kept import estimate_bytes
 from lab.read.limits import READER_NICE, ReaderPlan, memory_refusal, timeout_refusal
 from lab.read.protocol import InitReader, Lane, Outline, Parsed, ReadFailed, ReadFailureKind, ReadState, ReadStatus
 from lab.read.reader import READER_CODE, READER_FD_ENV, REREAD_STAGE
@@ -134,8 +135,9 @@ class ReaderClient(PoolClient):
         return self.plan.timeout_s
 
     def on_done(self, ticket, done: Done, value):
-        if isinstance(value, Parsed | Outline):  # what holding it costs: its size as it came
-            return dataclasses.replace(value, result_bytes=sum(done.frame_bytes))
+        if isinstance(value, Parsed | Outline):  # what holding it costs: its buffers and cells, not
+            # its size on the pipe (a small result comes compressed: lab.pool.frames.pack)
+            return dataclasses.replace(value, result_bytes=estimate_bytes(value))
         return value
 
     def crashed(self, ticket, child, exitcode: int | None) -> ReadFailed:
