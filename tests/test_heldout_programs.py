@@ -226,13 +226,31 @@ def test_a_step_the_dataloader_held_gets_the_dataloaders_advice():
     assert slow["name"] in finding.title and "DataLoader" in finding.suggestion
 
 
+# Fixes that remove only part of what their finding counts, and what the finding keeps afterwards.
+PARTIAL_FIXES = {
+    "clip_per_param": "foreach batches the clip's kernels only: the 100-layer MLP's forward and backward "
+                      "still launch a kernel or more per layer, so the step stays launch-bound",
+}
+
+
+def _median_step_us(stem: str) -> float:
+    return statistics.median(s["dur"] for s in _steps(_raw(stem)))
+
+
 @pytest.mark.parametrize("pair", MANIFEST.get("pairs", []), ids=lambda p: f"{p['base']}->{p['fixed']}")
 def test_the_advice_is_gone_once_the_fix_is_applied(pair):
     """The program recorded again with the fix the finding suggested: the finding is gone, or keeps
-    at most a tenth of the saving it promised."""
+    at most a tenth of the saving it promised. A fix that removes only part of the cause
+    (``PARTIAL_FIXES``) leaves the finding in place, smaller by what the step lost (the median
+    ProfilerStep of the raw JSON, base − fixed), within a quarter."""
     from bench_whatif import FIX_RULE
 
     rule = FIX_RULE[pair["base"]]
     before = next(f for f in _judged(pair["base"]).findings if f.rule == rule)
     after = next((f for f in _judged(pair["fixed"]).findings if f.rule == rule), None)
-    assert after is None or after.saving_us <= 0.10 * before.saving_us, after
+    if pair["base"] not in PARTIAL_FIXES:
+        assert after is None or after.saving_us <= 0.10 * before.saving_us, after
+        return
+    step_drop = _median_step_us(pair["base"]) - _median_step_us(pair["fixed"])
+    assert after is not None and step_drop > 0
+    assert abs((before.saving_us - after.saving_us) - step_drop) <= 0.25 * step_drop, (before, after, step_drop)
