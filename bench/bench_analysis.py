@@ -1,4 +1,4 @@
-"""Analyze: every analysis + the insights on a large real trace, and how the cost scales.
+"""Analyze: every analysis + the findings on a large real trace, and how the cost scales.
 
     python bench/bench_analysis.py              # real 71k-event H200 transformer step + 1k…1M scaling
     python bench/bench_analysis.py --quick      # small inputs, no write (CI)
@@ -8,7 +8,7 @@ delays, steps, GEMM efficiency, verdict) + ``lab.judge.judge_trace``; the trace 
 once beforehand (ingest has its own bench). Large traces for the scaling rows repeat a real
 H200 trace's steps (``bench/make_large_trace.py``: times shifted, ids renumbered). Each figure
 is the median of N calls after one warm-up, wall clock and process CPU time. Target (issue
-"Benchmarks"): analyses + insights ≤ 0.5 s on the large trace on this 2-core box.
+"Benchmarks"): analyze + judge ≤ 0.5 s on the large trace on this 2-core box.
 
 Beside it, same run: the TensorBoard plugin's views, which are not part of ``analyze`` (computed
 when the tab is opened): each of ``step_time``, ``kernel_view``, ``module_view`` in this process,
@@ -66,7 +66,7 @@ def timed(fn, repeats: int) -> tuple[object, float, float]:
     return result, statistics.median(walls), statistics.median(cpus)
 
 
-def analyze_and_insights(trace):
+def analyze_and_judge(trace):
     analysis = analyze(trace)
     return analysis, judge_trace(trace, analysis).findings
 
@@ -96,25 +96,25 @@ def main() -> int:
 
     rows = []
     real = load_trace(REAL_TRACE)
-    (analysis, insights), wall, cpu = timed(lambda: analyze_and_insights(real), repeats)
+    (analysis, findings), wall, cpu = timed(lambda: analyze_and_judge(real), repeats)
     named = judge_trace(real, analysis).named
     verdict = named.rule if named is not None else "none"  # the rule of the finding the verdict names
     rows.append(("real: H200 transformer training step", len(real.events), len(real.flows), wall, cpu,
-                 len(insights), verdict))
+                 len(findings), verdict))
     # The TensorBoard tab's views, on demand: each in this process, then the tab's job in a reader.
     views = [(name, *timed(lambda fn=fn: fn(real), repeats)[1:])
              for name, fn in (("step_time", step_time), ("kernel_view", kernel_view), ("module_view", module_view))]
     # What every analyze() did before they left it, measured in the same run: the ratio to the row above.
-    _, wall, cpu = timed(lambda: (analyze_and_insights(real), step_time(real), kernel_view(real), module_view(real)),
+    _, wall, cpu = timed(lambda: (analyze_and_judge(real), step_time(real), kernel_view(real), module_view(real)),
                          repeats)
     rows.append(("same trace, with the TensorBoard views inside (what analyze() did before they left it)",
-                 len(real.events), len(real.flows), wall, cpu, len(insights), verdict))
+                 len(real.events), len(real.flows), wall, cpu, len(findings), verdict))
     job = tab_job(repeats) if not args.quick else None
 
     scaling = []
     for n in ((1_000, 10_000) if args.quick else (1_000, 10_000, 100_000, 1_000_000)):
         trace = repeated_trace(n)
-        _, wall, cpu = timed(lambda trace=trace: analyze_and_insights(trace), 3 if n >= 1_000_000 else repeats)
+        _, wall, cpu = timed(lambda trace=trace: analyze_and_judge(trace), 3 if n >= 1_000_000 else repeats)
         scaling.append((len(trace.events), wall, cpu))
         del trace
 
@@ -126,12 +126,12 @@ def main() -> int:
         f"load average at start {load_avg:.1f}. Method: `analyze(trace)` + `judge_trace(trace, analysis)` on a "
         f"trace loaded beforehand; median of {repeats} calls after one warm-up; wall clock and process CPU time.",
         "",
-        "| trace | events | flows | analyses + insights wall ms | CPU ms | insights | verdict |",
+        "| trace | events | flows | analyze + judge wall ms | CPU ms | findings | verdict |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
-    for i, (name, events, flows, wall, cpu, n_insights, verdict) in enumerate(rows):
+    for i, (name, events, flows, wall, cpu, n_findings, verdict) in enumerate(rows):
         what = f"{name} (`{REAL_TRACE.name}`, with_stack + profile_memory + record_shapes)" if i == 0 else name
-        lines.append(f"| {what} | {events:,} | {flows:,} | {wall * 1000:,.0f} | {cpu * 1000:,.0f} | {n_insights} | "
+        lines.append(f"| {what} | {events:,} | {flows:,} | {wall * 1000:,.0f} | {cpu * 1000:,.0f} | {n_findings} | "
                      f"{verdict} |")
     lines += [
         "",
@@ -148,7 +148,7 @@ def main() -> int:
         "",
         "## Scaling (analyze)",
         "",
-        f"Same run and method; analyses + insights on `{SCALING_SOURCE.name}` repeated to N events "
+        f"Same run and method; analyze + judge on `{SCALING_SOURCE.name}` repeated to N events "
         "(`bench/make_large_trace.py`; 3 calls at 1M).",
         "",
         "| events | wall ms | CPU ms | CPU µs / event |",
