@@ -34,7 +34,7 @@ from ui import (
     views,
 )
 from ui.early_read import EarlyReads
-from ui.run import await_worker, open_recording, run_lesson, run_submitted, settle_interrupted
+from ui.run import await_worker, open_recording, run_lesson, run_submitted, settle_heap, settle_interrupted
 from ui.widgets import labels_from
 
 st.set_page_config(page_title="Profiler Lab", page_icon=":material/speed:", layout="wide")
@@ -210,7 +210,9 @@ upload.await_upload(waiting_upload, readers)
 tracedir.await_dir(waiting_dir, readers)
 settle_interrupted()  # runs left waiting by an interrupted page run, if this one submitted nothing
 
-if device is None and submitted is None and lesson_click is None and seat_click is None and not sweep_click:
+if device is not None:
+    settle_heap()  # once the worker is warm and the page drawn: before a visitor's first click
+elif submitted is None and lesson_click is None and seat_click is None and not sweep_click:
     # Last, once the page is drawn: wait for the worker's warm-up, then redraw with the device.
     # Not after a click that ran or refused something: the redraw would wipe its messages.
     await_worker(service)
