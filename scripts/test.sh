@@ -26,6 +26,11 @@ if [ "${1:-}" = "fast" ]; then
 fi
 python3 -m pip install -q -r requirements-dev.txt
 export KINETO_LOG_LEVEL=6
+# Bytecode caches on (they sit in git-ignored __pycache__ folders): with PYTHONDONTWRITEBYTECODE set,
+# as some hosts' environments have it, every pytest worker re-rewrote the asserts of each test
+# module (13-15 s of a worker's collection on a 2-core box) and every fresh interpreter a test
+# starts recompiled the lab.
+unset PYTHONDONTWRITEBYTECODE
 seed="${TEST_SEED:-12}"
 case "$seed" in
   none) order=(-p no:randomly) ;;

@@ -17,6 +17,7 @@ import random
 import sys
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -348,14 +349,31 @@ def test_profiler_overhead_inside_an_op_is_its_child_as_in_torchs_tree():
         sort_by="self_cpu_time_total", row_limit=-1)
 
 
+class _Span(msgspec.Struct):
+    """The fields of a raw trace event the search below reads (every other field is skipped)."""
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    ts: float = 0.0
+    dur: float = 0.0
+
+
+class _RawTrace(msgspec.Struct):
+    traceEvents: list[_Span] = []
+
+
 @functools.cache
 def _overhead_inside_ops() -> list:
     """Corpus traces where a profiler overhead event lies inside an op, with that op's name: the
     first such event long enough to tell apart in the op's summed self CPU time in torch's CSV
     (a 30 µs "Lazy Function Loading" inside a 42 s autotuning op is not). Found once per session
-    (two tests' parameters; collection decoded every corpus trace twice, 15 s each on this box)."""
+    (two tests' parameters), at collection in every pytest worker: the raw JSON is decoded into
+    the five fields read here (msgspec skips the rest; ``json.loads`` of the whole corpus took
+    10 s of each worker's collection on this box, this 1 s)."""
     import csv
 
+    decode = msgspec.json.Decoder(_RawTrace).decode
     found = []
     paths = sorted(p for folder in CORPORA if folder.is_dir() for p in folder.rglob("*.json.gz"))
     for path in paths:
@@ -368,13 +386,15 @@ def _overhead_inside_ops() -> list:
         raw = gzip.decompress(path.read_bytes())
         if b'"overhead"' not in raw:  # no event of category "overhead": nothing to decode
             continue
-        events = [e for e in json.loads(raw)["traceEvents"] if e.get("ph") == "X"]
-        ops = [e for e in events if e.get("cat") in ("cpu_op", "user_annotation")]
-        for o in (e for e in events if e.get("cat") == "overhead"):
-            inside = [e for e in ops if e["ts"] <= o["ts"] and o["ts"] + o["dur"] <= e["ts"] + e["dur"]]
-            op = min(inside, key=lambda e: e["dur"])["name"] if inside else None
-            if op in self_cpu and o["dur"] > 2e-3 * abs(self_cpu[op]):
-                found.append(pytest.param(path, op, o["dur"], id=f"{path.parent.name}/{path.name}"))
+        events = [e for e in decode(raw).traceEvents if e.ph == "X"]
+        ops = [e for e in events if e.cat in ("cpu_op", "user_annotation")]
+        start = np.array([e.ts for e in ops], dtype=float)
+        end = start + np.array([e.dur for e in ops], dtype=float)
+        for o in (e for e in events if e.cat == "overhead"):
+            inside = np.flatnonzero((start <= o.ts) & (o.ts + o.dur <= end))
+            op = ops[inside[np.argmin(end[inside] - start[inside])]].name if len(inside) else None
+            if op in self_cpu and o.dur > 2e-3 * abs(self_cpu[op]):
+                found.append(pytest.param(path, op, o.dur, id=f"{path.parent.name}/{path.name}"))
                 break
     return found or [pytest.param(None, None, None, marks=pytest.mark.skip(reason="no such corpus trace"))]
 
