@@ -8,23 +8,31 @@ from __future__ import annotations
 
 import time
 import tracemalloc
+from collections import Counter
 
 import pytest
 
 from lab.core.config import ConfigError, RunConfig
 from lab.core.devices import DeviceInfo, DeviceRates
 from lab.core.settings import HostSettings
-from lab.run.estimate import check_estimate, estimate_run, estimate_text, suggest_dim
+from lab.run.estimate import (
+    RATE_MATMUL_DIM,
+    RATE_ONE_CALL_S,
+    RATE_REPEATS,
+    check_estimate,
+    estimate_run,
+    estimate_text,
+    measure_rates,
+    suggest_dim,
+)
 
 # The issue's bound: close enough to decide "runs in seconds" vs "blocks the room for minutes".
 FACTOR = 3.0
 
 
 @pytest.fixture(scope="module")
-def cpu_info():
-    from lab.run import runner
-
-    return runner.warm_up("cpu")
+def cpu_info(warm_cpu):
+    return warm_cpu  # conftest's: the warm-up's DeviceInfo, measured once a session
 
 
 def test_warm_up_measures_the_cpu(cpu_info):
@@ -63,6 +71,34 @@ def test_16384_float32_on_cpu_is_refused_at_once_allocating_nothing(cpu_info):
     assert "on this host's CPU" in message and "try " in message and "or smaller" in message
     assert estimate_text(estimate_run(config, cpu_info).seconds) in message
     assert "PROFILER_LAB" not in message and "max_run_estimate_s" not in message
+
+
+class _CountingTorch:
+    """torch, with each matmul counted by dtype and bfloat16's slowed past ``RATE_ONE_CALL_S``, as
+    on a CPU with no fast path for it."""
+
+    def __init__(self):
+        import torch
+
+        self.torch, self.calls = torch, Counter()
+
+    def __getattr__(self, name):
+        return getattr(self.torch, name)
+
+    def matmul(self, a, b):
+        self.calls[str(a.dtype).removeprefix("torch.")] += 1
+        if a.dtype == self.torch.bfloat16:
+            time.sleep(RATE_ONE_CALL_S)
+        return self.torch.matmul(a, b)
+
+
+def test_a_dtype_slower_than_one_call_is_rated_from_that_call_alone(monkeypatch):
+    monkeypatch.setitem(RATE_MATMUL_DIM, "cpu", 64)
+    torch = _CountingTorch()
+    rates = measure_rates(torch, "cpu", ["float32", "bfloat16"], tiny_run_s=0.1)
+    assert torch.calls == {"float32": 1 + RATE_REPEATS, "bfloat16": 1}
+    # Rated from its one call, set-up included: never faster than the sleep allows.
+    assert 0 < rates.gflops("bfloat16") <= 2 * 64**3 / RATE_ONE_CALL_S / 1e9 < rates.gflops("float32")
 
 
 def _rates(gflops: float) -> DeviceInfo:

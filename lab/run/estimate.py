@@ -29,8 +29,8 @@ from lab.run.ddp_rank import TIMED_STEPS as JOB_TIMED_STEPS
 from lab.vocab import DTYPE_INFO, torch_dtype_name
 
 __all__ = [
-    "COMPILE_ESTIMATE_S", "RANK_START_CPU_S", "RATE_MATMUL_DIM", "RunEstimate", "check_estimate", "estimate_run",
-    "estimate_text", "measure_rates", "suggest_dim",
+    "COMPILE_ESTIMATE_S", "RANK_START_CPU_S", "RATE_MATMUL_DIM", "RATE_ONE_CALL_S", "RATE_REPEATS", "RunEstimate",
+    "check_estimate", "estimate_run", "estimate_text", "measure_rates", "suggest_dim",
 ]  # fmt: skip
 
 # torch.compile's first call on a small step: ~5–15 s on CPU (inductor writes and builds C++),
@@ -42,6 +42,11 @@ COMPILE_ESTIMATE_S = {"cpu": 15.0, "cuda": 8.0}
 # ~30 ms on one CPU thread and microseconds on a GPU.
 RATE_MATMUL_DIM = {"cpu": 1024, "cuda": 4096}
 RATE_REPEATS = 3  # best of 3: one descheduled repeat on a shared box must not rate the device
+# A first call this long is the dtype's compute, not its set-up (page faults and kernel selection
+# take milliseconds): it rates the dtype alone, with no repeats. A CPU with no fast path for a
+# dtype (bfloat16 and float16 on an AVX2-only EPYC: 2.8 s a 1024³ call, 1.5 % of float32's rate)
+# otherwise spent 4 calls, 11 s, of every worker's warm-up on each such dtype.
+RATE_ONE_CALL_S = 0.2
 RATE_COPY_BYTES = 16 * 2**20
 # Un-profiled timing: mirrors lab.run.runner's UNPROFILED_MAX_ITERS / UNPROFILED_BUDGET_S
 # (not imported: runner imports torch and pandas, this module must not).
@@ -157,14 +162,19 @@ def measure_rates(torch, kind: str, dtypes: list[str], *, tiny_run_s: float) -> 
     """Time a matmul per dtype, a clone and a randn fill on ``kind`` (in a worker, at warm-up).
 
     ``dtypes`` are those the device runs (the others are refused anyway); ``tiny_run_s`` is
-    the measured wall time of a whole tiny profile run. Takes ~0.3 s on one CPU thread.
+    the measured wall time of a whole tiny profile run. Takes ~0.3 s on one CPU thread, plus one
+    call (``RATE_ONE_CALL_S``) for each dtype the CPU has no fast path for.
     """
     device = torch.device("cuda" if kind == "cuda" else "cpu")
     sync = torch.cuda.synchronize if kind == "cuda" else (lambda: None)
 
     def best_s(fn) -> float:
+        start = time.perf_counter()
         fn()  # the first call pays one-time set-up (kernel selection, page faults)
         sync()
+        first_s = time.perf_counter() - start
+        if first_s >= RATE_ONE_CALL_S:
+            return first_s
         times = []
         for _ in range(RATE_REPEATS):
             start = time.perf_counter()
