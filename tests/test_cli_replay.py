@@ -27,6 +27,7 @@ def _raw_ops(path: Path, op: str) -> list[dict]:
     return sorted((e for e in events if e.get("name") == op and e.get("cat") == "cpu_op"), key=lambda e: e["ts"])
 
 
+@pytest.mark.subprocess  # the replay runs in a fresh interpreter (lab.replay.run)
 def test_replay_prints_the_median_call_beside_its_replay(capsys):
     """Without --index the call of median duration; its figures are the raw event's; the replay
     ran the same shapes on this CPU."""
@@ -43,6 +44,7 @@ def test_replay_prints_the_median_call_beside_its_replay(capsys):
     assert data["compared"] == "op CPU time" and data["ratio"] > 0
 
 
+@pytest.mark.subprocess  # the replay runs in a fresh interpreter (lab.replay.run)
 def test_replay_text_names_both_sides(capsys):
     assert main(["replay", str(SEED), "--op", "aten::add", "--index", "0", "--device", "cpu", "--calls", "2",
                  "--warmup", "1"]) == 0
@@ -83,6 +85,7 @@ def test_an_op_that_does_not_fit_is_refused_before_running():
     check_replay(spec, DeviceInfo(kind="cuda", name="big", free_memory_bytes=200 * 2**30, compute_capability=(9, 0)))
 
 
+@pytest.mark.subprocess  # the replay runs in a fresh interpreter (lab.replay.run)
 def test_a_replay_that_fails_in_its_process_says_why_in_one_line():
     """The child's last error line comes back: here the recorded inputs fit no overload of the op."""
     from lab.replay import ReplayFailed, run_replay
@@ -92,6 +95,7 @@ def test_a_replay_that_fails_in_its_process_says_why_in_one_line():
         run_replay(spec, device="cpu", calls=1, warmup=0, timeout_s=120)
 
 
+@pytest.mark.subprocess  # the replay runs in a fresh interpreter (lab.replay.run)
 def test_a_variant_changes_the_inputs_and_says_so(capsys):
     """--contiguous --dtype bfloat16 on the channels_last float32 conv: the replay's inputs have the
     raw dims with contiguous strides (computed from the dims) in bfloat16."""

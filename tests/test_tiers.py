@@ -3,7 +3,8 @@ of a group must carry its marker: this reads every test file and holds that rule
 
 A test is in a group when its own source, or that of a function or fixture it uses (in its file,
 or imported from another test file), does what the group is named for: ``AppTest`` → apptest,
-a ``ReaderPool``/``ProfileService`` started → pool, Playwright → browser, ``subprocess`` →
+a ``ReaderPool``/``ProfileService`` started → pool, Playwright → browser, ``subprocess`` or a
+replay that runs →
 subprocess, PostgreSQL's ``initdb`` → rooms, a Ray cluster → ray. Its marker may come from the
 module's ``pytestmark``, the test's decorators, or a parameter of a fixture it uses
 (``pytest.param(..., marks=...)``). The markers themselves are pyproject's, and scripts/test.sh's
@@ -26,7 +27,9 @@ GROUPS = {
     "apptest": re.compile(r"\bAppTest\b"),
     "pool": re.compile(r"\b(ReaderPool|ProfileService|EarlyReads)\("),
     "browser": re.compile(r"\bsync_api\(|\bplaywright\b|\bchromium\("),
-    "subprocess": re.compile(r"\bsubprocess\.(run|Popen|check_output|check_call)\("),
+    # a replay that runs (``lab.replay.run_replay``, or the CLI's replay on a device) is a fresh interpreter
+    "subprocess": re.compile(r"\bsubprocess\.(run|Popen|check_output|check_call)\(|\brun_replay\("
+                             r"|main\(\[\"replay\",[^\]]*\"--device\", \"cpu\""),
     "rooms": re.compile(r"\binitdb\b"),
     "ray": re.compile(r"\bray_cluster\b|\bstart_cluster\("),
 }
