@@ -22,9 +22,13 @@ if [ "${1:-}" = "fast" ]; then
   shift
   # One pytest worker per core (pytest-xdist; TEST_WORKERS=0 runs it in one process). The full
   # run (CI) stays one process: its pools, pages and servers start processes of their own.
-  tier=(-m "$FAST" -n "${TEST_WORKERS:-auto}")
+  # loadgroup: a corpus trace's tests share a worker (tests/conftest.py groups them), which
+  # reads and judges the trace once (tests/corpus.py).
+  tier=(-m "$FAST" -n "${TEST_WORKERS:-auto}" --dist loadgroup)
 fi
-python3 -m pip install -q -r requirements-dev.txt
+# pip's resolver takes ~6 s even when nothing is missing: it runs only when a pinned requirement is
+# not installed at its version (scripts/requirements_met.py says which).
+python3 scripts/requirements_met.py requirements-dev.txt 2>/dev/null || python3 -m pip install -q -r requirements-dev.txt
 export KINETO_LOG_LEVEL=6
 # Bytecode caches on (they sit in git-ignored __pycache__ folders): with PYTHONDONTWRITEBYTECODE set,
 # as some hosts' environments have it, every pytest worker re-rewrote the asserts of each test
