@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from lab.analysis.table.key_averages import trace_key_averages  # noqa: E402
-from lab.trace import load_trace  # noqa: E402
+from lab.trace import Trace, load_trace  # noqa: E402
 from lab.views.torch_table import profiled_device, torch_table_text  # noqa: E402
 
 TIME_COLUMNS = ("self_cpu_us", "cpu_total_us", "self_device_us", "device_total_us")
@@ -72,8 +72,11 @@ def torch_rows(csv_path: Path, by_shape: bool) -> dict:
 
 
 def compare_trace(trace_path: Path, csv_path: Path, *, by_shape: bool = False,
-                  tables: bool = False) -> Comparison:
-    trace = load_trace(trace_path)
+                  tables: bool = False, trace: Trace | None = None) -> Comparison:
+    """``trace_path``'s table against torch's CSV; ``trace`` is the path already parsed, where the
+    caller holds it (the tests read each corpus trace once)."""
+    if trace is None:
+        trace = load_trace(trace_path)
     want = torch_rows(csv_path, by_shape)
     python_names = set(trace.events.loc[trace.events["cat"] == "python_function", "name"].astype(str))
     python = any(k[0] in python_names for k in want)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -53,13 +54,17 @@ def small_cpu_result(warm_cpu, host_settings):
 def cpu_lesson_runs(warm_cpu, host_settings):
     """Each CPU lesson's runs, made once per session through the real engine: (Runs, raw JSON
     events, whole JSON documents, (profiled, unprofiled) µs lists) per lesson key. Shared by
-    tests/test_questions.py, tests/test_claims.py and tests/test_giveaway.py."""
+    tests/test_lessons.py, test_questions.py, test_claims.py and test_giveaway.py.
+
+    With the intra-op threads the page's CPU worker uses (every core but one:
+    ``lab.run.worker.cpu_worker_threads``): with torch's default of one thread per core, a 64³
+    step on a 2-core box shared with other jobs stalled at the GEMM's barrier often enough that
+    the GEMM read as 99 % of the step (seen in 3 runs of test_lessons.py)."""
     import gzip
     import json
     import os
 
     import torch
-    from lessonruns import raw_events
 
     from lab.analysis import Run, analyze
     from lab.lessons import LESSONS, lesson_configs
@@ -80,8 +85,9 @@ def cpu_lesson_runs(warm_cpu, host_settings):
                 t = result.timing
                 runs.append(Run(name, trace, analyze(trace, config=config),
                                 timing=(t.profiled_median_us, t.unprofiled_median_us)))
-                raw.append(raw_events(result.trace_gz))
-                datas.append(json.loads(gzip.decompress(result.trace_gz)))
+                doc = json.loads(gzip.decompress(result.trace_gz))
+                raw.append([e for e in doc["traceEvents"] if e.get("ph") == "X"])  # lessonruns.raw_events
+                datas.append(doc)
                 timings.append((list(t.profiled_us), list(t.unprofiled_us)))
             cache[key] = (runs, raw, datas, timings)
         return cache[key]
@@ -105,3 +111,27 @@ def browser(playwright_api, server):
 
     with chromium(playwright_api) as b:
         yield b
+
+
+def _trace_of_param(value) -> str | None:
+    """The corpus trace a test parameter names, by stem: a path, a stem, or a manifest entry."""
+    if isinstance(value, Path):
+        return value.name.removesuffix(".json.gz") if value.name.endswith(".json.gz") else None
+    if isinstance(value, dict):
+        value = value.get("stem") or value.get("file") or (value.get("files") or {}).get("trace")
+    if isinstance(value, str) and value.replace("_", "").replace(".", "").replace("-", "").isalnum():
+        return Path(value).name.removesuffix(".json.gz")
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under ``--dist loadgroup`` (the fast tier's workers), the tests of one corpus trace run in
+    one worker, which reads and judges it once (tests/corpus.py): spread by test, each worker
+    read most of the corpus again."""
+    if getattr(config.option, "dist", "no") != "loadgroup":
+        return
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        stems = [s for s in map(_trace_of_param, spec.params.values() if spec else ()) if s]
+        if stems:
+            item.add_marker(pytest.mark.xdist_group(stems[0]))

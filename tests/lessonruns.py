@@ -6,13 +6,13 @@ import functools
 import gzip
 import json
 
+import corpus
 import pytest
 
-from lab.analysis import Run, analyze
+from lab.analysis import Run
 from lab.core.workloads import WORKLOADS
 from lab.lessons import LESSONS, lesson_configs
 from lab.samples import lesson_samples
-from lab.trace.load import load_trace
 
 
 def raw_events(trace_gz: bytes) -> list[dict]:
@@ -28,10 +28,10 @@ def h200_runs(lesson_key: str) -> tuple[Run, ...]:
     assert samples, f"{lesson_key} has no H200 recording"
     runs = []
     for run, sample in zip(lesson.runs, samples):
-        trace = load_trace(sample.read_bytes())
+        trace = corpus.trace(sample.path)
         t = sample.timing
         timing = (t["profiled_median_us"], t["unprofiled_median_us"]) if t else None
-        runs.append(Run(run.name, trace, analyze(trace), timing=timing))
+        runs.append(Run(run.name, trace, corpus.analysis(sample.path), timing=timing))
     return tuple(runs)
 
 

@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import corpus
 import pytest
 from tracebuild import H200_PROPS, build, kernel, launch, matmul_add_steps, op
 
@@ -17,7 +18,6 @@ from lab.core.config import RunConfig
 from lab.core.devices import lookup_peak
 from lab.judge import judge_trace
 from lab.samples import list_samples
-from lab.trace.load import load_trace
 from lab.views.report import compare_traces
 
 DATA = Path(__file__).parent / "data"
@@ -31,8 +31,8 @@ def _xs(name: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def eager_vs_compiled():
-    eager = load_trace(DATA / "matmul_add_4096_bf16.json.gz")
-    compiled = load_trace(DATA / "matmul_add_4096_bf16_compiled.json.gz")
+    eager = corpus.trace(DATA / "matmul_add_4096_bf16.json.gz")
+    compiled = corpus.trace(DATA / "matmul_add_4096_bf16_compiled.json.gz")
     return compare_traces(eager, compiled, label_a="eager", label_b="compiled")
 
 
@@ -84,7 +84,7 @@ def test_operators_outer_join(eager_vs_compiled):
 
 
 def test_a_trace_against_itself_changes_nothing():
-    trace = load_trace(DATA / "matmul_add_1024_fp32.json.gz")
+    trace = corpus.trace(DATA / "matmul_add_1024_fp32.json.gz")
     same = compare_traces(trace, trace)
     assert (same.kernels["delta_us"] == 0).all() and (same.operators["delta_us"] == 0).all()
     assert set(same.kernels["status"]) == {"both"}
@@ -138,8 +138,8 @@ def _pairs():
                  ("matmul_add_4096x4096x4096_bfloat16_cuda.json.gz",
                   "matmul_add_compiled_4096x4096x4096_bfloat16_cuda.json.gz")):
         sa, sb = by_file[a], by_file[b]
-        yield (load_trace(sa.path), RunConfig(**sa.config)), (load_trace(sb.path), RunConfig(**sb.config))
-    bf16 = load_trace(DATA / "matmul_add_4096_bf16.json.gz")
+        yield (corpus.trace(sa.path), RunConfig(**sa.config)), (corpus.trace(sb.path), RunConfig(**sb.config))
+    bf16 = corpus.trace(DATA / "matmul_add_4096_bf16.json.gz")
     yield ((bf16, RunConfig(m=4096, k=4096, n=4096, dtype="bfloat16")),
            (_compiled_fp32_steps(), RunConfig(m=4096, k=4096, n=4096, dtype="float32", compile=True)))
 
@@ -162,7 +162,7 @@ def test_compare_findings_are_the_difference_of_the_insights_tabs(pair):
 def test_compare_without_the_config_would_miss_an_insight_the_tab_shows():
     # The page passes its cached analyses, so the Insights tab and Compare agree. Since GEMMs are
     # found by their kernels, the traces alone find the compiled fp32 GEMM too.
-    bf16 = load_trace(DATA / "matmul_add_4096_bf16.json.gz")
+    bf16 = corpus.trace(DATA / "matmul_add_4096_bf16.json.gz")
     fp32 = _compiled_fp32_steps()
     analysis_a, tab_a = _insights_tab(bf16, RunConfig(m=4096, k=4096, n=4096, dtype="bfloat16"))
     analysis_b, tab_b = _insights_tab(fp32, RunConfig(m=4096, k=4096, n=4096, dtype="float32", compile=True))

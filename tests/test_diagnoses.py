@@ -14,6 +14,7 @@ import gzip
 import json
 from pathlib import Path
 
+import corpus
 import numpy as np
 import pytest
 
@@ -148,7 +149,7 @@ def load_raw(path: Path) -> dict:
 
 @pytest.mark.parametrize("path", SEED_SAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_diagnosis_is_silent_on_the_seed_samples(path):
-    trace = load_trace(path)
+    trace = corpus.trace(path)
     assert [f.__name__ for f in FINDERS if f(trace) is not None] == []
     assert _named(trace) not in _DIAGNOSED  # the judged verdict names none of the diagnoses' causes
     assert not capture_explains_missing_gpu(trace, find_empty_capture(trace))
@@ -158,7 +159,7 @@ def test_every_diagnosis_is_silent_on_the_seed_samples(path):
 @pytest.mark.parametrize("path", SEED_SAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_steps_of_the_seed_samples(path):
     doc = load_raw(path)
-    steps = step_spans(load_trace(path))
+    steps = step_spans(corpus.trace(path))
     t0 = min(e["ts"] for e in complete(doc))
     marked = sorted(e["ts"] - t0 for e in complete(doc) if e["name"].startswith("ProfilerStep#"))
     if marked:
@@ -391,7 +392,7 @@ def test_analyze_and_the_rules_find_the_step_spans_once(monkeypatch):
     assert len(users) >= 4  # diagnoses (findings, host, graphs, comm), steps, memory, ranks
     for module in users:
         monkeypatch.setattr(module, "step_spans", counted)
-    trace = load_trace(GROUNDTRUTH_MEM)
+    trace = corpus.trace(GROUNDTRUTH_MEM)
     analysis = analyze(trace)
     assert trace.has_memory and len(analysis.steps) > 0 and analysis.memory is not None
     judge_trace(trace, analysis)

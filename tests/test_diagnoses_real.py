@@ -12,6 +12,7 @@ import gzip
 import json
 from pathlib import Path
 
+import corpus
 import numpy as np
 import pytest
 
@@ -21,7 +22,6 @@ from lab.analysis.diagnoses.capture import find_empty_capture, find_profiler_inf
 from lab.analysis.diagnoses.comm import COMM_OP_PREFIXES, find_collectives
 from lab.analysis.diagnoses.graphs import find_graph_replays, graph_replay_rows
 from lab.judge import judge_trace
-from lab.trace import load_trace
 from tests.test_diagnoses import (
     _DIAGNOSED,
     _named,
@@ -53,7 +53,7 @@ def raw(stem: str) -> dict:
 
 
 def trace(stem: str):
-    return load_trace(GT / f"{stem}.json.gz")
+    return corpus.trace(GT / f"{stem}.json.gz")
 
 
 def inside(e: dict, outer: list[dict]) -> bool:

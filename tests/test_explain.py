@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import corpus
 import pytest
 from tracebuild import annotation, build, kernel, launch, op
 
@@ -35,7 +36,7 @@ def _key(path: Path) -> str:
 
 @pytest.mark.parametrize("path", CORPUS, ids=_key)
 def test_causes_sum_to_each_steps_wall_time(path):
-    att = attribute(load_trace(path.read_bytes()))
+    att = corpus.explanation(path).attribution
     cols = [f"{c.key}_us" for c in CAUSES]
     total = att.steps[cols].sum(axis=1)
     assert (att.steps[cols] >= -1e-9).all().all()
@@ -112,8 +113,7 @@ SMALL = [p for p in CORPUS if len(_COMPLETE.findall(gzip.decompress(p.read_bytes
 @pytest.mark.parametrize("path", SMALL, ids=_key)
 def test_gpu_work_and_wall_time_equal_a_brute_force_over_the_raw_json(path):
     events = _raw(path)
-    trace = load_trace(path.read_bytes())
-    att = attribute(trace)
+    att = corpus.explanation(path).attribution
     step_name = {"ProfilerStep": "ProfilerStep", "window": None}.get(
         att.source, str(att.steps["name"].iloc[0]).rsplit(" #", 1)[0])
     want, wall = _brute(events, step_name)

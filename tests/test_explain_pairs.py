@@ -4,16 +4,16 @@ of the program with the fix applied. The savings against the measured ones: BENC
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
 
+import corpus
 import pytest
 
-from lab.analysis import analyze
 from lab.analysis.gemm.analyze import peak_for
 from lab.explain import explain
-from lab.judge import judge_trace
 from lab.trace import load_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,8 +40,7 @@ LEFT_AFTER_FIX = 0.10
 
 def _judged(stem: str):
     """As the page judges it: the analysed trace, with its context (the GEMM table, memory, diagnoses)."""
-    trace = load_trace((DATA / f"{stem}.json.gz").read_bytes())
-    return judge_trace(trace, analyze(trace))
+    return corpus.judgement(DATA / f"{stem}.json.gz")
 
 
 @pytest.mark.parametrize("stem", PLANTED)
@@ -76,6 +75,7 @@ OP_NAMES = {"layer_norm": "aten::native_layer_norm", "softmax": "aten::_softmax"
             "add": "aten::add", "row_sum": "aten::sum"}
 
 
+@functools.cache
 def _explained(stem: str):
     trace = load_trace((DATA / f"{stem}.json.gz").read_bytes())
     return explain(trace, peak=peak_for(trace))
@@ -132,19 +132,11 @@ def test_analyze_prints_the_attribution_and_the_findings(capsys):
 
 def _observations(stem: str) -> list[str]:
     """The titles of the judged findings."""
-    from lab.analysis import analyze
-    from lab.judge import judge_trace
-
-    trace = load_trace((DATA / f"{stem}.json.gz").read_bytes())
-    return [f.title for f in judge_trace(trace, analyze(trace)).findings]
+    return [f.title for f in _judged(stem).findings]
 
 
 def _named(stem: str) -> str | None:
-    from lab.analysis import analyze
-    from lab.judge import judge_trace
-
-    trace = load_trace((DATA / f"{stem}.json.gz").read_bytes())
-    named = judge_trace(trace, analyze(trace)).named
+    named = _judged(stem).named
     return named.rule if named is not None else None
 
 

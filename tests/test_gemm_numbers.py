@@ -16,6 +16,7 @@ import json
 import re
 from pathlib import Path
 
+import corpus
 import pytest
 
 from lab.analysis import analyze
@@ -24,7 +25,6 @@ from lab.core.config import RunConfig
 from lab.judge import judge_trace
 from lab.samples import list_samples
 from lab.teach.roofline import run_summary
-from lab.trace.load import load_trace
 from lab.units import fmt_tflops
 from lab.views import summarize
 
@@ -43,7 +43,7 @@ def _card(trace, analysis, insights):
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: Path(p).name.split(".")[0])
 def test_summary_card_roofline_and_insight_quote_one_gemm(path):
-    trace = load_trace(path)
+    trace = corpus.trace(path)
     analysis = analyze(trace)
     insights = judge_trace(trace, analysis).findings
     card = _card(trace, analysis, insights)
@@ -92,5 +92,5 @@ def test_the_typical_gemm_is_the_median_long_instance_from_the_json(name):
     sample = next(s for s in list_samples() if s.file.startswith(name))
     rates = sorted(_raw_long_rates(sample.path))
     assert rates
-    typical = analyze(load_trace(sample.path)).gemm_typical
+    typical = analyze(corpus.trace(sample.path)).gemm_typical
     assert float(typical["tflops"]) == pytest.approx(rates[len(rates) // 2], rel=1e-3)

@@ -10,17 +10,15 @@ these traces: tests/test_key_averages.py (its corpus includes this folder).
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import statistics
 import sys
 from pathlib import Path
 
+import corpus
 import pytest
-
-from lab.analysis import analyze
-from lab.judge import judge_trace
-from lab.trace import load_trace
 
 DATA = Path(__file__).resolve().parent / "data" / "heldout"
 sys.path.insert(0, str(DATA.parents[2] / "bench"))
@@ -30,25 +28,26 @@ ENTRIES = {e["stem"]: e for e in MANIFEST["entries"]}
 
 def _judged(stem: str):
     """As the page judges it: the analysed trace, with its context (the GEMM table, memory, diagnoses)."""
-    trace = load_trace((DATA / f"{stem}.json.gz").read_bytes())
-    return judge_trace(trace, analyze(trace))
+    return corpus.judgement(DATA / f"{stem}.json.gz")
 
 
-def _raw(stem: str) -> list[dict]:
+@functools.cache
+def _raw(stem: str) -> tuple[dict, ...]:
+    """The complete events of the raw JSON, read once a process (several tests read a stem)."""
     doc = json.loads(gzip.decompress((DATA / f"{stem}.json.gz").read_bytes()))
-    return [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    return tuple(e for e in doc["traceEvents"] if e.get("ph") == "X")
 
 
-def _steps(events: list[dict]) -> list[dict]:
+def _steps(events: tuple[dict, ...]) -> list[dict]:
     return sorted((e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")
                    and e.get("cat") in ("cpu_op", "user_annotation")), key=lambda e: e["ts"])
 
 
-def _gpu(events: list[dict]) -> list[dict]:
+def _gpu(events: tuple[dict, ...]) -> list[dict]:
     return [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
 
 
-def _busy_share(events: list[dict]) -> float:
+def _busy_share(events: tuple[dict, ...]) -> float:
     """GPU busy (union of its activity) over the span from the first step's start to the last GPU end."""
     steps, gpu = _steps(events), sorted(_gpu(events), key=lambda e: e["ts"])
     lo, hi = steps[0]["ts"], max(max(s["ts"] + s["dur"] for s in steps), max(g["ts"] + g["dur"] for g in gpu))
@@ -66,7 +65,7 @@ def _busy_share(events: list[dict]) -> float:
     return busy / (hi - lo)
 
 
-def _steps_us(events: list[dict]) -> float:
+def _steps_us(events: tuple[dict, ...]) -> float:
     return sum(s["dur"] for s in _steps(events))
 
 
@@ -154,7 +153,7 @@ def test_the_first_step_does_not_carry_the_warm_up_steps_queue():
     assert "slow_step" not in {f.rule for f in judged.findings}
 
 
-def _per_step(events: list[dict], pick) -> list[list[dict]]:
+def _per_step(events: tuple[dict, ...], pick) -> list[list[dict]]:
     """For each profiled step, the events ``pick`` selects that start in it."""
     return [[e for e in events if pick(e) and s["ts"] <= e["ts"] < s["ts"] + s["dur"]] for s in _steps(events)]
 

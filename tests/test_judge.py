@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import corpus
 import pytest
 from tracebuild import H200_PROPS, annotation, build, kernel, launch, op
 
@@ -17,7 +18,6 @@ from lab.explain import WORK_CLASSES, explain
 from lab.judge import Finding, judge, judge_trace
 from lab.judge.finding import MATERIAL_PCT
 from lab.judge.rules import RULES
-from lab.measure import measure
 from lab.trace import load_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,10 +28,7 @@ CPU = REPO / "tests" / "data" / "groundtruth" / "cpu"
 
 def _judged(path: Path):
     """As the page judges it: the analysed trace's explanation, judged with its context."""
-    trace = load_trace(path.read_bytes())
-    analysis = analyze(trace)
-    ex = explain(measure(trace, analysis=analysis))
-    return ex, judge_trace(trace, analysis, ex)
+    return corpus.explanation(path), corpus.judgement(path)
 
 
 def _rules(path: Path) -> list[str]:

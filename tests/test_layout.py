@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 import pytest
+import sources
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "lab"
@@ -47,7 +48,7 @@ def _lab_modules() -> dict[str, Path]:
 
 def _imports(path: Path, *, top_level_only: bool) -> set[str]:
     """Modules ``path`` imports (``from a.b import c`` counts as ``a.b`` and ``a.b.c``)."""
-    tree = ast.parse(path.read_text())
+    tree = sources.tree(path)
     nodes = tree.body if top_level_only else list(ast.walk(tree))
     found: set[str] = set()
     for node in nodes:
@@ -119,7 +120,7 @@ def test_page_imports_lab_only_through_package_inits():
     page_files = [ROOT / "app.py", *sorted((ROOT / "ui").glob("*.py"))]
     bad = {}
     for path in page_files:
-        tree = ast.parse(path.read_text())
+        tree = sources.tree(path)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "lab":
                 if node.module not in PAGE_IMPORTS:
@@ -140,7 +141,7 @@ def test_no_lab_module_over_500_lines():
 def _long_functions(paths) -> dict[str, int]:
     long = {}
     for path in paths:
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(sources.tree(path)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 n = node.end_lineno - node.lineno + 1
                 if n > MAX_FUNCTION_LINES:
@@ -218,7 +219,7 @@ def _all_imports(path: Path) -> set[str]:
     """Every lab module ``path`` imports anywhere: top level, in a function, under TYPE_CHECKING,
     or by name through ``importlib.import_module``."""
     found = _imports(path, top_level_only=False)
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(sources.tree(path)):
         if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "import_module" and node.args
                 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
             found.add(node.args[0].value)
@@ -291,7 +292,7 @@ _REPLACED_RECORDS = frozenset({"Insight"})
 def _finding_records(path: Path, module: str) -> set[str]:
     """The dataclasses in ``path`` whose annotated fields hold "suggestion" and a title or evidence."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(sources.tree(path)):
         if not isinstance(node, ast.ClassDef):
             continue
         decorators = {ast.unparse(d).split("(")[0] for d in node.decorator_list}
@@ -311,7 +312,7 @@ def test_one_finding_record_in_lab():
 def test_the_replaced_records_never_return():
     """No class in lab/, ui/ or app.py is named like a record Finding replaced, whatever its fields."""
     paths = [*_lab_modules().values(), *ROOT.glob("ui/*.py"), ROOT / "app.py"]
-    named = {f"{path}: {node.name}" for path in paths for node in ast.walk(ast.parse(path.read_text()))
+    named = {f"{path}: {node.name}" for path in paths for node in ast.walk(sources.tree(path))
              if isinstance(node, ast.ClassDef) and node.name in _REPLACED_RECORDS}
     assert not named, f"{sorted(named)}: a trace's sentences are lab.judge.Finding"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+import corpus
 import numpy as np
 import pytest
 from lessonruns import h200_runs, raw_events
@@ -29,7 +30,7 @@ H200 = lookup_peak("NVIDIA H200")
 
 def sample(stem: str):
     s = next(s for s in list_samples() if s.file.startswith(stem))
-    trace = load_trace(s.read_bytes())
+    trace = corpus.trace(s.path)
     return trace, analyze(trace)
 
 

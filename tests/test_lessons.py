@@ -12,49 +12,18 @@ import statistics
 import pytest
 from lessonruns import cpu_lesson_param
 
-from lab.analysis import Run, analyze
 from lab.analysis.figures import label_first_gaps_us, work_per_step
 from lab.core.config import ConfigError
 from lab.lessons import LESSONS, lesson_configs, lesson_signals
-from lab.run.runner import run_profile
-from lab.trace.load import load_trace
 
 CPU_LESSONS = [k for k, lesson in LESSONS.items() if lesson.cpu_refusal is None]
 
 
-def _run_lesson(key: str, settings) -> list[Run]:
-    runs = []
-    for name, config in lesson_configs(LESSONS[key], "cpu"):
-        result = run_profile(config, settings=settings)
-        trace = load_trace(result.trace_gz)
-        timing = (result.timing.profiled_median_us, result.timing.unprofiled_median_us)
-        runs.append(Run(name, trace, analyze(trace, config=config), timing=timing))
-    return runs
-
-
 @pytest.fixture(scope="module")
-def lesson_runs(warm_cpu, host_settings):
-    """The lessons' CPU runs, each once, with the intra-op threads the page's CPU worker uses
-    (every core but one: ``lab.run.worker.cpu_worker_threads``). With torch's default of one
-    thread per core, a 64³ step on this 2-core box shared with other jobs stalled at the GEMM's
-    barrier often enough that the GEMM read as 99 % of the step (seen in 3 runs of this test)."""
-    import os
-
-    import torch
-
-    from lab.run.worker import cpu_worker_threads
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(cpu_worker_threads(os.cpu_count()))
-    cache: dict[str, list[Run]] = {}
-
-    def get(key: str) -> list[Run]:
-        if key not in cache:
-            cache[key] = _run_lesson(key, host_settings)
-        return cache[key]
-
-    yield get
-    torch.set_num_threads(threads)
+def lesson_runs(cpu_lesson_runs):
+    """The lessons' CPU runs (conftest's ``cpu_lesson_runs``: each made once a session, with the
+    intra-op threads the page's CPU worker uses), as ``Run``s."""
+    return lambda key: cpu_lesson_runs(key)[0]
 
 
 @pytest.mark.parametrize("key", [cpu_lesson_param(k) for k in CPU_LESSONS])

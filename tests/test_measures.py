@@ -15,11 +15,12 @@ import gzip
 import json
 from pathlib import Path
 
+import corpus
 import numpy as np
 import pytest
+import sources
 
 from lab.measure import Measures, measure
-from lab.trace import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "lab"
@@ -63,7 +64,7 @@ CATS_READERS = {
 
 
 def _modules() -> dict[str, ast.Module]:
-    return {str(p.relative_to(ROOT)): ast.parse(p.read_text(), str(p)) for p in sorted(LAB.rglob("*.py"))}
+    return {str(p.relative_to(ROOT)): sources.tree(p) for p in sorted(LAB.rglob("*.py"))}
 
 
 def _defs(tree: ast.Module):
@@ -221,7 +222,7 @@ def _brute_first_start(ev: list[dict], calls: dict, start: float, period_end: fl
 @pytest.fixture(scope="module", params=TRACES, ids=lambda p: p.name)
 def measured(request) -> tuple[Measures, list[dict]]:
     path = request.param
-    return measure(load_trace(path.read_bytes())), _raw(path)
+    return measure(corpus.trace(path)), _raw(path)
 
 
 def test_step_windows_equal_the_raw_jsons(measured):

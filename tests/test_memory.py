@@ -12,6 +12,7 @@ import json
 import math
 from pathlib import Path
 
+import corpus
 import numpy as np
 import pytest
 import tracebuild as tb
@@ -45,7 +46,7 @@ def test_memory_frame_equals_the_raw_records(path):
     start_ns = min(_ns(e["ts"]) for e in events if e.get("ph") == "X")
     records = [e for e in events if e.get("ph") == "i" and e.get("name") == "[memory]"]
     records.sort(key=lambda e: _ns(e["ts"]))  # stable: file order within a tie
-    tr = load_trace(path)
+    tr = corpus.trace(path)
     m = tr.memory
     assert list(m.columns) == list(MEMORY_COLUMNS)
     assert len(m) == len(records) > 0 and tr.skipped_events == 0 and tr.has_memory
@@ -61,7 +62,7 @@ def test_memory_frame_equals_the_raw_records(path):
 
 
 def test_trace_without_profile_memory_has_an_empty_memory_frame():
-    tr = load_trace(ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz")
+    tr = corpus.trace(ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz")
     assert len(tr.memory) == 0 and not tr.has_memory
     assert list(tr.memory.columns) == list(MEMORY_COLUMNS)
 
@@ -115,7 +116,7 @@ def real(request):
     from lab.analysis import analyze
 
     path = request.param
-    trace = load_trace(path)
+    trace = corpus.trace(path)
     return path, _raw(path), trace, analyze(trace)
 
 
@@ -210,7 +211,7 @@ def test_series_is_exact_when_it_fits(real):
 def test_series_window_carries_the_level_in():
     from lab.analysis.memory.analyze import memory_series
 
-    trace = load_trace(MEMORY_TRACES[-1])
+    trace = corpus.trace(MEMORY_TRACES[-1])
     m = trace.memory
     cuda = m[m["device_type"].astype(str) == "cuda"]
     w0, w1 = 12_000.0, 13_000.0
@@ -306,7 +307,7 @@ def test_memory_rules_stay_silent_without_memory_and_on_the_corpus_steady_loops(
     from lab.judge import judge_trace
 
     for name in ("matmul_add_1024_fp32", "matmul_add_4096_bf16"):
-        trace = load_trace(ROOT / "tests" / "data" / f"{name}.json.gz")
+        trace = corpus.trace(ROOT / "tests" / "data" / f"{name}.json.gz")
         assert not {LEAK, FRAG, CHURN, PEAK} & set(_findings(trace))
     path, raw, trace, analysis = real
     titles = {f.title for f in judge_trace(trace, analysis).findings}
@@ -327,7 +328,7 @@ def test_out_of_memory_records_equal_the_raw_json_and_the_insight_names_what_ran
     events = raw["traceEvents"]
     start_ns = min(_ns(e["ts"]) for e in events if e.get("ph") == "X")
     (rec,) = [e for e in events if e.get("ph") == "i" and e.get("name") == "[OutOfMemory]"]
-    trace = load_trace(OOM_TRACE)
+    trace = corpus.trace(OOM_TRACE)
     (row,) = trace.out_of_memory.itertuples(index=False)
     assert round(row.ts_us * 1000) == _ns(rec["ts"]) - start_ns
     assert (row.bytes, row.total_allocated_bytes, row.total_reserved_bytes, row.device_id, str(row.device_type)) == (
@@ -365,7 +366,7 @@ def test_a_real_cpu_leak_is_found(tmp_path):
             prof.step()
     path = tmp_path / "leak.json"
     prof.export_chrome_trace(str(path))
-    trace = load_trace(path)
+    trace = corpus.trace(path)
     found = _findings(trace)
     assert LEAK in found and "cpu" in found[LEAK].evidence
     averages = {e.key: e for e in prof.key_averages()}
@@ -380,7 +381,7 @@ def test_a_real_cpu_leak_is_found(tmp_path):
 def test_memory_view_shares_the_timeline_axis_and_stays_in_budget():
     from lab import views as lv
 
-    trace = load_trace(MEMORY_TRACES[-1])
+    trace = corpus.trace(MEMORY_TRACES[-1])
     for window in ((None, None), (12_000.0, 40_000.0)):
         view = lv.build_memory_view(trace, start_us=window[0], end_us=window[1], max_points=500)
         timeline = lv.build_timeline(trace, start_us=window[0], end_us=window[1])
@@ -391,7 +392,7 @@ def test_memory_view_shares_the_timeline_axis_and_stays_in_budget():
         assert domains and all(d == list(view.window) for d in domains)
     whole = lv.build_memory_view(trace)
     assert whole.peaks["bytes"].max() == trace.memory["total_allocated_bytes"].max()
-    assert lv.build_memory_view(load_trace(ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz")) is None
+    assert lv.build_memory_view(corpus.trace(ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz")) is None
 
 
 def _lab(*args: str):
@@ -439,11 +440,11 @@ def test_cli_memory_refuses_a_trace_without_memory_in_one_line():
 def test_report_json_carries_each_devices_peak():
     from lab.views.report import build_report
 
-    trace = load_trace(MEMORY_TRACES[0])
+    trace = corpus.trace(MEMORY_TRACES[0])
     (cuda,) = build_report(trace)["memory"]
     assert cuda["device"] == "cuda:0"
     assert cuda["peak_allocated_bytes"] == max(e["args"]["Total Allocated"] for e in _records(_raw(MEMORY_TRACES[0])))
-    assert build_report(load_trace(ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz"))["memory"] is None
+    assert build_report(corpus.trace(ROOT / "tests" / "data" / "matmul_add_1024_fp32.json.gz"))["memory"] is None
 
 
 def test_the_labs_own_profile_memory_run_gets_torchs_memory_columns_from_its_trace(small_cpu_result):

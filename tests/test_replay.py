@@ -13,6 +13,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import corpus
 import numpy as np
 import pytest
 
@@ -29,7 +30,6 @@ from lab.replay import (
     spec_of_row,
 )
 from lab.replay.spec import DTYPE_OF_SPELLING
-from lab.trace import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted((ROOT / "lab" / "samples").glob("*.json.gz"))
@@ -72,7 +72,7 @@ def test_spec_reproduces_every_replayed_row_of_the_raw_json(path):
     torch = pytest.importorskip("torch")
     from lab.replay.standalone import make_tensor
 
-    trace = load_trace(path)
+    trace = corpus.trace(path)
     raw = _raw_rows(_raw(path))
     ev = trace.events
     rows = [r for r in range(len(ev)) if ev["name"].iat[r] in REPLAYED and ev["lane_kind"].iat[r] == "cpu"]
@@ -118,7 +118,7 @@ def _brute_value(text: str):
 
 def test_a_trace_without_shapes_is_refused_naming_record_shapes():
     path = ROOT / "tests/data/groundtruth/cuda/llama_train.json.gz"
-    trace = load_trace(path)
+    trace = corpus.trace(path)
     assert not any("Input Dims" in e.get("args", {}) for e in _raw(path)["traceEvents"])
     with pytest.raises(ReplayRefusal, match=r"record_shapes=True"):
         spec_of_row(trace, find_row(trace, "aten::mm"))
@@ -152,7 +152,7 @@ def test_dtypes_the_device_cannot_run_are_said_before_running():
 def test_gemm_and_attention_flops_from_the_raw_dims(path):
     """2·M·K·N per GEMM (batch × for bmm / baddbmm, N from the weight for linear), attention's
     two GEMMs 2·B·H·L·S·(D+Dv), brute-forced from the raw event's Input Dims."""
-    trace = load_trace(path)
+    trace = corpus.trace(path)
     ev = trace.events
     for row in range(len(ev)):
         name = str(ev["name"].iat[row])
@@ -195,7 +195,7 @@ def test_row_figures_are_the_kernels_the_op_launched():
     """The linear sample: the row's kernels are the GPU events whose correlation matches a
     launch on the op's thread inside its span, brute-forced from the raw JSON."""
     path = ROOT / "lab/samples/linear_4096x4096x4096_bfloat16_cuda.json.gz"
-    trace = load_trace(path)
+    trace = corpus.trace(path)
     row = find_row(trace, "aten::linear", index=1)
     figures = row_figures(trace, row)
     raw = _raw(path)["traceEvents"]
@@ -231,7 +231,7 @@ def test_the_exported_script_replays_the_row_in_a_fresh_interpreter(tmp_path, tr
     """The script (torch only) rebuilds the row's inputs: the shapes, strides and dtypes it
     built, and those its own profile recorded for the op, are the raw event's."""
     path = ROOT / "tests/data/groundtruth" / trace_name
-    trace = load_trace(path)
+    trace = corpus.trace(path)
     row = find_row(trace, op)
     spec = spec_of_row(trace, row)
     script = tmp_path / "replay_op.py"
@@ -260,7 +260,7 @@ def test_a_float32_gemm_traced_on_tf32_kernels_replays_with_tf32(trace_name, tf3
     from lab.replay import script_spec
 
     path = ROOT / "tests/data/groundtruth/cuda" / f"{trace_name}.json.gz"
-    trace = load_trace(path)
+    trace = corpus.trace(path)
     row = find_row(trace, "aten::mm")
     figures = row_figures(trace, row)
     raw = _raw(path)["traceEvents"]
@@ -318,12 +318,10 @@ def test_a_replays_rates_divide_by_the_same_work_as_the_trace_ops_roofs():
 
 
 def _compare_with_roofs(path: Path) -> tuple[int, set]:
-    from lab.explain import explain
-
-    trace = load_trace(path)
+    trace = corpus.trace(path)
     ev = trace.events
     compared, classes = 0, set()
-    for _, roof in explain(trace).roofs.iterrows():
+    for _, roof in corpus.explanation(path).roofs.iterrows():
         if roof["name"] not in REPLAYED or roof["op_class"] == "copy":  # a copy's roof bytes: its memcpys'
             continue
         same = np.flatnonzero((ev["name"] == roof["name"]).to_numpy() & (ev["input_dims"] == roof["input_dims"])

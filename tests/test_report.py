@@ -7,11 +7,11 @@ import json
 import statistics
 from pathlib import Path
 
+import corpus
 import pytest
 from tracebuild import matmul_add_steps
 
 from lab import cli
-from lab.trace.load import load_trace
 from lab.views import report as R
 
 DATA = Path(__file__).parent / "data"
@@ -27,7 +27,7 @@ def _xs(name: str) -> list[dict]:
 @pytest.fixture(scope="module", params=TRACES)
 def report(request):
     name = request.param
-    return name, _xs(name), R.build_report(load_trace(DATA / f"{name}.json.gz"))
+    return name, _xs(name), R.build_report(corpus.trace(DATA / f"{name}.json.gz"))
 
 
 def test_report_is_strict_json(report):
@@ -111,7 +111,7 @@ def test_findings_listed_with_title_severity_and_notes_last(report):
 
 
 def test_gemm_summary_of_the_bf16_trace():
-    rep = R.build_report(load_trace(DATA / "matmul_add_4096_bf16.json.gz"))
+    rep = R.build_report(corpus.trace(DATA / "matmul_add_4096_bf16.json.gz"))
     durs = sorted(e["dur"] for e in _xs("matmul_add_4096_bf16") if e["name"].startswith("nvjet"))
     (row,) = rep["gemm"]
     assert row["count"] == 10 and (row["m"], row["k"], row["n"]) == (4096, 4096, 4096)
@@ -131,7 +131,7 @@ def test_gemm_figure_above_peak_is_a_note_not_a_line():
 
 
 def test_format_report_mentions_the_essentials():
-    rep = R.build_report(load_trace(DATA / "matmul_add_4096_bf16.json.gz"))
+    rep = R.build_report(corpus.trace(DATA / "matmul_add_4096_bf16.json.gz"))
     text = R.format_report(rep)
     assert rep["verdict"]["explanation"] in text
     assert "nvjet_sm90" in text and "aten::mm" in text

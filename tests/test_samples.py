@@ -18,6 +18,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import corpus
 import numpy as np
 import pandas as pd
 import pytest
@@ -85,7 +86,7 @@ def test_manifest_entry_is_well_formed(entry):
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"] for e in ENTRIES])
 def test_sample_is_a_gpu_trace_with_kernels_streams_and_launch_links(entry):
-    trace = load_trace(SAMPLES_DIR / entry["file"])
+    trace = corpus.trace(SAMPLES_DIR / entry["file"])
     ev = trace.events
     assert trace.skipped_events == 0
     # Kernels, or (the copy lesson's samples) host-device copies: GPU work either way.
@@ -159,9 +160,9 @@ def test_lesson_signals_fire_on_the_h200_samples(key):
     for lesson_run in LESSONS[key].runs:
         sample = sample_for(lesson_run.gpu.to_dict())
         assert sample is not None, f"no recorded sample for {key}/{lesson_run.name}: run scripts/record_samples.py"
-        trace = load_trace(sample.read_bytes())
+        trace = corpus.trace(sample.path)
         timing = (sample.timing["profiled_median_us"], sample.timing["unprofiled_median_us"]) if sample.timing else None
-        runs.append(Run(lesson_run.name, trace, analyze(trace), timing=timing))
+        runs.append(Run(lesson_run.name, trace, corpus.analysis(sample.path), timing=timing))
     signals = lesson_signals(key, runs)
     # A signal marked not expected is information (the host_sync recording's step times), not a miss.
     assert signals and all(s.present or not s.expected for s in signals), [(s.title, s.evidence) for s in signals]
@@ -190,7 +191,7 @@ def _check_gemm_figures(trace, config=None):
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"] for e in ENTRIES])
 def test_sample_gemm_figures_come_from_gemm_kernels_below_peak(entry):
-    trace = load_trace(SAMPLES_DIR / entry["file"])
+    trace = corpus.trace(SAMPLES_DIR / entry["file"])
     kernels = set(trace.events.loc[trace.events["cat"] == "kernel", "name"].astype(str))
     for config in (None, *([RunConfig.from_dict(entry["config"])] if entry.get("config") else [])):
         gemm = _check_gemm_figures(trace, config)
@@ -200,7 +201,7 @@ def test_sample_gemm_figures_come_from_gemm_kernels_below_peak(entry):
 
 @pytest.mark.parametrize("path", SHARED_TRACES, ids=[p.name for p in SHARED_TRACES])
 def test_shared_trace_gemm_figures_come_from_gemm_kernels_below_peak(path):
-    gemm = _check_gemm_figures(load_trace(path))
+    gemm = _check_gemm_figures(corpus.trace(path))
     assert len(gemm) == 10
 
 
@@ -215,7 +216,7 @@ def _torch_gemm_tflops(key_averages: pd.DataFrame) -> float:
 
 @pytest.mark.parametrize("path", GROUNDTRUTH, ids=[p.name for p in GROUNDTRUTH])
 def test_groundtruth_gemm_figures_below_peak_and_as_torch_counts_them(path):
-    trace = load_trace(path)
+    trace = corpus.trace(path)
     gemm = _check_gemm_figures(trace)
     csv = path.with_name(path.name.removesuffix(".json.gz") + ".key_averages.csv")
     expected = _torch_gemm_tflops(pd.read_csv(csv)) if csv.exists() else float("nan")

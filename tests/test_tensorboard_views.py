@@ -7,11 +7,13 @@ Module view (the hierarchy from the Python ids, the times from time containment)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import json
 from collections import defaultdict
 from pathlib import Path
 
+import corpus
 import numpy as np
 import pandas as pd
 import pytest
@@ -23,7 +25,6 @@ from lab.analysis.modules import NO_MODULES
 from lab.analysis.step_time import column_of
 from lab.core import HostSettings
 from lab.read import Job, JobInput, JobKind, ReaderPool
-from lab.trace.load import load_trace
 
 DATA = Path(__file__).parent / "data"
 SAMPLES = sorted((Path(__file__).parents[1] / "lab" / "samples").glob("*.json.gz"))  # the H200 recordings
@@ -34,13 +35,15 @@ COMM = {f"{lib}:{op}" for lib in ("nccl", "gloo") for op in ("broadcast", "reduc
                                                               "reduce_scatter")}
 
 
-def _events(path: Path) -> list[dict]:
+@functools.cache
+def _events(path: Path) -> tuple[dict, ...]:
+    """The complete events of the raw JSON, read once a process (several tests read a path)."""
     doc = json.loads(gzip.decompress(path.read_bytes()))
-    return [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("dur") is not None]
+    return tuple(e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("dur") is not None)
 
 
 def _trace(path: Path):
-    return load_trace(path.read_bytes())
+    return corpus.trace(path)
 
 
 # --------------------------------------------------------------------------- step time, by hand

@@ -10,10 +10,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import corpus
 import numpy as np
 import pytest
 
-from lab.trace.load import Trace, load_trace
+from lab.trace.load import Trace
 from lab.views.timeline import ANNOTATION_CATS, CAT_COLORS, LINK_COLUMNS, MARK_COLUMNS, build_timeline, timeline_chart
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -26,12 +27,12 @@ LARGE_EVENTS = 200_000
 
 @pytest.fixture(scope="module", params=TRACES)
 def real_trace(request) -> Trace:
-    return load_trace(DATA / f"{request.param}.json.gz")
+    return corpus.trace(DATA / f"{request.param}.json.gz")
 
 
 @pytest.fixture(scope="module")
 def large_trace() -> Trace:
-    small = load_trace(DATA / "matmul_add_1024_fp32.json.gz")
+    small = corpus.trace(DATA / "matmul_add_1024_fp32.json.gz")
     big = tile_trace(small, -(-LARGE_EVENTS // len(small.events)))
     assert len(big.events) >= LARGE_EVENTS
     return big

@@ -12,11 +12,12 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import corpus
 import numpy as np
 import pytest
 
 from lab.analysis import analyze
-from lab.trace.load import Trace, load_trace
+from lab.trace.load import Trace
 from lab.views.timeline import DEFAULT_MAX_MARKS, DEFAULT_PYTHON_LEVELS, build_timeline, timeline_chart
 
 GROUNDTRUTH = Path(__file__).parent / "data" / "groundtruth" / "cuda"
@@ -31,7 +32,7 @@ def raw_events(name: str) -> list[dict]:
 
 @pytest.fixture(scope="module", params=DEEP)
 def deep(request) -> tuple[str, Trace, list[dict]]:
-    return request.param, load_trace(GROUNDTRUTH / f"{request.param}.json.gz"), raw_events(request.param)
+    return request.param, corpus.trace(GROUNDTRUTH / f"{request.param}.json.gz"), raw_events(request.param)
 
 
 def _link_window(trace: Trace) -> tuple[float, float]:
@@ -107,7 +108,7 @@ def _python_levels(raw: list[dict]) -> list[int]:
 
 def test_python_stacks_fold_to_a_few_levels_and_the_toggle_shows_all():
     raw = raw_events("llama_train_stack")
-    trace = load_trace(GROUNDTRUTH / "llama_train_stack.json.gz")
+    trace = corpus.trace(GROUNDTRUTH / "llama_train_stack.json.gz")
     levels = _python_levels(raw)
     assert max(levels) > 20  # a deep with_stack trace
     # A budget that holds every event: counts per category are then exact.
@@ -134,7 +135,7 @@ def test_python_stacks_fold_to_a_few_levels_and_the_toggle_shows_all():
 
 
 def test_profiler_lanes_hidden_by_default_and_labelled_when_shown():
-    trace = load_trace(GROUNDTRUTH / "sdpa_backends.json.gz")
+    trace = corpus.trace(GROUNDTRUTH / "sdpa_backends.json.gz")
     raw = raw_events("sdpa_backends")
     own = [e for e in raw if not str(e["pid"]).lstrip("-").isdigit() or int(e["pid"]) < 0]
     assert len(own) == 2  # Kineto's buffer request (pid -1) and the session's span ("Spans")
@@ -158,7 +159,7 @@ def _union_us(intervals: list[tuple[float, float]]) -> float:
 
 def test_merged_bars_show_their_busy_share_and_dominant_category():
     """Whole-trace view of a GPU busy ~6 %: the kernel row's bars are mostly empty, and say so."""
-    trace = load_trace(GROUNDTRUTH / "llama_train_stack.json.gz")
+    trace = corpus.trace(GROUNDTRUTH / "llama_train_stack.json.gz")
     raw = raw_events("llama_train_stack")
     data = build_timeline(trace, max_marks=600, width_px=400)
     w0, w1 = data.window
@@ -194,7 +195,7 @@ def test_merged_bars_show_their_busy_share_and_dominant_category():
 
 def test_each_step_window_gets_its_own_level_of_detail():
     """A step window ("step 2") is rebuilt for that window: in budget, and unmerged where it fits."""
-    trace = load_trace(GROUNDTRUTH / "llama_train_stack.json.gz")
+    trace = corpus.trace(GROUNDTRUTH / "llama_train_stack.json.gz")
     whole = build_timeline(trace)
     steps = analyze(trace).steps
     assert len(steps) == 2 and whole.merged_events > 0

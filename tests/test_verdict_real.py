@@ -8,12 +8,12 @@ import gzip
 import json
 from pathlib import Path
 
+import corpus
 import numpy as np
 import pytest
 
 from lab.analysis import analyze
 from lab.judge import judge_trace
-from lab.trace import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "groundtruth" / "cuda"
@@ -25,7 +25,7 @@ def _load(stem: str):
     path = CORPUS / f"{stem}.json.gz"
     if not path.exists():
         pytest.skip(f"{path} is not in this checkout")
-    trace = load_trace(path)
+    trace = corpus.trace(path)
     return trace, analyze(trace), json.loads(gzip.decompress(path.read_bytes()))
 
 
@@ -66,7 +66,7 @@ def test_graph_kernels_get_no_per_kernel_launch_delay():
 
 @pytest.mark.parametrize("path", SEEDS, ids=[p.name for p in SEEDS])
 def test_seed_samples_keep_their_generic_verdict(path):
-    trace = load_trace(path)
+    trace = corpus.trace(path)
     analysis = analyze(trace)
     named = judge_trace(trace, analysis).named
     # none of the causes above: the seed's matmuls have no copies, syncs, collectives or graphs
