@@ -22,9 +22,7 @@ if [ "${1:-}" = "fast" ]; then
   shift
   # One pytest worker per core (pytest-xdist; TEST_WORKERS=0 runs it in one process). The full
   # run (CI) stays one process: its pools, pages and servers start processes of their own.
-  # loadgroup: a corpus trace's tests share a worker (tests/conftest.py groups them), which
-  # reads and judges the trace once (tests/corpus.py).
-  tier=(-m "$FAST" -n "${TEST_WORKERS:-auto}" --dist loadgroup)
+  tier=(-m "$FAST" -n "${TEST_WORKERS:-auto}")
 fi
 # pip's resolver takes ~6 s even when nothing is missing: it runs only when a pinned requirement is
 # not installed at its version (scripts/requirements_met.py says which).

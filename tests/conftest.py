@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from pathlib import Path
 
 import pytest
 
@@ -65,6 +64,7 @@ def cpu_lesson_runs(warm_cpu, host_settings):
     import os
 
     import torch
+    from lessonruns import complete_events
 
     from lab.analysis import Run, analyze
     from lab.lessons import LESSONS, lesson_configs
@@ -86,7 +86,7 @@ def cpu_lesson_runs(warm_cpu, host_settings):
                 runs.append(Run(name, trace, analyze(trace, config=config),
                                 timing=(t.profiled_median_us, t.unprofiled_median_us)))
                 doc = json.loads(gzip.decompress(result.trace_gz))
-                raw.append([e for e in doc["traceEvents"] if e.get("ph") == "X"])  # lessonruns.raw_events
+                raw.append(complete_events(doc))
                 datas.append(doc)
                 timings.append((list(t.profiled_us), list(t.unprofiled_us)))
             cache[key] = (runs, raw, datas, timings)
@@ -112,26 +112,3 @@ def browser(playwright_api, server):
     with chromium(playwright_api) as b:
         yield b
 
-
-def _trace_of_param(value) -> str | None:
-    """The corpus trace a test parameter names, by stem: a path, a stem, or a manifest entry."""
-    if isinstance(value, Path):
-        return value.name.removesuffix(".json.gz") if value.name.endswith(".json.gz") else None
-    if isinstance(value, dict):
-        value = value.get("stem") or value.get("file") or (value.get("files") or {}).get("trace")
-    if isinstance(value, str) and value.replace("_", "").replace(".", "").replace("-", "").isalnum():
-        return Path(value).name.removesuffix(".json.gz")
-    return None
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under ``--dist loadgroup`` (the fast tier's workers), the tests of one corpus trace run in
-    one worker, which reads and judges it once (tests/corpus.py): spread by test, each worker
-    read most of the corpus again."""
-    if getattr(config.option, "dist", "no") != "loadgroup":
-        return
-    for item in items:
-        spec = getattr(item, "callspec", None)
-        stems = [s for s in map(_trace_of_param, spec.params.values() if spec else ()) if s]
-        if stems:
-            item.add_marker(pytest.mark.xdist_group(stems[0]))

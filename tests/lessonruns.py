@@ -16,8 +16,12 @@ from lab.samples import lesson_samples
 
 
 def raw_events(trace_gz: bytes) -> list[dict]:
-    data = json.loads(gzip.decompress(trace_gz))
-    return [e for e in data["traceEvents"] if e.get("ph") == "X"]
+    return complete_events(json.loads(gzip.decompress(trace_gz)))
+
+
+def complete_events(doc: dict) -> list[dict]:
+    """The complete ("X") events of a decoded trace document."""
+    return [e for e in doc["traceEvents"] if e.get("ph") == "X"]
 
 
 @functools.cache

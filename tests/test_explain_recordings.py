@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import msgspec
+import corpus
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,22 +49,7 @@ def _events(path: Path) -> list[dict]:
     return doc["traceEvents"] if isinstance(doc, dict) else doc
 
 
-class _Event(msgspec.Struct):
-    """The fields of a raw event the step labels are found by (msgspec skips the rest: ``json.loads``
-    of these traces took 9 s of the fast tier, this 1.3 s)."""
-
-    ph: str = ""
-    cat: str = ""
-    name: str = ""
-    ts: float = 0.0
-    dur: float = 0.0
-
-
-class _Events(msgspec.Struct):
-    traceEvents: list[_Event] = []
-
-
-def _step_labels(events: list[_Event]) -> list[_Event]:
+def _step_labels(events: list[corpus.Span]) -> list[corpus.Span]:
     """The step labels of a trace: ProfilerStep#N, or a plain profile's record_function("step")."""
     return sorted((e for e in events if e.ph == "X" and e.cat == "user_annotation"
                    and (e.name.startswith("ProfilerStep#") or e.name == "step")), key=lambda e: e.ts)
@@ -78,7 +63,7 @@ def test_entry_files_and_profiled_steps_are_the_traces(entry):
         assert (EXPLAIN / name).is_file(), name
     path = EXPLAIN / entry["files"]["trace"]
     assert path.stat().st_size == entry["trace_bytes"]
-    events = msgspec.json.decode(gzip.decompress(path.read_bytes()), type=_Events).traceEvents
+    events = corpus.spans(gzip.decompress(path.read_bytes()))
     assert len(events) == entry["events"]
     labels = _step_labels(events)
     steps = entry["profiled"]["steps"]

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import corpus
-import msgspec
 import numpy as np
 import pytest
 
@@ -350,22 +349,6 @@ def test_profiler_overhead_inside_an_op_is_its_child_as_in_torchs_tree():
         sort_by="self_cpu_time_total", row_limit=-1)
 
 
-class _Span(msgspec.Struct):
-    """The fields of a raw trace event the search below reads (every other field is skipped)."""
-
-    ph: str = ""
-    cat: str = ""
-    name: str = ""
-    ts: float = 0.0
-    dur: float = 0.0
-    pid: int | str = 0
-    tid: int | str = 0
-
-
-class _RawTrace(msgspec.Struct):
-    traceEvents: list[_Span] = []
-
-
 @functools.cache
 def _overhead_inside_ops() -> list:
     """Corpus traces where a profiler overhead event lies inside an op, with that op's name: the
@@ -376,7 +359,6 @@ def _overhead_inside_ops() -> list:
     10 s of each worker's collection on this box, this 1 s)."""
     import csv
 
-    decode = msgspec.json.Decoder(_RawTrace).decode
     found = []
     paths = sorted(p for folder in CORPORA if folder.is_dir() for p in folder.rglob("*.json.gz"))
     for path in paths:
@@ -389,7 +371,7 @@ def _overhead_inside_ops() -> list:
         raw = gzip.decompress(path.read_bytes())
         if b'"overhead"' not in raw:  # no event of category "overhead": nothing to decode
             continue
-        events = [e for e in decode(raw).traceEvents if e.ph == "X"]
+        events = [e for e in corpus.spans(raw) if e.ph == "X"]
         ops = [e for e in events if e.cat in ("cpu_op", "user_annotation")]
         start = np.array([e.ts for e in ops], dtype=float)
         end = start + np.array([e.dur for e in ops], dtype=float)
@@ -431,7 +413,7 @@ def test_a_python_thread_recorded_first_leaves_the_overhead_inside_its_op(path, 
     import csv
 
     raw = gzip.decompress(path.read_bytes())
-    xs = [e for e in msgspec.json.Decoder(_RawTrace).decode(raw).traceEvents if e.ph == "X"]
+    xs = [e for e in corpus.spans(raw) if e.ph == "X"]
     first = min((e for e in xs if e.cat == "cpu_op"), key=lambda e: e.ts)
     t0, t1 = min(e.ts for e in xs), max(e.ts + e.dur for e in xs)
     frame = {"ph": "X", "cat": "python_function", "name": "threading.py(1010): run", "pid": first.pid,
