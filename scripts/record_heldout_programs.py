@@ -380,6 +380,164 @@ def build_compiled_graphs(ctx: gt.Ctx) -> Prog:
     return Prog(step, warm=5, truth_steps=20, extra=dict(width=512, layers=8, batch=32, mode=mode))
 
 
+# Recorded 2026-12-06, each cause (and the verdict expected of the lab) written here before the lab
+# read its trace: HELDOUT_EXPECTED below.
+
+def build_loader_restarted(ctx: gt.Ctx, kept: bool = False) -> Prog:
+    """A classifier fed by a DataLoader with 4 workers whose iterator is made again every step
+    (``for x, y in loader: ...; break`` in a loop): each step starts 4 worker processes and waits for
+    their first batch (``kept``: persistent workers and one iterator for the whole run)."""
+    from torch.utils.data import DataLoader
+    torch.manual_seed(0)
+    d, b = ctx.pick((1024, 256), (128, 32), (32, 8))
+    model = nn.Sequential(_mlp(d, 4, ctx.dev), nn.Linear(d, 10).to(ctx.dev))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    kw = dict(num_workers=4, persistent_workers=kept, prefetch_factor=2)
+    loader = DataLoader(_Rows(b * 100, d), batch_size=b, collate_fn=_collate_quickly, **kw)
+    it = {"it": iter(loader)}
+
+    def step(i):
+        if kept:
+            try:
+                x, y = next(it["it"])
+            except StopIteration:
+                it["it"] = iter(loader)
+                x, y = next(it["it"])
+        else:
+            x, y = next(iter(loader))  # a fresh iterator: its workers start, then the first batch
+        loss = F.cross_entropy(model(x.to(ctx.dev)), y.to(ctx.dev))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    iterator = "one, persistent workers" if kept else "new every step"
+    return Prog(step, warm=2 + 4 * kept, truth_steps=6, extra=dict(d=d, batch=b, num_workers=4, iterator=iterator))
+
+
+def _collate_quickly(items):
+    xs = torch.tensor([x for x, _ in items])
+    ys = torch.tensor([y for _, y in items])
+    return xs, ys
+
+
+def build_metric_on_host(ctx: gt.Ctx, on_device: bool = False) -> Prog:
+    """A bf16 MLP classifier's training step that scores its batch on the host every step:
+    ``logits.float().cpu().numpy()``, a numpy argmax and a top-5 over 8192×1000, while the GPU waits
+    for the next step (``on_device``: argmax and top-5 on the GPU, counts kept there)."""
+    import numpy as np
+    torch.manual_seed(0)
+    d, b, classes = ctx.pick((2048, 8192, 1000), (256, 512, 1000), (64, 64, 100))
+    dt = torch.bfloat16 if ctx.cuda else torch.float32
+    model = nn.Sequential(_mlp(d, 4, ctx.dev), nn.Linear(d, classes).to(ctx.dev)).to(dt)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, foreach=True)
+    x = torch.randn(b, d, device=ctx.dev, dtype=dt)
+    y = torch.randint(0, classes, (b,), device=ctx.dev)
+    y_host = y.cpu().numpy()
+    score = {"top1": 0, "top5": torch.zeros((), device=ctx.dev, dtype=torch.long)}
+
+    def step(i):
+        logits = model(x)
+        F.cross_entropy(logits.float(), y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if on_device:
+            top5 = logits.topk(5, dim=1).indices
+            score["top5"] += (top5 == y[:, None]).any(1).sum()
+            return
+        host = logits.detach().float().cpu().numpy()  # waits for the step, then copies 32 MB
+        score["top1"] += int((host.argmax(1) == y_host).sum())
+        top5 = np.argpartition(-host, 5, axis=1)[:, :5]
+        score["top5_host"] = score.get("top5_host", 0) + int((top5 == y_host[:, None]).any(1).sum())
+
+    return Prog(step, warm=2, truth_steps=10, extra=dict(d=d, batch=b, classes=classes, dtype=str(dt).split(".")[-1],
+                                                          metric="on the device" if on_device else "numpy on the host"))
+
+
+def build_gemm_unaligned(ctx: gt.Ctx, aligned: bool = False) -> Prog:
+    """Eight bf16 GEMMs a step whose sizes are odd (4095 × 4093 by 4093 × 4097): no dimension a multiple
+    of 8, so cuBLAS cannot use its aligned tensor-core kernels (``aligned``: 4096 everywhere)."""
+    m, k, n = (ctx.pick((4096,) * 3, (512,) * 3, (128,) * 3) if aligned
+               else ctx.pick((4095, 4093, 4097), (511, 509, 513), (127, 125, 129)))
+    dt = torch.bfloat16 if ctx.cuda else torch.float32
+    a = torch.randn(m, k, device=ctx.dev, dtype=dt)
+    w = torch.randn(k, n, device=ctx.dev, dtype=dt) / k ** 0.5
+
+    def step(i):
+        for _ in range(8):
+            y = a @ w
+        return y
+
+    return Prog(step, warm=2, truth_steps=10, extra=dict(m=m, k=k, n=n, gemms_per_step=8,
+                                                          dtype=str(dt).split(".")[-1]))
+
+
+def build_attention_by_hand(ctx: gt.Ctx, sdpa: bool = False) -> Prog:
+    """Causal self-attention written out (``softmax(q @ k.T / √d + mask) @ v``) in bf16, batch 4,
+    16 heads, sequence 4096, head 64, forward and backward: the 4096² scores per head go through HBM
+    several times (``sdpa``: F.scaled_dot_product_attention(is_causal=True), a fused kernel)."""
+    torch.manual_seed(0)
+    b, h, s, hd = ctx.pick((4, 16, 4096, 64), (1, 4, 256, 32), (1, 2, 64, 16))
+    dt = torch.bfloat16 if ctx.cuda else torch.float32
+    q, k, v = (torch.randn(b, h, s, hd, device=ctx.dev, dtype=dt, requires_grad=True) for _ in range(3))
+    mask = torch.full((s, s), float("-inf"), device=ctx.dev, dtype=dt).triu(1)
+
+    def step(i):
+        if sdpa:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            scores = q @ k.transpose(-2, -1) / hd ** 0.5 + mask
+            out = scores.softmax(-1) @ v
+        out.float().square().mean().backward()
+        q.grad = k.grad = v.grad = None
+
+    return Prog(step, warm=2, truth_steps=10, extra=dict(batch=b, heads=h, seq=s, head_dim=hd,
+                                                          dtype=str(dt).split(".")[-1],
+                                                          attention="F.scaled_dot_product_attention" if sdpa
+                                                          else "written out, causal mask added"))
+
+
+def build_checkpoint_each_step(ctx: gt.Ctx, every: int = 1) -> Prog:
+    """An MLP training step (8 × 2048 wide, 34 M parameters) followed by torch.save of the model's and
+    the optimizer's state to a file, every step (``every``: once in that many steps, none in the window)."""
+    import io
+    torch.manual_seed(0)
+    d, b = ctx.pick((2048, 512), (256, 64), (64, 16))
+    model = _mlp(d, 8, ctx.dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    x = torch.randn(b, d, device=ctx.dev)
+    path = ctx.out / "_checkpoint.pt"
+
+    def step(i):
+        model(x).square().mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if (i + 1) % every == 0:
+            buf = io.BytesIO()
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, buf)
+            path.write_bytes(buf.getbuffer())
+
+    return Prog(step, warm=2, truth_steps=10, extra=dict(d=d, batch=b, layers=8,
+                                                          checkpoint=f"every {every} step(s)"),
+                cleanup=lambda: path.unlink(missing_ok=True))
+
+
+# What the lab's verdict is expected to be (its finding rule), written before any of these five was
+# recorded, with the cause a user would need to hear. tests/test_heldout_programs.py reads the
+# manifest's ``expect``; this is where those entries came from.
+HELDOUT_EXPECTED = {
+    "loader_restarted": ("input_pipeline", "the step waits for 4 DataLoader workers to start and send "
+                         "their first batch, every step"),
+    "metric_on_host": ("sync_waits", "the metric's .cpu() waits for the step's GPU work, then numpy "
+                       "scores 8192×1000 on the host while the GPU idles"),
+    "gemm_unaligned": ("gemm_below_roof", "odd GEMM sizes: the bf16 GEMMs run well below the rate of "
+                       "aligned ones"),
+    "attention_by_hand": ("attention_written_out", "the 4096² scores are written, masked, softmaxed and "
+                          "read back through HBM; SDPA's fused kernel never writes them"),
+    "checkpoint_each_step": ("pageable_copies", "torch.save copies 34 M parameters and Adam's state to "
+                             "pageable host memory every step, then writes a file"),
+}
+
+
 def cases() -> list[Case]:
     gpu = ("cuda",)
     return [
@@ -441,6 +599,32 @@ def cases() -> list[Case]:
         Case("small_uploads_batched", "small_uploads as one tensor, one copy and one GEMM", "gpu",
              partial(build_small_uploads, batched=True), fix_of="small_uploads",
              fix="one tensor of the 300 rows, one copy, one GEMM: the work batched"),
+        # Recorded 2026-12-06 (HELDOUT_EXPECTED: the verdicts expected before recording), and their fixes.
+        Case("loader_restarted", "a DataLoader with 4 workers whose iterator is made again every step",
+             "input_pipeline", build_loader_restarted),
+        Case("metric_on_host", "a bf16 MLP classifier scoring each batch with numpy on the host (.cpu() "
+             "of 8192×1000 logits a step)", "sync_host_work", build_metric_on_host),
+        Case("gemm_unaligned", "eight bf16 GEMMs of 4095×4093 by 4093×4097 a step", "gemm_unaligned",
+             build_gemm_unaligned),
+        Case("attention_by_hand", "causal attention written out in bf16 (batch 4, 16 heads, 4096 tokens), "
+             "forward and backward", "attention_unfused", build_attention_by_hand),
+        Case("checkpoint_each_step", "an MLP training step followed by torch.save of the model and "
+             "optimizer, every step", "checkpoint", build_checkpoint_each_step),
+        Case("loader_kept", "loader_restarted with persistent workers and one iterator", "gpu",
+             partial(build_loader_restarted, kept=True), fix_of="loader_restarted",
+             fix="DataLoader(persistent_workers=True) and one iterator for the run"),
+        Case("metric_on_device", "metric_on_host scored on the GPU", "gpu",
+             partial(build_metric_on_host, on_device=True), fix_of="metric_on_host",
+             fix="argmax/top-5 on the GPU, counts kept there, no .cpu() in the step"),
+        Case("gemm_aligned", "gemm_unaligned at 4096 everywhere", "gemm",
+             partial(build_gemm_unaligned, aligned=True), fix_of="gemm_unaligned",
+             fix="sizes padded to multiples of 64 (4096)"),
+        Case("attention_sdpa", "attention_by_hand as F.scaled_dot_product_attention", "attention",
+             partial(build_attention_by_hand, sdpa=True), fix_of="attention_by_hand",
+             fix="F.scaled_dot_product_attention(q, k, v, is_causal=True)"),
+        Case("checkpoint_every_100", "checkpoint_each_step saving every 100 steps (none in the window)", "gpu",
+             partial(build_checkpoint_each_step, every=100), fix_of="checkpoint_each_step",
+             fix="torch.save every 100 steps, not every step"),
     ]
 
 
