@@ -168,17 +168,22 @@ LESSON = Lesson(
         "step's kernels once the batch is there. Here each item takes 1 ms of host time to make "
         "(a decode, an augmentation) and a batch has 32 items; the step turns the batch into an "
         "8192×8192 bf16 matrix and multiplies it by an 8192×8192 weight eight times: nine GEMM "
-        "kernels a step (on a CPU: 8 items of 4 ms, 256 wide, float32). The first run loads in the "
+        "kernels a step (on a CPU: 8 items of 4 ms, 384 wide, float32). The first run loads in the "
         f"training process itself (`num_workers=0`); the second with {WORKERS} worker processes, "
         "which make batches ahead while the GPU computes. **Look at** the DataLoader's `__next__` "
         "rows, the gaps in the GPU lane and the Summary's step time by cause."
     ),
     look_for="the DataLoader __next__ rows; the step's time by cause (input pipeline against GEMM)",
+    # On a CPU the step's GEMMs (C) must lie between a batch's host time over the workers (I/4 =
+    # 8 ms: below it the workers cannot keep up and the fed steps still wait) and the batch's host
+    # time (I = 32 ms: above it the GEMMs, not the input, hold up the starved step). 384 wide puts
+    # C at 6–17 ms on a 2-core Xeon, 16–28 ms beside two CPU hogs; 256 wide (2–7 ms) left the fed
+    # steps waiting 13–71 % of the time, by where the profiled steps fell in the workers' bursts.
     runs=(
         lesson_run("no workers", STARVED, "train_step", gpu=InputBatches(items=32, item_us=1000, width=8192),
-                   cpu=InputBatches(items=8, item_us=4000, width=256)),
+                   cpu=InputBatches(items=8, item_us=4000, width=384)),
         lesson_run(f"{WORKERS} workers", FED, "train_step", gpu=InputBatches(items=32, item_us=1000, width=8192),
-                   cpu=InputBatches(items=8, item_us=4000, width=256)),
+                   cpu=InputBatches(items=8, item_us=4000, width=384)),
     ),
     explain=(
         "On the H200 recording a step without workers takes about 38 ms, and the batch is made "
