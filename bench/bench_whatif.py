@@ -36,7 +36,10 @@ FIX_RULE = {"input_bound": "input_pipeline", "compile_in_window": "compilation",
             "mask_indexing": "tf32_gemms", "empty_cache_each_step": "allocator_calls",
             "collate_in_python": "input_pipeline", "layernorm_by_hand": "below_roof", "vit_fp32": "tf32_gemms",
             "sleepy_logger": "host_unrecorded", "item_in_forward": "sync_waits", "cpu_positions": "slow_host_op",
-            "clip_per_param": "launch_bound", "small_uploads": "launch_bound"}
+            "clip_per_param": "launch_bound", "small_uploads": "launch_bound",
+            "loader_restarted": "input_pipeline", "metric_on_host": "host_unrecorded",
+            "gemm_unaligned": "gemm_below_roof", "attention_by_hand": "attention_written_out",
+            "checkpoint_each_step": "host_unrecorded"}
 
 
 def pair_rows(folder: Path = DATA) -> list[dict]:
