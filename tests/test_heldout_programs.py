@@ -1,11 +1,12 @@
 """Programs recorded after the explain model was written (tests/data/heldout,
-scripts/record_heldout_programs.py, H200, torch 2.11): the test for the lab's words.
+scripts/record_heldout_programs.py, H200 and H100, torch 2.11): the test for the lab's words.
 
 Each program's expected verdict is in its manifest entry (``expect``), written when it was
 recorded; where the program turned out to be bound by something its author did not plant (fp32
-GEMMs in a "sync" program), ``cause_when_recorded`` keeps the first guess and the premise test
-below shows from the raw JSON why the lab's cause is the right one. The table against torch's on
-these traces: tests/test_key_averages.py (its corpus includes this folder).
+GEMMs in a "sync" program), ``cause_when_recorded`` (or ``expect_when_recorded``) keeps the first
+guess and the premise test below shows from the raw JSON why the lab's cause is the right one.
+The table against torch's on these traces: tests/test_key_averages.py (its corpus includes this
+folder).
 """
 
 from __future__ import annotations
@@ -253,3 +254,129 @@ def test_the_advice_is_gone_once_the_fix_is_applied(pair):
     step_drop = _median_step_us(pair["base"]) - _median_step_us(pair["fixed"])
     assert after is not None and step_drop > 0
     assert abs((before.saving_us - after.saving_us) - step_drop) <= 0.25 * step_drop, (before, after, step_drop)
+
+
+# Host time no recorded event explains, and what it touches (lab.explain.attribution:
+# ``unrecorded_after``, ``input_unrecorded_us``), brute force from the raw JSON.
+
+def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _long_idle_gaps(events: tuple[dict, ...]) -> list[tuple[float, float]]:
+    """Stretches of ≥ 1 ms (LONG_HOST_GAP_US) inside the steps (each from its start to the next
+    one's, the last to its end) where the step's thread has no event open and the GPU is idle."""
+    from lab.explain.attribution import LONG_HOST_GAP_US
+
+    steps = _steps(events)
+    tid = steps[0]["tid"]
+    windows = [(s["ts"], n["ts"]) for s, n in zip(steps, steps[1:], strict=False)]
+    windows.append((steps[-1]["ts"], steps[-1]["ts"] + steps[-1]["dur"]))
+    covered = _union([(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("tid") == tid
+                      and not str(e["name"]).startswith("ProfilerStep#")]
+                     + [(g["ts"], g["ts"] + g["dur"]) for g in _gpu(events)])
+    gaps = []
+    for lo, hi in windows:
+        at = lo
+        for a, b in covered:
+            if b <= at or a >= hi:
+                continue
+            if a > at:
+                gaps.append((at, a))
+            at = max(at, b)
+        if hi > at:
+            gaps.append((at, hi))
+    return [(a, b) for a, b in gaps if b - a >= LONG_HOST_GAP_US]
+
+
+def _outermost_ops(events: tuple[dict, ...], tid) -> list[dict]:
+    ops = sorted((e for e in events if e.get("tid") == tid and e.get("cat") == "cpu_op"),
+                 key=lambda e: (e["ts"], -e["dur"]))
+    out, reach = [], float("-inf")
+    for o in ops:
+        if o["ts"] >= reach:
+            out.append(o)
+            reach = o["ts"] + o["dur"]
+    return out
+
+
+def _copiers(events: tuple[dict, ...]) -> list[dict]:
+    """The outermost ops on the step's thread whose launch call started a device → host memcpy."""
+    tid = _steps(events)[0]["tid"]
+    dtoh = {(e.get("args") or {}).get("correlation") for e in events
+            if e.get("cat") == "gpu_memcpy" and "DtoH" in e["name"]}
+    calls = [e for e in events if e.get("cat") == "cuda_runtime" and e.get("tid") == tid
+             and (e.get("args") or {}).get("correlation") in dtoh]
+    return [o for o in _outermost_ops(events, tid)
+            if any(o["ts"] <= c["ts"] and c["ts"] + c["dur"] <= o["ts"] + o["dur"] for c in calls)]
+
+
+@pytest.mark.parametrize("stem", ["metric_on_host", "checkpoint_each_step"])
+def test_host_work_after_a_copy_off_the_gpu_is_named_as_such(stem):
+    """metric_on_host (NumPy scores the logits after .cpu()) and checkpoint_each_step (torch.save
+    pickles and writes each tensor after copying it): the host's unrecorded time begins right
+    after ops that copied device → host; the finding says so and counts that time."""
+    from lab.explain.attribution import AFTER_COPY_US
+
+    events = _raw(stem)
+    gaps, copiers = _long_idle_gaps(events), _copiers(events)
+    after = [(a, b) for a, b in gaps
+             if any(0 <= a - (c["ts"] + c["dur"]) <= AFTER_COPY_US for c in copiers)]
+    brute = sum(b - a for a, b in after)
+    assert brute > 0.5 * sum(b - a for a, b in gaps) and brute > 0.5 * _steps_us(events)
+    copies_us = sum(e["dur"] for e in events if e.get("cat") == "gpu_memcpy" and "DtoH" in e["name"])
+    assert copies_us < 0.5 * brute  # the copies themselves are the smaller part
+    judged = _judged(stem)
+    lab = corpus.explanation(DATA / f"{stem}.json.gz").attribution.unrecorded_after
+    assert sum(us for _, us, copied in lab if copied) == pytest.approx(brute, rel=0.02)
+    finding = judged.verdict_finding
+    names = {c["name"] for c in copiers}
+    assert finding.rule == "host_unrecorded" and finding.title == "The host works on tensors copied off the GPU"
+    assert any(f"a copy off the GPU ({n})" in finding.evidence for n in names), finding.evidence
+
+
+def test_host_time_after_no_copy_names_the_op_it_follows():
+    """sleepy_logger's 6 ms sleep follows no copy: the finding keeps its general advice and names
+    the op the stretch follows (the outermost op that ended last before it, brute force)."""
+    events = _raw("sleepy_logger")
+    gaps = _long_idle_gaps(events)
+    ops = _outermost_ops(events, _steps(events)[0]["tid"])
+    before = {max((o for o in ops if o["ts"] + o["dur"] <= a + 2.0), key=lambda o: o["ts"] + o["dur"])["name"]
+              for a, _ in gaps}
+    assert len(before) == 1
+    finding = next(f for f in _judged("sleepy_logger").findings if f.rule == "host_unrecorded")
+    assert finding.title == "Host time no recorded event explains"
+    assert f"begins right after {before.pop()}" in finding.evidence
+
+
+def test_starting_a_dataloaders_workers_is_input_pipeline_time():
+    """loader_restarted makes a new iterator every step: iter(loader) starts 4 workers in no
+    recorded event just before __next__, and the old iterator's shutdown follows it. That time,
+    next to __next__ (NEXT_TO_INPUT_US), is the input pipeline's; with it the finding's saving
+    matches what one persistent iterator saved (loader_kept, the raw JSON's median steps)."""
+    from lab.explain.attribution import NEXT_TO_INPUT_US
+
+    events = _raw("loader_restarted")
+    loads = [e for e in events if "DataLoader" in e["name"] and "__next__" in e["name"]]
+    steps = _steps(events)
+
+    def step(t):
+        return max((i for i, s in enumerate(steps) if s["ts"] <= t), default=-1)
+
+    touching = [(a, b) for a, b in _long_idle_gaps(events)
+                if any(0 <= a - (n["ts"] + n["dur"]) <= NEXT_TO_INPUT_US
+                       or (0 <= n["ts"] - b <= NEXT_TO_INPUT_US and step(n["ts"]) == step(a)) for n in loads)]
+    brute = sum(b - a for a, b in touching)
+    assert brute > 0.25 * _steps_us(events)
+    attribution = corpus.explanation(DATA / "loader_restarted.json.gz").attribution
+    assert attribution.input_unrecorded_us == pytest.approx(brute, rel=0.02)
+    finding = next(f for f in _judged("loader_restarted").findings if f.rule == "input_pipeline")
+    drop = _median_step_us("loader_restarted") - _median_step_us("loader_kept")
+    assert finding.saving_us == pytest.approx(drop, rel=0.10)
+    assert "iter(loader)" in finding.suggestion

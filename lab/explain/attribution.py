@@ -16,6 +16,9 @@ each segment gets one label:
    host side of an op (dispatch), Python between ops (inside a step or annotation but in no op,
    shorter than ``LONG_HOST_GAP_US``), and nothing recorded. Where the step's thread is in no op
    but another thread works (autograd's backward thread), that thread's work is the cause.
+   Nothing recorded next to a DataLoader's ``__next__`` (``NEXT_TO_INPUT_US``: ``iter(loader)``
+   starting its workers) is the input pipeline's; what remains is put on the op it follows,
+   marked where that op copied device → host (``unrecorded_after``: NumPy or torch.save on a copy).
 3. **A queue drained by a synchronisation**: an idle stretch that began while the host was
    blocked in a synchronize, spent in launch calls, dispatch or Python, is the sync's: had the
    host not waited, that host work would have run while the GPU worked through its queue.
@@ -35,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.columns import codes, dense_ids, mask_in, mask_where, texts
+from lab.analysis.diagnoses.common import ancestor_in
 from lab.analysis.gemm.kinds import is_gemm_kernel, is_gemm_op
 from lab.analysis.gpu import gpu_activity_rows
 from lab.analysis.intervals import merge_intervals
@@ -72,6 +76,15 @@ _DISPATCH_SOURCES = 10  # the ops with the most dispatch time that ``dispatch_so
 # planted host work 0.79 ms (a DataLoader's next batch with workers), while a time.sleep, a log
 # write or a NumPy call runs for milliseconds (tests/data/heldout: a 6 ms sleep per step).
 LONG_HOST_GAP_US = 1000.0
+# Host time no recorded event explains that begins this soon after an op copied device → host is
+# put on that copy: ``.numpy()`` or ``.tolist()`` right after ``.cpu()`` dispatch in tens of µs
+# (tests/data/heldout metric_on_host: the NumPy metric's 53 ms begin 72 µs after aten::to ends).
+AFTER_COPY_US = 200.0
+# … and such time that touches a DataLoader's __next__ on the step's thread (ends this soon before
+# one begins, in the same step, or begins this soon after one ends) is the input pipeline's: torch
+# records only __next__, not iter(loader), which starts the workers (33.8 ms a step in
+# tests/data/heldout loader_restarted, 34 µs before __next__), nor an iterator's shutdown.
+NEXT_TO_INPUT_US = AFTER_COPY_US
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,13 @@ class Attribution:
     # Dispatch time (the host side of ops, GPU idle) by the innermost op: (name, median µs per step,
     # median calls per step), largest first.
     dispatch_sources: tuple[tuple[str, float, float], ...] = ()
+    # Host time no recorded event explains, by what the step's thread did just before: (the
+    # outermost op that ended last before each stretch began, µs of the stretches after it in the
+    # window, whether that op copied device → host), largest first. A stretch after a copy off the
+    # GPU is the host working on what it copied (a metric in NumPy, torch.save, a logged value).
+    unrecorded_after: tuple[tuple[str, float, bool], ...] = ()
+    # Of the input pipeline's time, the µs in the window that no event recorded (``NEXT_TO_INPUT_US``).
+    input_unrecorded_us: float = 0.0
 
     @property
     def step_us(self) -> float:
@@ -191,6 +211,7 @@ def attribute(measured: Measures | Trace, *, classes: np.ndarray | None = None) 
     if len(gpu_rows):
         _work_on_other_threads(trace, other_cpu, bnd, links.parent, kinds, busy, label)
     _long_host_gaps(trace, on_host, spans.rows if len(spans) else np.array([], int), bnd, label)
+    input_unrecorded_us = _next_to_input(trace, on_host, bnd, label, win_start, win_end)
     sources: dict[str, float] = {}
     if len(gpu_rows):
         _drained_by_sync(trace, syncs, seg_lo, seg_hi, busy, label, ts, end, links, sources)
@@ -200,6 +221,8 @@ def attribute(measured: Measures | Trace, *, classes: np.ndarray | None = None) 
         unknown=_unknowns(trace, gpu_rows, host_lane, has_steps=bool(len(spans))),
         sync_sources=tuple(sorted(sources.items(), key=lambda kv: -kv[1])),
         dispatch_sources=_dispatch_sources(trace, on_host, bnd, links.parent, label, win_start, win_end),
+        unrecorded_after=_unrecorded_after(trace, on_host, bnd, links, label, gpu_rows, end),
+        input_unrecorded_us=input_unrecorded_us,
     )
 
 
@@ -362,6 +385,98 @@ def _drained_by_sync(trace: Trace, syncs: np.ndarray, seg_lo: np.ndarray, seg_hi
     per = pd.Series(seg_hi[is_sync] - seg_lo[is_sync]).groupby(who).sum()
     for w, us in per.items():
         sources[str(w)] = sources.get(str(w), 0.0) + float(us)
+
+
+def _runs(mask: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The runs of consecutive segments where ``mask`` holds: each one's first and last segment
+    and its µs."""
+    first = np.flatnonzero(mask & ~np.concatenate(([False], mask[:-1])))
+    last = np.flatnonzero(mask & ~np.concatenate((mask[1:], [False])))
+    seg = np.diff(bounds)
+    run = np.cumsum(mask & ~np.concatenate(([False], mask[:-1]))) - 1
+    return first, last, np.bincount(run[mask], weights=seg[mask], minlength=len(first))
+
+
+def _next_to_input(trace: Trace, on_host: np.ndarray, bnd: Segments, label: np.ndarray,
+                   win_start: np.ndarray, win_end: np.ndarray) -> float:
+    """Relabel as "input" each stretch of unrecorded host time that touches a DataLoader's
+    ``__next__`` on the step's thread (``NEXT_TO_INPUT_US``); return their µs."""
+    un = label == _INDEX["unrecorded"]
+    if not un.any() or not len(on_host):
+        return 0.0
+    ev = trace.events
+    rows = on_host[mask_where(ev["name"], lambda n: bool(INPUT_PIPELINE_PATTERN.search(n)), on_host)]
+    if not len(rows):
+        return 0.0
+    ts, end = ev["ts_us"].to_numpy()[rows], (ev["ts_us"].to_numpy() + ev["dur_us"].to_numpy())[rows]
+    first, last, us = _runs(un, bnd.bounds)
+    lo, hi = bnd.bounds[first], bnd.bounds[last + 1]
+    ends, starts = np.sort(end), np.sort(ts)
+    k = np.searchsorted(ends, lo + SYNC_DRAIN_TOLERANCE_US, side="right") - 1
+    after = (k >= 0) & (lo - ends[np.maximum(k, 0)] <= NEXT_TO_INPUT_US)
+    j = np.searchsorted(starts, hi - SYNC_DRAIN_TOLERANCE_US, side="left")
+    nxt = starts[np.minimum(j, len(starts) - 1)]
+    before = ((j < len(starts)) & (nxt - hi <= NEXT_TO_INPUT_US)
+              & (step_of(win_start, win_end, nxt) == step_of(win_start, win_end, lo)))
+    take = after | before
+    if not take.any():
+        return 0.0
+    size = last[take] - first[take] + 1
+    at = np.repeat(first[take], size) + (np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size))
+    label[at] = _INDEX["input"]
+    return float(us[take].sum())
+
+
+def _unrecorded_after(trace: Trace, on_host: np.ndarray, bnd: Segments, links: Links, label: np.ndarray,
+                      gpu_rows: np.ndarray, end: np.ndarray) -> tuple[tuple[str, float, bool], ...]:
+    """Each stretch of unrecorded host time (consecutive segments), put on the outermost op of the
+    step's thread that ended last before it began; and whether that op copied device → host."""
+    ev = trace.events
+    un = label == _INDEX["unrecorded"]
+    if not un.any() or not len(on_host):
+        return ()
+    is_op = mask_in(ev["cat"], ("cpu_op",))
+    ops = on_host[is_op[on_host]]
+    if not len(ops):
+        return ()
+    top = ops[ancestor_in(links.parent, is_op, ops) < 0]
+    top = top[np.argsort(end[top], kind="stable")]
+    first, _, run_us = _runs(un, bnd.bounds)
+    k = np.searchsorted(end[top], bnd.bounds[first] + SYNC_DRAIN_TOLERANCE_US, side="right") - 1
+    keep = k >= 0
+    before, run_us = top[k[keep]], run_us[keep]
+    if not len(before):
+        return ()
+    start = bnd.bounds[first][keep]
+    copiers = _copied_to_host(trace, links, is_op, gpu_rows)
+    copiers = copiers[np.argsort(end[copiers], kind="stable")]
+    copied = np.zeros(len(before), dtype=bool)
+    if len(copiers):
+        j = np.searchsorted(end[copiers], start + SYNC_DRAIN_TOLERANCE_US, side="right") - 1
+        near = (j >= 0) & (start - end[copiers[np.maximum(j, 0)]] <= AFTER_COPY_US)
+        before = np.where(near, copiers[np.maximum(j, 0)], before)
+        copied = near
+    per = pd.DataFrame({"name": texts(ev["name"], before), "us": run_us, "copied": copied})
+    per = per.groupby(["name", "copied"], sort=False)["us"].sum().sort_values(ascending=False, kind="stable")
+    return tuple((str(name), float(us), bool(cp)) for (name, cp), us in per.items())
+
+
+def _copied_to_host(trace: Trace, links: Links, is_op: np.ndarray, gpu_rows: np.ndarray) -> np.ndarray:
+    """The outermost ops that launched a device → host copy (Kineto names its direction:
+    "Memcpy DtoH (Device -> Pageable)"), once each."""
+    ev = trace.events
+    copies = gpu_rows[mask_in(ev["cat"], ("gpu_memcpy",))[gpu_rows]] if len(gpu_rows) else gpu_rows
+    if not len(copies):
+        return copies
+    copies = copies[np.array(["DtoH" in str(n) for n in texts(ev["name"], copies)], dtype=bool)]
+    owner = links.owner[copies]
+    owner = owner[owner >= 0]
+    while len(owner):
+        up = ancestor_in(links.parent, is_op, owner)
+        if (up < 0).all():
+            break
+        owner = np.where(up >= 0, up, owner)
+    return np.unique(owner)
 
 
 def _dispatch_sources(trace: Trace, on_host: np.ndarray, bnd: Segments, parent: np.ndarray, label: np.ndarray,

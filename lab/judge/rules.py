@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from lab.analysis.steps import profiler_step_number
-from lab.explain.attribution import LONG_HOST_GAP_US
+from lab.explain.attribution import AFTER_COPY_US, LONG_HOST_GAP_US, NEXT_TO_INPUT_US
 from lab.explain.classes import WORK_CLASSES, cause
 from lab.explain.explanation import Explanation
 from lab.explain.outliers import OUTLIER_FACTOR
@@ -97,12 +97,20 @@ def _cause_finding(ex: Explanation, key: str, rule: str, title: str, *, premise:
 
 def input_pipeline(ex: Explanation) -> Finding | None:
     gpu = ex.attribution.has_gpu
+    total = float(ex.attribution.total_us()["input"])
+    unrecorded = ex.attribution.input_unrecorded_us
+    around = (f"; {100.0 * unrecorded / total:.0f} % of it in no recorded event right before or after the "
+              "DataLoader's __next__ (iter(loader) starting its workers, or an iterator shutting them down)"
+              if total > 0 and _material(unrecorded, total) else "")
     return _cause_finding(
         ex, "input", "input_pipeline", "Input pipeline starves the GPU" if gpu else "Input pipeline holds up the step",
         premise=("the GPU sits idle while the step's thread waits in the DataLoader / DataPipe" if gpu else
-                 "the step's thread waits in the DataLoader / DataPipe instead of computing"),
-        what="(median) waiting for the next batch" + (", GPU idle" if gpu else ""),
-        suggestion="Load batches in parallel with the " + ("GPU" if gpu else "step") + ": DataLoader(num_workers=N, "
+                 "the step's thread waits in the DataLoader / DataPipe instead of computing")
+                + f" (or is in no recorded event within {NEXT_TO_INPUT_US:.0f} µs of its __next__, in the step)",
+        what="(median) waiting for the next batch" + (", GPU idle" if gpu else "") + around,
+        suggestion=("Make the DataLoader's iterator once, not every step: each iter(loader) starts its workers "
+                    "anew (persistent_workers=True keeps them across epochs). " if around else "")
+                   + "Load batches in parallel with the " + ("GPU" if gpu else "step") + ": DataLoader(num_workers=N, "
                    + ("pin_memory=True, " if gpu else "") + "persistent_workers=True, prefetch_factor=2+); move "
                    "decoding/augmentation off the step's thread.",
         learn_more="https://pytorch.org/docs/stable/data.html#multi-process-data-loading")
@@ -427,15 +435,36 @@ def attention_written_out(ex: Explanation) -> Finding | None:
         learn_more="https://pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html")
 
 
+# Host time nothing recorded explains is put on the copy off the GPU it follows when at least this
+# share of it does: then the cause is the host's work on what it copied, not an unknown.
+AFTER_COPY_SHARE_PCT = 50.0
+
+
 def host_unrecorded(ex: Explanation) -> Finding | None:
+    after = ex.attribution.unrecorded_after
+    total = sum(us for _, us, _ in after)
+    copied = sum(us for _, us, cp in after if cp)
+    by_copy = total > 0 and 100.0 * copied / total >= AFTER_COPY_SHARE_PCT
+    where = ""
+    if after and total > 0:
+        name, us, cp = next(a for a in after if a[2]) if by_copy else after[0]
+        where = (f"; {100.0 * (copied if by_copy else us) / total:.0f} % of it begins right after "
+                 + (f"a copy off the GPU ({name})" if by_copy else name))
     return _cause_finding(
-        ex, "unrecorded", "host_unrecorded", "Host time no recorded event explains",
+        ex, "unrecorded", "host_unrecorded",
+        "The host works on tensors copied off the GPU" if by_copy else "Host time no recorded event explains",
         premise=("the GPU idles" if ex.attribution.has_gpu else "the step waits") + " while the step's thread is in "
                 f"no recorded op, annotation or call for ≥ {LONG_HOST_GAP_US:,.0f} µs at a time (shorter gaps are "
-                "Python between ops); with the GPU busy meanwhile the time costs nothing",
-        what="with nothing recorded on the step's thread",
-        suggestion="Something outside torch runs here (time.sleep, file or network I/O, logging, NumPy, the "
-                   "GIL held by another thread): record with with_stack=True or wrap it in record_function.")
+                "Python between ops; with the GPU busy meanwhile the time costs nothing)"
+                + (f", ≥ {AFTER_COPY_SHARE_PCT:.0f} % of it beginning within {AFTER_COPY_US:.0f} µs of an op that "
+                   "copied device → host," if by_copy else "") + " for",
+        what="with nothing recorded on the step's thread" + where,
+        suggestion=("After the copy the host computes on the copied data outside torch (a metric in NumPy, "
+                    "torch.save, logging values): keep that work on the GPU as tensor ops, do it every N steps, "
+                    "or hand it to a background thread (copy into pinned memory with non_blocking=True first)."
+                    if by_copy else
+                    "Something outside torch runs here (time.sleep, file or network I/O, logging, NumPy, the "
+                    "GIL held by another thread): record with with_stack=True or wrap it in record_function."))
 
 
 def allocator_calls(ex: Explanation) -> Finding | None:
