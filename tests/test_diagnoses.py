@@ -28,7 +28,7 @@ from lab.analysis.diagnoses.capture import (
 from lab.analysis.diagnoses.comm import find_collectives
 from lab.analysis.diagnoses.graphs import find_graph_replays, graph_replay_rows
 from lab.analysis.diagnoses.steps import STEP_MIN_COVER_PCT, step_spans
-from lab.explain.attribution import LONG_HOST_GAP_US
+from lab.explain.unrecorded import LONG_HOST_GAP_US
 from lab.judge import SEVERITIES, judge_trace
 from lab.trace import load_trace
 from tests import diagbuild as b

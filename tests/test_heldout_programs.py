@@ -272,7 +272,7 @@ def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
 def _long_idle_gaps(events: tuple[dict, ...]) -> list[tuple[float, float]]:
     """Stretches of ≥ 1 ms (LONG_HOST_GAP_US) inside the steps (each from its start to the next
     one's, the last to its end) where the step's thread has no event open and the GPU is idle."""
-    from lab.explain.attribution import LONG_HOST_GAP_US
+    from lab.explain.unrecorded import LONG_HOST_GAP_US
 
     steps = _steps(events)
     tid = steps[0]["tid"]
@@ -322,7 +322,7 @@ def test_host_work_after_a_copy_off_the_gpu_is_named_as_such(stem):
     """metric_on_host (NumPy scores the logits after .cpu()) and checkpoint_each_step (torch.save
     pickles and writes each tensor after copying it): the host's unrecorded time begins right
     after ops that copied device → host; the finding says so and counts that time."""
-    from lab.explain.attribution import AFTER_COPY_US
+    from lab.explain.unrecorded import AFTER_COPY_US
 
     events = _raw(stem)
     gaps, copiers = _long_idle_gaps(events), _copiers(events)
@@ -360,7 +360,7 @@ def test_starting_a_dataloaders_workers_is_input_pipeline_time():
     recorded event just before __next__, and the old iterator's shutdown follows it. That time,
     next to __next__ (NEXT_TO_INPUT_US), is the input pipeline's; with it the finding's saving
     matches what one persistent iterator saved (loader_kept, the raw JSON's median steps)."""
-    from lab.explain.attribution import NEXT_TO_INPUT_US
+    from lab.explain.unrecorded import NEXT_TO_INPUT_US
 
     events = _raw("loader_restarted")
     loads = [e for e in events if "DataLoader" in e["name"] and "__next__" in e["name"]]

@@ -38,13 +38,13 @@ import numpy as np
 import pandas as pd
 
 from lab.analysis.columns import codes, dense_ids, mask_in, mask_where, texts
-from lab.analysis.diagnoses.common import ancestor_in
 from lab.analysis.gemm.kinds import is_gemm_kernel, is_gemm_op
 from lab.analysis.gpu import gpu_activity_rows
 from lab.analysis.intervals import merge_intervals
 from lab.analysis.operators import Links
 from lab.analysis.steps import step_of
 from lab.explain.classes import (
+    CAUSE_INDEX,
     CAUSES,
     COLLECTIVE_RANGE_PATTERN,
     COMPILE_PATTERN,
@@ -54,14 +54,15 @@ from lab.explain.classes import (
     op_class,
 )
 from lab.explain.segments import Segments, innermost
+from lab.explain.unrecorded import long_host_gaps, next_to_input, unrecorded_after
 from lab.measure import Measures, measure
 from lab.trace import Trace
 from lab.vocab import ALLOCATOR_CALLS, LAUNCH_CATS, SYNC_NAMES
 
-__all__ = ["CAUSE_COLUMNS", "LONG_HOST_GAP_US", "SYNC_DRAIN_TOLERANCE_US", "Attribution", "attribute", "work_classes"]
+__all__ = ["CAUSE_COLUMNS", "SYNC_DRAIN_TOLERANCE_US", "Attribution", "attribute", "work_classes"]
 
 CAUSE_COLUMNS = tuple(f"{c.key}_us" for c in CAUSES)
-_INDEX = {c.key: i for i, c in enumerate(CAUSES)}
+_INDEX = CAUSE_INDEX
 # A segment's label (an index into CAUSES) in one byte: the per-segment arrays are the attribution's
 # largest (572k segments on the 114 MB trace), and each one eight times smaller is less memory to fill.
 _LABEL_DTYPE = np.int8
@@ -70,21 +71,6 @@ assert len(CAUSES) <= np.iinfo(_LABEL_DTYPE).max
 # before that kernel's end (host and device clocks are aligned by Kineto, not identical).
 SYNC_DRAIN_TOLERANCE_US = 2.0
 _DISPATCH_SOURCES = 10  # the ops with the most dispatch time that ``dispatch_sources`` names
-# Host time in no op, in one piece, from which on it is not "Python between ops": CPython's work
-# between two eager ops (argument parsing, a module's __call__ and hooks) is 5–100 µs: the p99 of
-# the gaps is under 0.15 ms on every H200 recording in tests/data/explain, the longest one without
-# planted host work 0.79 ms (a DataLoader's next batch with workers), while a time.sleep, a log
-# write or a NumPy call runs for milliseconds (tests/data/heldout: a 6 ms sleep per step).
-LONG_HOST_GAP_US = 1000.0
-# Host time no recorded event explains that begins this soon after an op copied device → host is
-# put on that copy: ``.numpy()`` or ``.tolist()`` right after ``.cpu()`` dispatch in tens of µs
-# (tests/data/heldout metric_on_host: the NumPy metric's 53 ms begin 72 µs after aten::to ends).
-AFTER_COPY_US = 200.0
-# … and such time that touches a DataLoader's __next__ on the step's thread (ends this soon before
-# one begins, in the same step, or begins this soon after one ends) is the input pipeline's: torch
-# records only __next__, not iter(loader), which starts the workers (33.8 ms a step in
-# tests/data/heldout loader_restarted, 34 µs before __next__), nor an iterator's shutdown.
-NEXT_TO_INPUT_US = AFTER_COPY_US
 
 
 @dataclass(frozen=True)
@@ -210,8 +196,8 @@ def attribute(measured: Measures | Trace, *, classes: np.ndarray | None = None) 
     _waiting_for_collectives(trace, host_lane, bnd, busy, label)
     if len(gpu_rows):
         _work_on_other_threads(trace, other_cpu, bnd, links.parent, kinds, busy, label)
-    _long_host_gaps(trace, on_host, spans.rows if len(spans) else np.array([], int), bnd, label)
-    input_unrecorded_us = _next_to_input(trace, on_host, bnd, label, win_start, win_end)
+    long_host_gaps(trace, on_host, spans.rows if len(spans) else np.array([], int), bnd, label)
+    input_unrecorded_us = next_to_input(trace, on_host, bnd, label, win_start, win_end)
     sources: dict[str, float] = {}
     if len(gpu_rows):
         _drained_by_sync(trace, syncs, seg_lo, seg_hi, busy, label, ts, end, links, sources)
@@ -221,7 +207,7 @@ def attribute(measured: Measures | Trace, *, classes: np.ndarray | None = None) 
         unknown=_unknowns(trace, gpu_rows, host_lane, has_steps=bool(len(spans))),
         sync_sources=tuple(sorted(sources.items(), key=lambda kv: -kv[1])),
         dispatch_sources=_dispatch_sources(trace, on_host, bnd, links.parent, label, win_start, win_end),
-        unrecorded_after=_unrecorded_after(trace, on_host, bnd, links, label, gpu_rows, end),
+        unrecorded_after=unrecorded_after(trace, on_host, bnd, links, label, gpu_rows, end),
         input_unrecorded_us=input_unrecorded_us,
     )
 
@@ -319,30 +305,6 @@ def _work_on_other_threads(trace: Trace, other: np.ndarray, bnd: Segments, paren
     label[take] = theirs[take]
 
 
-def _long_host_gaps(trace: Trace, on_host: np.ndarray, step_rows: np.ndarray, bnd: Segments,
-                    label: np.ndarray) -> None:
-    """A stretch of "Python between ops" of at least ``LONG_HOST_GAP_US`` in one piece, inside the
-    step and nothing else, is host time no recorded event explains (a sleep, I/O, logging, NumPy):
-    CPython's own work between two eager ops is tens of µs, so a graph or fusion would not recover
-    such a stretch. Python frames recorded by with_stack, and a range the program labelled itself
-    (``record_function("load_batch")`` around a read), say what ran there: those stay Python."""
-    gap = label == _INDEX["python"]
-    if not gap.any() or not len(on_host):
-        return
-    cat = trace.events["cat"]
-    named = on_host[mask_in(cat, ("python_function", "user_annotation"))[on_host]]
-    named = named[~np.isin(named, step_rows)]
-    if len(named):
-        gap &= ~bnd.covered(named)
-    starts = gap & ~np.concatenate(([False], gap[:-1]))
-    run = np.cumsum(starts) - 1
-    seg = np.diff(bnd.bounds)
-    length = np.bincount(run[gap], weights=seg[gap])
-    long_run = np.zeros(len(gap), dtype=bool)
-    long_run[gap] = length[run[gap]] >= LONG_HOST_GAP_US
-    label[long_run] = _INDEX["unrecorded"]
-
-
 def _drained_by_sync(trace: Trace, syncs: np.ndarray, seg_lo: np.ndarray, seg_hi: np.ndarray,
                      busy: np.ndarray, label: np.ndarray, ts: np.ndarray, end: np.ndarray, links: Links,
                      sources: dict[str, float]) -> None:
@@ -385,98 +347,6 @@ def _drained_by_sync(trace: Trace, syncs: np.ndarray, seg_lo: np.ndarray, seg_hi
     per = pd.Series(seg_hi[is_sync] - seg_lo[is_sync]).groupby(who).sum()
     for w, us in per.items():
         sources[str(w)] = sources.get(str(w), 0.0) + float(us)
-
-
-def _runs(mask: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The runs of consecutive segments where ``mask`` holds: each one's first and last segment
-    and its µs."""
-    first = np.flatnonzero(mask & ~np.concatenate(([False], mask[:-1])))
-    last = np.flatnonzero(mask & ~np.concatenate((mask[1:], [False])))
-    seg = np.diff(bounds)
-    run = np.cumsum(mask & ~np.concatenate(([False], mask[:-1]))) - 1
-    return first, last, np.bincount(run[mask], weights=seg[mask], minlength=len(first))
-
-
-def _next_to_input(trace: Trace, on_host: np.ndarray, bnd: Segments, label: np.ndarray,
-                   win_start: np.ndarray, win_end: np.ndarray) -> float:
-    """Relabel as "input" each stretch of unrecorded host time that touches a DataLoader's
-    ``__next__`` on the step's thread (``NEXT_TO_INPUT_US``); return their µs."""
-    un = label == _INDEX["unrecorded"]
-    if not un.any() or not len(on_host):
-        return 0.0
-    ev = trace.events
-    rows = on_host[mask_where(ev["name"], lambda n: bool(INPUT_PIPELINE_PATTERN.search(n)), on_host)]
-    if not len(rows):
-        return 0.0
-    ts, end = ev["ts_us"].to_numpy()[rows], (ev["ts_us"].to_numpy() + ev["dur_us"].to_numpy())[rows]
-    first, last, us = _runs(un, bnd.bounds)
-    lo, hi = bnd.bounds[first], bnd.bounds[last + 1]
-    ends, starts = np.sort(end), np.sort(ts)
-    k = np.searchsorted(ends, lo + SYNC_DRAIN_TOLERANCE_US, side="right") - 1
-    after = (k >= 0) & (lo - ends[np.maximum(k, 0)] <= NEXT_TO_INPUT_US)
-    j = np.searchsorted(starts, hi - SYNC_DRAIN_TOLERANCE_US, side="left")
-    nxt = starts[np.minimum(j, len(starts) - 1)]
-    before = ((j < len(starts)) & (nxt - hi <= NEXT_TO_INPUT_US)
-              & (step_of(win_start, win_end, nxt) == step_of(win_start, win_end, lo)))
-    take = after | before
-    if not take.any():
-        return 0.0
-    size = last[take] - first[take] + 1
-    at = np.repeat(first[take], size) + (np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size))
-    label[at] = _INDEX["input"]
-    return float(us[take].sum())
-
-
-def _unrecorded_after(trace: Trace, on_host: np.ndarray, bnd: Segments, links: Links, label: np.ndarray,
-                      gpu_rows: np.ndarray, end: np.ndarray) -> tuple[tuple[str, float, bool], ...]:
-    """Each stretch of unrecorded host time (consecutive segments), put on the outermost op of the
-    step's thread that ended last before it began; and whether that op copied device → host."""
-    ev = trace.events
-    un = label == _INDEX["unrecorded"]
-    if not un.any() or not len(on_host):
-        return ()
-    is_op = mask_in(ev["cat"], ("cpu_op",))
-    ops = on_host[is_op[on_host]]
-    if not len(ops):
-        return ()
-    top = ops[ancestor_in(links.parent, is_op, ops) < 0]
-    top = top[np.argsort(end[top], kind="stable")]
-    first, _, run_us = _runs(un, bnd.bounds)
-    k = np.searchsorted(end[top], bnd.bounds[first] + SYNC_DRAIN_TOLERANCE_US, side="right") - 1
-    keep = k >= 0
-    before, run_us = top[k[keep]], run_us[keep]
-    if not len(before):
-        return ()
-    start = bnd.bounds[first][keep]
-    copiers = _copied_to_host(trace, links, is_op, gpu_rows)
-    copiers = copiers[np.argsort(end[copiers], kind="stable")]
-    copied = np.zeros(len(before), dtype=bool)
-    if len(copiers):
-        j = np.searchsorted(end[copiers], start + SYNC_DRAIN_TOLERANCE_US, side="right") - 1
-        near = (j >= 0) & (start - end[copiers[np.maximum(j, 0)]] <= AFTER_COPY_US)
-        before = np.where(near, copiers[np.maximum(j, 0)], before)
-        copied = near
-    per = pd.DataFrame({"name": texts(ev["name"], before), "us": run_us, "copied": copied})
-    per = per.groupby(["name", "copied"], sort=False)["us"].sum().sort_values(ascending=False, kind="stable")
-    return tuple((str(name), float(us), bool(cp)) for (name, cp), us in per.items())
-
-
-def _copied_to_host(trace: Trace, links: Links, is_op: np.ndarray, gpu_rows: np.ndarray) -> np.ndarray:
-    """The outermost ops that launched a device → host copy (Kineto names its direction:
-    "Memcpy DtoH (Device -> Pageable)"), once each."""
-    ev = trace.events
-    copies = gpu_rows[mask_in(ev["cat"], ("gpu_memcpy",))[gpu_rows]] if len(gpu_rows) else gpu_rows
-    if not len(copies):
-        return copies
-    copies = copies[np.array(["DtoH" in str(n) for n in texts(ev["name"], copies)], dtype=bool)]
-    owner = links.owner[copies]
-    owner = owner[owner >= 0]
-    while len(owner):
-        up = ancestor_in(links.parent, is_op, owner)
-        if (up < 0).all():
-            break
-        owner = np.where(up >= 0, up, owner)
-    return np.unique(owner)
 
 
 def _dispatch_sources(trace: Trace, on_host: np.ndarray, bnd: Segments, parent: np.ndarray, label: np.ndarray,

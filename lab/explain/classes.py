@@ -32,8 +32,8 @@ from lab.vocab import (  # the names torch writes, defined once
 )
 
 __all__ = [
-    "CAUSES", "COLLECTIVE_RANGE_PATTERN", "COMPILE_PATTERN", "WORK_CLASSES", "HOST_CAUSES", "INPUT_PIPELINE_PATTERN",
-    "OPTIMIZER_PATTERN",
+    "CAUSES", "CAUSE_INDEX", "COLLECTIVE_RANGE_PATTERN", "COMPILE_PATTERN", "WORK_CLASSES", "HOST_CAUSES",
+    "INPUT_PIPELINE_PATTERN", "OPTIMIZER_PATTERN",
     "Cause", "cause", "kernel_class", "op_class",
 ]  # fmt: skip
 
@@ -76,6 +76,8 @@ HOST_CAUSES = (
     Cause("unrecorded", "host time no recorded event explains", "host", "#e7e7e7"),
 )
 CAUSES = WORK_CLASSES + HOST_CAUSES
+# A cause's position in CAUSES: the attribution's per-segment label.
+CAUSE_INDEX = {c.key: i for i, c in enumerate(CAUSES)}
 _BY_KEY = {c.key: c for c in CAUSES}
 
 
