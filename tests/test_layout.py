@@ -348,3 +348,40 @@ def test_the_issue_check_finds_a_number(tmp_path):
     word = "issue"
     path.write_text(f"X = 1  # {word} 7's bound\n# {word.title()} #12: a list\n# an {word} tracker, #7\nY = 2\n")
     assert [hit.split(": ")[0] for hit in _issue_numbers([path])] == [f"{path}:1", f"{path}:2"]
+
+
+# Streamlit calls that render their text as markdown: a finding's words (premise, evidence, advice)
+# quote op names such as __next__ or aten::_to_copy, which markdown would turn into bold or italics.
+_MARKDOWN_CALLS = frozenset({"markdown", "caption", "info", "warning", "error", "success"})
+# A URL is left to markdown, which makes it a link (escaped, it would not be one).
+_LINK_FIELDS = frozenset({"learn_more"})
+
+
+def _unescaped_finding_text(tree: ast.AST) -> list[str]:
+    """Each ``finding.<field>`` put straight into an f-string that a markdown call renders."""
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _MARKDOWN_CALLS and node.args and isinstance(node.args[0], ast.JoinedStr)):
+            continue
+        for part in node.args[0].values:
+            if not isinstance(part, ast.FormattedValue):
+                continue
+            base = part.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if (isinstance(part.value, ast.Attribute) and isinstance(base, ast.Name) and base.id == "finding"
+                    and part.value.attr not in _LINK_FIELDS):
+                out.append(ast.unparse(part.value))
+    return out
+
+
+def test_the_page_shows_a_findings_words_as_typed():
+    paths = [ROOT / "app.py", *sorted((ROOT / "ui").glob("*.py"))]
+    bad = {p.name: found for p in paths if (found := _unescaped_finding_text(sources.tree(p)))}
+    assert not bad
+
+
+def test_the_markdown_check_finds_a_raw_premise():
+    tree = ast.parse('st.caption(f"Premise: {finding.premise}")\nst.caption(f"Premise: {md_escape(finding.premise)}")')
+    assert _unescaped_finding_text(tree) == ["finding.premise"]

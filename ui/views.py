@@ -116,7 +116,7 @@ def finding_card(finding) -> None:
     with st.container(border=True):
         st.markdown(f"{SEVERITY_ICON.get(finding.severity, '')} **{md_escape(finding.title)}** · {saves}")
         st.text(finding.evidence)
-        st.caption(f"Premise: {finding.premise}")
+        st.caption(f"Premise: {md_escape(finding.premise)}")
         st.markdown(f"**Try:** {md_escape(finding.suggestion)}")
         if finding.caveat:
             st.caption(f":material/balance: **What would change this figure:** {md_escape(finding.caveat)}")
