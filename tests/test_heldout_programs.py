@@ -306,39 +306,47 @@ def _outermost_ops(events: tuple[dict, ...], tid) -> list[dict]:
     return out
 
 
-def _copiers(events: tuple[dict, ...]) -> list[dict]:
-    """The outermost ops on the step's thread whose launch call started a device → host memcpy."""
+def _copiers(events: tuple[dict, ...]) -> list[tuple[dict, float]]:
+    """The outermost ops on the step's thread whose launch calls started device → host memcpys,
+    each with those copies' GPU µs."""
     tid = _steps(events)[0]["tid"]
-    dtoh = {(e.get("args") or {}).get("correlation") for e in events
+    dtoh = {(e.get("args") or {}).get("correlation"): e["dur"] for e in events
             if e.get("cat") == "gpu_memcpy" and "DtoH" in e["name"]}
     calls = [e for e in events if e.get("cat") == "cuda_runtime" and e.get("tid") == tid
              and (e.get("args") or {}).get("correlation") in dtoh]
-    return [o for o in _outermost_ops(events, tid)
-            if any(o["ts"] <= c["ts"] and c["ts"] + c["dur"] <= o["ts"] + o["dur"] for c in calls)]
+    out = []
+    for o in _outermost_ops(events, tid):
+        inside = [c for c in calls if o["ts"] <= c["ts"] and c["ts"] + c["dur"] <= o["ts"] + o["dur"]]
+        if inside:
+            out.append((o, sum(dtoh[c["args"]["correlation"]] for c in inside)))
+    return out
 
 
-@pytest.mark.parametrize("stem", ["metric_on_host", "checkpoint_each_step"])
-def test_host_work_after_a_copy_off_the_gpu_is_named_as_such(stem):
+@pytest.mark.parametrize(("stem", "fixed"), [("metric_on_host", "metric_on_device"),
+                                             ("checkpoint_each_step", "checkpoint_every_100")])
+def test_host_work_after_a_copy_off_the_gpu_is_named_as_such(stem, fixed):
     """metric_on_host (NumPy scores the logits after .cpu()) and checkpoint_each_step (torch.save
     pickles and writes each tensor after copying it): the host's unrecorded time begins right
-    after ops that copied device → host; the finding says so and counts that time."""
+    after ops that copied device → host; the finding says so, and counts that time and the copies
+    it worked on, which go with it: what the fixed program saved (its raw JSON's median steps)."""
     from lab.explain.unrecorded import AFTER_COPY_US
 
     events = _raw(stem)
     gaps, copiers = _long_idle_gaps(events), _copiers(events)
-    after = [(a, b) for a, b in gaps
-             if any(0 <= a - (c["ts"] + c["dur"]) <= AFTER_COPY_US for c in copiers)]
+    fed = [(c, us) for c, us in copiers if any(0 <= a - (c["ts"] + c["dur"]) <= AFTER_COPY_US for a, _ in gaps)]
+    after = [(a, b) for a, b in gaps if any(0 <= a - (c["ts"] + c["dur"]) <= AFTER_COPY_US for c, _ in fed)]
     brute = sum(b - a for a, b in after)
     assert brute > 0.5 * sum(b - a for a, b in gaps) and brute > 0.5 * _steps_us(events)
-    copies_us = sum(e["dur"] for e in events if e.get("cat") == "gpu_memcpy" and "DtoH" in e["name"])
+    copies_us = sum(us for _, us in fed)
     assert copies_us < 0.5 * brute  # the copies themselves are the smaller part
-    judged = _judged(stem)
-    lab = corpus.explanation(DATA / f"{stem}.json.gz").attribution.unrecorded_after
-    assert sum(us for _, us, copied in lab if copied) == pytest.approx(brute, rel=0.02)
-    finding = judged.verdict_finding
-    names = {c["name"] for c in copiers}
+    attribution = corpus.explanation(DATA / f"{stem}.json.gz").attribution
+    assert sum(us for _, us, copied in attribution.unrecorded_after if copied) == pytest.approx(brute, rel=0.02)
+    assert attribution.unrecorded_copies_us == pytest.approx(copies_us, rel=0.02)
+    finding = _judged(stem).verdict_finding
     assert finding.rule == "host_unrecorded" and finding.title == "The host works on tensors copied off the GPU"
-    assert any(f"a copy off the GPU ({n})" in finding.evidence for n in names), finding.evidence
+    assert any(f"a copy off the GPU ({c['name']})" in finding.evidence for c, _ in fed), finding.evidence
+    drop = _median_step_us(stem) - _median_step_us(fixed)
+    assert finding.saving_us == pytest.approx(drop, rel=0.10)
 
 
 def test_host_time_after_no_copy_names_the_op_it_follows():

@@ -54,7 +54,7 @@ from lab.explain.classes import (
     op_class,
 )
 from lab.explain.segments import Segments, innermost
-from lab.explain.unrecorded import long_host_gaps, next_to_input, unrecorded_after
+from lab.explain.unrecorded import long_host_gaps, next_to_input, what_unrecorded_follows
 from lab.measure import Measures, measure
 from lab.trace import Trace
 from lab.vocab import ALLOCATOR_CALLS, LAUNCH_CATS, SYNC_NAMES
@@ -99,6 +99,8 @@ class Attribution:
     # window, whether that op copied device → host), largest first. A stretch after a copy off the
     # GPU is the host working on what it copied (a metric in NumPy, torch.save, a logged value).
     unrecorded_after: tuple[tuple[str, float, bool], ...] = ()
+    # The GPU µs (the window's) of the device → host copies whose data the host then worked on.
+    unrecorded_copies_us: float = 0.0
     # Of the input pipeline's time, the µs in the window that no event recorded (``NEXT_TO_INPUT_US``).
     input_unrecorded_us: float = 0.0
 
@@ -201,13 +203,14 @@ def attribute(measured: Measures | Trace, *, classes: np.ndarray | None = None) 
     sources: dict[str, float] = {}
     if len(gpu_rows):
         _drained_by_sync(trace, syncs, seg_lo, seg_hi, busy, label, ts, end, links, sources)
+    follows = what_unrecorded_follows(trace, on_host, bnd, links, label, gpu_rows, end)
     return Attribution(
         steps=_per_window(seg_lo, seg_hi, label, win_start, win_end, names),
         source=source, host_lane=int(host_lane), has_gpu=bool(len(gpu_rows)),
         unknown=_unknowns(trace, gpu_rows, host_lane, has_steps=bool(len(spans))),
         sync_sources=tuple(sorted(sources.items(), key=lambda kv: -kv[1])),
         dispatch_sources=_dispatch_sources(trace, on_host, bnd, links.parent, label, win_start, win_end),
-        unrecorded_after=unrecorded_after(trace, on_host, bnd, links, label, gpu_rows, end),
+        unrecorded_after=follows[0], unrecorded_copies_us=follows[1],
         input_unrecorded_us=input_unrecorded_us,
     )
 

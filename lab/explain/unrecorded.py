@@ -3,7 +3,7 @@
 A stretch of the step's thread in no op for at least ``LONG_HOST_GAP_US`` is not Python between
 ops (``long_host_gaps``). Where such a stretch touches a DataLoader's ``__next__`` it is the input
 pipeline's (``next_to_input``: ``iter(loader)`` starting its workers is not recorded); the rest
-is put on the op it follows, marked where that op copied device → host (``unrecorded_after``:
+is put on the op it follows, marked where that op copied device → host (``what_unrecorded_follows``:
 NumPy on ``.cpu()`` logits, ``torch.save`` pickling what it copied).
 
 Each function works on ``attribution.attribute``'s segments and labels (indices into
@@ -24,7 +24,7 @@ from lab.explain.segments import Segments
 from lab.trace import Trace
 
 __all__ = ["AFTER_COPY_US", "LONG_HOST_GAP_US", "NEXT_TO_INPUT_US", "long_host_gaps", "next_to_input",
-           "unrecorded_after"]
+           "what_unrecorded_follows"]
 
 # Host time in no op, in one piece, from which on it is not "Python between ops": CPython's work
 # between two eager ops (argument parsing, a module's __call__ and hooks) is 5–100 µs: the p99 of
@@ -110,18 +110,19 @@ def next_to_input(trace: Trace, on_host: np.ndarray, bnd: Segments, label: np.nd
     return float(us[take].sum())
 
 
-def unrecorded_after(trace: Trace, on_host: np.ndarray, bnd: Segments, links: Links, label: np.ndarray,
-                      gpu_rows: np.ndarray, end: np.ndarray) -> tuple[tuple[str, float, bool], ...]:
+def what_unrecorded_follows(trace: Trace, on_host: np.ndarray, bnd: Segments, links: Links, label: np.ndarray,
+                            gpu_rows: np.ndarray, end: np.ndarray) -> tuple[tuple[tuple[str, float, bool], ...], float]:
     """Each stretch of unrecorded host time (consecutive segments), put on the outermost op of the
-    step's thread that ended last before it began; and whether that op copied device → host."""
+    step's thread that ended last before it began, and whether that op copied device → host; and
+    the GPU time (µs, the window's) of the device → host copies the host then worked on."""
     ev = trace.events
     un = label == CAUSE_INDEX["unrecorded"]
     if not un.any() or not len(on_host):
-        return ()
+        return (), 0.0
     is_op = mask_in(ev["cat"], ("cpu_op",))
     ops = on_host[is_op[on_host]]
     if not len(ops):
-        return ()
+        return (), 0.0
     top = ops[ancestor_in(links.parent, is_op, ops) < 0]
     top = top[np.argsort(end[top], kind="stable")]
     first, _, run_us = _runs(un, bnd.bounds)
@@ -129,34 +130,37 @@ def unrecorded_after(trace: Trace, on_host: np.ndarray, bnd: Segments, links: Li
     keep = k >= 0
     before, run_us = top[k[keep]], run_us[keep]
     if not len(before):
-        return ()
+        return (), 0.0
     start = bnd.bounds[first][keep]
-    copiers = _copied_to_host(trace, links, is_op, gpu_rows)
-    copiers = copiers[np.argsort(end[copiers], kind="stable")]
-    copied = np.zeros(len(before), dtype=bool)
+    copiers, copy_us = _copied_to_host(trace, links, is_op, gpu_rows)
+    order = np.argsort(end[copiers], kind="stable")
+    copiers, copy_us = copiers[order], copy_us[order]
+    copied, fed_us = np.zeros(len(before), dtype=bool), 0.0
     if len(copiers):
         j = np.searchsorted(end[copiers], start + _SAME_INSTANT_US, side="right") - 1
         near = (j >= 0) & (start - end[copiers[np.maximum(j, 0)]] <= AFTER_COPY_US)
         before = np.where(near, copiers[np.maximum(j, 0)], before)
         copied = near
+        fed_us = float(copy_us[np.unique(j[near])].sum())
     per = pd.DataFrame({"name": texts(ev["name"], before), "us": run_us, "copied": copied})
     per = per.groupby(["name", "copied"], sort=False)["us"].sum().sort_values(ascending=False, kind="stable")
-    return tuple((str(name), float(us), bool(cp)) for (name, cp), us in per.items())
+    return tuple((str(name), float(us), bool(cp)) for (name, cp), us in per.items()), fed_us
 
 
-def _copied_to_host(trace: Trace, links: Links, is_op: np.ndarray, gpu_rows: np.ndarray) -> np.ndarray:
+def _copied_to_host(trace: Trace, links: Links, is_op: np.ndarray,
+                    gpu_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The outermost ops that launched a device → host copy (Kineto names its direction:
-    "Memcpy DtoH (Device -> Pageable)"), once each."""
+    "Memcpy DtoH (Device -> Pageable)"), once each, and the GPU µs of each one's copies."""
     ev = trace.events
     copies = gpu_rows[mask_in(ev["cat"], ("gpu_memcpy",))[gpu_rows]] if len(gpu_rows) else gpu_rows
-    if not len(copies):
-        return copies
-    copies = copies[np.array(["DtoH" in str(n) for n in texts(ev["name"], copies)], dtype=bool)]
+    if len(copies):
+        copies = copies[np.array(["DtoH" in str(n) for n in texts(ev["name"], copies)], dtype=bool)]
+    copies = copies[links.owner[copies] >= 0]
     owner = links.owner[copies]
-    owner = owner[owner >= 0]
     while len(owner):
         up = ancestor_in(links.parent, is_op, owner)
         if (up < 0).all():
             break
         owner = np.where(up >= 0, up, owner)
-    return np.unique(owner)
+    ops, at = np.unique(owner, return_inverse=True)
+    return ops, np.bincount(at.reshape(-1), weights=ev["dur_us"].to_numpy()[copies], minlength=len(ops))

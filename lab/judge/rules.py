@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -384,7 +385,7 @@ def host_unrecorded(ex: Explanation) -> Finding | None:
         name, us, cp = next(a for a in after if a[2]) if by_copy else after[0]
         where = (f"; {100.0 * (copied if by_copy else us) / total:.0f} % of it begins right after "
                  + (f"a copy off the GPU ({name})" if by_copy else name))
-    return _cause_finding(
+    finding = _cause_finding(
         ex, "unrecorded", "host_unrecorded",
         "The host works on tensors copied off the GPU" if by_copy else "Host time no recorded event explains",
         premise=("the GPU idles" if ex.attribution.has_gpu else "the step waits") + " while the step's thread is in "
@@ -399,6 +400,13 @@ def host_unrecorded(ex: Explanation) -> Finding | None:
                     if by_copy else
                     "Something outside torch runs here (time.sleep, file or network I/O, logging, NumPy, the "
                     "GIL held by another thread): record with with_stack=True or wrap it in record_function."))
+    copies = ex.attribution.unrecorded_copies_us / max(len(ex.attribution.steps), 1)
+    if finding is None or not by_copy or copies <= 0:
+        return finding
+    # The copy goes with the work it feeds: kept on the GPU, or done every N steps, neither runs.
+    return replace(finding, saving_us=min(finding.saving_us + copies, finding.base_us),
+                   evidence=f"{finding.evidence}; the copies it works on take {fmt_us(copies)} a step more, "
+                            "and go with it")
 
 
 def allocator_calls(ex: Explanation) -> Finding | None:
