@@ -76,6 +76,45 @@ def item_sync(n_steps: int = 4, *, host_work_us: float = 2000.0, gemm_us: float 
     return finish(events)
 
 
+def copy_then_host_work(n_steps: int = 3, *, mb: float = 32.0, host_work_us: float = 5000.0,
+                        op_between_us: float = 0.0, gbps: float = 2.0, gemm_us: float = 25.0,
+                        wait_in_sync: bool = False) -> dict:
+    """Per step: 4 GEMMs of ``gemm_us``, then ``.cpu()`` of ``mb`` MiB: aten::to queues its device →
+    host copy behind them; cudaMemcpyAsync to pageable memory blocks until the copy is done, then
+    a cudaStreamSynchronize returns at once (``wait_in_sync``: the copy call returns at once and
+    the sync waits, as ``_local_scalar_dense`` does); then, after an op of ``op_between_us`` that
+    launches nothing (none at 0), ``host_work_us`` in no op (NumPy on the copy)."""
+    events, t, corr = [], 1000.0, 1
+    nbytes = int(mb * 2**20)
+    copy_us = nbytes / gbps / 1e3
+    for i in range(n_steps):
+        start = t
+        for j in range(4):
+            events.append(op("aten::mm", t + 5 + 12 * j, 10))
+            events.append(launch(t + 6 + 12 * j, 6, corr))
+            events.append(kernel("nvjet_sm90_gemm", t + 20 + gemm_us * j, gemm_us, corr))
+            corr += 1
+        copy_at = max(t + 20 + 4 * gemm_us, t + 160)
+        t += 150
+        done = copy_at + copy_us
+        events.append(op("aten::to", t, done + 3 - t))
+        events.append(op("aten::copy_", t + 1, done + 2 - t - 1))
+        call_end = t + 10 if wait_in_sync else done
+        events.append(runtime("cudaMemcpyAsync", t + 2, call_end - t - 2, corr))
+        events.append(gpu("Memcpy DtoH (Device -> Pageable)", copy_at, copy_us, corr, cat="gpu_memcpy", bytes=nbytes))
+        corr += 1
+        events.append(runtime("cudaStreamSynchronize", call_end + 0.5, max(done + 1 - call_end - 0.5, 1.0), corr))
+        corr += 1
+        t = done + 5
+        if op_between_us:
+            events.append(op("aten::add", t, op_between_us))
+            t += op_between_us + 2
+        t += host_work_us
+        events.append(step_marker(i + 1, start, t - start))
+        t += 1
+    return finish(events)
+
+
 def pageable_copies(n_steps: int = 3, *, mb: int = 64, pageable_gbps: float = 6.0, pinned_gbps: float = 50.0,
                     record_shapes: bool = True) -> dict:
     """Per step: an H2D copy from pageable memory (the host waits in cudaMemcpyAsync), one from

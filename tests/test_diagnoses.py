@@ -226,6 +226,49 @@ def test_short_host_work_between_ops_is_not_unrecorded_host_time():
     assert _judged(b.load(b.item_sync(n_steps=4, host_work_us=LONG_HOST_GAP_US / 4)), "host_unrecorded") is None
 
 
+def test_host_work_right_after_a_large_copy_off_the_gpu_is_put_on_the_copy():
+    doc = b.copy_then_host_work(mb=32.0, host_work_us=5000.0)
+    found = _judged(b.load(doc), "host_unrecorded")
+    assert found.title == "The host works on tensors copied off the GPU" and "(aten::to)" in found.evidence
+    copies = [e["dur"] for e in complete(doc) if e.get("cat") == "gpu_memcpy"]
+    # The stretch after the copy, and the copy that fed it (both go with the fix), per step.
+    assert found.saving_us == pytest.approx(5000.0 + sum(copies) / len(copies), rel=0.01)
+
+
+def test_host_work_after_a_copy_stays_the_copys_when_a_sync_drained_its_start():
+    """A copy whose op waits in cudaStreamSynchronize for 4 ms of GEMMs and the copy (0.3 ms), then
+    5 ms of host work: the sync's drain takes the stretch's first 4 ms (the host work would have
+    run while the GPU worked), and what is left still began right after the copy."""
+    trace = b.load(b.copy_then_host_work(mb=32.0, host_work_us=5000.0, gemm_us=1000.0, gbps=100.0,
+                                         wait_in_sync=True))
+    judged = {f.rule: f for f in judge_trace(trace, analyze(trace)).findings}
+    assert judged["sync_waits"].saving_us > 3000.0
+    found = judged["host_unrecorded"]
+    assert found.title == "The host works on tensors copied off the GPU" and "(aten::to)" in found.evidence
+
+
+@pytest.mark.parametrize("case", ["small copy", "op between"])
+def test_host_work_not_fed_by_a_large_copy_keeps_the_general_words(case):
+    """A scalar's copy (under HOST_WORK_COPY_BYTES) feeds no milliseconds of host work; nor does a
+    copy that ended more than AFTER_COPY_US before the stretch began (an op ran between)."""
+    from lab.explain.unrecorded import AFTER_COPY_US, HOST_WORK_COPY_BYTES
+
+    doc = (b.copy_then_host_work(mb=0.5 * HOST_WORK_COPY_BYTES / 2**20) if case == "small copy"
+           else b.copy_then_host_work(op_between_us=2 * AFTER_COPY_US))
+    found = _judged(b.load(doc), "host_unrecorded")
+    assert found.title == "Host time no recorded event explains"
+    assert found.evidence.endswith("begins right after " + ("aten::to" if case == "small copy" else "aten::add"))
+    assert found.saving_us == pytest.approx(5000.0, rel=0.01)
+
+
+def test_host_work_after_a_scalar_item_is_not_put_on_its_copy():
+    """loss.item(), its sync's drain, then 2 ms of Python: the .item() copies 4 bytes, so the
+    words stay general, and name the op the stretch follows."""
+    found = _judged(b.load(b.item_sync(n_steps=4, host_work_us=2000)), "host_unrecorded")
+    assert found.title == "Host time no recorded event explains"
+    assert found.evidence.endswith("begins right after aten::item")
+
+
 def brute_copies(doc: dict, kind: str) -> dict:
     x = complete(doc)
     mine = [e for e in x if e.get("cat") == "gpu_memcpy" and kind in e["name"]]

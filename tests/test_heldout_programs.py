@@ -307,18 +307,21 @@ def _outermost_ops(events: tuple[dict, ...], tid) -> list[dict]:
 
 
 def _copiers(events: tuple[dict, ...]) -> list[tuple[dict, float]]:
-    """The outermost ops on the step's thread whose launch calls started device → host memcpys,
-    each with those copies' GPU µs."""
+    """The outermost ops on the step's thread whose launch calls started device → host memcpys of
+    HOST_WORK_COPY_BYTES or more in all, each with those copies' GPU µs."""
+    from lab.explain.unrecorded import HOST_WORK_COPY_BYTES
+
     tid = _steps(events)[0]["tid"]
-    dtoh = {(e.get("args") or {}).get("correlation"): e["dur"] for e in events
+    dtoh = {(e.get("args") or {}).get("correlation"): e for e in events
             if e.get("cat") == "gpu_memcpy" and "DtoH" in e["name"]}
     calls = [e for e in events if e.get("cat") == "cuda_runtime" and e.get("tid") == tid
              and (e.get("args") or {}).get("correlation") in dtoh]
     out = []
     for o in _outermost_ops(events, tid):
-        inside = [c for c in calls if o["ts"] <= c["ts"] and c["ts"] + c["dur"] <= o["ts"] + o["dur"]]
-        if inside:
-            out.append((o, sum(dtoh[c["args"]["correlation"]] for c in inside)))
+        inside = [dtoh[c["args"]["correlation"]] for c in calls
+                  if o["ts"] <= c["ts"] and c["ts"] + c["dur"] <= o["ts"] + o["dur"]]
+        if sum(m["args"]["bytes"] for m in inside) >= HOST_WORK_COPY_BYTES:
+            out.append((o, sum(m["dur"] for m in inside)))
     return out
 
 

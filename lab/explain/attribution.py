@@ -200,10 +200,11 @@ def attribute(measured: Measures | Trace, *, classes: np.ndarray | None = None) 
         _work_on_other_threads(trace, other_cpu, bnd, links.parent, kinds, busy, label)
     long_host_gaps(trace, on_host, spans.rows if len(spans) else np.array([], int), bnd, label)
     input_unrecorded_us = next_to_input(trace, on_host, bnd, label, win_start, win_end)
+    stretches = label == _INDEX["unrecorded"]  # before a sync's drain takes their first part
     sources: dict[str, float] = {}
     if len(gpu_rows):
         _drained_by_sync(trace, syncs, seg_lo, seg_hi, busy, label, ts, end, links, sources)
-    follows = what_unrecorded_follows(trace, on_host, bnd, links, label, gpu_rows, end)
+    follows = what_unrecorded_follows(trace, on_host, bnd, links, label, gpu_rows, end, stretches=stretches)
     return Attribution(
         steps=_per_window(seg_lo, seg_hi, label, win_start, win_end, names),
         source=source, host_lane=int(host_lane), has_gpu=bool(len(gpu_rows)),

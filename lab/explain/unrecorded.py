@@ -23,8 +23,8 @@ from lab.explain.classes import CAUSE_INDEX, INPUT_PIPELINE_PATTERN
 from lab.explain.segments import Segments
 from lab.trace import Trace
 
-__all__ = ["AFTER_COPY_US", "LONG_HOST_GAP_US", "NEXT_TO_INPUT_US", "long_host_gaps", "next_to_input",
-           "what_unrecorded_follows"]
+__all__ = ["AFTER_COPY_US", "HOST_WORK_COPY_BYTES", "LONG_HOST_GAP_US", "NEXT_TO_INPUT_US", "long_host_gaps",
+           "next_to_input", "what_unrecorded_follows"]
 
 # Host time in no op, in one piece, from which on it is not "Python between ops": CPython's work
 # between two eager ops (argument parsing, a module's __call__ and hooks) is 5–100 µs: the p99 of
@@ -36,6 +36,12 @@ LONG_HOST_GAP_US = 1000.0
 # put on that copy: ``.numpy()`` or ``.tolist()`` right after ``.cpu()`` dispatch in tens of µs
 # (tests/data/heldout metric_on_host: the NumPy metric's 53 ms begin 72 µs after aten::to ends).
 AFTER_COPY_US = 200.0
+# … when that copy moved at least this much: a scalar's .item() (4–8 bytes) or a few values read for
+# a log line are control flow, and the time after them is the host's own (an .item() and then
+# unrelated bookkeeping: tests/data/explain sync_in_loop); an array of 1 KiB or more is data the
+# host works on (tests/data/heldout: the NumPy metric copied 32 MiB, torch.save 16 MiB weights and
+# 8 KiB biases, each written right after its copy).
+HOST_WORK_COPY_BYTES = 1024
 # … and such time that touches a DataLoader's __next__ on the step's thread (ends this soon before
 # one begins, in the same step, or begins this soon after one ends) is the input pipeline's: torch
 # records only __next__, not iter(loader), which starts the workers (33.8 ms a step in
@@ -111,10 +117,13 @@ def next_to_input(trace: Trace, on_host: np.ndarray, bnd: Segments, label: np.nd
 
 
 def what_unrecorded_follows(trace: Trace, on_host: np.ndarray, bnd: Segments, links: Links, label: np.ndarray,
-                            gpu_rows: np.ndarray, end: np.ndarray) -> tuple[tuple[tuple[str, float, bool], ...], float]:
-    """Each stretch of unrecorded host time (consecutive segments), put on the outermost op of the
-    step's thread that ended last before it began, and whether that op copied device → host; and
-    the GPU time (µs, the window's) of the device → host copies the host then worked on."""
+                            gpu_rows: np.ndarray, end: np.ndarray, *,
+                            stretches: np.ndarray) -> tuple[tuple[tuple[str, float, bool], ...], float]:
+    """Each stretch of unrecorded host time (``stretches``: consecutive segments, as labelled
+    before a synchronisation's drain took the first part of one), put on the outermost op of the
+    step's thread that ended last before it began, and whether that op copied device → host; its
+    µs are those still unrecorded in ``label``. And the GPU time (µs, the window's) of the device →
+    host copies the host then worked on."""
     ev = trace.events
     un = label == CAUSE_INDEX["unrecorded"]
     if not un.any() or not len(on_host):
@@ -125,7 +134,9 @@ def what_unrecorded_follows(trace: Trace, on_host: np.ndarray, bnd: Segments, li
         return (), 0.0
     top = ops[ancestor_in(links.parent, is_op, ops) < 0]
     top = top[np.argsort(end[top], kind="stable")]
-    first, _, run_us = _runs(un, bnd.bounds)
+    first, _, _ = _runs(stretches, bnd.bounds)
+    run = np.cumsum(stretches & ~np.concatenate(([False], stretches[:-1]))) - 1
+    run_us = np.bincount(run[un], weights=np.diff(bnd.bounds)[un], minlength=len(first))
     k = np.searchsorted(end[top], bnd.bounds[first] + _SAME_INSTANT_US, side="right") - 1
     keep = k >= 0
     before, run_us = top[k[keep]], run_us[keep]
@@ -149,8 +160,9 @@ def what_unrecorded_follows(trace: Trace, on_host: np.ndarray, bnd: Segments, li
 
 def _copied_to_host(trace: Trace, links: Links, is_op: np.ndarray,
                     gpu_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The outermost ops that launched a device → host copy (Kineto names its direction:
-    "Memcpy DtoH (Device -> Pageable)"), once each, and the GPU µs of each one's copies."""
+    """The outermost ops that copied at least ``HOST_WORK_COPY_BYTES`` device → host (Kineto names
+    a copy's direction: "Memcpy DtoH (Device -> Pageable)"), once each, and the GPU µs of each
+    one's copies."""
     ev = trace.events
     copies = gpu_rows[mask_in(ev["cat"], ("gpu_memcpy",))[gpu_rows]] if len(gpu_rows) else gpu_rows
     if len(copies):
@@ -163,4 +175,8 @@ def _copied_to_host(trace: Trace, links: Links, is_op: np.ndarray,
             break
         owner = np.where(up >= 0, up, owner)
     ops, at = np.unique(owner, return_inverse=True)
-    return ops, np.bincount(at.reshape(-1), weights=ev["dur_us"].to_numpy()[copies], minlength=len(ops))
+    at = at.reshape(-1)
+    moved = np.bincount(at, weights=np.nan_to_num(ev["copy_bytes"].to_numpy()[copies]), minlength=len(ops))
+    us = np.bincount(at, weights=ev["dur_us"].to_numpy()[copies], minlength=len(ops))
+    big = moved >= HOST_WORK_COPY_BYTES
+    return ops[big], us[big]

@@ -405,6 +405,8 @@ def host_unrecorded(ex: Explanation) -> Finding | None:
         return finding
     # The copy goes with the work it feeds: kept on the GPU, or done every N steps, neither runs.
     return replace(finding, saving_us=min(finding.saving_us + copies, finding.base_us),
+                   caveat="Linked by time, not by data: the stretch begins within "
+                          f"{AFTER_COPY_US:.0f} µs of the copy's end. with_stack=True shows what runs there.",
                    evidence=f"{finding.evidence}; the copies it works on take {fmt_us(copies)} a step more, "
                             "and go with it")
 
