@@ -391,3 +391,21 @@ def test_starting_a_dataloaders_workers_is_input_pipeline_time():
     drop = _median_step_us("loader_restarted") - _median_step_us("loader_kept")
     assert finding.saving_us == pytest.approx(drop, rel=0.10)
     assert "iter(loader)" in finding.suggestion
+
+
+def test_unaligned_gemms_are_named_by_the_dimensions_that_break_the_alignment():
+    """gemm_unaligned: the aten::mm inputs (raw JSON "Input Dims") have K and N that are not
+    multiples of 8 bf16 elements (16 bytes); the finding names them. Its fix (4096³) keeps none."""
+    from lab.judge.gemm_rules import ROW_ALIGN_BYTES
+
+    per = ROW_ALIGN_BYTES // 2  # bfloat16
+    dims = {tuple(map(tuple, e["args"]["Input Dims"][:2])) for e in _raw("gemm_unaligned")
+            if e["name"] == "aten::mm" and e.get("args", {}).get("Input Dims")}
+    (a, b), = dims
+    k, n = a[1], b[1]
+    bad = [f"{name} = {v}" for name, v in (("K", k), ("N", n)) if v % per]
+    assert bad
+    finding = next(f for f in _judged("gemm_unaligned").findings if f.rule == "gemm_below_roof")
+    assert " and ".join(bad) in finding.evidence
+    assert f"of {per} ({ROW_ALIGN_BYTES} bytes of bfloat16)" in finding.evidence
+    assert "gemm_below_roof" not in {f.rule for f in _judged("gemm_aligned").findings}

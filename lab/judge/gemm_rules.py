@@ -26,6 +26,7 @@ from lab.judge.finding import MATERIAL_PCT, Finding
 from lab.judge.gemm_facts import GemmFacts
 from lab.judge.rules import GEMM_REACHABLE_PCT, MEMORY_REACHABLE_PCT
 from lab.units import fmt_tflops, fmt_us
+from lab.vocab import DTYPE_BYTES, TRACE_DTYPES
 
 __all__ = ["GEMM_COLD_BELOW_MEDIAN", "GEMM_FEW_INSTANCES", "GEMM_LOW_PCT_OF_PEAK", "GEMM_RULES",
            "GEMM_UNRATED_MIN_SHARE_PCT", "TF32_MIN_COMPUTE_MAJOR", "TF32_SWITCH", "gemm_below_roof",
@@ -57,16 +58,38 @@ CUDA_BEST_PRACTICES = "https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/
 
 
 def older_arch_text(kernel: str, capability: tuple[int, int] | None) -> str:
-    """" The kernel is built for sm80 (…) on a compute capability 9.0 GPU." when the name says so."""
+    """". The kernel is built for sm80 (…) on a compute capability 9.0 GPU: …" when the name says so,
+    to follow a sentence of the evidence."""
     match = _KERNEL_ARCH.search(kernel)
     if match is None or capability is None:
         return ""
     built = (int(match.group(1)), int(match.group(2)))
     if built >= capability:
         return ""
-    return (f" The kernel is built for sm{built[0]}{built[1]} and ran on a compute capability "
+    return (f". The kernel is built for sm{built[0]}{built[1]} and ran on a compute capability "
             f"{capability[0]}.{capability[1]} GPU: the library had no newer kernel for this case "
-            f"(torch._int_mm's int8 GEMM is CUTLASS's Ampere wmma kernel on Hopper).")
+            f"(as for torch._int_mm's int8 GEMM, which runs CUTLASS's Ampere wmma kernel on Hopper)")
+
+
+# cuBLAS's fastest (tensor-core, TMA) kernels read the operands' rows 16 bytes at a time: a GEMM whose
+# K or N, the row lengths of row-major A (M×K) and B (K×N), is not a multiple of 16 bytes' worth of
+# elements runs a slower kernel (NVIDIA's "Matrix Multiplication Background" guide, tensor core
+# requirements; tests/data/heldout gemm_unaligned: 4095×4093×4097 bf16 ran an sm75 kernel at 16 % of
+# the H100's peak, where 4096³ runs at its roof).
+ROW_ALIGN_BYTES = 16
+
+
+def misaligned_text(k: int, n: int, dtype: str) -> str:
+    """". K = 4093 and N = 4097 are not multiples of 8 …" for a GEMM whose rows are not aligned."""
+    size = DTYPE_BYTES.get(dtype) or TRACE_DTYPES.get(dtype, ("", 0))[1]
+    if not size or ROW_ALIGN_BYTES % size:
+        return ""
+    per = ROW_ALIGN_BYTES // size
+    bad = [f"{name} = {v}" for name, v in (("K", k), ("N", n)) if v % per]
+    if not bad:
+        return ""
+    return (f". {' and '.join(bad)} {'is not a multiple' if len(bad) == 1 else 'are not multiples'} of {per} "
+            f"({ROW_ALIGN_BYTES} bytes of {dtype}), the row alignment cuBLAS's fastest kernels need")
 
 
 def _gemm(ctx: TraceContext) -> GemmFacts | None:
@@ -113,7 +136,8 @@ def gemm_below_roof(ex: Explanation, ctx: TraceContext) -> Finding | None:
                   f"{worst['tflops']:.1f} {unit} = {worst['pct_of_roof']:.0f} % of {roof} "
                   f"({worst['roof_tflops']:,.0f} {unit}); the GEMMs at {GEMM_REACHABLE_PCT:.0f} % of a compute "
                   f"roof (or {MEMORY_REACHABLE_PCT:.0f} % of the bandwidth roof) would take {fmt_us(saving)} less "
-                  f"per {fmt_us(step)} step" + older_arch_text(str(worst["kernel"]), g.capability)),
+                  f"per {fmt_us(step)} step" + misaligned_text(int(worst["k"]), int(worst["n"]), str(worst["dtype"]))
+                  + older_arch_text(str(worst["kernel"]), g.capability)),
         suggestion=("Check the shape and layout: dimensions that are multiples of 64–128, contiguous inputs, a "
                     "tensor-core dtype (bf16/fp16/tf32/fp8). A memory-bound shape (small K or N) is judged against "
                     "the bandwidth roof: to go faster it needs more FLOPs per byte (batch the small dimension, "
