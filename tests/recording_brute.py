@@ -1,7 +1,8 @@
 """Lesson figures and answers computed by brute force from the raw trace JSON of the lessons' H200
 recordings: events, correlations, nesting and [memory] records read by hand, no lab code. Used by
 tests/test_questions.py (each question's twin) and tests/test_lesson_recordings.py (each claim),
-for the lessons of ``LESSON_KEYS`` (tests/test_questions.py computes the others' twins itself).
+for the lessons of ``LESSON_KEYS`` (tests/test_questions.py computes the others' twins itself);
+``union`` also by tests/test_heldout_programs.py.
 """
 
 from __future__ import annotations
@@ -31,6 +32,17 @@ def xs(data: dict) -> list[dict]:
 def step_windows(ev: list[dict]) -> list[tuple[float, float]]:
     rows = [e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
     return sorted((e["ts"], e["ts"] + e["dur"]) for e in rows)
+
+
+def union(spans) -> list[tuple[float, float]]:
+    """(start, end) spans merged where they overlap or touch, by a plain loop over them sorted."""
+    merged: list[list[float]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return [(a, b) for a, b in merged]
 
 
 def step_of(ts: float, windows) -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import corpus
 import pytest
+from recording_brute import union
 
 DATA = Path(__file__).resolve().parent / "data" / "heldout"
 sys.path.insert(0, str(DATA.parents[2] / "bench"))
@@ -259,16 +260,6 @@ def test_the_advice_is_gone_once_the_fix_is_applied(pair):
 # Host time no recorded event explains, and what it touches (lab.explain.attribution:
 # ``unrecorded_after``, ``input_unrecorded_us``), brute force from the raw JSON.
 
-def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[list[float]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
-
-
 def _long_idle_gaps(events: tuple[dict, ...]) -> list[tuple[float, float]]:
     """Stretches of ≥ 1 ms (LONG_HOST_GAP_US) inside the steps (each from its start to the next
     one's, the last to its end) where the step's thread has no event open and the GPU is idle."""
@@ -278,7 +269,7 @@ def _long_idle_gaps(events: tuple[dict, ...]) -> list[tuple[float, float]]:
     tid = steps[0]["tid"]
     windows = [(s["ts"], n["ts"]) for s, n in zip(steps, steps[1:], strict=False)]
     windows.append((steps[-1]["ts"], steps[-1]["ts"] + steps[-1]["dur"]))
-    covered = _union([(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("tid") == tid
+    covered = union([(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("tid") == tid
                       and not str(e["name"]).startswith("ProfilerStep#")]
                      + [(g["ts"], g["ts"] + g["dur"]) for g in _gpu(events)])
     gaps = []

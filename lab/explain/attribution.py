@@ -199,7 +199,7 @@ def attribute(measured: Measures | Trace, *, classes: np.ndarray | None = None) 
     if len(gpu_rows):
         _work_on_other_threads(trace, other_cpu, bnd, links.parent, kinds, busy, label)
     long_host_gaps(trace, on_host, spans.rows if len(spans) else np.array([], int), bnd, label)
-    input_unrecorded_us = next_to_input(trace, on_host, bnd, label, win_start, win_end)
+    input_unrecorded_us = next_to_input(trace, on_host, bnd, label, ts, end, win_start, win_end)
     stretches = label == _INDEX["unrecorded"]  # before a sync's drain takes their first part
     sources: dict[str, float] = {}
     if len(gpu_rows):

@@ -67,40 +67,36 @@ def long_host_gaps(trace: Trace, on_host: np.ndarray, step_rows: np.ndarray, bnd
     named = named[~np.isin(named, step_rows)]
     if len(named):
         gap &= ~bnd.covered(named)
-    starts = gap & ~np.concatenate(([False], gap[:-1]))
-    run = np.cumsum(starts) - 1
-    seg = np.diff(bnd.bounds)
-    length = np.bincount(run[gap], weights=seg[gap])
-    long_run = np.zeros(len(gap), dtype=bool)
+    run, _, _, length = _runs(gap, bnd.bounds)
+    long_run = gap.copy()
     long_run[gap] = length[run[gap]] >= LONG_HOST_GAP_US
     label[long_run] = CAUSE_INDEX["unrecorded"]
 
 
-def _runs(mask: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The runs of consecutive segments where ``mask`` holds: each one's first and last segment
-    and its µs."""
-    first = np.flatnonzero(mask & ~np.concatenate(([False], mask[:-1])))
-    last = np.flatnonzero(mask & ~np.concatenate((mask[1:], [False])))
+def _runs(mask: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The runs of consecutive segments where ``mask`` holds: each segment's run (valid where
+    ``mask`` holds), and each run's first and last segment and its µs."""
+    opens = mask & ~np.concatenate(([False], mask[:-1]))
+    run = np.cumsum(opens) - 1
+    first, last = np.flatnonzero(opens), np.flatnonzero(mask & ~np.concatenate((mask[1:], [False])))
     seg = np.diff(bounds)
-    run = np.cumsum(mask & ~np.concatenate(([False], mask[:-1]))) - 1
-    return first, last, np.bincount(run[mask], weights=seg[mask], minlength=len(first))
+    return run, first, last, np.bincount(run[mask], weights=seg[mask], minlength=len(first))
 
 
-def next_to_input(trace: Trace, on_host: np.ndarray, bnd: Segments, label: np.ndarray,
-                   win_start: np.ndarray, win_end: np.ndarray) -> float:
+def next_to_input(trace: Trace, on_host: np.ndarray, bnd: Segments, label: np.ndarray, ts: np.ndarray,
+                  end: np.ndarray, win_start: np.ndarray, win_end: np.ndarray) -> float:
     """Relabel as "input" each stretch of unrecorded host time that touches a DataLoader's
-    ``__next__`` on the step's thread (``NEXT_TO_INPUT_US``); return their µs."""
+    ``__next__`` on the step's thread (``NEXT_TO_INPUT_US``); return their µs. ``ts``, ``end``:
+    every event's start and end."""
     un = label == CAUSE_INDEX["unrecorded"]
     if not un.any() or not len(on_host):
         return 0.0
-    ev = trace.events
-    rows = on_host[mask_where(ev["name"], lambda n: bool(INPUT_PIPELINE_PATTERN.search(n)), on_host)]
+    rows = on_host[mask_where(trace.events["name"], lambda n: bool(INPUT_PIPELINE_PATTERN.search(n)), on_host)]
     if not len(rows):
         return 0.0
-    ts, end = ev["ts_us"].to_numpy()[rows], (ev["ts_us"].to_numpy() + ev["dur_us"].to_numpy())[rows]
-    first, last, us = _runs(un, bnd.bounds)
+    run, first, last, us = _runs(un, bnd.bounds)
     lo, hi = bnd.bounds[first], bnd.bounds[last + 1]
-    ends, starts = np.sort(end), np.sort(ts)
+    ends, starts = np.sort(end[rows]), np.sort(ts[rows])
     k = np.searchsorted(ends, lo + _SAME_INSTANT_US, side="right") - 1
     after = (k >= 0) & (lo - ends[np.maximum(k, 0)] <= NEXT_TO_INPUT_US)
     j = np.searchsorted(starts, hi - _SAME_INSTANT_US, side="left")
@@ -108,11 +104,7 @@ def next_to_input(trace: Trace, on_host: np.ndarray, bnd: Segments, label: np.nd
     before = ((j < len(starts)) & (nxt - hi <= NEXT_TO_INPUT_US)
               & (step_of(win_start, win_end, nxt) == step_of(win_start, win_end, lo)))
     take = after | before
-    if not take.any():
-        return 0.0
-    size = last[take] - first[take] + 1
-    at = np.repeat(first[take], size) + (np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size))
-    label[at] = CAUSE_INDEX["input"]
+    label[un & take[np.maximum(run, 0)]] = CAUSE_INDEX["input"]
     return float(us[take].sum())
 
 
@@ -134,8 +126,7 @@ def what_unrecorded_follows(trace: Trace, on_host: np.ndarray, bnd: Segments, li
         return (), 0.0
     top = ops[ancestor_in(links.parent, is_op, ops) < 0]
     top = top[np.argsort(end[top], kind="stable")]
-    first, _, _ = _runs(stretches, bnd.bounds)
-    run = np.cumsum(stretches & ~np.concatenate(([False], stretches[:-1]))) - 1
+    run, first, _, _ = _runs(stretches, bnd.bounds)  # un lies inside stretches: a drain only takes from them
     run_us = np.bincount(run[un], weights=np.diff(bnd.bounds)[un], minlength=len(first))
     k = np.searchsorted(end[top], bnd.bounds[first] + _SAME_INSTANT_US, side="right") - 1
     keep = k >= 0
