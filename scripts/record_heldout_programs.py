@@ -16,6 +16,7 @@ stand-in), and the same formats and command line::
 
 from __future__ import annotations
 
+import io
 import sys
 import time
 from functools import partial
@@ -499,7 +500,6 @@ def build_attention_by_hand(ctx: gt.Ctx, sdpa: bool = False) -> Prog:
 def build_checkpoint_each_step(ctx: gt.Ctx, every: int = 1) -> Prog:
     """An MLP training step (8 × 2048 wide, 34 M parameters) followed by torch.save of the model's and
     the optimizer's state to a file, every step (``every``: once in that many steps, none in the window)."""
-    import io
     torch.manual_seed(0)
     d, b = ctx.pick((2048, 512), (256, 64), (64, 16))
     model = _mlp(d, 8, ctx.dev)
@@ -521,6 +521,56 @@ def build_checkpoint_each_step(ctx: gt.Ctx, every: int = 1) -> Prog:
                 cleanup=lambda: path.unlink(missing_ok=True))
 
 
+def build_predictions_logged(ctx: gt.Ctx) -> Prog:
+    """A bf16 MLP classifier whose step logs its predictions: ``logits.argmax(1).tolist()`` (8192
+    int64, 64 KiB off the GPU), then a per-class count and a JSON line built in Python."""
+    import collections
+    import json as _json
+    torch.manual_seed(0)
+    d, b, classes = ctx.pick((2048, 8192, 1000), (256, 512, 100), (64, 64, 10))
+    dt = torch.bfloat16 if ctx.cuda else torch.float32
+    model = nn.Sequential(_mlp(d, 4, ctx.dev), nn.Linear(d, classes).to(ctx.dev)).to(dt)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, foreach=True)
+    x = torch.randn(b, d, device=ctx.dev, dtype=dt)
+    y = torch.randint(0, classes, (b,), device=ctx.dev)
+    log = io.StringIO()
+
+    def step(i):
+        logits = model(x)
+        F.cross_entropy(logits.float(), y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        preds = logits.argmax(1).tolist()
+        counts = collections.Counter(preds)
+        log.write(_json.dumps({"step": i, "preds": preds, "counts": sorted(counts.items())}) + "\n")
+        log.seek(0)
+        log.truncate()
+
+    return Prog(step, warm=2, truth_steps=10, extra=dict(d=d, batch=b, classes=classes,
+                                                          log="argmax(1).tolist(), Counter, json.dumps"))
+
+
+def build_activations_offloaded(ctx: gt.Ctx) -> Prog:
+    """An MLP step that copies a 64 MiB activation to the host every step with ``.cpu()`` and keeps
+    the last two copies, doing nothing else with them on the host."""
+    torch.manual_seed(0)
+    d, b = ctx.pick((4096, 4096), (512, 512), (64, 64))
+    model = _mlp(d, 4, ctx.dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, foreach=True)
+    x = torch.randn(b, d, device=ctx.dev)
+    kept: list = []
+
+    def step(i):
+        h = model(x)
+        h.square().mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        kept.append(h.detach().cpu())
+        del kept[:-2]
+
+    return Prog(step, warm=2, truth_steps=10, extra=dict(d=d, batch=b, copy_mib=b * d * 4 / 2**20))
+
+
 # What the lab's verdict is expected to be (its finding rule), written before any of these five was
 # recorded, with the cause a user would need to hear. tests/test_heldout_programs.py reads the
 # manifest's ``expect``; this is where those entries came from.
@@ -535,6 +585,13 @@ HELDOUT_EXPECTED = {
                           "read back through HBM; SDPA's fused kernel never writes them"),
     "checkpoint_each_step": ("pageable_copies", "torch.save copies 34 M parameters and Adam's state to "
                              "pageable host memory every step, then writes a file"),
+    # Written 2026-12-06 21:20 UTC, before recording, after the rule for host work after a copy off
+    # the GPU existed: two programs that rule was not written on, one it should name, one it must not.
+    "predictions_logged": ("host_unrecorded", "the host builds a JSON log line from 8192 predictions "
+                           "it copied off the GPU with .tolist(), GPU idle: 'the host works on tensors "
+                           "copied off the GPU'"),
+    "activations_offloaded": ("pageable_copies", "a 64 MiB .cpu() to pageable memory every step and no "
+                              "host work after it: the copy, not host work, is the cause"),
 }
 
 
@@ -625,6 +682,10 @@ def cases() -> list[Case]:
         Case("checkpoint_every_100", "checkpoint_each_step saving every 100 steps (none in the window)", "gpu",
              partial(build_checkpoint_each_step, every=100), fix_of="checkpoint_each_step",
              fix="torch.save every 100 steps, not every step"),
+        Case("predictions_logged", "a bf16 MLP classifier logging its 8192 predictions a step as JSON "
+             "(argmax(1).tolist(), Counter, json.dumps)", "host_work_after_copy", build_predictions_logged),
+        Case("activations_offloaded", "an fp32 MLP step copying a 64 MiB activation to the host with .cpu() "
+             "every step", "pageable_copy", build_activations_offloaded),
     ]
 
 
