@@ -400,3 +400,24 @@ def test_unaligned_gemms_are_named_by_the_dimensions_that_break_the_alignment():
     assert " and ".join(bad) in finding.evidence
     assert f"of {per} ({ROW_ALIGN_BYTES} bytes of bfloat16)" in finding.evidence
     assert "gemm_below_roof" not in {f.rule for f in _judged("gemm_aligned").findings}
+
+
+@pytest.mark.parametrize(("stem", "works_after"), [("predictions_logged", True), ("activations_offloaded", False)])
+def test_programs_recorded_after_the_copy_rule_get_it_only_where_the_host_works_on_the_copy(stem, works_after):
+    """Written and recorded after the rule for host work after a copy: predictions_logged builds a
+    JSON line from .tolist() (64 KiB off the GPU), activations_offloaded copies 64 MiB with .cpu()
+    and does nothing with it. From the raw JSON: long idle host gaps right after a copy, or none."""
+    from lab.explain.unrecorded import AFTER_COPY_US
+
+    events = _raw(stem)
+    copiers = [c for c, _ in _copiers(events)]
+    assert copiers
+    after = sum(b - a for a, b in _long_idle_gaps(events)
+                if any(0 <= a - (c["ts"] + c["dur"]) <= AFTER_COPY_US for c in copiers))
+    rules = {f.rule: f for f in _judged(stem).findings}
+    if works_after:
+        assert after > 0.25 * _steps_us(events)
+        assert rules["host_unrecorded"].title == "The host works on tensors copied off the GPU"
+    else:
+        assert after < 0.05 * _steps_us(events)
+        assert "host_unrecorded" not in rules and "pageable_copies" in rules
